@@ -1,0 +1,123 @@
+//! # blerpc-proto: the sans-IO core of bleRPC
+//!
+//! A `no_std` implementation of the bleRPC wire protocol (containers, control messages, commands,
+//! the X25519 + Ed25519 + AES-128-GCM end-to-end encryption) and of the connection state machine of
+//! both roles, [`connection::Central`] (client) and [`connection::Peripheral`] (server). It is
+//! byte-compatible with the reference bleRPC libraries and firmware and fixes their known gaps in
+//! ways every reference peer still understands.
+//!
+//! ## Layers
+//!
+//! ```text
+//!  user operations (start_call, respond, send_stream_item, ...)      events (Response, Request, ...)
+//!        |                                                                    ^
+//!  +-----v--------------------------------------------------------------------+------+
+//!  | connection   Central / Peripheral: setup, calls, streams, timeouts, BUSY, ERROR |
+//!  +---------------------------------------------------------------------------------+
+//!  | command      [type][name_len][name][data_len u16][protobuf]                     |
+//!  | session      counter u32 || AES-128-GCM(K, counter||dir||0*7, command)           |  handshake
+//!  +---------------------------------------------------------------------------------+  (4 KEY_EXCHANGE
+//!  | split / assemble   FIRST + SUBSEQUENT containers, MTU-aware, bounded            |   controls)
+//!  | wire::container    [tid][seq][flags][...]       wire::control  CONTROL payloads |
+//!  +---------------------------------------------------------------------------------+
+//!        |  poll_transmit(now, buf)                            handle_input(now, pdu) ^
+//!        v                                                                            |
+//!                   one link PDU: a GATT write/notification, a TCP/WS/serial frame
+//! ```
+//!
+//! ## The run loop
+//!
+//! The core never touches a socket, a clock or a global RNG. A runtime owns one connection and
+//! loops:
+//!
+//! ```ignore
+//! loop {
+//!     while let Some(n) = conn.poll_transmit(now, &mut buf) { link.send(&buf[..n]).await?; }
+//!     while let Some(ev) = conn.poll_event() { app.handle(ev); }
+//!     let deadline = conn.poll_timeout();
+//!     select! {
+//!         pdu = link.recv() => conn.handle_input(now(), &pdu?),
+//!         _ = sleep_until(deadline) => conn.handle_timeout(now()),
+//!         op = user_ops.recv() => apply(&mut conn, now(), op),
+//!     }
+//! }
+//! ```
+//!
+//! Every buffer and queue is bounded by [`connection::Config`]; buffers are generic over
+//! [`buf::Buffer`], so the same state machine runs on a fixed [`buf::ArrayBuf`] without an
+//! allocator or on `Vec<u8>` with the `alloc` feature.
+//!
+//! ## Features
+//! - `std` (default, implies `alloc`): `Vec`-backed buffers and `std::error::Error` impls.
+//! - `alloc`: `Vec`-backed buffers.
+//! - `ring`, `aws-lc-rs`: host crypto providers (the pure-Rust [`crypto::RustCrypto`] provider is
+//!   always available and `no_std`).
+#![no_std]
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), warn(clippy::indexing_slicing))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod assemble;
+pub mod buf;
+pub mod connection;
+pub mod crypto;
+pub mod handshake;
+pub mod session;
+pub mod split;
+pub mod time;
+pub mod wire;
+
+pub use time::Instant;
+
+/// Which side of a bleRPC connection a message travels from.
+///
+/// bleRPC keeps the BLE role names on every link: the **central** is the client that issues calls,
+/// the **peripheral** is the server that answers them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// Central (client) to peripheral (server): requests, uploads, control requests.
+    CentralToPeripheral,
+    /// Peripheral (server) to central (client): responses, stream items, control replies.
+    PeripheralToCentral,
+}
+
+impl Direction {
+    /// The direction byte used in the AES-GCM nonce: `0x00` C→P, `0x01` P→C.
+    pub const fn nonce_byte(self) -> u8 {
+        match self {
+            Direction::CentralToPeripheral => 0x00,
+            Direction::PeripheralToCentral => 0x01,
+        }
+    }
+}
+
+/// The role a connection endpoint plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The client: sends requests, receives responses.
+    Central,
+    /// The server: receives requests, sends responses.
+    Peripheral,
+}
+
+impl Role {
+    /// The direction of messages this role sends.
+    pub const fn tx_direction(self) -> Direction {
+        match self {
+            Role::Central => Direction::CentralToPeripheral,
+            Role::Peripheral => Direction::PeripheralToCentral,
+        }
+    }
+    /// The direction of messages this role receives.
+    pub const fn rx_direction(self) -> Direction {
+        match self {
+            Role::Central => Direction::PeripheralToCentral,
+            Role::Peripheral => Direction::CentralToPeripheral,
+        }
+    }
+}
