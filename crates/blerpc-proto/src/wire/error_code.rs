@@ -1,1 +1,162 @@
-//! (in progress)
+//! The one-byte code carried by an ERROR control container.
+//!
+//! ```text
+//! CONTROL container, cmd 0x5 (flags 0xD4), always peripheral -> central, tid = the request's tid
+//! +-----+-----+-------+-------------+------+
+//! | tid | 0   | 0xD4  | payload_len | code |
+//! +-----+-----+-------+-------------+------+
+//!                        = 1           u8
+//! ```
+//!
+//! Codes `0x01` (RESPONSE_TOO_LARGE) and `0x02` (BUSY) are the reference's. Codes `0x03` and up are
+//! blerpc-rs additions: the reference peripherals stay silent on these failures, so a reference
+//! central only ever sees a timeout. Reference centrals map every code other than `0x01` to a
+//! generic "peripheral error", so sending the new codes is wire-safe: an old central fails the
+//! call at once instead of waiting for its timeout. Likewise, a byte this crate does not know is
+//! kept as [`ErrorCode::Unknown`] and must be treated as a generic error, never as a parse failure.
+
+/// The code of an ERROR control message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// `0x01` (reference): the response does not fit the peripheral's limits.
+    ResponseTooLarge,
+    /// `0x02` (reference): the peripheral cannot take another request now; retry later.
+    Busy,
+    /// `0x03`: no handler is registered for the command name.
+    UnknownCommand,
+    /// `0x04`: the command packet or its protobuf data did not decode.
+    DecodeFailed,
+    /// `0x05`: an encrypted message failed to decrypt (bad tag, replayed or stale counter).
+    DecryptFailed,
+    /// `0x06`: a plaintext message arrived while the peer requires an encrypted session.
+    EncryptionRequired,
+    /// `0x07`: the request is larger than the peripheral accepts.
+    RequestTooLarge,
+    /// `0x08`: a container arrived out of sequence and the message was dropped.
+    SequenceGap,
+    /// `0x09`: the key exchange failed (bad step, signature or key).
+    KeyExchangeFailed,
+    /// `0x0A`: the handler ran and reported a failure.
+    HandlerFailed,
+    /// `0x0B`: a stream exceeded its item count or backlog limit.
+    StreamLimit,
+    /// Any other byte: a generic peripheral error.
+    Unknown(u8),
+}
+
+impl ErrorCode {
+    /// Decodes a code byte. Never fails: unknown bytes become [`ErrorCode::Unknown`].
+    pub const fn from_byte(b: u8) -> Self {
+        match b {
+            0x01 => ErrorCode::ResponseTooLarge,
+            0x02 => ErrorCode::Busy,
+            0x03 => ErrorCode::UnknownCommand,
+            0x04 => ErrorCode::DecodeFailed,
+            0x05 => ErrorCode::DecryptFailed,
+            0x06 => ErrorCode::EncryptionRequired,
+            0x07 => ErrorCode::RequestTooLarge,
+            0x08 => ErrorCode::SequenceGap,
+            0x09 => ErrorCode::KeyExchangeFailed,
+            0x0A => ErrorCode::HandlerFailed,
+            0x0B => ErrorCode::StreamLimit,
+            other => ErrorCode::Unknown(other),
+        }
+    }
+
+    /// The code byte put on the wire.
+    pub const fn to_byte(self) -> u8 {
+        match self {
+            ErrorCode::ResponseTooLarge => 0x01,
+            ErrorCode::Busy => 0x02,
+            ErrorCode::UnknownCommand => 0x03,
+            ErrorCode::DecodeFailed => 0x04,
+            ErrorCode::DecryptFailed => 0x05,
+            ErrorCode::EncryptionRequired => 0x06,
+            ErrorCode::RequestTooLarge => 0x07,
+            ErrorCode::SequenceGap => 0x08,
+            ErrorCode::KeyExchangeFailed => 0x09,
+            ErrorCode::HandlerFailed => 0x0A,
+            ErrorCode::StreamLimit => 0x0B,
+            ErrorCode::Unknown(b) => b,
+        }
+    }
+
+    /// `true` for the codes the reference implementations define (`0x01`, `0x02`).
+    pub const fn is_reference_code(self) -> bool {
+        matches!(self.to_byte(), 0x01 | 0x02)
+    }
+
+    /// A short human-readable description.
+    pub fn description(self) -> &'static str {
+        match self {
+            ErrorCode::ResponseTooLarge => "response too large",
+            ErrorCode::Busy => "peripheral busy",
+            ErrorCode::UnknownCommand => "unknown command",
+            ErrorCode::DecodeFailed => "request failed to decode",
+            ErrorCode::DecryptFailed => "message failed to decrypt",
+            ErrorCode::EncryptionRequired => "encryption required",
+            ErrorCode::RequestTooLarge => "request too large",
+            ErrorCode::SequenceGap => "container sequence gap",
+            ErrorCode::KeyExchangeFailed => "key exchange failed",
+            ErrorCode::HandlerFailed => "handler failed",
+            ErrorCode::StreamLimit => "stream limit exceeded",
+            ErrorCode::Unknown(_) => "peripheral error",
+        }
+    }
+}
+
+impl From<u8> for ErrorCode {
+    fn from(b: u8) -> Self {
+        ErrorCode::from_byte(b)
+    }
+}
+
+impl From<ErrorCode> for u8 {
+    fn from(code: ErrorCode) -> Self {
+        code.to_byte()
+    }
+}
+
+impl core::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{} ({:#04x})", self.description(), self.to_byte())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_codes() {
+        assert_eq!(ErrorCode::from_byte(0x01), ErrorCode::ResponseTooLarge);
+        assert_eq!(ErrorCode::from_byte(0x02), ErrorCode::Busy);
+        assert!(ErrorCode::Busy.is_reference_code());
+        assert!(ErrorCode::ResponseTooLarge.is_reference_code());
+        assert!(!ErrorCode::UnknownCommand.is_reference_code());
+        assert!(!ErrorCode::Unknown(0x00).is_reference_code());
+    }
+
+    #[test]
+    fn every_byte_roundtrips() {
+        for b in 0..=u8::MAX {
+            let code = ErrorCode::from_byte(b);
+            assert_eq!(code.to_byte(), b);
+            assert_eq!(u8::from(ErrorCode::from(b)), b);
+            assert_eq!(matches!(code, ErrorCode::Unknown(_)), b == 0 || b > 0x0B);
+        }
+    }
+
+    #[test]
+    fn display_names_the_byte() {
+        extern crate std;
+        use std::string::ToString;
+        assert_eq!(ErrorCode::Busy.to_string(), "peripheral busy (0x02)");
+        assert_eq!(
+            ErrorCode::Unknown(0xee).to_string(),
+            "peripheral error (0xee)"
+        );
+    }
+}
