@@ -1,1 +1,400 @@
-//! (in progress)
+//! The container: the unit carried by exactly one link PDU (one GATT write or notification).
+//!
+//! ```text
+//! FIRST      (type 0b00): [tid u8][seq u8][flags u8][total_length u16 LE][payload_len u8][payload]  header 6
+//! SUBSEQUENT (type 0b01): [tid u8][seq u8][flags u8][payload_len u8][payload]                        header 4
+//! CONTROL    (type 0b11): [tid u8][seq u8][flags u8][payload_len u8][payload]                        header 4
+//! undefined  (type 0b10): parsed with the 4-byte header and reported as ContainerKind::Unknown
+//!
+//! flags:   bit 7 6 | 5 4 3 2     | 1 0
+//!          type    | control_cmd | reserved (0 on emit, ignored on parse)
+//! ```
+//!
+//! Flag bytes on the wire: FIRST `0x00`, SUBSEQUENT `0x40`, CONTROL `0xC0 | cmd << 2` (`0xC4`
+//! TIMEOUT, `0xC8` STREAM_END_C2P, `0xCC` STREAM_END_P2C, `0xD0` CAPABILITIES, `0xD4` ERROR,
+//! `0xD8` KEY_EXCHANGE).
+//!
+//! Parsing follows the C reference: the `payload_len` bytes must be present, and bytes after them
+//! are tolerated and ignored. Unlike the reference's Python, TypeScript and Kotlin decoders, an
+//! undefined type or control command is never an error: it is reported as `Unknown` so the caller
+//! can skip it.
+
+use super::{WireError, out_prefix, read_slice, read_u8, read_u16};
+
+/// Bytes the ATT layer takes from the MTU (opcode + handle); a container fits in `mtu - 3`.
+pub const ATT_OVERHEAD: usize = 3;
+/// Header length of a FIRST container.
+pub const FIRST_HEADER_LEN: usize = 6;
+/// Header length of SUBSEQUENT, CONTROL and undefined-type (`0b10`) containers.
+pub const HEADER_LEN: usize = 4;
+/// The largest payload one container carries (`payload_len` is a `u8`).
+pub const MAX_CHUNK_LEN: usize = 255;
+
+const TYPE_FIRST: u8 = 0b00;
+const TYPE_SUBSEQUENT: u8 = 0b01;
+const TYPE_UNKNOWN: u8 = 0b10;
+const TYPE_CONTROL: u8 = 0b11;
+
+/// The 4-bit command of a CONTROL container.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ControlCmd {
+    /// `0x0`: unassigned; every implementation parses and skips it.
+    Reserved0,
+    /// `0x1`: TIMEOUT request (C→P) / response (P→C).
+    Timeout,
+    /// `0x2`: the central finished a C→P stream.
+    StreamEndC2P,
+    /// `0x3`: the peripheral finished a P→C stream.
+    StreamEndP2C,
+    /// `0x4`: CAPABILITIES request (C→P) / response (P→C).
+    Capabilities,
+    /// `0x5`: ERROR with a one-byte code (P→C).
+    Error,
+    /// `0x6`: one step of the key exchange.
+    KeyExchange,
+    /// `0x7..=0xF`: not assigned. [`ControlCmd::from_bits`] never produces values `0..=6` here.
+    Unknown(u8),
+}
+
+impl ControlCmd {
+    /// Decodes the 4-bit command (only the low 4 bits of `cmd4` are used).
+    pub const fn from_bits(cmd4: u8) -> Self {
+        match cmd4 & 0x0F {
+            0x0 => ControlCmd::Reserved0,
+            0x1 => ControlCmd::Timeout,
+            0x2 => ControlCmd::StreamEndC2P,
+            0x3 => ControlCmd::StreamEndP2C,
+            0x4 => ControlCmd::Capabilities,
+            0x5 => ControlCmd::Error,
+            0x6 => ControlCmd::KeyExchange,
+            other => ControlCmd::Unknown(other),
+        }
+    }
+
+    /// The 4-bit command value (`Unknown` values are masked to 4 bits).
+    pub const fn bits(self) -> u8 {
+        match self {
+            ControlCmd::Reserved0 => 0x0,
+            ControlCmd::Timeout => 0x1,
+            ControlCmd::StreamEndC2P => 0x2,
+            ControlCmd::StreamEndP2C => 0x3,
+            ControlCmd::Capabilities => 0x4,
+            ControlCmd::Error => 0x5,
+            ControlCmd::KeyExchange => 0x6,
+            ControlCmd::Unknown(b) => b & 0x0F,
+        }
+    }
+}
+
+/// What a container is, from its flags byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContainerKind {
+    /// The first (often only) container of a message; `seq` is 0.
+    First {
+        /// Length of the whole message the containers of this transaction carry.
+        total_length: u16,
+    },
+    /// A continuation of the message started by the FIRST container with the same tid.
+    Subsequent,
+    /// A control message; the payload is decoded by [`crate::wire::control`].
+    Control(ControlCmd),
+    /// The undefined type `0b10`, parsed with a 4-byte header. Receivers ignore it.
+    Unknown,
+}
+
+/// One container, borrowing its payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Container<'a> {
+    /// Transaction id: all containers of one message share it.
+    pub tid: u8,
+    /// Sequence number within the transaction: 0 for FIRST, then 1, 2, ... (0 for CONTROL).
+    pub seq: u8,
+    /// The container type (and control command).
+    pub kind: ContainerKind,
+    /// The payload (`payload_len` bytes).
+    pub payload: &'a [u8],
+}
+
+impl<'a> Container<'a> {
+    /// Parses one PDU. The declared payload must be present; trailing bytes are ignored.
+    pub fn parse(pdu: &'a [u8]) -> Result<Container<'a>, WireError> {
+        let tid = read_u8(pdu, 0, "tid")?;
+        let seq = read_u8(pdu, 1, "seq")?;
+        let flags = read_u8(pdu, 2, "flags")?;
+        let (kind, len_offset) = match flags >> 6 {
+            TYPE_FIRST => {
+                let total_length = read_u16(pdu, 3, "total_length")?;
+                (ContainerKind::First { total_length }, 5)
+            }
+            TYPE_SUBSEQUENT => (ContainerKind::Subsequent, 3),
+            TYPE_CONTROL => (ContainerKind::Control(ControlCmd::from_bits(flags >> 2)), 3),
+            _ => (ContainerKind::Unknown, 3),
+        };
+        let payload_len = usize::from(read_u8(pdu, len_offset, "payload_len")?);
+        let payload = read_slice(pdu, len_offset + 1, payload_len, "payload")?;
+        Ok(Container {
+            tid,
+            seq,
+            kind,
+            payload,
+        })
+    }
+
+    /// A FIRST container (seq 0).
+    pub const fn first(tid: u8, total_length: u16, payload: &'a [u8]) -> Self {
+        Container {
+            tid,
+            seq: 0,
+            kind: ContainerKind::First { total_length },
+            payload,
+        }
+    }
+
+    /// A SUBSEQUENT container.
+    pub const fn subsequent(tid: u8, seq: u8, payload: &'a [u8]) -> Self {
+        Container {
+            tid,
+            seq,
+            kind: ContainerKind::Subsequent,
+            payload,
+        }
+    }
+
+    /// A CONTROL container (seq 0).
+    pub const fn control(tid: u8, cmd: ControlCmd, payload: &'a [u8]) -> Self {
+        Container {
+            tid,
+            seq: 0,
+            kind: ContainerKind::Control(cmd),
+            payload,
+        }
+    }
+
+    /// The flags byte this container is emitted with.
+    pub const fn flags(&self) -> u8 {
+        match self.kind {
+            ContainerKind::First { .. } => TYPE_FIRST << 6,
+            ContainerKind::Subsequent => TYPE_SUBSEQUENT << 6,
+            ContainerKind::Control(cmd) => (TYPE_CONTROL << 6) | (cmd.bits() << 2),
+            ContainerKind::Unknown => TYPE_UNKNOWN << 6,
+        }
+    }
+
+    /// Header length: [`FIRST_HEADER_LEN`] for FIRST, [`HEADER_LEN`] otherwise.
+    pub fn header_len(&self) -> usize {
+        match self.kind {
+            ContainerKind::First { .. } => FIRST_HEADER_LEN,
+            _ => HEADER_LEN,
+        }
+    }
+
+    /// Header plus payload: the bytes [`Container::emit`] writes.
+    pub fn emitted_len(&self) -> usize {
+        self.header_len() + self.payload.len()
+    }
+
+    /// Writes the container to the start of `out` and returns its length.
+    ///
+    /// Fails with [`WireError::TooLong`] when the payload exceeds [`MAX_CHUNK_LEN`] and with
+    /// [`WireError::BufferTooSmall`] when `out` is shorter than [`Container::emitted_len`].
+    pub fn emit(&self, out: &mut [u8]) -> Result<usize, WireError> {
+        let payload_len = u8::try_from(self.payload.len()).map_err(|_| WireError::TooLong {
+            field: "payload",
+            len: self.payload.len(),
+            max: MAX_CHUNK_LEN,
+        })?;
+        let len = self.emitted_len();
+        let buf = out_prefix(out, len)?;
+        let [tid, seq, flags] = [self.tid, self.seq, self.flags()];
+        let header = match self.kind {
+            ContainerKind::First { total_length } => {
+                let [t0, t1] = total_length.to_le_bytes();
+                [tid, seq, flags, t0, t1, payload_len]
+            }
+            _ => [tid, seq, flags, payload_len, 0, 0],
+        };
+        let bytes = header.iter().take(self.header_len()).chain(self.payload);
+        for (dst, src) in buf.iter_mut().zip(bytes) {
+            *dst = *src;
+        }
+        Ok(len)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+mod tests {
+    use super::*;
+
+    fn emit_vec(c: &Container<'_>) -> std::vec::Vec<u8> {
+        let mut out = std::vec![0u8; c.emitted_len()];
+        assert_eq!(c.emit(&mut out), Ok(c.emitted_len()));
+        out
+    }
+
+    extern crate std;
+
+    #[test]
+    fn control_vectors_parse_and_emit() {
+        let vectors: &[(&[u8], Container<'_>)] = &[
+            (
+                &[0x00, 0x00, 0xc4, 0x00],
+                Container::control(0, ControlCmd::Timeout, &[]),
+            ),
+            (
+                &[0x00, 0x00, 0xc4, 0x02, 0x64, 0x00],
+                Container::control(0, ControlCmd::Timeout, &[0x64, 0x00]),
+            ),
+            (
+                &[0x01, 0x00, 0xd0, 0x06, 0x00, 0x30, 0xff, 0xff, 0x01, 0x00],
+                Container::control(1, ControlCmd::Capabilities, &[0x00, 0x30, 0xff, 0xff, 1, 0]),
+            ),
+            (
+                &[0x00, 0x00, 0xd0, 0x00],
+                Container::control(0, ControlCmd::Capabilities, &[]),
+            ),
+            (
+                &[0x05, 0x00, 0xd4, 0x01, 0x02],
+                Container::control(5, ControlCmd::Error, &[0x02]),
+            ),
+            (
+                &[0x09, 0x00, 0xc8, 0x00],
+                Container::control(9, ControlCmd::StreamEndC2P, &[]),
+            ),
+            (
+                &[0x09, 0x00, 0xcc, 0x00],
+                Container::control(9, ControlCmd::StreamEndP2C, &[]),
+            ),
+        ];
+        for (bytes, container) in vectors {
+            assert_eq!(
+                Container::parse(bytes).as_ref(),
+                Ok(container),
+                "{bytes:02x?}"
+            );
+            assert_eq!(emit_vec(container), *bytes);
+        }
+    }
+
+    #[test]
+    fn first_container_vector() {
+        // REQUEST flash_read as a FIRST container, tid 0 (wire.md 6.2).
+        let bytes = [
+            0x00, 0x00, 0x00, 0x11, 0x00, 0x11, 0x00, 0x0a, 0x66, 0x6c, 0x61, 0x73, 0x68, 0x5f,
+            0x72, 0x65, 0x61, 0x64, 0x03, 0x00, 0x10, 0x80, 0x40,
+        ];
+        let c = Container::parse(&bytes).unwrap();
+        assert_eq!(c.kind, ContainerKind::First { total_length: 17 });
+        assert_eq!(c.payload.len(), 17);
+        assert_eq!(c.header_len(), FIRST_HEADER_LEN);
+        assert_eq!(emit_vec(&c), bytes);
+        // Empty message, tid 7.
+        let empty = [0x07, 0x00, 0x00, 0x00, 0x00, 0x00];
+        assert_eq!(Container::parse(&empty), Ok(Container::first(7, 0, &[])));
+        assert_eq!(emit_vec(&Container::first(7, 0, &[])), empty);
+    }
+
+    #[test]
+    fn subsequent_vector() {
+        let bytes = [0x2a, 0x02, 0x40, 0x03, 0x42, 0x42, 0x42];
+        let c = Container::subsequent(0x2a, 2, &[0x42; 3]);
+        assert_eq!(Container::parse(&bytes), Ok(c));
+        assert_eq!(emit_vec(&c), bytes);
+    }
+
+    #[test]
+    fn truncated_payload_rejected_trailing_bytes_ignored() {
+        assert_eq!(
+            Container::parse(&[0x2a, 0x01, 0x40, 0x03, 0x42, 0x42]),
+            Err(WireError::Truncated {
+                field: "payload",
+                offset: 4,
+                needed: 3,
+                available: 2
+            })
+        );
+        assert_eq!(
+            Container::parse(&[0x00, 0x00, 0x00, 0x11]),
+            Err(WireError::Truncated {
+                field: "total_length",
+                offset: 3,
+                needed: 2,
+                available: 1
+            })
+        );
+        assert!(matches!(
+            Container::parse(&[0x00, 0x00, 0xc4]),
+            Err(WireError::Truncated {
+                field: "payload_len",
+                ..
+            })
+        ));
+        assert!(Container::parse(&[]).is_err());
+        assert_eq!(
+            Container::parse(&[0x05, 0x00, 0xd4, 0x01, 0x02, 0xff, 0xff]),
+            Ok(Container::control(5, ControlCmd::Error, &[0x02]))
+        );
+    }
+
+    #[test]
+    fn reserved_bits_unknown_type_and_cmd() {
+        // Reserved flag bits 1..0 are ignored.
+        assert_eq!(
+            Container::parse(&[0x00, 0x00, 0xc7, 0x00]),
+            Ok(Container::control(0, ControlCmd::Timeout, &[]))
+        );
+        assert_eq!(
+            Container::parse(&[1, 1, 0x43, 0]),
+            Ok(Container::subsequent(1, 1, &[]))
+        );
+        // Type 0b10 parses with a 4-byte header.
+        let c = Container::parse(&[0x01, 0x01, 0x80, 0x02, 0x63, 0x64]).unwrap();
+        assert_eq!(c.kind, ContainerKind::Unknown);
+        assert_eq!(c.payload, b"cd");
+        assert_eq!(emit_vec(&c), [0x01, 0x01, 0x80, 0x02, 0x63, 0x64]);
+        // Control cmd 0x0, 0x7 and 0xF.
+        for (flags, cmd) in [
+            (0xc0, ControlCmd::Reserved0),
+            (0xdc, ControlCmd::Unknown(7)),
+            (0xfc, ControlCmd::Unknown(15)),
+        ] {
+            let bytes = [3, 0, flags, 0];
+            let c = Container::parse(&bytes).unwrap();
+            assert_eq!(c.kind, ContainerKind::Control(cmd));
+            assert_eq!(emit_vec(&c), [3, 0, flags, 0]);
+        }
+    }
+
+    #[test]
+    fn control_cmd_bits_roundtrip() {
+        for b in 0..16u8 {
+            assert_eq!(ControlCmd::from_bits(b).bits(), b);
+        }
+        assert_eq!(ControlCmd::from_bits(0xf6), ControlCmd::KeyExchange);
+        assert_eq!(ControlCmd::KeyExchange.bits() << 2 | 0xc0, 0xd8);
+    }
+
+    #[test]
+    fn emit_errors() {
+        let big = [0u8; 256];
+        assert_eq!(
+            Container::subsequent(0, 1, &big).emit(&mut [0; 300]),
+            Err(WireError::TooLong {
+                field: "payload",
+                len: 256,
+                max: 255
+            })
+        );
+        assert_eq!(
+            Container::first(0, 3, b"abc").emit(&mut [0; 8]),
+            Err(WireError::BufferTooSmall {
+                needed: 9,
+                available: 8
+            })
+        );
+        let max = [0x11u8; 255];
+        let mut out = [0u8; 261];
+        assert_eq!(Container::first(1, 255, &max).emit(&mut out), Ok(261));
+        assert_eq!(out.get(..6), Some(&[1, 0, 0, 0xff, 0, 0xff][..]));
+    }
+}
