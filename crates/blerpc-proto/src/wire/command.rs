@@ -1,1 +1,318 @@
-//! (in progress)
+//! The command packet: the message a transaction carries once reassembled (and decrypted).
+//!
+//! ```text
+//! offset 0        1          2                2+n            4+n
+//!        +--------+----------+----------------+--------------+----------------------+
+//!        | type   | name_len | name (n bytes) | data_len u16 | data (data_len bytes) |
+//!        +--------+----------+----------------+--------------+----------------------+
+//! type:  bit 7 = 0 request / 1 response; bits 6..0 reserved (0 on emit, ignored on parse)
+//! name:  the routing key, e.g. "echo", "flash_read" (ASCII in the reference; UTF-8 accepted)
+//! data:  the protobuf-encoded request or response message, little-endian length
+//! ```
+//!
+//! Unlike the reference's Python decoder (which slices silently), [`Command::parse`] requires all
+//! `data_len` bytes to be present, as the C and TypeScript decoders do. Bytes after the data are
+//! tolerated and ignored.
+
+use super::{WireError, out_prefix, read_slice, read_u8, read_u16};
+
+/// The longest command name (`name_len` is a `u8`).
+pub const MAX_NAME_LEN: usize = 255;
+/// The longest data (`data_len` is a `u16`).
+pub const MAX_DATA_LEN: usize = 65535;
+
+const RESPONSE_BIT: u8 = 0x80;
+
+/// Whether a command is a request or a response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CommandType {
+    /// Central to peripheral: invoke the handler `name`.
+    Request,
+    /// Peripheral to central: the result of `name` (or one stream item).
+    Response,
+}
+
+impl CommandType {
+    /// The type byte emitted (`0x00` or `0x80`).
+    pub const fn to_byte(self) -> u8 {
+        match self {
+            CommandType::Request => 0x00,
+            CommandType::Response => RESPONSE_BIT,
+        }
+    }
+    /// Decodes the type from bit 7 only.
+    pub const fn from_byte(b: u8) -> Self {
+        if b & RESPONSE_BIT != 0 {
+            CommandType::Response
+        } else {
+            CommandType::Request
+        }
+    }
+}
+
+/// A command packet, borrowing its name and data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Command<'a> {
+    /// Request or response.
+    pub kind: CommandType,
+    /// The command name (≤ [`MAX_NAME_LEN`] bytes).
+    pub name: &'a str,
+    /// The protobuf data (≤ [`MAX_DATA_LEN`] bytes).
+    pub data: &'a [u8],
+}
+
+impl<'a> Command<'a> {
+    /// Parses a command packet. The name must be UTF-8 and all `data_len` bytes must be present.
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, WireError> {
+        let kind = CommandType::from_byte(read_u8(bytes, 0, "type")?);
+        let name_len = usize::from(read_u8(bytes, 1, "name_len")?);
+        let name_bytes = read_slice(bytes, 2, name_len, "name")?;
+        let name = core::str::from_utf8(name_bytes).map_err(|e| {
+            let at = e.valid_up_to();
+            WireError::InvalidValue {
+                field: "name",
+                offset: 2 + at,
+                value: name_bytes.get(at).copied().map_or(0, u32::from),
+            }
+        })?;
+        let data_len = usize::from(read_u16(bytes, 2 + name_len, "data_len")?);
+        let data = read_slice(bytes, 4 + name_len, data_len, "data")?;
+        Ok(Command { kind, name, data })
+    }
+
+    /// A request for `name` carrying `data`.
+    pub const fn request(name: &'a str, data: &'a [u8]) -> Self {
+        Command {
+            kind: CommandType::Request,
+            name,
+            data,
+        }
+    }
+
+    /// A response from `name` carrying `data`.
+    pub const fn response(name: &'a str, data: &'a [u8]) -> Self {
+        Command {
+            kind: CommandType::Response,
+            name,
+            data,
+        }
+    }
+
+    /// Header length for a name of `name_len` bytes: type, name_len, name, data_len.
+    pub const fn header_len(name_len: usize) -> usize {
+        1 + 1 + name_len + 2
+    }
+
+    /// Bytes [`Command::emit`] writes.
+    pub fn emitted_len(&self) -> usize {
+        Self::header_len(self.name.len()) + self.data.len()
+    }
+
+    /// Writes the packet to the start of `out` and returns its length.
+    pub fn emit(&self, out: &mut [u8]) -> Result<usize, WireError> {
+        let header = Self::emit_header(self.kind, self.name, self.data.len(), out)?;
+        let len = header + self.data.len();
+        out_prefix(out, len)?
+            .get_mut(header..)
+            .ok_or(WireError::BufferTooSmall {
+                needed: len,
+                available: header,
+            })?
+            .copy_from_slice(self.data);
+        Ok(len)
+    }
+
+    /// Writes only the header for `data_len` bytes of data, so the caller can encode the data in
+    /// place right after it. Returns the header length.
+    pub fn emit_header(
+        kind: CommandType,
+        name: &str,
+        data_len: usize,
+        out: &mut [u8],
+    ) -> Result<usize, WireError> {
+        let name_len = u8::try_from(name.len()).map_err(|_| WireError::TooLong {
+            field: "name",
+            len: name.len(),
+            max: MAX_NAME_LEN,
+        })?;
+        let data_len = u16::try_from(data_len).map_err(|_| WireError::TooLong {
+            field: "data",
+            len: data_len,
+            max: MAX_DATA_LEN,
+        })?;
+        let len = Self::header_len(name.len());
+        let buf = out_prefix(out, len)?;
+        let [d0, d1] = data_len.to_le_bytes();
+        let bytes = [kind.to_byte(), name_len]
+            .into_iter()
+            .chain(name.bytes())
+            .chain([d0, d1]);
+        for (dst, src) in buf.iter_mut().zip(bytes) {
+            *dst = src;
+        }
+        Ok(len)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+mod tests {
+    use super::*;
+    extern crate std;
+    use std::vec::Vec;
+
+    fn emit_vec(c: &Command<'_>) -> Vec<u8> {
+        let mut out = std::vec![0u8; c.emitted_len()];
+        assert_eq!(c.emit(&mut out), Ok(c.emitted_len()));
+        out
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        hex::decode(s).unwrap()
+    }
+
+    #[test]
+    fn reference_vectors() {
+        let vectors = [
+            (
+                "00046563686f07000a0568656c6c6f",
+                Command::request("echo", b"\x0a\x05hello"),
+            ),
+            (
+                "80046563686f07000a0568656c6c6f",
+                Command::response("echo", b"\x0a\x05hello"),
+            ),
+            ("00046563686f0000", Command::request("echo", b"")),
+            (
+                "000a666c6173685f726561640300108040",
+                Command::request("flash_read", &[0x10, 0x80, 0x40]),
+            ),
+            (
+                "000e636f756e7465725f73747265616d02000814",
+                Command::request("counter_stream", &[0x08, 0x14]),
+            ),
+            (
+                "800e636f756e7465725f73747265616d04000801100a",
+                Command::response("counter_stream", &[0x08, 0x01, 0x10, 0x0a]),
+            ),
+            (
+                "800e636f756e7465725f73747265616d0000",
+                Command::response("counter_stream", &[]),
+            ),
+            (
+                "800e636f756e7465725f75706c6f616402000814",
+                Command::response("counter_upload", &[0x08, 0x14]),
+            ),
+        ];
+        for (h, cmd) in vectors {
+            let bytes = hex(h);
+            assert_eq!(Command::parse(&bytes), Ok(cmd), "{h}");
+            assert_eq!(emit_vec(&cmd), bytes, "{h}");
+        }
+    }
+
+    #[test]
+    fn type_from_bit_7_only_and_trailing_bytes() {
+        assert_eq!(
+            Command::parse(&[0x7f, 0x01, b'a', 0x00, 0x00]),
+            Ok(Command::request("a", b""))
+        );
+        assert_eq!(
+            Command::parse(&[0x81, 0x01, b'a', 0x01, 0x00, 0x09, 0xee]),
+            Ok(Command::response("a", &[0x09]))
+        );
+    }
+
+    #[test]
+    fn short_data_is_truncated_not_sliced() {
+        // Python decodes this to data = b"xy"; we reject it like C and TS.
+        assert_eq!(
+            Command::parse(&[0x00, 0x01, b'a', 0x05, 0x00, b'x', b'y']),
+            Err(WireError::Truncated {
+                field: "data",
+                offset: 5,
+                needed: 5,
+                available: 2
+            })
+        );
+        assert!(matches!(
+            Command::parse(&[0x00, 0x04, b'e', b'c']),
+            Err(WireError::Truncated { field: "name", .. })
+        ));
+        assert!(matches!(
+            Command::parse(&[0x00, 0x01, b'a', 0x05]),
+            Err(WireError::Truncated {
+                field: "data_len",
+                ..
+            })
+        ));
+        assert!(matches!(
+            Command::parse(&[0x00]),
+            Err(WireError::Truncated { .. })
+        ));
+        assert!(Command::parse(&[]).is_err());
+    }
+
+    #[test]
+    fn name_must_be_utf8() {
+        assert_eq!(
+            Command::parse(&[0x00, 0x02, b'a', 0xff, 0x00, 0x00]),
+            Err(WireError::InvalidValue {
+                field: "name",
+                offset: 3,
+                value: 0xff
+            })
+        );
+        let bytes = hex("0002c3a90000");
+        assert_eq!(Command::parse(&bytes), Ok(Command::request("é", b"")));
+        assert_eq!(emit_vec(&Command::request("é", b"")), bytes);
+    }
+
+    #[test]
+    fn emit_limits() {
+        let long = "x".repeat(256);
+        assert_eq!(
+            Command::request(&long, b"").emit(&mut [0; 300]),
+            Err(WireError::TooLong {
+                field: "name",
+                len: 256,
+                max: 255
+            })
+        );
+        assert_eq!(
+            Command::emit_header(CommandType::Request, "a", 65536, &mut [0; 8]),
+            Err(WireError::TooLong {
+                field: "data",
+                len: 65536,
+                max: 65535
+            })
+        );
+        assert_eq!(
+            Command::request("echo", b"abc").emit(&mut [0; 10]),
+            Err(WireError::BufferTooSmall {
+                needed: 11,
+                available: 10
+            })
+        );
+        let name = "n".repeat(255);
+        let data = std::vec![7u8; 65535];
+        let cmd = Command::response(&name, &data);
+        let bytes = emit_vec(&cmd);
+        assert_eq!(bytes.len(), Command::header_len(255) + 65535);
+        assert_eq!(Command::parse(&bytes), Ok(cmd));
+    }
+
+    #[test]
+    fn header_then_data_in_place() {
+        let mut out = [0u8; 16];
+        let n = Command::emit_header(CommandType::Response, "echo", 7, &mut out).unwrap();
+        assert_eq!(n, Command::header_len(4));
+        out.get_mut(n..n + 7)
+            .unwrap()
+            .copy_from_slice(b"\x0a\x05hello");
+        assert_eq!(
+            out.get(..n + 7).unwrap(),
+            hex("80046563686f07000a0568656c6c6f")
+        );
+    }
+}
