@@ -1,1 +1,697 @@
-//! (in progress)
+//! Reassembling messages from FIRST and SUBSEQUENT containers, several transactions at a time.
+//!
+//! ```text
+//! FIRST      [tid][seq 0][0x00][total_length u16][payload_len][chunk 0]   starts slot for tid
+//! SUBSEQUENT [tid][seq n][0x40][payload_len][chunk n]                      appends if n == expected
+//! CONTROL    [tid][0][0xC0|cmd<<2][...]                                    ignored (Ok(None))
+//! type 0b10  [tid][seq][0x80][...]                                         ignored (Ok(None))
+//!
+//! slot:  Free -> Receiving { tid, expected_seq, total } -> Complete -> (release) Free
+//! ```
+//!
+//! Behaviour, compared with the reference:
+//! - FIRST (re)starts the transaction of its tid; a `total_length` of 0 completes at once.
+//! - A SUBSEQUENT whose seq is not the expected one drops the transaction
+//!   ([`AssembleError::SequenceGap`]); one for a tid with nothing in progress is reported as
+//!   [`AssembleError::UnknownTransaction`] and changes nothing.
+//! - Bytes beyond `total_length` are cut off, as the reference does.
+//! - Unlike the reference (which has no limit, or one fixed C buffer), `total_length` above
+//!   [`AssemblerConfig::max_message_len`] or the buffer's capacity is rejected at FIRST, and at
+//!   most [`AssemblerConfig::max_in_flight`] slots are in use at once.
+//! - Unlike the C assembler, a 256-container message (seq 0..=255) assembles, and a CONTROL or
+//!   undefined-type container is never taken for a SUBSEQUENT one (Python 0.8.0 does that).
+//! - A failed feed leaves no partial state behind for that tid.
+//!
+//! A completed message stays in its slot, where it can be decrypted in place with
+//! [`Assembler::message_mut`], until [`Assembler::release`]; `Vec` buffers give their memory back
+//! then, so idle slots hold no heap memory.
+
+use crate::buf::Buffer;
+use crate::wire::container::{Container, ContainerKind};
+
+/// Limits of an [`Assembler`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AssemblerConfig {
+    /// The largest `total_length` accepted (default 65 535, the protocol maximum).
+    pub max_message_len: usize,
+    /// Transactions in progress or completed-but-unreleased at once (default 4); clamped to the
+    /// assembler's `SLOTS`.
+    pub max_in_flight: usize,
+}
+
+impl Default for AssemblerConfig {
+    fn default() -> Self {
+        AssemblerConfig {
+            max_message_len: 65_535,
+            max_in_flight: 4,
+        }
+    }
+}
+
+/// A handle to a completed message, valid until it is given to [`Assembler::release`] (or the
+/// assembler is [`reset`](Assembler::reset)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completed {
+    /// The transaction id the message arrived with.
+    pub tid: u8,
+    slot: usize,
+}
+
+/// A container that could not be taken into reassembly. The transaction of `tid` (if any) has
+/// been dropped, except for [`AssembleError::UnknownTransaction`], which changes nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AssembleError {
+    /// A SUBSEQUENT container did not carry the next seq.
+    SequenceGap {
+        /// The transaction.
+        tid: u8,
+        /// The seq that was expected (wraps to 0 after 255: nothing can follow seq 255).
+        expected: u8,
+        /// The seq that arrived.
+        got: u8,
+    },
+    /// A FIRST container announced more bytes than the assembler accepts.
+    TooLarge {
+        /// The transaction.
+        tid: u8,
+        /// The announced `total_length`.
+        total_length: usize,
+        /// The limit: `max_message_len`, or less if the buffer cannot hold that much.
+        limit: usize,
+    },
+    /// A FIRST container arrived while `max_in_flight` slots are in use.
+    NoFreeSlot {
+        /// The transaction that was refused.
+        tid: u8,
+    },
+    /// A SUBSEQUENT container for a tid with no transaction in progress (ignored).
+    UnknownTransaction {
+        /// The tid.
+        tid: u8,
+        /// Its seq.
+        seq: u8,
+    },
+    /// The buffer could not grow (allocation failure).
+    Capacity {
+        /// The transaction.
+        tid: u8,
+    },
+}
+
+impl AssembleError {
+    /// The transaction the error is about.
+    pub fn tid(&self) -> u8 {
+        match *self {
+            AssembleError::SequenceGap { tid, .. }
+            | AssembleError::TooLarge { tid, .. }
+            | AssembleError::NoFreeSlot { tid }
+            | AssembleError::UnknownTransaction { tid, .. }
+            | AssembleError::Capacity { tid } => tid,
+        }
+    }
+}
+
+impl core::fmt::Display for AssembleError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            AssembleError::SequenceGap { tid, expected, got } => write!(
+                f,
+                "transaction {tid}: expected seq {expected}, got {got}; transaction dropped"
+            ),
+            AssembleError::TooLarge {
+                tid,
+                total_length,
+                limit,
+            } => write!(
+                f,
+                "transaction {tid}: message of {total_length} bytes exceeds the limit of {limit}"
+            ),
+            AssembleError::NoFreeSlot { tid } => {
+                write!(f, "transaction {tid}: too many transactions in flight")
+            }
+            AssembleError::UnknownTransaction { tid, seq } => {
+                write!(f, "transaction {tid}: seq {seq} without a FIRST container")
+            }
+            AssembleError::Capacity { tid } => {
+                write!(f, "transaction {tid}: reassembly buffer could not grow")
+            }
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for AssembleError {}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotState {
+    Free,
+    Receiving {
+        tid: u8,
+        /// The next seq; 256 once seq 255 has been taken (no further container can be valid).
+        expected_seq: u16,
+        total: usize,
+    },
+    Complete {
+        tid: u8,
+    },
+}
+
+#[derive(Debug)]
+struct Slot<B> {
+    state: SlotState,
+    buf: B,
+}
+
+impl<B: Buffer> Slot<B> {
+    fn free(&mut self) {
+        self.state = SlotState::Free;
+        self.buf.release();
+    }
+
+    fn is_receiving(&self, tid: u8) -> bool {
+        matches!(self.state, SlotState::Receiving { tid: t, .. } if t == tid)
+    }
+
+    /// Appends `payload` (cut to what `total` still needs); returns `true` when complete.
+    fn append(&mut self, tid: u8, total: usize, payload: &[u8]) -> Result<bool, AssembleError> {
+        let need = total.saturating_sub(self.buf.len());
+        let take = payload.get(..need).unwrap_or(payload);
+        if self.buf.try_extend(take).is_err() {
+            self.free();
+            return Err(AssembleError::Capacity { tid });
+        }
+        if self.buf.len() >= total {
+            self.state = SlotState::Complete { tid };
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+}
+
+/// Reassembles messages into `SLOTS` buffers of type `B`, one transaction per slot.
+///
+/// Use [`crate::buf::ArrayBuf`] without an allocator or `Vec<u8>` with the `alloc` feature.
+#[derive(Debug)]
+pub struct Assembler<B: Buffer, const SLOTS: usize> {
+    slots: [Slot<B>; SLOTS],
+    config: AssemblerConfig,
+}
+
+impl<B: Buffer + Default, const SLOTS: usize> Assembler<B, SLOTS> {
+    /// An empty assembler; `config.max_in_flight` is clamped to `SLOTS`.
+    pub fn new(config: AssemblerConfig) -> Self {
+        Assembler {
+            slots: core::array::from_fn(|_| Slot {
+                state: SlotState::Free,
+                buf: B::default(),
+            }),
+            config: AssemblerConfig {
+                max_in_flight: config.max_in_flight.min(SLOTS),
+                ..config
+            },
+        }
+    }
+
+    /// The configuration in effect (with `max_in_flight` clamped).
+    pub fn config(&self) -> AssemblerConfig {
+        self.config
+    }
+
+    /// Takes one container; returns the completed message's handle when this container finished
+    /// it. CONTROL and undefined-type containers are ignored (`Ok(None)`).
+    pub fn feed(&mut self, c: &Container<'_>) -> Result<Option<Completed>, AssembleError> {
+        match c.kind {
+            ContainerKind::First { total_length } => {
+                self.feed_first(c.tid, usize::from(total_length), c.payload)
+            }
+            ContainerKind::Subsequent => self.feed_subsequent(c.tid, c.seq, c.payload),
+            ContainerKind::Control(_) | ContainerKind::Unknown => Ok(None),
+        }
+    }
+
+    fn feed_first(
+        &mut self,
+        tid: u8,
+        total: usize,
+        payload: &[u8],
+    ) -> Result<Option<Completed>, AssembleError> {
+        self.discard(tid);
+        let Some(slot) = self.slots.iter().position(|s| s.state == SlotState::Free) else {
+            return Err(AssembleError::NoFreeSlot { tid });
+        };
+        if self.in_flight() >= self.config.max_in_flight {
+            return Err(AssembleError::NoFreeSlot { tid });
+        }
+        let Some(s) = self.slots.get_mut(slot) else {
+            return Err(AssembleError::NoFreeSlot { tid });
+        };
+        let limit = self.config.max_message_len.min(s.buf.capacity_limit());
+        if total > limit {
+            return Err(AssembleError::TooLarge {
+                tid,
+                total_length: total,
+                limit,
+            });
+        }
+        s.buf.clear();
+        s.state = SlotState::Receiving {
+            tid,
+            expected_seq: 1,
+            total,
+        };
+        Ok(s.append(tid, total, payload)?
+            .then_some(Completed { tid, slot }))
+    }
+
+    fn feed_subsequent(
+        &mut self,
+        tid: u8,
+        seq: u8,
+        payload: &[u8],
+    ) -> Result<Option<Completed>, AssembleError> {
+        let Some((slot, s)) = self
+            .slots
+            .iter_mut()
+            .enumerate()
+            .find(|(_, s)| s.is_receiving(tid))
+        else {
+            return Err(AssembleError::UnknownTransaction { tid, seq });
+        };
+        let SlotState::Receiving {
+            expected_seq,
+            total,
+            ..
+        } = s.state
+        else {
+            return Err(AssembleError::UnknownTransaction { tid, seq });
+        };
+        if u16::from(seq) != expected_seq {
+            s.free();
+            return Err(AssembleError::SequenceGap {
+                tid,
+                expected: u8::try_from(expected_seq).unwrap_or(0),
+                got: seq,
+            });
+        }
+        s.state = SlotState::Receiving {
+            tid,
+            expected_seq: expected_seq + 1,
+            total,
+        };
+        Ok(s.append(tid, total, payload)?
+            .then_some(Completed { tid, slot }))
+    }
+
+    fn completed_slot(&self, done: Completed) -> Option<&Slot<B>> {
+        self.slots
+            .get(done.slot)
+            .filter(|s| s.state == SlotState::Complete { tid: done.tid })
+    }
+
+    /// The completed message; empty if `done` was already released.
+    pub fn message(&self, done: Completed) -> &[u8] {
+        self.completed_slot(done).map_or(&[], |s| s.buf.as_slice())
+    }
+
+    /// The completed message, mutably (to decrypt in place); empty if `done` was released.
+    pub fn message_mut(&mut self, done: Completed) -> &mut [u8] {
+        match self.slots.get_mut(done.slot) {
+            Some(s) if s.state == (SlotState::Complete { tid: done.tid }) => s.buf.as_mut_slice(),
+            _ => &mut [],
+        }
+    }
+
+    /// Frees the slot of a completed message (no-op if already released).
+    pub fn release(&mut self, done: Completed) {
+        if let Some(s) = self.slots.get_mut(done.slot)
+            && s.state == (SlotState::Complete { tid: done.tid })
+        {
+            s.free();
+        }
+    }
+
+    /// Drops the transaction of `tid` that is in progress, if any. Completed messages with this
+    /// tid are not touched (they belong to their [`Completed`] handle).
+    pub fn discard(&mut self, tid: u8) {
+        for s in self.slots.iter_mut().filter(|s| s.is_receiving(tid)) {
+            s.free();
+        }
+    }
+
+    /// `true` if a transaction of `tid` is in progress (FIRST seen, not yet complete).
+    pub fn is_receiving(&self, tid: u8) -> bool {
+        self.slots.iter().any(|s| s.is_receiving(tid))
+    }
+
+    /// Drops everything, completed messages included, and frees heap memory.
+    pub fn reset(&mut self) {
+        for s in self.slots.iter_mut() {
+            s.free();
+        }
+    }
+
+    /// Slots in use: transactions in progress plus completed messages not yet released.
+    pub fn in_flight(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| s.state != SlotState::Free)
+            .count()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+mod tests {
+    use super::*;
+    use crate::buf::ArrayBuf;
+    use crate::split::{SplitCursor, first_chunk_capacity, max_message_len};
+    use crate::wire::container::ControlCmd;
+    extern crate std;
+    use std::vec::Vec;
+
+    /// Heap buffers with `alloc`; without it, fixed buffers (small enough for the test stack) and
+    /// the roundtrip test skips longer messages.
+    #[cfg(feature = "alloc")]
+    type TestBuf = Vec<u8>;
+    #[cfg(feature = "alloc")]
+    const TEST_CAP: usize = 65_535;
+    #[cfg(not(feature = "alloc"))]
+    type TestBuf = ArrayBuf<TEST_CAP>;
+    #[cfg(not(feature = "alloc"))]
+    const TEST_CAP: usize = 4096;
+    type VecAssembler<const S: usize> = Assembler<TestBuf, S>;
+
+    fn feed_bytes<B: Buffer + Default, const S: usize>(
+        a: &mut Assembler<B, S>,
+        pdu: &[u8],
+    ) -> Result<Option<Completed>, AssembleError> {
+        a.feed(&Container::parse(pdu).unwrap())
+    }
+
+    #[test]
+    fn mtu_23_vector_assembles() {
+        let mut a = VecAssembler::<4>::new(AssemblerConfig::default());
+        let c0 = hex::decode("2a000028000e00046563686f20000a1e42424242").unwrap();
+        let c1 = hex::decode("2a01401042424242424242424242424242424242").unwrap();
+        let c2 = hex::decode("2a02400a42424242424242424242").unwrap();
+        assert_eq!(feed_bytes(&mut a, &c0), Ok(None));
+        assert_eq!(feed_bytes(&mut a, &c1), Ok(None));
+        let done = feed_bytes(&mut a, &c2).unwrap().unwrap();
+        assert_eq!(done.tid, 0x2a);
+        let mut expect = hex::decode("00046563686f20000a1e").unwrap();
+        expect.extend([0x42; 30]);
+        assert_eq!(a.message(done), &expect[..]);
+        assert_eq!(a.in_flight(), 1);
+        a.release(done);
+        assert_eq!(a.in_flight(), 0);
+        assert_eq!(a.message(done), b"");
+    }
+
+    #[test]
+    fn empty_message_completes_at_once() {
+        let mut a = VecAssembler::<1>::new(AssemblerConfig::default());
+        let done = feed_bytes(&mut a, &[0x07, 0, 0, 0, 0, 0]).unwrap().unwrap();
+        assert_eq!((done.tid, a.message(done)), (7, &b""[..]));
+    }
+
+    #[test]
+    fn extra_bytes_beyond_total_are_truncated() {
+        let mut a = VecAssembler::<1>::new(AssemblerConfig::default());
+        let done = feed_bytes(&mut a, b"\x01\x00\x00\x02\x00\x04abcd")
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.message(done), b"ab");
+        a.release(done);
+        assert_eq!(feed_bytes(&mut a, b"\x01\x00\x00\x03\x00\x02ab"), Ok(None));
+        let done = feed_bytes(&mut a, b"\x01\x01\x40\x03cde").unwrap().unwrap();
+        assert_eq!(a.message(done), b"abc");
+    }
+
+    #[test]
+    fn gap_drops_the_transaction() {
+        let mut a = VecAssembler::<2>::new(AssemblerConfig::default());
+        assert_eq!(feed_bytes(&mut a, b"\x01\x00\x00\x06\x00\x02ab"), Ok(None));
+        assert_eq!(
+            feed_bytes(&mut a, b"\x01\x02\x40\x02cd"),
+            Err(AssembleError::SequenceGap {
+                tid: 1,
+                expected: 1,
+                got: 2
+            })
+        );
+        assert_eq!(a.in_flight(), 0);
+        // The dropped transaction is gone: its next container is unknown.
+        assert_eq!(
+            feed_bytes(&mut a, b"\x01\x01\x40\x02cd"),
+            Err(AssembleError::UnknownTransaction { tid: 1, seq: 1 })
+        );
+        // A duplicate seq is a gap too.
+        assert_eq!(feed_bytes(&mut a, b"\x02\x00\x00\x06\x00\x02ab"), Ok(None));
+        assert_eq!(feed_bytes(&mut a, b"\x02\x01\x40\x02cd"), Ok(None));
+        assert!(matches!(
+            feed_bytes(&mut a, b"\x02\x01\x40\x02cd"),
+            Err(AssembleError::SequenceGap { tid: 2, .. })
+        ));
+        assert!(!a.is_receiving(2));
+    }
+
+    #[test]
+    fn too_large_rejected_at_first() {
+        let config = AssemblerConfig {
+            max_message_len: 100,
+            max_in_flight: 4,
+        };
+        let mut a = VecAssembler::<2>::new(config);
+        assert_eq!(
+            feed_bytes(&mut a, b"\x05\x00\x00\x65\x00\x01x"),
+            Err(AssembleError::TooLarge {
+                tid: 5,
+                total_length: 101,
+                limit: 100
+            })
+        );
+        assert_eq!(a.in_flight(), 0);
+        assert_eq!(feed_bytes(&mut a, b"\x05\x00\x00\x64\x00\x01x"), Ok(None));
+        // The buffer's capacity is a second limit.
+        let mut a = Assembler::<ArrayBuf<8>, 1>::new(AssemblerConfig::default());
+        assert_eq!(
+            feed_bytes(&mut a, b"\x05\x00\x00\x09\x00\x01x"),
+            Err(AssembleError::TooLarge {
+                tid: 5,
+                total_length: 9,
+                limit: 8
+            })
+        );
+        let done = feed_bytes(&mut a, b"\x05\x00\x00\x08\x00\x08abcdefgh")
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.message(done), b"abcdefgh");
+    }
+
+    #[test]
+    fn restart_on_first_and_rejected_first_drops_old_state() {
+        let mut a = VecAssembler::<2>::new(AssemblerConfig {
+            max_message_len: 10,
+            max_in_flight: 2,
+        });
+        assert_eq!(feed_bytes(&mut a, b"\x01\x00\x00\x04\x00\x02ab"), Ok(None));
+        assert_eq!(feed_bytes(&mut a, b"\x01\x00\x00\x03\x00\x01x"), Ok(None));
+        let done = feed_bytes(&mut a, b"\x01\x01\x40\x02yz").unwrap().unwrap();
+        assert_eq!(a.message(done), b"xyz");
+        a.release(done);
+        assert_eq!(feed_bytes(&mut a, b"\x01\x00\x00\x04\x00\x02ab"), Ok(None));
+        assert!(feed_bytes(&mut a, b"\x01\x00\x00\x0b\x00\x00").is_err());
+        assert!(!a.is_receiving(1));
+        assert_eq!(a.in_flight(), 0);
+    }
+
+    #[test]
+    fn control_and_unknown_type_ignored() {
+        let mut a = VecAssembler::<2>::new(AssemblerConfig::default());
+        assert_eq!(feed_bytes(&mut a, b"\x01\x00\x00\x04\x00\x02ab"), Ok(None));
+        // Python 0.8.0 would append "cd" here and complete; we ignore type 0b10.
+        assert_eq!(feed_bytes(&mut a, b"\x01\x01\x80\x02cd"), Ok(None));
+        assert_eq!(
+            a.feed(&Container::control(1, ControlCmd::Timeout, &[])),
+            Ok(None)
+        );
+        assert_eq!(feed_bytes(&mut a, b"\x01\x01\xc8\x02cd"), Ok(None));
+        // On an idle assembler too (the C assembler reports an empty message).
+        assert_eq!(feed_bytes(&mut a, b"\x09\x00\x80\x00"), Ok(None));
+        let done = feed_bytes(&mut a, b"\x01\x01\x40\x02ef").unwrap().unwrap();
+        assert_eq!(a.message(done), b"abef");
+    }
+
+    #[test]
+    fn unknown_tid_ignored() {
+        let mut a = VecAssembler::<2>::new(AssemblerConfig::default());
+        assert_eq!(feed_bytes(&mut a, b"\x01\x00\x00\x04\x00\x02ab"), Ok(None));
+        assert_eq!(
+            feed_bytes(&mut a, b"\x02\x01\x40\x02cd"),
+            Err(AssembleError::UnknownTransaction { tid: 2, seq: 1 })
+        );
+        let done = feed_bytes(&mut a, b"\x01\x01\x40\x02cd").unwrap().unwrap();
+        assert_eq!(a.message(done), b"abcd");
+    }
+
+    #[test]
+    fn slot_limit_and_discard() {
+        let mut a = VecAssembler::<3>::new(AssemblerConfig {
+            max_message_len: 100,
+            max_in_flight: 2,
+        });
+        assert_eq!(a.config().max_in_flight, 2);
+        assert_eq!(feed_bytes(&mut a, b"\x01\x00\x00\x04\x00\x02ab"), Ok(None));
+        let done = feed_bytes(&mut a, b"\x02\x00\x00\x00\x00\x00")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            feed_bytes(&mut a, b"\x03\x00\x00\x04\x00\x02ab"),
+            Err(AssembleError::NoFreeSlot { tid: 3 })
+        );
+        a.discard(1);
+        a.discard(2); // completed messages are not discarded
+        assert_eq!(a.in_flight(), 1);
+        assert_eq!(feed_bytes(&mut a, b"\x03\x00\x00\x04\x00\x02ab"), Ok(None));
+        a.release(done);
+        a.release(done); // no-op
+        assert_eq!(a.in_flight(), 1);
+        // A new transaction may reuse a tid whose completed message is still held.
+        let mut b = VecAssembler::<2>::new(AssemblerConfig::default());
+        let first = feed_bytes(&mut b, b"\x04\x00\x00\x01\x00\x01x")
+            .unwrap()
+            .unwrap();
+        let second = feed_bytes(&mut b, b"\x04\x00\x00\x01\x00\x01y")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (b.message(first), b.message(second)),
+            (&b"x"[..], &b"y"[..])
+        );
+        // SLOTS clamps max_in_flight.
+        let c = VecAssembler::<1>::new(AssemblerConfig::default());
+        assert_eq!(c.config().max_in_flight, 1);
+    }
+
+    #[cfg(feature = "alloc")]
+    #[test]
+    fn message_mut_and_reset_free_memory() {
+        let mut a = VecAssembler::<2>::new(AssemblerConfig::default());
+        let done = feed_bytes(&mut a, b"\x01\x00\x00\x02\x00\x02ab")
+            .unwrap()
+            .unwrap();
+        a.message_mut(done).copy_from_slice(b"AB");
+        assert_eq!(a.message(done), b"AB");
+        assert_eq!(feed_bytes(&mut a, b"\x02\x00\x00\x04\x00\x02ab"), Ok(None));
+        a.reset();
+        assert_eq!(a.in_flight(), 0);
+        assert!(a.slots.iter().all(|s| s.buf.capacity() == 0));
+        assert_eq!(a.message_mut(done), b"");
+    }
+
+    #[cfg(feature = "alloc")]
+    #[test]
+    fn idle_vec_slots_hold_no_memory() {
+        let mut a = VecAssembler::<2>::new(AssemblerConfig::default());
+        feed_bytes(&mut a, b"\x01\x00\x00\x04\x00\x02ab").unwrap();
+        let _ = feed_bytes(&mut a, b"\x01\x05\x40\x02cd");
+        let done = feed_bytes(&mut a, b"\x02\x00\x00\x01\x00\x01z")
+            .unwrap()
+            .unwrap();
+        a.release(done);
+        assert!(a.slots.iter().all(|s| s.buf.capacity() == 0));
+    }
+
+    #[test]
+    fn seq_255_assembles() {
+        // 256 containers at MTU 23 (fixes the C assembler's off-by-one).
+        let len = max_message_len(23);
+        let message: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let mut a = VecAssembler::<1>::new(AssemblerConfig::default());
+        let mut cursor = SplitCursor::new(0x10, len, 23).unwrap();
+        assert_eq!(cursor.containers_left(), 256);
+        let mut out = [0u8; 20];
+        let mut result = None;
+        while let Some(n) = cursor.emit_next(&message, &mut out).unwrap() {
+            assert!(result.is_none());
+            result = a
+                .feed(&Container::parse(out.get(..n).unwrap()).unwrap())
+                .unwrap();
+        }
+        assert_eq!(a.message(result.unwrap()), &message[..]);
+        // Nothing can follow seq 255: a seq-0 SUBSEQUENT after it is a gap.
+        let mut a = VecAssembler::<1>::new(AssemblerConfig::default());
+        feed_bytes(&mut a, b"\x01\x00\x00\x64\x00\x00").unwrap();
+        for seq in 1..=255u8 {
+            assert_eq!(a.feed(&Container::subsequent(1, seq, b"")), Ok(None));
+        }
+        assert_eq!(
+            a.feed(&Container::subsequent(1, 0, b"x")),
+            Err(AssembleError::SequenceGap {
+                tid: 1,
+                expected: 0,
+                got: 0
+            })
+        );
+    }
+
+    /// Splits two messages and feeds their containers interleaved; both must come back intact.
+    fn roundtrip_interleaved(att_mtu: usize, len: usize) {
+        let m1: Vec<u8> = (0..len).map(|i| (i * 31 % 256) as u8).collect();
+        let m2: Vec<u8> = (0..len / 2 + 1).map(|i| (i * 7 % 256) as u8).collect();
+        let mut c1 = SplitCursor::new(0xfe, m1.len(), att_mtu).unwrap();
+        let mut c2 = SplitCursor::new(0xff, m2.len(), att_mtu).unwrap();
+        let mut a = VecAssembler::<2>::new(AssemblerConfig::default());
+        let mut out = std::vec![0u8; att_mtu - 3];
+        let (mut d1, mut d2) = (None, None);
+        while !(c1.is_done() && c2.is_done()) {
+            for (cursor, msg, done) in [(&mut c1, &m1, &mut d1), (&mut c2, &m2, &mut d2)] {
+                if let Some(n) = cursor.emit_next(msg, &mut out).unwrap() {
+                    assert!(n <= att_mtu - 3);
+                    let c = Container::parse(out.get(..n).unwrap()).unwrap();
+                    assert!(c.payload.len() <= 255);
+                    if let Some(d) = a.feed(&c).unwrap() {
+                        assert!(done.replace(d).is_none() && cursor.is_done());
+                    }
+                }
+            }
+        }
+        assert_eq!(a.message(d1.unwrap()), &m1[..], "mtu {att_mtu} len {len}");
+        assert_eq!(a.message(d2.unwrap()), &m2[..], "mtu {att_mtu} len {len}");
+        a.release(d1.unwrap());
+        a.release(d2.unwrap());
+        assert_eq!(a.in_flight(), 0);
+    }
+
+    #[test]
+    fn split_assemble_roundtrip() {
+        for mtu in [23, 27, 185, 247, 262, 512] {
+            let first = first_chunk_capacity(mtu);
+            let max = max_message_len(mtu);
+            for len in [0, 1, first - 1, first, first + 1, max] {
+                if len > TEST_CAP {
+                    continue;
+                }
+                roundtrip_interleaved(mtu, len);
+            }
+            assert!(SplitCursor::new(0, max + 1, mtu).is_err());
+        }
+    }
+
+    #[test]
+    fn array_buf_without_alloc() {
+        let mut a = Assembler::<ArrayBuf<64>, 2>::new(AssemblerConfig::default());
+        let message = [0xa5u8; 64];
+        let mut cursor = SplitCursor::new(3, message.len(), 23).unwrap();
+        let mut out = [0u8; 20];
+        let mut done = None;
+        while let Some(n) = cursor.emit_next(&message, &mut out).unwrap() {
+            done = a
+                .feed(&Container::parse(out.get(..n).unwrap()).unwrap())
+                .unwrap();
+        }
+        assert_eq!(a.message(done.unwrap()), &message[..]);
+    }
+}
