@@ -106,10 +106,8 @@ impl<const N: usize> Buffer for ArrayBuf<N> {
         if len > N {
             return Err(CapacityError { requested: len, capacity: N });
         }
-        if len > self.len {
-            if let Some(fresh) = self.data.get_mut(self.len..len) {
-                fresh.fill(0);
-            }
+        if let Some(fresh) = self.data.get_mut(self.len..len) {
+            fresh.fill(0);
         }
         self.len = len;
         Ok(())
@@ -118,7 +116,8 @@ impl<const N: usize> Buffer for ArrayBuf<N> {
         self.len = self.len.min(len);
     }
     fn release(&mut self) {
-        self.data.fill(0);
+        // Fixed storage cannot be freed; new bytes are zero-filled by `try_resize`, so stale
+        // content is never exposed through this API.
         self.len = 0;
     }
 }
