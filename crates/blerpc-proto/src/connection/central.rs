@@ -1,0 +1,1105 @@
+//! The central (client) role: connection setup, calls, streams, timeouts and BUSY retries.
+
+use core::time::Duration;
+
+use rand_core::CryptoRngCore;
+use subtle::ConstantTimeEq;
+
+use super::events::{Ring, Warning};
+use super::outbox::{ControlFrame, ControlQueue, Outbox};
+use super::{
+    CallError, CloseReason, ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError,
+    EventQueueFull, MsgRef, Partials, TidSet, enqueue_command, wire_len,
+};
+use crate::Instant;
+use crate::assemble::{AssembleError, Assembler, AssemblerConfig};
+use crate::buf::Buffer;
+use crate::crypto::{CryptoProvider, X25519Secret};
+use crate::handshake::{CentralAwaitStep2, CentralAwaitStep4, CentralHandshake, CentralVerifyIdentity};
+use crate::session::Session;
+use crate::split::{SplitCursor, max_message_len};
+use crate::wire::capabilities::{CAPABILITIES_LEN, Capabilities, CapabilityFlags};
+use crate::wire::command::{Command, CommandType, MAX_DATA_LEN, MAX_NAME_LEN};
+use crate::wire::container::{Container, ContainerKind, ControlCmd};
+use crate::wire::control::ControlMessage;
+use crate::wire::error_code::ErrorCode;
+use crate::{Direction, Role};
+
+/// ATT MTU the key exchange needs: step 2 is a single 133-byte control container.
+pub const MIN_ATT_MTU_FOR_KEY_EXCHANGE: usize = 136;
+
+/// How the central decides whether to trust the peripheral's Ed25519 identity key.
+///
+/// bleRPC's handshake signature covers only the ephemeral keys, so without pinning a
+/// man-in-the-middle can substitute its own identity. Pinning is therefore on by default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pinning {
+    /// Accept only this key (compared in constant time).
+    Expect([u8; 32]),
+    /// Emit [`CentralEvent::IdentityPresented`] and wait for
+    /// [`Central::accept_identity`] or [`Central::reject_identity`]; the runtime consults its
+    /// known-keys store (trust on first use). If nobody answers, the handshake times out:
+    /// fail-closed.
+    Decide,
+    /// Accept any key. An explicit opt-out: the connection is open to man-in-the-middle attacks.
+    Disabled,
+}
+
+/// Configuration of a [`Central`]. Every limit is explicit; defaults follow the reference centrals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CentralConfig {
+    /// ATT MTU of the link (containers are at most `att_mtu - 3` bytes). Default 247.
+    pub att_mtu: usize,
+    /// Refuse to run without an encrypted session. Default `true` (reference audit item C-1).
+    pub require_encryption: bool,
+    /// Identity policy. Default [`Pinning::Decide`].
+    pub pinning: Pinning,
+    /// Skip the TIMEOUT request (as the C central does). Default `false`.
+    pub skip_timeout_request: bool,
+    /// Send the 6-byte CAPABILITIES request (`true`, Python/mobile) or the empty one (`false`,
+    /// C central). Default `true`.
+    pub capabilities_payload: bool,
+    /// Wait for the TIMEOUT and CAPABILITIES replies. Default 1 s.
+    pub setup_timeout: Duration,
+    /// Wait for each key-exchange reply (and for the identity decision). Default 2 s.
+    pub handshake_step_timeout: Duration,
+    /// Deadline of a call, from `start_call` (or `finish_stream`) to its response or first stream
+    /// item. Default 5 s.
+    pub call_timeout: Duration,
+    /// Longest gap between two items of a peripheral→central stream. Default 2 s.
+    pub stream_idle_timeout: Duration,
+    /// A partially received response idle this long is dropped. Default 10 s.
+    pub reassembly_timeout: Duration,
+    /// Largest response accepted (wire bytes, after encryption). Default 65,535.
+    pub max_response_len: usize,
+    /// Calls in flight at once (at most the `SLOTS` of the central type). Default 4.
+    pub max_calls_in_flight: usize,
+    /// Retries of a unary call answered with BUSY. Default 3.
+    pub busy_retries: u8,
+    /// Backoff before the first BUSY retry; doubles on each retry. Default 20 ms.
+    pub busy_backoff: Duration,
+    /// Bytes of requests waiting for the link. Default 128 KiB.
+    pub max_outbox_bytes: usize,
+}
+
+impl Default for CentralConfig {
+    fn default() -> Self {
+        CentralConfig {
+            att_mtu: 247,
+            require_encryption: true,
+            pinning: Pinning::Decide,
+            skip_timeout_request: false,
+            capabilities_payload: true,
+            setup_timeout: Duration::from_secs(1),
+            handshake_step_timeout: Duration::from_secs(2),
+            call_timeout: Duration::from_secs(5),
+            stream_idle_timeout: Duration::from_secs(2),
+            reassembly_timeout: Duration::from_secs(10),
+            max_response_len: 65_535,
+            max_calls_in_flight: 4,
+            busy_retries: 3,
+            busy_backoff: Duration::from_millis(20),
+            max_outbox_bytes: 128 * 1024,
+        }
+    }
+}
+
+/// Identifies a call for the lifetime of a [`Central`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CallId(pub u32);
+
+/// The shape of a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CallKind {
+    /// One request, one response.
+    Unary,
+    /// One request, then any number of responses ended by STREAM_END_P2C
+    /// (peripheral→central stream, `p2c`).
+    ServerStream,
+    /// Any number of requests ([`Central::send_stream_item`]), STREAM_END_C2P
+    /// ([`Central::finish_stream`]), then one response (central→peripheral stream, `c2p`).
+    ClientStream,
+}
+
+/// What happened on a [`Central`]. Byte slices borrow the connection's reassembly buffer and stay
+/// valid until the next [`Central::poll_event`].
+#[derive(Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CentralEvent<'a> {
+    /// Setup finished; calls may start.
+    Connected {
+        /// `true` when an E2E session is established.
+        encrypted: bool,
+    },
+    /// [`Pinning::Decide`]: the peripheral presented this identity key with a valid handshake
+    /// signature. Answer with [`Central::accept_identity`] or [`Central::reject_identity`].
+    IdentityPresented {
+        /// The peripheral's Ed25519 public key.
+        identity: [u8; 32],
+    },
+    /// The response of a unary call, or the final response of a central→peripheral stream.
+    Response {
+        /// The call.
+        call: CallId,
+        /// The response's protobuf data.
+        data: &'a [u8],
+    },
+    /// One item of a peripheral→central stream.
+    StreamItem {
+        /// The call.
+        call: CallId,
+        /// The item's protobuf data.
+        data: &'a [u8],
+    },
+    /// The peripheral→central stream ended.
+    StreamEnd {
+        /// The call.
+        call: CallId,
+    },
+    /// The call failed; no further events for it.
+    CallFailed {
+        /// The call.
+        call: CallId,
+        /// Why.
+        error: CallError,
+    },
+    /// The connection closed; every call has failed with [`CallError::Closed`].
+    Closed {
+        /// Why.
+        reason: CloseReason,
+    },
+    /// Something was dropped or ignored (diagnostics only).
+    Warning(Warning),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Record {
+    Connected { encrypted: bool },
+    IdentityPresented([u8; 32]),
+    Response { call: CallId, msg: MsgRef },
+    StreamItem { call: CallId, msg: MsgRef },
+    StreamEnd { call: CallId },
+    CallFailed { call: CallId, error: CallError },
+    Closed(CloseReason),
+    Warning(Warning),
+}
+
+enum State<P: CryptoProvider> {
+    AwaitTimeout { tid: u8, deadline: Instant },
+    AwaitCapabilities { tid: u8, deadline: Instant },
+    AwaitStep2 { tid: u8, deadline: Instant, hs: CentralAwaitStep2<P> },
+    VerifyIdentity { deadline: Instant, hs: CentralVerifyIdentity<P> },
+    AwaitStep4 { tid: u8, deadline: Instant, hs: CentralAwaitStep4<P> },
+    Ready,
+    Closed,
+}
+
+impl<P: CryptoProvider> State<P> {
+    fn deadline(&self) -> Option<Instant> {
+        match self {
+            State::AwaitTimeout { deadline, .. }
+            | State::AwaitCapabilities { deadline, .. }
+            | State::AwaitStep2 { deadline, .. }
+            | State::VerifyIdentity { deadline, .. }
+            | State::AwaitStep4 { deadline, .. } => Some(*deadline),
+            State::Ready | State::Closed => None,
+        }
+    }
+}
+
+struct Call<O: Buffer> {
+    id: CallId,
+    kind: CallKind,
+    /// Transaction id of the (latest attempt of the) request.
+    tid: u8,
+    /// The plaintext request command (unary / server stream, kept for BUSY retries) or, for a
+    /// client stream, a command header carrying just the name.
+    request: O,
+    deadline: Option<Instant>,
+    attempts: u8,
+    retry_at: Option<Instant>,
+    /// Client stream: tids of the items and of STREAM_END_C2P.
+    upload_tids: TidSet,
+    finished: bool,
+}
+
+impl<O: Buffer> Call<O> {
+    fn name(&self) -> &str {
+        Command::parse(self.request.as_slice()).map(|c| c.name).unwrap_or("")
+    }
+}
+
+/// The central (client) side of one bleRPC connection. See the [module docs](super).
+///
+/// `A` holds reassembled responses (one per slot), `O` queued requests; `SLOTS` bounds both the
+/// responses reassembled at once and the calls in flight. With `alloc`, `Vec<u8>` for both gives
+/// a central whose idle memory is a few hundred bytes; without, `ArrayBuf<N>` fixes it.
+pub struct Central<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: usize> {
+    config: CentralConfig,
+    provider: P,
+    rng: R,
+    state: State<P>,
+    next_tid: u8,
+    next_call: u32,
+    session: Option<Session<P::Aead>>,
+    capabilities: Option<Capabilities>,
+    peer_timeout_ms: u16,
+    identity: Option<[u8; 32]>,
+    assembler: Assembler<A, SLOTS>,
+    partials: Partials<SLOTS>,
+    outbox: Outbox<O>,
+    controls: ControlQueue,
+    calls: [Option<Call<O>>; SLOTS],
+    events: Ring<Record, EVENT_QUEUE_LEN>,
+    pending_release: Option<MsgRef>,
+    dropped_warnings: u32,
+}
+
+impl<P, R, A, O, const SLOTS: usize> Central<P, R, A, O, SLOTS>
+where
+    P: CryptoProvider,
+    R: CryptoRngCore,
+    A: Buffer + Default,
+    O: Buffer + Default,
+{
+    /// Creates a central for a link that has just connected and starts the setup sequence
+    /// (TIMEOUT, CAPABILITIES, key exchange). `rng` supplies ephemeral keys and confirmation
+    /// nonces.
+    pub fn new(config: CentralConfig, provider: P, rng: R, now: Instant) -> Result<Self, ConfigError> {
+        if config.att_mtu < SplitCursor::MIN_ATT_MTU {
+            return Err(ConfigError::MtuTooSmall { att_mtu: config.att_mtu });
+        }
+        if config.max_calls_in_flight == 0 || config.max_calls_in_flight > SLOTS {
+            return Err(ConfigError::Limit { field: "max_calls_in_flight" });
+        }
+        if config.max_response_len == 0 {
+            return Err(ConfigError::Limit { field: "max_response_len" });
+        }
+        let assembler = Assembler::new(AssemblerConfig {
+            max_message_len: config.max_response_len,
+            max_in_flight: SLOTS,
+        });
+        let mut central = Central {
+            config,
+            provider,
+            rng,
+            state: State::Ready,
+            next_tid: 0,
+            next_call: 0,
+            session: None,
+            capabilities: None,
+            peer_timeout_ms: 100,
+            identity: None,
+            assembler,
+            partials: Partials::new(),
+            outbox: Outbox::new(config.max_outbox_bytes),
+            controls: ControlQueue::new(),
+            calls: core::array::from_fn(|_| None),
+            events: Ring::new(),
+            pending_release: None,
+            dropped_warnings: 0,
+        };
+        if config.skip_timeout_request {
+            central.request_capabilities(now);
+        } else {
+            let tid = central.alloc_tid();
+            central.send_control(tid, ControlCmd::Timeout, &[]);
+            central.state =
+                State::AwaitTimeout { tid, deadline: now + central.config.setup_timeout };
+        }
+        Ok(central)
+    }
+
+    // ----- accessors -------------------------------------------------------------------------
+
+    /// The configuration in force.
+    pub fn config(&self) -> &CentralConfig {
+        &self.config
+    }
+    /// `true` once setup has finished and until the connection closes.
+    pub fn is_ready(&self) -> bool {
+        matches!(self.state, State::Ready)
+    }
+    /// `true` after the connection closed.
+    pub fn is_closed(&self) -> bool {
+        matches!(self.state, State::Closed)
+    }
+    /// `true` when an E2E session is established.
+    pub fn is_encrypted(&self) -> bool {
+        self.session.is_some()
+    }
+    /// The peripheral's CAPABILITIES, once received.
+    pub fn capabilities(&self) -> Option<Capabilities> {
+        self.capabilities
+    }
+    /// The peripheral's TIMEOUT value in milliseconds (100 until it answers).
+    pub fn peer_timeout_ms(&self) -> u16 {
+        self.peer_timeout_ms
+    }
+    /// The peripheral's identity key, once the handshake has verified its signature.
+    pub fn peer_identity(&self) -> Option<[u8; 32]> {
+        self.identity
+    }
+    /// Bytes the outbox can still take.
+    pub fn outbox_free(&self) -> usize {
+        self.outbox.free()
+    }
+    /// Calls in flight.
+    pub fn calls_in_flight(&self) -> usize {
+        self.calls.iter().flatten().count()
+    }
+    /// Warnings not queued because the event queue was nearly full.
+    pub fn dropped_warnings(&self) -> u32 {
+        self.dropped_warnings
+    }
+    /// Largest request data (bytes) a call can carry right now for a command name of
+    /// `name_len` bytes, from the peripheral's `max_request` (wire length) and the MTU.
+    pub fn max_request_data(&self, name_len: usize) -> usize {
+        let overhead = wire_len(name_len, 0, self.session.is_some());
+        self.max_request_wire().saturating_sub(overhead).min(MAX_DATA_LEN)
+    }
+
+    /// Changes the ATT MTU (after an MTU exchange). Messages already being split keep the MTU
+    /// they started with.
+    pub fn set_att_mtu(&mut self, att_mtu: usize) -> Result<(), ConfigError> {
+        if att_mtu < SplitCursor::MIN_ATT_MTU {
+            return Err(ConfigError::MtuTooSmall { att_mtu });
+        }
+        self.config.att_mtu = att_mtu;
+        Ok(())
+    }
+
+    // ----- user operations -------------------------------------------------------------------
+
+    /// Starts a call. For [`CallKind::ClientStream`], `request` must be empty: the items are sent
+    /// with [`Central::send_stream_item`].
+    pub fn start_call(
+        &mut self,
+        now: Instant,
+        name: &str,
+        request: &[u8],
+        kind: CallKind,
+    ) -> Result<CallId, CallError> {
+        self.check_ready()?;
+        if name.is_empty() || name.len() > MAX_NAME_LEN {
+            return Err(CallError::InvalidName);
+        }
+        if request.len() > MAX_DATA_LEN {
+            return Err(CallError::DataTooLong { len: request.len() });
+        }
+        if kind == CallKind::ClientStream && !request.is_empty() {
+            return Err(CallError::WrongCallKind);
+        }
+        let in_flight = self.calls_in_flight();
+        if in_flight >= self.config.max_calls_in_flight {
+            return Err(CallError::TooManyCalls { limit: self.config.max_calls_in_flight });
+        }
+        if kind != CallKind::Unary
+            && self.calls.iter().flatten().any(|c| c.kind != CallKind::Unary)
+        {
+            return Err(CallError::StreamActive);
+        }
+        if kind != CallKind::ClientStream {
+            self.check_request_len(name.len(), request.len())?;
+        }
+        // Keep the plaintext command (the name alone for client streams).
+        let mut stored = O::default();
+        let cmd = Command { kind: CommandType::Request, name, data: request };
+        stored
+            .try_resize(cmd.emitted_len())
+            .map_err(|_| CallError::OutboxFull { needed: cmd.emitted_len(), free: 0 })?;
+        cmd.emit(stored.as_mut_slice()).map_err(|_| CallError::InvalidName)?;
+
+        let id = CallId(self.next_call);
+        let mut call = Call {
+            id,
+            kind,
+            tid: 0,
+            request: stored,
+            deadline: None,
+            attempts: 0,
+            retry_at: None,
+            upload_tids: TidSet::default(),
+            finished: false,
+        };
+        if kind != CallKind::ClientStream {
+            call.tid = self.send_request(&mut call.request)?;
+            call.attempts = 1;
+            call.deadline = Some(now + self.config.call_timeout);
+        }
+        let slot = self.calls.iter_mut().find(|c| c.is_none()).ok_or(CallError::TooManyCalls {
+            limit: self.config.max_calls_in_flight,
+        })?;
+        *slot = Some(call);
+        self.next_call = self.next_call.wrapping_add(1);
+        Ok(id)
+    }
+
+    /// Sends one item of a central→peripheral stream.
+    pub fn send_stream_item(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        item: &[u8],
+    ) -> Result<(), CallError> {
+        let _ = now;
+        self.check_ready()?;
+        if item.len() > MAX_DATA_LEN {
+            return Err(CallError::DataTooLong { len: item.len() });
+        }
+        let idx = self.call_index(call).ok_or(CallError::UnknownCall)?;
+        let (name_len, finished, kind) = match self.calls.get(idx).and_then(Option::as_ref) {
+            Some(c) => (c.name().len(), c.finished, c.kind),
+            None => return Err(CallError::UnknownCall),
+        };
+        if kind != CallKind::ClientStream || finished {
+            return Err(CallError::WrongCallKind);
+        }
+        self.check_request_len(name_len, item.len())?;
+        let tid = self.alloc_tid();
+        let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
+            return Err(CallError::UnknownCall);
+        };
+        let name = Command::parse(c.request.as_slice()).map(|c| c.name).unwrap_or("");
+        enqueue_command(
+            &mut self.outbox,
+            self.session.as_mut(),
+            tid,
+            CommandType::Request,
+            name,
+            item.len(),
+            |d| d.copy_from_slice(item),
+        )
+        .map_err(enqueue_to_call_error)?;
+        c.upload_tids.insert(tid);
+        Ok(())
+    }
+
+    /// Ends a central→peripheral stream (STREAM_END_C2P); the final response arrives as
+    /// [`CentralEvent::Response`].
+    pub fn finish_stream(&mut self, now: Instant, call: CallId) -> Result<(), CallError> {
+        self.check_ready()?;
+        let idx = self.call_index(call).ok_or(CallError::UnknownCall)?;
+        let tid = self.next_tid;
+        let call_timeout = self.config.call_timeout;
+        let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
+            return Err(CallError::UnknownCall);
+        };
+        if c.kind != CallKind::ClientStream || c.finished {
+            return Err(CallError::WrongCallKind);
+        }
+        self.outbox
+            .push_control(tid, ControlCmd::StreamEndC2P, &[])
+            .map_err(|f| CallError::OutboxFull { needed: f.needed, free: f.free })?;
+        c.upload_tids.insert(tid);
+        c.finished = true;
+        c.deadline = Some(now + call_timeout);
+        self.next_tid = self.next_tid.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Overrides the deadline of a call.
+    pub fn set_call_deadline(&mut self, call: CallId, deadline: Instant) -> Result<(), CallError> {
+        let idx = self.call_index(call).ok_or(CallError::UnknownCall)?;
+        if let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) {
+            c.deadline = Some(deadline);
+        }
+        Ok(())
+    }
+
+    /// Forgets a call. Anything the peripheral still sends for it is dropped as stale.
+    pub fn cancel(&mut self, call: CallId) -> Result<(), CallError> {
+        let idx = self.call_index(call).ok_or(CallError::UnknownCall)?;
+        if let Some(slot) = self.calls.get_mut(idx) {
+            *slot = None;
+        }
+        Ok(())
+    }
+
+    /// Trusts the identity key presented in [`CentralEvent::IdentityPresented`] and continues the
+    /// handshake.
+    pub fn accept_identity(&mut self, now: Instant) {
+        if !matches!(self.state, State::VerifyIdentity { .. }) {
+            return;
+        }
+        if let State::VerifyIdentity { hs, .. } = core::mem::replace(&mut self.state, State::Closed)
+        {
+            self.continue_handshake(now, hs);
+        }
+    }
+
+    /// Refuses the identity key presented in [`CentralEvent::IdentityPresented`]; the connection
+    /// closes with [`CloseReason::IdentityRejected`].
+    pub fn reject_identity(&mut self, now: Instant) {
+        let _ = now;
+        if matches!(self.state, State::VerifyIdentity { .. }) {
+            self.close_with(CloseReason::IdentityRejected);
+        }
+    }
+
+    /// Closes the connection locally: every call fails with [`CallError::Closed`].
+    pub fn close(&mut self, now: Instant) {
+        let _ = now;
+        if !self.is_closed() {
+            self.close_with(CloseReason::Local);
+        }
+    }
+
+    // ----- inputs ----------------------------------------------------------------------------
+
+    /// Handles one PDU from the link. Returns [`EventQueueFull`] (and leaves the PDU unconsumed)
+    /// when the caller has not drained [`Central::poll_event`].
+    pub fn handle_input(&mut self, now: Instant, pdu: &[u8]) -> Result<(), EventQueueFull> {
+        if self.is_closed() {
+            return Ok(());
+        }
+        if self.events.free() < EVENT_HEADROOM {
+            return Err(EventQueueFull);
+        }
+        let container = match Container::parse(pdu) {
+            Ok(c) => c,
+            Err(e) => {
+                self.warn(Warning::MalformedContainer(e));
+                return Ok(());
+            }
+        };
+        match container.kind {
+            ContainerKind::Control(cmd) => self.handle_control(now, container.tid, cmd, container.payload),
+            ContainerKind::Unknown => self.warn(Warning::UnknownContainerType { tid: container.tid }),
+            ContainerKind::First { .. } | ContainerKind::Subsequent => {
+                self.handle_data(now, &container)
+            }
+        }
+        Ok(())
+    }
+
+    /// Handles the passing of the instant returned by [`Central::poll_timeout`].
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.is_closed() {
+            return;
+        }
+        if self.state.deadline().is_some_and(|d| d <= now) {
+            self.setup_timed_out(now);
+        }
+        while let Some(tid) = self.partials.pop_expired(now, self.config.reassembly_timeout) {
+            self.assembler.discard(tid);
+            self.warn(Warning::ReassemblyTimeout { tid });
+        }
+        for idx in 0..SLOTS {
+            if self.events.free() < 2 {
+                break;
+            }
+            let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else { continue };
+            if call.retry_at.is_some_and(|t| t <= now) {
+                call.retry_at = None;
+                let mut request = core::mem::take(&mut call.request);
+                let result = self.send_request(&mut request);
+                let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else { continue };
+                call.request = request;
+                match result {
+                    Ok(tid) => {
+                        call.tid = tid;
+                        call.attempts = call.attempts.saturating_add(1);
+                    }
+                    Err(error) => {
+                        let id = call.id;
+                        self.fail_call(idx, id, error);
+                        continue;
+                    }
+                }
+            }
+            let Some(call) = self.calls.get(idx).and_then(Option::as_ref) else { continue };
+            if call.retry_at.is_none() && call.deadline.is_some_and(|d| d <= now) {
+                let id = call.id;
+                self.fail_call(idx, id, CallError::Timeout);
+            }
+        }
+    }
+
+    // ----- outputs ---------------------------------------------------------------------------
+
+    /// Writes the next PDU for the link into `out` (which must hold `att_mtu - 3` bytes) and
+    /// returns its length.
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut [u8]) -> Option<usize> {
+        let _ = now;
+        while let Some(frame) = self.controls.pop() {
+            if let Some(n) = frame.emit(out) {
+                return Some(n);
+            }
+        }
+        if self.is_closed() {
+            return None;
+        }
+        self.outbox.poll_transmit(self.config.att_mtu, out)
+    }
+
+    /// The next event, if any. Message bytes in the event stay valid until the next call.
+    pub fn poll_event(&mut self) -> Option<CentralEvent<'_>> {
+        if let Some(prev) = self.pending_release.take() {
+            self.assembler.release(prev.done);
+        }
+        let record = self.events.pop()?;
+        Some(match record {
+            Record::Connected { encrypted } => CentralEvent::Connected { encrypted },
+            Record::IdentityPresented(identity) => CentralEvent::IdentityPresented { identity },
+            Record::Response { call, msg } => {
+                self.pending_release = Some(msg);
+                CentralEvent::Response { call, data: self.msg_bytes(msg) }
+            }
+            Record::StreamItem { call, msg } => {
+                self.pending_release = Some(msg);
+                CentralEvent::StreamItem { call, data: self.msg_bytes(msg) }
+            }
+            Record::StreamEnd { call } => CentralEvent::StreamEnd { call },
+            Record::CallFailed { call, error } => CentralEvent::CallFailed { call, error },
+            Record::Closed(reason) => CentralEvent::Closed { reason },
+            Record::Warning(w) => CentralEvent::Warning(w),
+        })
+    }
+
+    /// When [`Central::handle_timeout`] should next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.is_closed() {
+            return None;
+        }
+        let calls = self
+            .calls
+            .iter()
+            .flatten()
+            .filter_map(|c| match c.retry_at {
+                Some(r) => Some(r),
+                None => c.deadline,
+            })
+            .min();
+        [self.state.deadline(), calls, self.partials.next_deadline(self.config.reassembly_timeout)]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    // ----- internals: setup ------------------------------------------------------------------
+
+    fn alloc_tid(&mut self) -> u8 {
+        let tid = self.next_tid;
+        self.next_tid = self.next_tid.wrapping_add(1);
+        tid
+    }
+
+    fn send_control(&mut self, tid: u8, cmd: ControlCmd, payload: &[u8]) {
+        if let Some(frame) = ControlFrame::new(tid, cmd, payload) {
+            // The setup sequence has at most one control outstanding; the queue cannot be full.
+            let _ = self.controls.push(frame);
+        }
+    }
+
+    fn request_capabilities(&mut self, now: Instant) {
+        let tid = self.alloc_tid();
+        let payload = [0u8; CAPABILITIES_LEN];
+        let payload: &[u8] = if self.config.capabilities_payload { &payload } else { &[] };
+        self.send_control(tid, ControlCmd::Capabilities, payload);
+        self.state = State::AwaitCapabilities { tid, deadline: now + self.config.setup_timeout };
+    }
+
+    fn on_capabilities(&mut self, now: Instant, caps: Option<Capabilities>) {
+        self.capabilities = caps;
+        let offers = caps.is_some_and(|c| c.flags.contains(CapabilityFlags::ENCRYPTION_SUPPORTED));
+        let mtu_ok = self.config.att_mtu >= MIN_ATT_MTU_FOR_KEY_EXCHANGE;
+        if offers && mtu_ok {
+            let ephemeral = X25519Secret::random(&mut self.rng);
+            let (hs, step1) = CentralHandshake::start(self.provider.clone(), ephemeral);
+            let tid = self.alloc_tid();
+            self.send_control(tid, ControlCmd::KeyExchange, &step1);
+            self.state = State::AwaitStep2 {
+                tid,
+                deadline: now + self.config.handshake_step_timeout,
+                hs,
+            };
+        } else if self.config.require_encryption {
+            let reason = if offers {
+                CloseReason::MtuTooSmallForKeyExchange { att_mtu: self.config.att_mtu }
+            } else if caps.is_none() {
+                CloseReason::SetupTimeout
+            } else {
+                CloseReason::EncryptionUnavailable
+            };
+            self.close_with(reason);
+        } else {
+            self.become_ready();
+        }
+    }
+
+    fn continue_handshake(&mut self, now: Instant, hs: CentralVerifyIdentity<P>) {
+        let mut nonce = [0u8; 12];
+        self.rng.fill_bytes(&mut nonce);
+        match hs.accept(nonce) {
+            Ok((hs, step3)) => {
+                let tid = self.alloc_tid();
+                self.send_control(tid, ControlCmd::KeyExchange, &step3);
+                self.state = State::AwaitStep4 {
+                    tid,
+                    deadline: now + self.config.handshake_step_timeout,
+                    hs,
+                };
+            }
+            Err(e) => self.close_with(CloseReason::Handshake(e)),
+        }
+    }
+
+    fn setup_timed_out(&mut self, now: Instant) {
+        match core::mem::replace(&mut self.state, State::Closed) {
+            State::AwaitTimeout { .. } => {
+                // As the reference centrals: keep the default 100 ms and go on.
+                self.request_capabilities(now);
+            }
+            State::AwaitCapabilities { .. } => self.on_capabilities(now, None),
+            State::AwaitStep2 { .. } | State::VerifyIdentity { .. } | State::AwaitStep4 { .. } => {
+                self.close_with(CloseReason::HandshakeTimeout)
+            }
+            other => self.state = other,
+        }
+    }
+
+    fn on_key_exchange(&mut self, now: Instant, tid: u8, payload: &[u8]) {
+        match core::mem::replace(&mut self.state, State::Closed) {
+            State::AwaitStep2 { tid: t, hs, .. } if t == tid => match hs.receive_step2(payload) {
+                Ok(verify) => {
+                    let identity = *verify.identity();
+                    self.identity = Some(identity);
+                    match self.config.pinning {
+                        Pinning::Disabled => self.continue_handshake(now, verify),
+                        Pinning::Expect(pinned) => {
+                            if bool::from(pinned.ct_eq(&identity)) {
+                                self.continue_handshake(now, verify)
+                            } else {
+                                self.close_with(CloseReason::IdentityRejected)
+                            }
+                        }
+                        Pinning::Decide => {
+                            self.push(Record::IdentityPresented(identity));
+                            self.state = State::VerifyIdentity {
+                                deadline: now + self.config.handshake_step_timeout,
+                                hs: verify,
+                            };
+                        }
+                    }
+                }
+                Err(e) => self.close_with(CloseReason::Handshake(e)),
+            },
+            State::AwaitStep4 { tid: t, hs, .. } if t == tid => match hs.receive_step4(payload) {
+                Ok(session) => {
+                    self.session = Some(session);
+                    self.become_ready();
+                }
+                Err(e) => self.close_with(CloseReason::Handshake(e)),
+            },
+            other => {
+                self.state = other;
+                self.warn(Warning::UnexpectedControl { tid, cmd: ControlCmd::KeyExchange.bits() });
+            }
+        }
+    }
+
+    fn become_ready(&mut self) {
+        self.state = State::Ready;
+        self.push(Record::Connected { encrypted: self.session.is_some() });
+    }
+
+    fn close_with(&mut self, reason: CloseReason) {
+        self.state = State::Closed;
+        for idx in 0..SLOTS {
+            if let Some(call) = self.calls.get_mut(idx).and_then(Option::take) {
+                self.push(Record::CallFailed { call: call.id, error: CallError::Closed });
+            }
+        }
+        self.outbox.clear();
+        self.assembler.reset();
+        self.partials.clear();
+        self.pending_release = None;
+        self.push(Record::Closed(reason));
+    }
+
+    // ----- internals: calls ------------------------------------------------------------------
+
+    fn check_ready(&self) -> Result<(), CallError> {
+        match self.state {
+            State::Ready => Ok(()),
+            State::Closed => Err(CallError::Closed),
+            _ => Err(CallError::NotReady),
+        }
+    }
+
+    fn max_request_wire(&self) -> usize {
+        let by_peer = self.capabilities.map_or(usize::MAX, |c| usize::from(c.max_request));
+        by_peer.min(max_message_len(self.config.att_mtu))
+    }
+
+    fn check_request_len(&self, name_len: usize, data_len: usize) -> Result<(), CallError> {
+        let len = wire_len(name_len, data_len, self.session.is_some());
+        let max = self.max_request_wire();
+        if len > max {
+            return Err(CallError::RequestTooLarge { len, max });
+        }
+        Ok(())
+    }
+
+    /// Encrypts and queues a stored request command under a fresh tid.
+    fn send_request(&mut self, request: &mut O) -> Result<u8, CallError> {
+        let cmd = Command::parse(request.as_slice()).map_err(|_| CallError::InvalidName)?;
+        let tid = self.next_tid;
+        enqueue_command(
+            &mut self.outbox,
+            self.session.as_mut(),
+            tid,
+            CommandType::Request,
+            cmd.name,
+            cmd.data.len(),
+            |d| d.copy_from_slice(cmd.data),
+        )
+        .map_err(enqueue_to_call_error)?;
+        self.next_tid = self.next_tid.wrapping_add(1);
+        Ok(tid)
+    }
+
+    fn call_index(&self, id: CallId) -> Option<usize> {
+        self.calls.iter().position(|c| c.as_ref().is_some_and(|c| c.id == id))
+    }
+
+    fn fail_call(&mut self, idx: usize, id: CallId, error: CallError) {
+        if let Some(slot) = self.calls.get_mut(idx) {
+            *slot = None;
+        }
+        self.push(Record::CallFailed { call: id, error });
+    }
+
+    // ----- internals: input ------------------------------------------------------------------
+
+    fn handle_control(&mut self, now: Instant, tid: u8, cmd: ControlCmd, payload: &[u8]) {
+        let msg = match ControlMessage::parse(cmd, payload, Direction::PeripheralToCentral) {
+            Ok(m) => m,
+            Err(e) => {
+                self.warn(Warning::MalformedControl(e));
+                return;
+            }
+        };
+        match msg {
+            ControlMessage::TimeoutResponse { timeout_ms } => match self.state {
+                State::AwaitTimeout { tid: t, .. } if t == tid => {
+                    self.peer_timeout_ms = timeout_ms;
+                    self.request_capabilities(now);
+                }
+                _ => self.warn(Warning::UnexpectedControl { tid, cmd: cmd.bits() }),
+            },
+            ControlMessage::CapabilitiesResponse(caps) => match self.state {
+                State::AwaitCapabilities { tid: t, .. } if t == tid => {
+                    self.on_capabilities(now, Some(caps))
+                }
+                _ => self.warn(Warning::UnexpectedControl { tid, cmd: cmd.bits() }),
+            },
+            ControlMessage::KeyExchange(step) => self.on_key_exchange(now, tid, step),
+            ControlMessage::StreamEndP2C => {
+                // The reference sends STREAM_END_P2C with a fresh tid: it ends the active
+                // peripheral→central stream whatever its tid.
+                let active = self.calls.iter().position(|c| {
+                    c.as_ref().is_some_and(|c| c.kind == CallKind::ServerStream)
+                });
+                match active.and_then(|i| self.calls.get_mut(i)).and_then(Option::take) {
+                    Some(call) => self.push(Record::StreamEnd { call: call.id }),
+                    None => self.warn(Warning::UnexpectedControl { tid, cmd: cmd.bits() }),
+                }
+            }
+            ControlMessage::Error(code) => self.on_error(now, tid, code),
+            ControlMessage::Unknown { cmd, .. } => self.warn(Warning::UnknownControl { tid, cmd }),
+            _ => self.warn(Warning::UnexpectedControl { tid, cmd: cmd.bits() }),
+        }
+    }
+
+    fn on_error(&mut self, now: Instant, tid: u8, code: ErrorCode) {
+        let setup_tid = match self.state {
+            State::AwaitTimeout { tid, .. } | State::AwaitCapabilities { tid, .. } => Some(tid),
+            State::AwaitStep2 { tid, .. } | State::AwaitStep4 { tid, .. } => Some(tid),
+            _ => None,
+        };
+        if setup_tid == Some(tid) {
+            match self.state {
+                State::AwaitTimeout { .. } => self.request_capabilities(now),
+                State::AwaitCapabilities { .. } => self.on_capabilities(now, None),
+                _ => self.close_with(CloseReason::HandshakeRefused(code)),
+            }
+            return;
+        }
+        let found = self.calls.iter().position(|c| {
+            c.as_ref().is_some_and(|c| match c.kind {
+                CallKind::ClientStream => c.upload_tids.contains(tid),
+                _ => c.tid == tid && c.retry_at.is_none(),
+            })
+        });
+        let Some(idx) = found else {
+            self.warn(Warning::StaleError { tid, code });
+            return;
+        };
+        let retries = self.config.busy_retries;
+        let backoff = self.config.busy_backoff;
+        let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else { return };
+        let id = call.id;
+        if code == ErrorCode::Busy && call.kind != CallKind::ClientStream {
+            if call.attempts <= retries {
+                let shift = u32::from(call.attempts.saturating_sub(1)).min(16);
+                let delay = backoff.saturating_mul(1u32 << shift);
+                call.retry_at = Some(now + delay);
+                // The deadline still bounds the call as a whole.
+                if call.deadline.is_some_and(|d| d <= now + delay) {
+                    let attempts = call.attempts;
+                    self.fail_call(idx, id, CallError::Busy { attempts });
+                }
+            } else {
+                let attempts = call.attempts;
+                self.fail_call(idx, id, CallError::Busy { attempts });
+            }
+        } else {
+            self.fail_call(idx, id, CallError::Peer(code));
+        }
+    }
+
+    fn handle_data(&mut self, now: Instant, container: &Container<'_>) {
+        let tid = container.tid;
+        match self.assembler.feed(container) {
+            Ok(None) => self.partials.touch(tid, now),
+            Ok(Some(done)) => {
+                self.partials.remove(tid);
+                self.on_message(now, done);
+            }
+            Err(e) => {
+                self.partials.remove(tid);
+                if let AssembleError::TooLarge { tid, total_length, limit } = e {
+                    if let Some(idx) = self.unary_index(tid) {
+                        if let Some(id) = self.calls.get(idx).and_then(|c| c.as_ref()).map(|c| c.id) {
+                            let error = CallError::ResponseTooLarge { len: total_length, max: limit };
+                            self.fail_call(idx, id, error);
+                        }
+                    }
+                }
+                self.warn(Warning::Assembly(e));
+            }
+        }
+    }
+
+    fn unary_index(&self, tid: u8) -> Option<usize> {
+        self.calls.iter().position(|c| {
+            c.as_ref().is_some_and(|c| c.kind != CallKind::ClientStream && c.tid == tid)
+        })
+    }
+
+    fn on_message(&mut self, now: Instant, done: crate::assemble::Completed) {
+        let tid = done.tid;
+        let bytes = self.assembler.message_mut(done);
+        let range = match self.session.as_mut() {
+            Some(session) => match session.open_in_place(bytes) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.assembler.release(done);
+                    self.warn(Warning::Decrypt(e));
+                    return;
+                }
+            },
+            None => 0..bytes.len(),
+        };
+        let plain = self.assembler.message(done).get(range.clone()).unwrap_or(&[]);
+        let (kind, name_len, data_len) = match Command::parse(plain) {
+            Ok(c) => (c.kind, c.name.len(), c.data.len()),
+            Err(e) => {
+                self.assembler.release(done);
+                self.warn(Warning::MalformedCommand(e));
+                return;
+            }
+        };
+        if kind != CommandType::Response {
+            self.assembler.release(done);
+            self.warn(Warning::WrongCommandType { tid });
+            return;
+        }
+        let name_start = range.start + 2;
+        let msg = MsgRef { done, start: range.start + Command::header_len(name_len), len: data_len };
+        let name_matches = |call: &Call<O>, assembler: &Assembler<A, SLOTS>| {
+            let name = assembler.message(done).get(name_start..name_start + name_len);
+            name == Some(call.name().as_bytes())
+        };
+        let stream_idle = self.config.stream_idle_timeout;
+        let mut matched = None;
+        for (idx, slot) in self.calls.iter().enumerate() {
+            let Some(call) = slot else { continue };
+            if !name_matches(call, &self.assembler) {
+                continue;
+            }
+            let hit = match call.kind {
+                CallKind::Unary => call.tid == tid && call.retry_at.is_none(),
+                CallKind::ServerStream => true,
+                CallKind::ClientStream => call.finished,
+            };
+            if hit {
+                matched = Some((idx, call.id, call.kind));
+                break;
+            }
+        }
+        match matched {
+            Some((idx, id, CallKind::ServerStream)) => {
+                if let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) {
+                    c.deadline = Some(now + stream_idle);
+                }
+                self.push(Record::StreamItem { call: id, msg });
+            }
+            Some((idx, id, _)) => {
+                if let Some(slot) = self.calls.get_mut(idx) {
+                    *slot = None;
+                }
+                self.push(Record::Response { call: id, msg });
+            }
+            None => {
+                self.assembler.release(done);
+                self.warn(Warning::StaleResponse { tid });
+            }
+        }
+    }
+
+    fn msg_bytes(&self, msg: MsgRef) -> &[u8] {
+        self.assembler.message(msg.done).get(msg.start..msg.start + msg.len).unwrap_or(&[])
+    }
+
+    fn push(&mut self, record: Record) {
+        if let Err(record) = self.events.push(record) {
+            // Only reachable if the caller ignores EventQueueFull; release what the record
+            // holds so no slot leaks.
+            if let Record::Response { msg, .. } | Record::StreamItem { msg, .. } = record {
+                self.assembler.release(msg.done);
+            }
+        }
+    }
+
+    fn warn(&mut self, warning: Warning) {
+        if self.events.free() > EVENT_HEADROOM {
+            self.push(Record::Warning(warning));
+        } else {
+            self.dropped_warnings = self.dropped_warnings.saturating_add(1);
+        }
+    }
+}
+
+impl<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: usize> core::fmt::Debug
+    for Central<P, R, A, O, SLOTS>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Central")
+            .field("role", &Role::Central)
+            .field("next_tid", &self.next_tid)
+            .field("encrypted", &self.session.is_some())
+            .field("capabilities", &self.capabilities)
+            .finish_non_exhaustive()
+    }
+}
+
+fn enqueue_to_call_error(e: EnqueueError) -> CallError {
+    match e {
+        EnqueueError::Full(f) => CallError::OutboxFull { needed: f.needed, free: f.free },
+        EnqueueError::CounterExhausted => CallError::CounterExhausted,
+        EnqueueError::Invalid | EnqueueError::Internal => CallError::InvalidName,
+    }
+}
