@@ -1,5 +1,6 @@
-//! The `aws-lc-rs` provider (feature `aws-lc-rs`): AWS-LC's AES-128-GCM, Ed25519, X25519 and
-//! HKDF. Unlike ring, AWS-LC imports X25519 private keys, so no dalek code is involved.
+//! The `aws-lc-rs` provider (feature `aws-lc-rs`): AWS-LC's AES-128-GCM, Ed25519, X25519 agreement
+//! and HKDF. Unlike ring, AWS-LC imports X25519 private keys; only the public-key computation is
+//! left to `x25519-dalek` (see the module docs of [`crate::crypto`]).
 //! Building it needs a C compiler (aws-lc-sys).
 
 extern crate alloc;
@@ -118,11 +119,9 @@ impl CryptoProvider for AwsLc {
             .map_err(|_| CryptoError::BadSignature)
     }
 
-    fn x25519_public(&self, secret: &X25519Secret) -> Result<[u8; X25519_KEY_LEN], CryptoError> {
-        let public = private_key(secret)?
-            .compute_public_key()
-            .map_err(|_| CryptoError::InvalidLength)?;
-        to_array(public.as_ref())
+    fn x25519_public(&self, secret: &X25519Secret) -> [u8; X25519_KEY_LEN] {
+        // aws-lc-rs only offers a fallible `compute_public_key`; the public key is the same value.
+        super::rustcrypto::dalek_x25519_public(secret)
     }
 
     fn x25519_agree(

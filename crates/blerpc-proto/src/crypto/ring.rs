@@ -114,8 +114,8 @@ impl CryptoProvider for Ring {
             .map_err(|_| CryptoError::BadSignature)
     }
 
-    fn x25519_public(&self, secret: &X25519Secret) -> Result<[u8; X25519_KEY_LEN], CryptoError> {
-        Ok(dalek_x25519_public(secret))
+    fn x25519_public(&self, secret: &X25519Secret) -> [u8; X25519_KEY_LEN] {
+        dalek_x25519_public(secret)
     }
 
     fn x25519_agree(
