@@ -11,6 +11,10 @@
 //! four steps, two X25519 key generations and agreements, HKDF twice, one signature and one
 //! verification, two confirmations.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a benchmark outside the sans-IO core: it reads the wall clock"
+)]
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -99,11 +103,15 @@ fn main() {
         "x25519 agree",
         "handshake central+peripheral",
     ];
-    let mut columns: Vec<(&str, Vec<f64>)> = vec![("RustCrypto", column(&RustCrypto))];
-    #[cfg(feature = "ring")]
-    columns.push(("Ring", column(&blerpc_proto::crypto::Ring)));
-    #[cfg(feature = "aws-lc-rs")]
-    columns.push(("AwsLc", column(&blerpc_proto::crypto::AwsLc)));
+    let columns: Vec<(&str, Vec<f64>)> = [
+        ("RustCrypto", column(&RustCrypto)),
+        #[cfg(feature = "ring")]
+        ("Ring", column(&blerpc_proto::crypto::Ring)),
+        #[cfg(feature = "aws-lc-rs")]
+        ("AwsLc", column(&blerpc_proto::crypto::AwsLc)),
+    ]
+    .into_iter()
+    .collect();
 
     print!("{:<30}", "operation (median ns/op)");
     for (name, _) in &columns {
