@@ -18,7 +18,10 @@ fn setup_uses_the_reference_tids_and_encrypts() {
     assert_eq!(tids, vec![(0, 0xc4), (1, 0xd0), (2, 0xd8), (3, 0xd8)]);
     assert_eq!(p.sent_c2p[1], [0x01, 0x00, 0xd0, 0x06, 0, 0, 0, 0, 0, 0]);
     // The first call uses tid 4.
-    let id = p.central.start_call(p.now, "echo", &echo_req("hello"), CallKind::Unary).unwrap();
+    let id = p
+        .central
+        .start_call(p.now, "echo", &echo_req("hello"), CallKind::Unary)
+        .unwrap();
     p.flush();
     assert_eq!(p.sent_c2p.last().unwrap()[0], 4);
     assert_eq!(p.wait_call(id).unwrap(), echo_req("hello"));
@@ -28,7 +31,10 @@ fn setup_uses_the_reference_tids_and_encrypts() {
 fn echo_basic_empty_and_max_length() {
     let mut p = Pair::new();
     p.connect();
-    assert_eq!(p.call("echo", &echo_req("hello")).unwrap(), echo_req("hello"));
+    assert_eq!(
+        p.call("echo", &echo_req("hello")).unwrap(),
+        echo_req("hello")
+    );
     assert_eq!(p.call("echo", &echo_req("")).unwrap(), Vec::<u8>::new());
     let long = "A".repeat(256);
     assert_eq!(p.call("echo", &echo_req(&long)).unwrap(), echo_req(&long));
@@ -56,9 +62,15 @@ fn plaintext_connection_when_neither_side_encrypts() {
     let mut p = PairBuilder::plaintext().build();
     p.connect();
     assert!(!p.central.is_encrypted());
-    assert!(p.central_events.contains(&CEv::Connected { encrypted: false }));
+    assert!(
+        p.central_events
+            .contains(&CEv::Connected { encrypted: false })
+    );
     // Without KX the first call uses tid 2.
-    let id = p.central.start_call(p.now, "echo", &echo_req("x"), CallKind::Unary).unwrap();
+    let id = p
+        .central
+        .start_call(p.now, "echo", &echo_req("x"), CallKind::Unary)
+        .unwrap();
     p.flush();
     assert_eq!(p.sent_c2p.last().unwrap()[0], 2);
     assert_eq!(p.wait_call(id).unwrap(), echo_req("x"));
@@ -70,15 +82,24 @@ fn central_requiring_encryption_refuses_a_plaintext_peripheral() {
     b.central.require_encryption = true;
     let mut p = b.build();
     p.drive_until(Duration::from_secs(5), |p| p.central.is_closed());
-    assert!(p.central_events.contains(&CEv::Closed(CloseReason::EncryptionUnavailable)));
+    assert!(
+        p.central_events
+            .contains(&CEv::Closed(CloseReason::EncryptionUnavailable))
+    );
 }
 
 #[test]
 fn concurrent_unary_calls_are_bound_by_tid() {
     let mut p = Pair::new();
     p.connect();
-    let a = p.central.start_call(p.now, "echo", &echo_req("first"), CallKind::Unary).unwrap();
-    let b = p.central.start_call(p.now, "echo", &echo_req("second"), CallKind::Unary).unwrap();
+    let a = p
+        .central
+        .start_call(p.now, "echo", &echo_req("first"), CallKind::Unary)
+        .unwrap();
+    let b = p
+        .central
+        .start_call(p.now, "echo", &echo_req("second"), CallKind::Unary)
+        .unwrap();
     assert_eq!(p.wait_call(a).unwrap(), echo_req("first"));
     assert_eq!(p.wait_call(b).unwrap(), echo_req("second"));
 }

@@ -15,7 +15,9 @@ use crate::Instant;
 use crate::assemble::{AssembleError, Assembler, AssemblerConfig};
 use crate::buf::Buffer;
 use crate::crypto::{CryptoProvider, X25519Secret};
-use crate::handshake::{CentralAwaitStep2, CentralAwaitStep4, CentralHandshake, CentralVerifyIdentity};
+use crate::handshake::{
+    CentralAwaitStep2, CentralAwaitStep4, CentralHandshake, CentralVerifyIdentity,
+};
 use crate::session::Session;
 use crate::split::{SplitCursor, max_message_len};
 use crate::wire::capabilities::{CAPABILITIES_LEN, Capabilities, CapabilityFlags};
@@ -185,11 +187,28 @@ enum Record {
 }
 
 enum State<P: CryptoProvider> {
-    AwaitTimeout { tid: u8, deadline: Instant },
-    AwaitCapabilities { tid: u8, deadline: Instant },
-    AwaitStep2 { tid: u8, deadline: Instant, hs: CentralAwaitStep2<P> },
-    VerifyIdentity { deadline: Instant, hs: CentralVerifyIdentity<P> },
-    AwaitStep4 { tid: u8, deadline: Instant, hs: CentralAwaitStep4<P> },
+    AwaitTimeout {
+        tid: u8,
+        deadline: Instant,
+    },
+    AwaitCapabilities {
+        tid: u8,
+        deadline: Instant,
+    },
+    AwaitStep2 {
+        tid: u8,
+        deadline: Instant,
+        hs: CentralAwaitStep2<P>,
+    },
+    VerifyIdentity {
+        deadline: Instant,
+        hs: CentralVerifyIdentity<P>,
+    },
+    AwaitStep4 {
+        tid: u8,
+        deadline: Instant,
+        hs: CentralAwaitStep4<P>,
+    },
     Ready,
     Closed,
 }
@@ -225,7 +244,9 @@ struct Call<O: Buffer> {
 
 impl<O: Buffer> Call<O> {
     fn name(&self) -> &str {
-        Command::parse(self.request.as_slice()).map(|c| c.name).unwrap_or("")
+        Command::parse(self.request.as_slice())
+            .map(|c| c.name)
+            .unwrap_or("")
     }
 }
 
@@ -265,15 +286,26 @@ where
     /// Creates a central for a link that has just connected and starts the setup sequence
     /// (TIMEOUT, CAPABILITIES, key exchange). `rng` supplies ephemeral keys and confirmation
     /// nonces.
-    pub fn new(config: CentralConfig, provider: P, rng: R, now: Instant) -> Result<Self, ConfigError> {
+    pub fn new(
+        config: CentralConfig,
+        provider: P,
+        rng: R,
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
         if config.att_mtu < SplitCursor::MIN_ATT_MTU {
-            return Err(ConfigError::MtuTooSmall { att_mtu: config.att_mtu });
+            return Err(ConfigError::MtuTooSmall {
+                att_mtu: config.att_mtu,
+            });
         }
         if config.max_calls_in_flight == 0 || config.max_calls_in_flight > SLOTS {
-            return Err(ConfigError::Limit { field: "max_calls_in_flight" });
+            return Err(ConfigError::Limit {
+                field: "max_calls_in_flight",
+            });
         }
         if config.max_response_len == 0 {
-            return Err(ConfigError::Limit { field: "max_response_len" });
+            return Err(ConfigError::Limit {
+                field: "max_response_len",
+            });
         }
         let assembler = Assembler::new(AssemblerConfig {
             max_message_len: config.max_response_len,
@@ -304,8 +336,10 @@ where
         } else {
             let tid = central.alloc_tid();
             central.send_control(tid, ControlCmd::Timeout, &[]);
-            central.state =
-                State::AwaitTimeout { tid, deadline: now + central.config.setup_timeout };
+            central.state = State::AwaitTimeout {
+                tid,
+                deadline: now + central.config.setup_timeout,
+            };
         }
         Ok(central)
     }
@@ -356,7 +390,9 @@ where
     /// `name_len` bytes, from the peripheral's `max_request` (wire length) and the MTU.
     pub fn max_request_data(&self, name_len: usize) -> usize {
         let overhead = wire_len(name_len, 0, self.session.is_some());
-        self.max_request_wire().saturating_sub(overhead).min(MAX_DATA_LEN)
+        self.max_request_wire()
+            .saturating_sub(overhead)
+            .min(MAX_DATA_LEN)
     }
 
     /// Changes the ATT MTU (after an MTU exchange). Messages already being split keep the MTU
@@ -392,10 +428,16 @@ where
         }
         let in_flight = self.calls_in_flight();
         if in_flight >= self.config.max_calls_in_flight {
-            return Err(CallError::TooManyCalls { limit: self.config.max_calls_in_flight });
+            return Err(CallError::TooManyCalls {
+                limit: self.config.max_calls_in_flight,
+            });
         }
         if kind != CallKind::Unary
-            && self.calls.iter().flatten().any(|c| c.kind != CallKind::Unary)
+            && self
+                .calls
+                .iter()
+                .flatten()
+                .any(|c| c.kind != CallKind::Unary)
         {
             return Err(CallError::StreamActive);
         }
@@ -404,11 +446,19 @@ where
         }
         // Keep the plaintext command (the name alone for client streams).
         let mut stored = O::default();
-        let cmd = Command { kind: CommandType::Request, name, data: request };
+        let cmd = Command {
+            kind: CommandType::Request,
+            name,
+            data: request,
+        };
         stored
             .try_resize(cmd.emitted_len())
-            .map_err(|_| CallError::OutboxFull { needed: cmd.emitted_len(), free: 0 })?;
-        cmd.emit(stored.as_mut_slice()).map_err(|_| CallError::InvalidName)?;
+            .map_err(|_| CallError::OutboxFull {
+                needed: cmd.emitted_len(),
+                free: 0,
+            })?;
+        cmd.emit(stored.as_mut_slice())
+            .map_err(|_| CallError::InvalidName)?;
 
         let id = CallId(self.next_call);
         let mut call = Call {
@@ -427,9 +477,13 @@ where
             call.attempts = 1;
             call.deadline = Some(now + self.config.call_timeout);
         }
-        let slot = self.calls.iter_mut().find(|c| c.is_none()).ok_or(CallError::TooManyCalls {
-            limit: self.config.max_calls_in_flight,
-        })?;
+        let slot = self
+            .calls
+            .iter_mut()
+            .find(|c| c.is_none())
+            .ok_or(CallError::TooManyCalls {
+                limit: self.config.max_calls_in_flight,
+            })?;
         *slot = Some(call);
         self.next_call = self.next_call.wrapping_add(1);
         Ok(id)
@@ -460,7 +514,9 @@ where
         let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
             return Err(CallError::UnknownCall);
         };
-        let name = Command::parse(c.request.as_slice()).map(|c| c.name).unwrap_or("");
+        let name = Command::parse(c.request.as_slice())
+            .map(|c| c.name)
+            .unwrap_or("");
         enqueue_command(
             &mut self.outbox,
             self.session.as_mut(),
@@ -490,7 +546,10 @@ where
         }
         self.outbox
             .push_control(tid, ControlCmd::StreamEndC2P, &[])
-            .map_err(|f| CallError::OutboxFull { needed: f.needed, free: f.free })?;
+            .map_err(|f| CallError::OutboxFull {
+                needed: f.needed,
+                free: f.free,
+            })?;
         c.upload_tids.insert(tid);
         c.finished = true;
         c.deadline = Some(now + call_timeout);
@@ -564,8 +623,12 @@ where
             }
         };
         match container.kind {
-            ContainerKind::Control(cmd) => self.handle_control(now, container.tid, cmd, container.payload),
-            ContainerKind::Unknown => self.warn(Warning::UnknownContainerType { tid: container.tid }),
+            ContainerKind::Control(cmd) => {
+                self.handle_control(now, container.tid, cmd, container.payload)
+            }
+            ContainerKind::Unknown => {
+                self.warn(Warning::UnknownContainerType { tid: container.tid })
+            }
             ContainerKind::First { .. } | ContainerKind::Subsequent => {
                 self.handle_data(now, &container)
             }
@@ -581,7 +644,10 @@ where
         if self.state.deadline().is_some_and(|d| d <= now) {
             self.setup_timed_out(now);
         }
-        while let Some(tid) = self.partials.pop_expired(now, self.config.reassembly_timeout) {
+        while let Some(tid) = self
+            .partials
+            .pop_expired(now, self.config.reassembly_timeout)
+        {
             self.assembler.discard(tid);
             self.warn(Warning::ReassemblyTimeout { tid });
         }
@@ -589,12 +655,16 @@ where
             if self.events.free() < 2 {
                 break;
             }
-            let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else { continue };
+            let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
+                continue;
+            };
             if call.retry_at.is_some_and(|t| t <= now) {
                 call.retry_at = None;
                 let mut request = core::mem::take(&mut call.request);
                 let result = self.send_request(&mut request);
-                let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else { continue };
+                let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
+                    continue;
+                };
                 call.request = request;
                 match result {
                     Ok(tid) => {
@@ -608,7 +678,9 @@ where
                     }
                 }
             }
-            let Some(call) = self.calls.get(idx).and_then(Option::as_ref) else { continue };
+            let Some(call) = self.calls.get(idx).and_then(Option::as_ref) else {
+                continue;
+            };
             if call.retry_at.is_none() && call.deadline.is_some_and(|d| d <= now) {
                 let id = call.id;
                 self.fail_call(idx, id, CallError::Timeout);
@@ -644,11 +716,17 @@ where
             Record::IdentityPresented(identity) => CentralEvent::IdentityPresented { identity },
             Record::Response { call, msg } => {
                 self.pending_release = Some(msg);
-                CentralEvent::Response { call, data: self.msg_bytes(msg) }
+                CentralEvent::Response {
+                    call,
+                    data: self.msg_bytes(msg),
+                }
             }
             Record::StreamItem { call, msg } => {
                 self.pending_release = Some(msg);
-                CentralEvent::StreamItem { call, data: self.msg_bytes(msg) }
+                CentralEvent::StreamItem {
+                    call,
+                    data: self.msg_bytes(msg),
+                }
             }
             Record::StreamEnd { call } => CentralEvent::StreamEnd { call },
             Record::CallFailed { call, error } => CentralEvent::CallFailed { call, error },
@@ -671,10 +749,14 @@ where
                 None => c.deadline,
             })
             .min();
-        [self.state.deadline(), calls, self.partials.next_deadline(self.config.reassembly_timeout)]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.state.deadline(),
+            calls,
+            self.partials.next_deadline(self.config.reassembly_timeout),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     // ----- internals: setup ------------------------------------------------------------------
@@ -695,9 +777,16 @@ where
     fn request_capabilities(&mut self, now: Instant) {
         let tid = self.alloc_tid();
         let payload = [0u8; CAPABILITIES_LEN];
-        let payload: &[u8] = if self.config.capabilities_payload { &payload } else { &[] };
+        let payload: &[u8] = if self.config.capabilities_payload {
+            &payload
+        } else {
+            &[]
+        };
         self.send_control(tid, ControlCmd::Capabilities, payload);
-        self.state = State::AwaitCapabilities { tid, deadline: now + self.config.setup_timeout };
+        self.state = State::AwaitCapabilities {
+            tid,
+            deadline: now + self.config.setup_timeout,
+        };
     }
 
     fn on_capabilities(&mut self, now: Instant, caps: Option<Capabilities>) {
@@ -716,7 +805,9 @@ where
             };
         } else if self.config.require_encryption {
             let reason = if offers {
-                CloseReason::MtuTooSmallForKeyExchange { att_mtu: self.config.att_mtu }
+                CloseReason::MtuTooSmallForKeyExchange {
+                    att_mtu: self.config.att_mtu,
+                }
             } else if caps.is_none() {
                 CloseReason::SetupTimeout
             } else {
@@ -794,21 +885,29 @@ where
             },
             other => {
                 self.state = other;
-                self.warn(Warning::UnexpectedControl { tid, cmd: ControlCmd::KeyExchange.bits() });
+                self.warn(Warning::UnexpectedControl {
+                    tid,
+                    cmd: ControlCmd::KeyExchange.bits(),
+                });
             }
         }
     }
 
     fn become_ready(&mut self) {
         self.state = State::Ready;
-        self.push(Record::Connected { encrypted: self.session.is_some() });
+        self.push(Record::Connected {
+            encrypted: self.session.is_some(),
+        });
     }
 
     fn close_with(&mut self, reason: CloseReason) {
         self.state = State::Closed;
         for idx in 0..SLOTS {
             if let Some(call) = self.calls.get_mut(idx).and_then(Option::take) {
-                self.push(Record::CallFailed { call: call.id, error: CallError::Closed });
+                self.push(Record::CallFailed {
+                    call: call.id,
+                    error: CallError::Closed,
+                });
             }
         }
         self.outbox.clear();
@@ -829,7 +928,9 @@ where
     }
 
     fn max_request_wire(&self) -> usize {
-        let by_peer = self.capabilities.map_or(usize::MAX, |c| usize::from(c.max_request));
+        let by_peer = self
+            .capabilities
+            .map_or(usize::MAX, |c| usize::from(c.max_request));
         by_peer.min(max_message_len(self.config.att_mtu))
     }
 
@@ -861,7 +962,9 @@ where
     }
 
     fn call_index(&self, id: CallId) -> Option<usize> {
-        self.calls.iter().position(|c| c.as_ref().is_some_and(|c| c.id == id))
+        self.calls
+            .iter()
+            .position(|c| c.as_ref().is_some_and(|c| c.id == id))
     }
 
     fn fail_call(&mut self, idx: usize, id: CallId, error: CallError) {
@@ -887,29 +990,45 @@ where
                     self.peer_timeout_ms = timeout_ms;
                     self.request_capabilities(now);
                 }
-                _ => self.warn(Warning::UnexpectedControl { tid, cmd: cmd.bits() }),
+                _ => self.warn(Warning::UnexpectedControl {
+                    tid,
+                    cmd: cmd.bits(),
+                }),
             },
             ControlMessage::CapabilitiesResponse(caps) => match self.state {
                 State::AwaitCapabilities { tid: t, .. } if t == tid => {
                     self.on_capabilities(now, Some(caps))
                 }
-                _ => self.warn(Warning::UnexpectedControl { tid, cmd: cmd.bits() }),
+                _ => self.warn(Warning::UnexpectedControl {
+                    tid,
+                    cmd: cmd.bits(),
+                }),
             },
             ControlMessage::KeyExchange(step) => self.on_key_exchange(now, tid, step),
             ControlMessage::StreamEndP2C => {
                 // The reference sends STREAM_END_P2C with a fresh tid: it ends the active
                 // peripheral→central stream whatever its tid.
-                let active = self.calls.iter().position(|c| {
-                    c.as_ref().is_some_and(|c| c.kind == CallKind::ServerStream)
-                });
-                match active.and_then(|i| self.calls.get_mut(i)).and_then(Option::take) {
+                let active = self
+                    .calls
+                    .iter()
+                    .position(|c| c.as_ref().is_some_and(|c| c.kind == CallKind::ServerStream));
+                match active
+                    .and_then(|i| self.calls.get_mut(i))
+                    .and_then(Option::take)
+                {
                     Some(call) => self.push(Record::StreamEnd { call: call.id }),
-                    None => self.warn(Warning::UnexpectedControl { tid, cmd: cmd.bits() }),
+                    None => self.warn(Warning::UnexpectedControl {
+                        tid,
+                        cmd: cmd.bits(),
+                    }),
                 }
             }
             ControlMessage::Error(code) => self.on_error(now, tid, code),
             ControlMessage::Unknown { cmd, .. } => self.warn(Warning::UnknownControl { tid, cmd }),
-            _ => self.warn(Warning::UnexpectedControl { tid, cmd: cmd.bits() }),
+            _ => self.warn(Warning::UnexpectedControl {
+                tid,
+                cmd: cmd.bits(),
+            }),
         }
     }
 
@@ -939,7 +1058,9 @@ where
         };
         let retries = self.config.busy_retries;
         let backoff = self.config.busy_backoff;
-        let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else { return };
+        let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
+            return;
+        };
         let id = call.id;
         if code == ErrorCode::Busy && call.kind != CallKind::ClientStream {
             if call.attempts <= retries {
@@ -970,13 +1091,19 @@ where
             }
             Err(e) => {
                 self.partials.remove(tid);
-                if let AssembleError::TooLarge { tid, total_length, limit } = e {
-                    if let Some(idx) = self.unary_index(tid) {
-                        if let Some(id) = self.calls.get(idx).and_then(|c| c.as_ref()).map(|c| c.id) {
-                            let error = CallError::ResponseTooLarge { len: total_length, max: limit };
-                            self.fail_call(idx, id, error);
-                        }
-                    }
+                if let AssembleError::TooLarge {
+                    tid,
+                    total_length,
+                    limit,
+                } = e
+                    && let Some(idx) = self.unary_index(tid)
+                    && let Some(id) = self.calls.get(idx).and_then(|c| c.as_ref()).map(|c| c.id)
+                {
+                    let error = CallError::ResponseTooLarge {
+                        len: total_length,
+                        max: limit,
+                    };
+                    self.fail_call(idx, id, error);
                 }
                 self.warn(Warning::Assembly(e));
             }
@@ -985,7 +1112,8 @@ where
 
     fn unary_index(&self, tid: u8) -> Option<usize> {
         self.calls.iter().position(|c| {
-            c.as_ref().is_some_and(|c| c.kind != CallKind::ClientStream && c.tid == tid)
+            c.as_ref()
+                .is_some_and(|c| c.kind != CallKind::ClientStream && c.tid == tid)
         })
     }
 
@@ -1003,7 +1131,11 @@ where
             },
             None => 0..bytes.len(),
         };
-        let plain = self.assembler.message(done).get(range.clone()).unwrap_or(&[]);
+        let plain = self
+            .assembler
+            .message(done)
+            .get(range.clone())
+            .unwrap_or(&[]);
         let (kind, name_len, data_len) = match Command::parse(plain) {
             Ok(c) => (c.kind, c.name.len(), c.data.len()),
             Err(e) => {
@@ -1018,9 +1150,15 @@ where
             return;
         }
         let name_start = range.start + 2;
-        let msg = MsgRef { done, start: range.start + Command::header_len(name_len), len: data_len };
+        let msg = MsgRef {
+            done,
+            start: range.start + Command::header_len(name_len),
+            len: data_len,
+        };
         let name_matches = |call: &Call<O>, assembler: &Assembler<A, SLOTS>| {
-            let name = assembler.message(done).get(name_start..name_start + name_len);
+            let name = assembler
+                .message(done)
+                .get(name_start..name_start + name_len);
             name == Some(call.name().as_bytes())
         };
         let stream_idle = self.config.stream_idle_timeout;
@@ -1061,16 +1199,19 @@ where
     }
 
     fn msg_bytes(&self, msg: MsgRef) -> &[u8] {
-        self.assembler.message(msg.done).get(msg.start..msg.start + msg.len).unwrap_or(&[])
+        self.assembler
+            .message(msg.done)
+            .get(msg.start..msg.start + msg.len)
+            .unwrap_or(&[])
     }
 
     fn push(&mut self, record: Record) {
-        if let Err(record) = self.events.push(record) {
-            // Only reachable if the caller ignores EventQueueFull; release what the record
-            // holds so no slot leaks.
-            if let Record::Response { msg, .. } | Record::StreamItem { msg, .. } = record {
-                self.assembler.release(msg.done);
-            }
+        // Only reachable if the caller ignores EventQueueFull; release what the record holds so
+        // no slot leaks.
+        if let Err(Record::Response { msg, .. } | Record::StreamItem { msg, .. }) =
+            self.events.push(record)
+        {
+            self.assembler.release(msg.done);
         }
     }
 
@@ -1098,7 +1239,10 @@ impl<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: usize> core::fmt::
 
 fn enqueue_to_call_error(e: EnqueueError) -> CallError {
     match e {
-        EnqueueError::Full(f) => CallError::OutboxFull { needed: f.needed, free: f.free },
+        EnqueueError::Full(f) => CallError::OutboxFull {
+            needed: f.needed,
+            free: f.free,
+        },
         EnqueueError::CounterExhausted => CallError::CounterExhausted,
         EnqueueError::Invalid | EnqueueError::Internal => CallError::InvalidName,
     }

@@ -84,7 +84,11 @@ pub(crate) struct Ring<T: Copy, const N: usize> {
 
 impl<T: Copy, const N: usize> Ring<T, N> {
     pub(crate) const fn new() -> Self {
-        Ring { items: [None; N], head: 0, len: 0 }
+        Ring {
+            items: [None; N],
+            head: 0,
+            len: 0,
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -137,7 +141,10 @@ mod tests {
         assert_eq!(r.push(4), Err(4));
         assert_eq!(r.pop(), Some(1));
         assert_eq!(r.push(5), Ok(()));
-        assert_eq!((r.pop(), r.pop(), r.pop(), r.pop()), (Some(2), Some(3), Some(5), None));
+        assert_eq!(
+            (r.pop(), r.pop(), r.pop(), r.pop()),
+            (Some(2), Some(3), Some(5), None)
+        );
         assert_eq!(r.free(), 3);
     }
 }

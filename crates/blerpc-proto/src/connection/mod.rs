@@ -115,7 +115,10 @@ impl core::fmt::Display for CallError {
         match *self {
             CallError::NotReady => f.write_str("connection not ready"),
             CallError::RequestTooLarge { len, max } => {
-                write!(f, "request is {len} bytes on the wire, peripheral accepts at most {max}")
+                write!(
+                    f,
+                    "request is {len} bytes on the wire, peripheral accepts at most {max}"
+                )
             }
             CallError::InvalidName => f.write_str("command name must be 1..=255 bytes"),
             CallError::DataTooLong { len } => {
@@ -187,7 +190,11 @@ impl core::fmt::Display for CloseReason {
             CloseReason::HandshakeTimeout => f.write_str("key exchange timed out"),
             CloseReason::IdentityRejected => f.write_str("peripheral identity key rejected"),
             CloseReason::HandshakeRefused(code) => {
-                write!(f, "peripheral refused the key exchange: {}", code.description())
+                write!(
+                    f,
+                    "peripheral refused the key exchange: {}",
+                    code.description()
+                )
             }
         }
     }
@@ -284,7 +291,6 @@ impl core::fmt::Display for ConfigError {
 #[cfg(feature = "std")]
 impl std::error::Error for ConfigError {}
 
-
 /// Serialises a command into a new outbox data entry, encrypting it in place when a session is
 /// established. `fill` writes the `data_len` data bytes after the command header.
 pub(crate) fn enqueue_command<B, A, F>(
@@ -306,17 +312,23 @@ where
     let header_len = Command::header_len(name.len());
     let cmd_len = header_len + data_len;
     let encrypted = session.is_some();
-    let (pre, body_len) =
-        if encrypted { (COUNTER_LEN, cmd_len + SESSION_OVERHEAD) } else { (0, cmd_len) };
+    let (pre, body_len) = if encrypted {
+        (COUNTER_LEN, cmd_len + SESSION_OVERHEAD)
+    } else {
+        (0, cmd_len)
+    };
     outbox
         .push_data_with(tid, body_len, |body| {
-            let cmd = body.get_mut(pre..pre + cmd_len).ok_or(EnqueueError::Internal)?;
+            let cmd = body
+                .get_mut(pre..pre + cmd_len)
+                .ok_or(EnqueueError::Internal)?;
             Command::emit_header(kind, name, data_len, cmd).map_err(|_| EnqueueError::Invalid)?;
             if let Some(data) = cmd.get_mut(header_len..) {
                 fill(data);
             }
             if let Some(s) = session {
-                s.seal_in_place(body).map_err(|_| EnqueueError::CounterExhausted)?;
+                s.seal_in_place(body)
+                    .map_err(|_| EnqueueError::CounterExhausted)?;
             }
             Ok(())
         })
@@ -329,7 +341,11 @@ where
 /// Wire length of a command once (optionally) encrypted.
 pub(crate) fn wire_len(name_len: usize, data_len: usize, encrypted: bool) -> usize {
     let cmd = crate::wire::command::Command::header_len(name_len).saturating_add(data_len);
-    if encrypted { cmd.saturating_add(crate::session::SESSION_OVERHEAD) } else { cmd }
+    if encrypted {
+        cmd.saturating_add(crate::session::SESSION_OVERHEAD)
+    } else {
+        cmd
+    }
 }
 
 #[derive(Debug)]
@@ -358,7 +374,9 @@ impl TidSet {
         had
     }
     pub(crate) fn contains(&self, tid: u8) -> bool {
-        self.0.get(usize::from(tid >> 6)).is_some_and(|w| w & (1 << (tid & 63)) != 0)
+        self.0
+            .get(usize::from(tid >> 6))
+            .is_some_and(|w| w & (1 << (tid & 63)) != 0)
     }
     pub(crate) fn len(&self) -> usize {
         self.0.iter().map(|w| w.count_ones() as usize).sum()
@@ -374,11 +392,17 @@ pub(crate) struct Partials<const SLOTS: usize> {
 
 impl<const SLOTS: usize> Partials<SLOTS> {
     pub(crate) fn new() -> Self {
-        Partials { entries: [None; SLOTS] }
+        Partials {
+            entries: [None; SLOTS],
+        }
     }
     /// Records progress on `tid`.
     pub(crate) fn touch(&mut self, tid: u8, now: crate::Instant) {
-        if let Some(e) = self.entries.iter_mut().find(|e| matches!(e, Some((t, _)) if *t == tid)) {
+        if let Some(e) = self
+            .entries
+            .iter_mut()
+            .find(|e| matches!(e, Some((t, _)) if *t == tid))
+        {
             *e = Some((tid, now));
         } else if let Some(e) = self.entries.iter_mut().find(|e| e.is_none()) {
             *e = Some((tid, now));
@@ -396,7 +420,11 @@ impl<const SLOTS: usize> Partials<SLOTS> {
     }
     /// The earliest instant at which a transaction expires.
     pub(crate) fn next_deadline(&self, timeout: core::time::Duration) -> Option<crate::Instant> {
-        self.entries.iter().flatten().map(|(_, t)| *t + timeout).min()
+        self.entries
+            .iter()
+            .flatten()
+            .map(|(_, t)| *t + timeout)
+            .min()
     }
     /// Removes and returns one transaction that has been idle past `timeout`.
     pub(crate) fn pop_expired(
@@ -404,7 +432,10 @@ impl<const SLOTS: usize> Partials<SLOTS> {
         now: crate::Instant,
         timeout: core::time::Duration,
     ) -> Option<u8> {
-        let e = self.entries.iter_mut().find(|e| matches!(e, Some((_, t)) if *t + timeout <= now))?;
+        let e = self
+            .entries
+            .iter_mut()
+            .find(|e| matches!(e, Some((_, t)) if *t + timeout <= now))?;
         e.take().map(|(tid, _)| tid)
     }
 }

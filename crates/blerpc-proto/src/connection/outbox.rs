@@ -46,7 +46,12 @@ pub(crate) struct Outbox<B: Buffer> {
 
 impl<B: Buffer + Default> Outbox<B> {
     pub(crate) fn new(limit: usize) -> Self {
-        Outbox { buf: B::default(), head: 0, cursor: None, limit }
+        Outbox {
+            buf: B::default(),
+            head: 0,
+            cursor: None,
+            limit,
+        }
     }
 }
 
@@ -62,7 +67,9 @@ impl<B: Buffer> Outbox<B> {
 
     /// Bytes a new entry may still use (header included).
     pub(crate) fn free(&self) -> usize {
-        self.limit.min(self.buf.capacity_limit()).saturating_sub(self.queued())
+        self.limit
+            .min(self.buf.capacity_limit())
+            .saturating_sub(self.queued())
     }
 
     /// Appends a data entry of `body_len` bytes and lets `fill` write the body. On any failure
@@ -73,9 +80,15 @@ impl<B: Buffer> Outbox<B> {
         body_len: usize,
         fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
     ) -> Result<(), PushError<E>> {
-        let start = self.reserve(KIND_DATA, tid, body_len).map_err(PushError::Full)?;
+        let start = self
+            .reserve(KIND_DATA, tid, body_len)
+            .map_err(PushError::Full)?;
         let body_start = start + ENTRY_HEADER_LEN;
-        let result = match self.buf.as_mut_slice().get_mut(body_start..body_start + body_len) {
+        let result = match self
+            .buf
+            .as_mut_slice()
+            .get_mut(body_start..body_start + body_len)
+        {
             Some(body) => fill(body),
             None => Ok(()),
         };
@@ -95,10 +108,12 @@ impl<B: Buffer> Outbox<B> {
     ) -> Result<(), Full> {
         let start = self.reserve(cmd.bits(), tid, payload.len())?;
         let body_start = start + ENTRY_HEADER_LEN;
-        if let Some(body) = self.buf.as_mut_slice().get_mut(body_start..) {
-            if let Some(dst) = body.get_mut(..payload.len()) {
-                dst.copy_from_slice(payload);
-            }
+        if let Some(dst) = self
+            .buf
+            .as_mut_slice()
+            .get_mut(body_start..body_start + payload.len())
+        {
+            dst.copy_from_slice(payload);
         }
         Ok(())
     }
@@ -113,8 +128,14 @@ impl<B: Buffer> Outbox<B> {
         }
         self.compact_if_needed(needed);
         let start = self.buf.len();
-        self.buf.try_resize(start + needed).map_err(|_| Full { needed, free })?;
-        if let Some(h) = self.buf.as_mut_slice().get_mut(start..start + ENTRY_HEADER_LEN) {
+        self.buf
+            .try_resize(start + needed)
+            .map_err(|_| Full { needed, free })?;
+        if let Some(h) = self
+            .buf
+            .as_mut_slice()
+            .get_mut(start..start + ENTRY_HEADER_LEN)
+        {
             h.copy_from_slice(&[kind, tid, 0, 0, 0, 0]);
             if let Some(l) = h.get_mut(2..6) {
                 l.copy_from_slice(&len32.to_le_bytes());
@@ -139,7 +160,10 @@ impl<B: Buffer> Outbox<B> {
     }
 
     fn entry_header(&self) -> Option<(u8, u8, usize)> {
-        let h = self.buf.as_slice().get(self.head..self.head + ENTRY_HEADER_LEN)?;
+        let h = self
+            .buf
+            .as_slice()
+            .get(self.head..self.head + ENTRY_HEADER_LEN)?;
         let (&kind, &tid) = (h.first()?, h.get(1)?);
         let len = u32::from_le_bytes(h.get(2..6)?.try_into().ok()?) as usize;
         Some((kind, tid, len))
@@ -221,12 +245,19 @@ impl ControlFrame {
     pub(crate) fn new(tid: u8, cmd: ControlCmd, payload: &[u8]) -> Option<Self> {
         let mut buf = [0u8; MAX_CONTROL_PAYLOAD];
         buf.get_mut(..payload.len())?.copy_from_slice(payload);
-        Some(ControlFrame { tid, cmd, len: u8::try_from(payload.len()).ok()?, payload: buf })
+        Some(ControlFrame {
+            tid,
+            cmd,
+            len: u8::try_from(payload.len()).ok()?,
+            payload: buf,
+        })
     }
 
     pub(crate) fn emit(&self, out: &mut [u8]) -> Option<usize> {
         let payload = self.payload.get(..usize::from(self.len))?;
-        Container::control(self.tid, self.cmd, payload).emit(out).ok()
+        Container::control(self.tid, self.cmd, payload)
+            .emit(out)
+            .ok()
     }
 }
 
@@ -248,7 +279,8 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        ob.push_control(0x2b, ControlCmd::StreamEndC2P, &[]).unwrap();
+        ob.push_control(0x2b, ControlCmd::StreamEndC2P, &[])
+            .unwrap();
         let mut out = [0u8; 20];
         // MTU 23: FIRST carries 14 bytes, SUBSEQUENT 16.
         let n = ob.poll_transmit(23, &mut out).unwrap();
@@ -258,7 +290,10 @@ mod tests {
         assert_eq!(&out[..4], &[0x2a, 0x01, 0x40, 16]);
         assert_eq!(n, 20);
         let n = ob.poll_transmit(23, &mut out).unwrap();
-        assert_eq!(&out[..n], &[&[0x2a, 0x02, 0x40, 10][..], &msg[30..]].concat()[..]);
+        assert_eq!(
+            &out[..n],
+            &[&[0x2a, 0x02, 0x40, 10][..], &msg[30..]].concat()[..]
+        );
         let n = ob.poll_transmit(23, &mut out).unwrap();
         assert_eq!(&out[..n], &[0x2b, 0x00, 0xc8, 0x00]);
         assert_eq!(ob.poll_transmit(23, &mut out), None);
@@ -270,7 +305,10 @@ mod tests {
         let mut ob: Outbox<ArrayBuf<64>> = Outbox::new(32);
         assert_eq!(
             ob.push_control(1, ControlCmd::Error, &[0; 40]),
-            Err(Full { needed: 46, free: 32 })
+            Err(Full {
+                needed: 46,
+                free: 32
+            })
         );
         let r = ob.push_data_with(1, 10, |_| Err("nope"));
         assert!(matches!(r, Err(PushError::Fill("nope"))));

@@ -11,6 +11,7 @@ use super::{
     ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError, EventQueueFull, MsgRef, Partials,
     SendError, TidSet, enqueue_command, wire_len,
 };
+use crate::Direction;
 use crate::Instant;
 use crate::assemble::{AssembleError, Assembler, AssemblerConfig, Completed};
 use crate::buf::Buffer;
@@ -23,7 +24,6 @@ use crate::wire::command::{Command, CommandType, MAX_DATA_LEN, MAX_NAME_LEN};
 use crate::wire::container::{Container, ContainerKind, ControlCmd};
 use crate::wire::control::ControlMessage;
 use crate::wire::error_code::ErrorCode;
-use crate::Direction;
 
 /// Configuration of a [`Peripheral`]. Every limit is explicit; defaults follow the reference
 /// firmware except where noted.
@@ -101,8 +101,15 @@ pub enum PeripheralEvent<'a> {
 
 #[derive(Clone, Copy, Debug)]
 enum Record {
-    Request { tid: u8, name_start: usize, name_len: usize, msg: MsgRef },
-    StreamEndC2P { tid: u8 },
+    Request {
+        tid: u8,
+        name_start: usize,
+        name_len: usize,
+        msg: MsgRef,
+    },
+    StreamEndC2P {
+        tid: u8,
+    },
     Secured,
     Warning(Warning),
 }
@@ -111,7 +118,10 @@ enum Kx<P: CryptoProvider> {
     /// No identity configured: the peripheral does not offer encryption.
     Unavailable,
     AwaitStep1,
-    AwaitStep3 { deadline: Instant, hs: PeripheralAwaitStep3<P> },
+    AwaitStep3 {
+        deadline: Instant,
+        hs: PeripheralAwaitStep3<P>,
+    },
     Established,
 }
 
@@ -159,18 +169,28 @@ where
         rng: R,
     ) -> Result<Self, ConfigError> {
         if config.att_mtu < SplitCursor::MIN_ATT_MTU {
-            return Err(ConfigError::MtuTooSmall { att_mtu: config.att_mtu });
+            return Err(ConfigError::MtuTooSmall {
+                att_mtu: config.att_mtu,
+            });
         }
         if config.require_encryption && identity.is_none() {
             return Err(ConfigError::IdentityRequired);
         }
         if config.max_request_len == 0 {
-            return Err(ConfigError::Limit { field: "max_request_len" });
+            return Err(ConfigError::Limit {
+                field: "max_request_len",
+            });
         }
         if config.max_pending_requests == 0 || config.max_pending_requests > 256 {
-            return Err(ConfigError::Limit { field: "max_pending_requests" });
+            return Err(ConfigError::Limit {
+                field: "max_pending_requests",
+            });
         }
-        let kx = if identity.is_some() { Kx::AwaitStep1 } else { Kx::Unavailable };
+        let kx = if identity.is_some() {
+            Kx::AwaitStep1
+        } else {
+            Kx::Unavailable
+        };
         Ok(Peripheral {
             assembler: Assembler::new(AssemblerConfig {
                 max_message_len: config.max_request_len,
@@ -285,7 +305,12 @@ where
     }
 
     /// Answers request `tid` with an ERROR control.
-    pub fn respond_error(&mut self, now: Instant, tid: u8, code: ErrorCode) -> Result<(), SendError> {
+    pub fn respond_error(
+        &mut self,
+        now: Instant,
+        tid: u8,
+        code: ErrorCode,
+    ) -> Result<(), SendError> {
         let _ = now;
         self.check_open()?;
         if !self.pending.remove(tid) {
@@ -301,7 +326,11 @@ where
     /// Marks request `tid` as handled without a response (an item of a central→peripheral
     /// stream).
     pub fn ack(&mut self, tid: u8) -> Result<(), SendError> {
-        if self.pending.remove(tid) { Ok(()) } else { Err(SendError::UnknownRequest) }
+        if self.pending.remove(tid) {
+            Ok(())
+        } else {
+            Err(SendError::UnknownRequest)
+        }
     }
 
     /// Sends one item of the peripheral→central stream opened by request `request_tid`. Each item
@@ -345,7 +374,10 @@ where
         let tid = self.next_tid;
         self.outbox
             .push_control(tid, ControlCmd::StreamEndP2C, &[])
-            .map_err(|f| SendError::OutboxFull { needed: f.needed, free: f.free })?;
+            .map_err(|f| SendError::OutboxFull {
+                needed: f.needed,
+                free: f.free,
+            })?;
         self.next_tid = self.next_tid.wrapping_add(1);
         self.pending.remove(request_tid);
         self.stream = None;
@@ -354,7 +386,12 @@ where
 
     /// Sends the final response of a central→peripheral stream (after
     /// [`PeripheralEvent::StreamEndC2P`]) under a fresh transaction id, as the reference does.
-    pub fn respond_upload(&mut self, now: Instant, name: &str, data: &[u8]) -> Result<(), SendError> {
+    pub fn respond_upload(
+        &mut self,
+        now: Instant,
+        name: &str,
+        data: &[u8],
+    ) -> Result<(), SendError> {
         let _ = now;
         self.check_open()?;
         self.check_response(name, data.len())?;
@@ -422,12 +459,15 @@ where
         if self.closed {
             return;
         }
-        if let Kx::AwaitStep3 { deadline, .. } = self.kx {
-            if deadline <= now {
-                self.kx = Kx::AwaitStep1;
-            }
+        if let Kx::AwaitStep3 { deadline, .. } = self.kx
+            && deadline <= now
+        {
+            self.kx = Kx::AwaitStep1;
         }
-        while let Some(tid) = self.partials.pop_expired(now, self.config.reassembly_timeout) {
+        while let Some(tid) = self
+            .partials
+            .pop_expired(now, self.config.reassembly_timeout)
+        {
             self.assembler.discard(tid);
             self.warn(Warning::ReassemblyTimeout { tid });
         }
@@ -453,7 +493,12 @@ where
         }
         let record = self.events.pop()?;
         Some(match record {
-            Record::Request { tid, name_start, name_len, msg } => {
+            Record::Request {
+                tid,
+                name_start,
+                name_len,
+                msg,
+            } => {
                 self.pending_release = Some(msg);
                 let all = self.assembler.message(msg.done);
                 let name = all
@@ -478,13 +523,23 @@ where
             Kx::AwaitStep3 { deadline, .. } => Some(deadline),
             _ => None,
         };
-        [kx, self.partials.next_deadline(self.config.reassembly_timeout)].into_iter().flatten().min()
+        [
+            kx,
+            self.partials.next_deadline(self.config.reassembly_timeout),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     // ----- internals -------------------------------------------------------------------------
 
     fn check_open(&self) -> Result<(), SendError> {
-        if self.closed { Err(SendError::Closed) } else { Ok(()) }
+        if self.closed {
+            Err(SendError::Closed)
+        } else {
+            Ok(())
+        }
     }
 
     fn check_response(&self, name: &str, data_len: usize) -> Result<(), SendError> {
@@ -493,7 +548,10 @@ where
         }
         let len = wire_len(name.len(), data_len, self.session.is_some());
         if len > self.config.max_response_len {
-            return Err(SendError::ResponseTooLarge { len, max: self.config.max_response_len });
+            return Err(SendError::ResponseTooLarge {
+                len,
+                max: self.config.max_response_len,
+            });
         }
         let max = max_message_len(self.config.att_mtu);
         if len > max {
@@ -519,19 +577,25 @@ where
             fill,
         )
         .map_err(|e| match e {
-            EnqueueError::Full(f) => SendError::OutboxFull { needed: f.needed, free: f.free },
+            EnqueueError::Full(f) => SendError::OutboxFull {
+                needed: f.needed,
+                free: f.free,
+            },
             EnqueueError::CounterExhausted => SendError::CounterExhausted,
             EnqueueError::Invalid | EnqueueError::Internal => SendError::Invalid,
         })
     }
 
     fn send_control(&mut self, tid: u8, cmd: ControlCmd, payload: &[u8]) {
-        if let Some(frame) = ControlFrame::new(tid, cmd, payload) {
-            if self.controls.push(frame).is_err() {
-                // A central flooding control requests faster than the link drains: drop the
-                // reply (the central's own timeout covers it) and say so.
-                self.warn(Warning::UnexpectedControl { tid, cmd: cmd.bits() });
-            }
+        if let Some(frame) = ControlFrame::new(tid, cmd, payload)
+            && self.controls.push(frame).is_err()
+        {
+            // A central flooding control requests faster than the link drains: drop the reply
+            // (the central's own timeout covers it) and say so.
+            self.warn(Warning::UnexpectedControl {
+                tid,
+                cmd: cmd.bits(),
+            });
         }
     }
 
@@ -559,7 +623,10 @@ where
             ControlMessage::KeyExchange(step) => self.on_key_exchange(now, tid, step),
             ControlMessage::StreamEndC2P => self.push(Record::StreamEndC2P { tid }),
             ControlMessage::Unknown { cmd, .. } => self.warn(Warning::UnknownControl { tid, cmd }),
-            _ => self.warn(Warning::UnexpectedControl { tid, cmd: cmd.bits() }),
+            _ => self.warn(Warning::UnexpectedControl {
+                tid,
+                cmd: cmd.bits(),
+            }),
         }
     }
 
@@ -577,7 +644,10 @@ where
                 match hs.receive_step1(payload, ephemeral) {
                     Ok((hs, step2)) => {
                         self.send_control(tid, ControlCmd::KeyExchange, &step2);
-                        Kx::AwaitStep3 { deadline: now + self.config.handshake_timeout, hs }
+                        Kx::AwaitStep3 {
+                            deadline: now + self.config.handshake_timeout,
+                            hs,
+                        }
                     }
                     Err(_) => {
                         self.send_error(tid, ErrorCode::KeyExchangeFailed);
@@ -658,7 +728,11 @@ where
             }
             None => 0..bytes.len(),
         };
-        let plain = self.assembler.message(done).get(range.clone()).unwrap_or(&[]);
+        let plain = self
+            .assembler
+            .message(done)
+            .get(range.clone())
+            .unwrap_or(&[]);
         let parsed = Command::parse(plain).map(|c| (c.kind, c.name.len(), c.data.len()));
         match parsed {
             Ok((CommandType::Request, name_len, data_len)) => {
@@ -668,7 +742,12 @@ where
                     start: range.start + Command::header_len(name_len),
                     len: data_len,
                 };
-                self.push(Record::Request { tid, name_start: range.start + 2, name_len, msg });
+                self.push(Record::Request {
+                    tid,
+                    name_start: range.start + 2,
+                    name_len,
+                    msg,
+                });
             }
             Ok(_) => {
                 self.assembler.release(done);

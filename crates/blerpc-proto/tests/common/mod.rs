@@ -5,6 +5,8 @@
 //! Everything is seeded; the seed is printed when a test panics so a failure can be replayed
 //! with `BLERPC_SEED=<seed>`.
 #![allow(dead_code)]
+// A test harness: panicking on an unexpected state is how it reports failure.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -31,12 +33,18 @@ pub const IDENTITY_SEED: [u8; 32] = [
 /// Its public key.
 pub fn identity_public() -> [u8; 32] {
     let p = RustCrypto;
-    p.identity_public(&p.load_identity(&IdentitySeed::from_bytes(IDENTITY_SEED)).unwrap())
+    p.identity_public(
+        &p.load_identity(&IdentitySeed::from_bytes(IDENTITY_SEED))
+            .unwrap(),
+    )
 }
 
 /// The seed for this test: `BLERPC_SEED` or a fixed default.
 pub fn seed() -> u64 {
-    std::env::var("BLERPC_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_b1e5)
+    std::env::var("BLERPC_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_b1e5)
 }
 
 /// Prints the seed if the test panics.
@@ -94,7 +102,11 @@ pub struct AppConfig {
 
 impl Default for AppConfig {
     fn default() -> Self {
-        AppConfig { handler_delay: Duration::ZERO, busy_first: 0, ignore: None }
+        AppConfig {
+            handler_delay: Duration::ZERO,
+            busy_first: 0,
+            ignore: None,
+        }
     }
 }
 
@@ -122,6 +134,8 @@ pub struct Pair {
     pub sent_c2p: Vec<Vec<u8>>,
     pub sent_p2c: Vec<Vec<u8>>,
     deferred: Vec<Deferred>,
+    /// Peripheral→central streams in progress: (request tid, next seq, count).
+    stream_jobs: Vec<(u8, u32, u32)>,
     upload_counts: u32,
     busy_sent: u32,
     _guard: SeedGuard,
@@ -138,16 +152,31 @@ pub struct PairBuilder {
 
 impl Default for PairBuilder {
     fn default() -> Self {
-        let central = CentralConfig { pinning: Pinning::Expect(identity_public()), ..Default::default() };
-        let peripheral = PeripheralConfig { max_request_len: 65_535, max_pending_requests: 4, ..Default::default() };
-        PairBuilder { central, peripheral, identity: true, latency: Duration::from_millis(1), seed: seed() }
+        let central = CentralConfig {
+            pinning: Pinning::Expect(identity_public()),
+            ..Default::default()
+        };
+        let peripheral = PeripheralConfig {
+            max_request_len: 65_535,
+            max_pending_requests: 4,
+            ..Default::default()
+        };
+        PairBuilder {
+            central,
+            peripheral,
+            identity: true,
+            latency: Duration::from_millis(1),
+            seed: seed(),
+        }
     }
 }
 
 impl PairBuilder {
     pub fn plaintext() -> Self {
-        let mut b = PairBuilder::default();
-        b.identity = false;
+        let mut b = PairBuilder {
+            identity: false,
+            ..PairBuilder::default()
+        };
         b.central.require_encryption = false;
         b.peripheral.require_encryption = false;
         b
@@ -164,12 +193,15 @@ impl PairBuilder {
         let now = Instant::from_millis(1_000);
         let crng = ChaCha20Rng::seed_from_u64(rng.next_u64());
         let prng = ChaCha20Rng::seed_from_u64(rng.next_u64());
-        let central = TestCentral::new(self.central, RustCrypto, crng, now).expect("central config");
-        let identity = self
-            .identity
-            .then(|| RustCrypto.load_identity(&IdentitySeed::from_bytes(IDENTITY_SEED)).unwrap());
-        let peripheral =
-            TestPeripheral::new(self.peripheral, RustCrypto, identity, prng).expect("peripheral config");
+        let central =
+            TestCentral::new(self.central, RustCrypto, crng, now).expect("central config");
+        let identity = self.identity.then(|| {
+            RustCrypto
+                .load_identity(&IdentitySeed::from_bytes(IDENTITY_SEED))
+                .unwrap()
+        });
+        let peripheral = TestPeripheral::new(self.peripheral, RustCrypto, identity, prng)
+            .expect("peripheral config");
         Pair {
             seed: self.seed,
             rng,
@@ -187,6 +219,7 @@ impl PairBuilder {
             sent_c2p: Vec::new(),
             sent_p2c: Vec::new(),
             deferred: Vec::new(),
+            stream_jobs: Vec::new(),
             upload_counts: 0,
             busy_sent: 0,
             _guard: SeedGuard(self.seed),
@@ -211,10 +244,16 @@ impl Pair {
                 return;
             }
             let Some(next) = self.next_wake() else {
-                panic!("idle before condition held (t={:?}); events: {:#?}", self.now, self.central_events);
+                panic!(
+                    "idle before condition held (t={:?}); events: {:#?}",
+                    self.now, self.central_events
+                );
             };
             if next > end {
-                panic!("condition not met within {limit:?}; events: {:#?}", self.central_events);
+                panic!(
+                    "condition not met within {limit:?}; events: {:#?}",
+                    self.central_events
+                );
             }
             self.now = self.now.max(next);
             self.deliver_due();
@@ -241,14 +280,22 @@ impl Pair {
     /// Connects (setup + handshake) and asserts success.
     pub fn connect(&mut self) {
         self.drive_until(Duration::from_secs(10), |p| {
-            p.central_events.iter().any(|e| matches!(e, CEv::Connected { .. } | CEv::Closed(_)))
+            p.central_events
+                .iter()
+                .any(|e| matches!(e, CEv::Connected { .. } | CEv::Closed(_)))
         });
-        assert!(self.central.is_ready(), "not connected: {:#?}", self.central_events);
+        assert!(
+            self.central.is_ready(),
+            "not connected: {:#?}",
+            self.central_events
+        );
     }
 
     /// Starts a call and drives until it completes; returns the response data or the error.
     pub fn call(&mut self, name: &str, data: &[u8]) -> Result<Vec<u8>, CallError> {
-        let id = self.central.start_call(self.now, name, data, CallKind::Unary)?;
+        let id = self
+            .central
+            .start_call(self.now, name, data, CallKind::Unary)?;
         self.wait_call(id)
     }
 
@@ -285,7 +332,13 @@ impl Pair {
     pub fn warnings(&self) -> Vec<Warning> {
         self.central_events
             .iter()
-            .filter_map(|e| if let CEv::Warning(w) = e { Some(*w) } else { None })
+            .filter_map(|e| {
+                if let CEv::Warning(w) = e {
+                    Some(*w)
+                } else {
+                    None
+                }
+            })
             .collect()
     }
 
@@ -306,12 +359,16 @@ impl Pair {
         let now = self.now;
         while self.c2p.front().is_some_and(|(t, _)| *t <= now) {
             let (_, pdu) = self.c2p.pop_front().unwrap();
-            self.peripheral.handle_input(now, &pdu).expect("peripheral events drained");
+            self.peripheral
+                .handle_input(now, &pdu)
+                .expect("peripheral events drained");
             self.drain_peripheral();
         }
         while self.p2c.front().is_some_and(|(t, _)| *t <= now) {
             let (_, pdu) = self.p2c.pop_front().unwrap();
-            self.central.handle_input(now, &pdu).expect("central events drained");
+            self.central
+                .handle_input(now, &pdu)
+                .expect("central events drained");
             self.drain_central();
         }
         if self.central.poll_timeout().is_some_and(|t| t <= now) {
@@ -330,11 +387,39 @@ impl Pair {
         }
     }
 
+    /// Sends stream items while the peripheral's outbox has room (backpressure, as a runtime
+    /// awaiting link capacity would).
+    fn pump_streams(&mut self) {
+        let now = self.now;
+        let mut jobs = std::mem::take(&mut self.stream_jobs);
+        jobs.retain_mut(|(tid, next, count)| {
+            while *next < *count {
+                let mut item = pb_uint(1, u64::from(*next));
+                item.extend(pb_uint(2, u64::from(*next * 10)));
+                match self
+                    .peripheral
+                    .send_stream_item(now, *tid, "counter_stream", &item)
+                {
+                    Ok(()) => *next += 1,
+                    Err(blerpc_proto::connection::SendError::OutboxFull { .. }) => return true,
+                    Err(e) => panic!("stream item: {e}"),
+                }
+            }
+            match self.peripheral.end_stream(now, *tid) {
+                Ok(()) => false,
+                Err(blerpc_proto::connection::SendError::OutboxFull { .. }) => true,
+                Err(e) => panic!("end stream: {e}"),
+            }
+        });
+        self.stream_jobs = jobs;
+    }
+
     /// Moves everything both sides want to send onto the link and handles all events.
     pub fn flush(&mut self) {
         loop {
             self.drain_central();
             self.drain_peripheral();
+            self.pump_streams();
             let mut progressed = false;
             let mut buf = [0u8; 1024];
             while let Some(n) = self.central.poll_transmit(self.now, &mut buf) {
@@ -387,10 +472,14 @@ impl Pair {
             let owned = match ev {
                 CentralEvent::Connected { encrypted } => CEv::Connected { encrypted },
                 CentralEvent::IdentityPresented { identity } => CEv::Identity(identity),
-                CentralEvent::Response { call, data } => CEv::Response { call, data: data.to_vec() },
-                CentralEvent::StreamItem { call, data } => {
-                    CEv::StreamItem { call, data: data.to_vec() }
-                }
+                CentralEvent::Response { call, data } => CEv::Response {
+                    call,
+                    data: data.to_vec(),
+                },
+                CentralEvent::StreamItem { call, data } => CEv::StreamItem {
+                    call,
+                    data: data.to_vec(),
+                },
                 CentralEvent::StreamEnd { call } => CEv::StreamEnd { call },
                 CentralEvent::CallFailed { call, error } => CEv::Failed { call, error },
                 CentralEvent::Closed { reason } => CEv::Closed(reason),
@@ -414,12 +503,15 @@ impl Pair {
             }
         }
         for (tid, name, data) in requests {
-            self.peripheral_requests.push((tid, name.clone(), data.clone()));
+            self.peripheral_requests
+                .push((tid, name.clone(), data.clone()));
             if name.is_empty() {
                 // STREAM_END_C2P: answer the upload with the count.
                 let count = std::mem::take(&mut self.upload_counts);
                 let resp = pb_uint(1, u64::from(count));
-                self.peripheral.respond_upload(self.now, "counter_upload", &resp).expect("upload response");
+                self.peripheral
+                    .respond_upload(self.now, "counter_upload", &resp)
+                    .expect("upload response");
                 continue;
             }
             if self.app.ignore == Some(leak(&name)) {
@@ -427,11 +519,18 @@ impl Pair {
             }
             if self.busy_sent < self.app.busy_first {
                 self.busy_sent += 1;
-                self.peripheral.respond_error(self.now, tid, ErrorCode::Busy).unwrap();
+                self.peripheral
+                    .respond_error(self.now, tid, ErrorCode::Busy)
+                    .unwrap();
                 continue;
             }
             if self.app.handler_delay > Duration::ZERO {
-                self.deferred.push(Deferred { at: self.now + self.app.handler_delay, tid, name, data });
+                self.deferred.push(Deferred {
+                    at: self.now + self.app.handler_delay,
+                    tid,
+                    name,
+                    data,
+                });
             } else {
                 self.run_handler(tid, &name, &data);
             }
@@ -463,18 +562,20 @@ impl Pair {
             }
             "counter_stream" => {
                 let count = pb_get_uint(data, 1).unwrap_or(0) as u32;
-                for seq in 0..count {
-                    let mut item = pb_uint(1, u64::from(seq));
-                    item.extend(pb_uint(2, u64::from(seq * 10)));
-                    p.send_stream_item(now, tid, name, &item).unwrap();
+                if count > 10_000 {
+                    p.respond_error(now, tid, ErrorCode::HandlerFailed).unwrap();
+                    return;
                 }
-                p.end_stream(now, tid).unwrap();
+                self.stream_jobs.push((tid, 0, count));
+                self.pump_streams();
             }
             "counter_upload" => {
                 self.upload_counts += 1;
                 p.ack(tid).unwrap();
             }
-            _ => p.respond_error(now, tid, ErrorCode::UnknownCommand).unwrap(),
+            _ => p
+                .respond_error(now, tid, ErrorCode::UnknownCommand)
+                .unwrap(),
         }
     }
 }
@@ -535,14 +636,20 @@ fn fields(buf: &[u8]) -> Vec<(u32, Result<u64, Vec<u8>>)> {
     let mut pos = 0;
     let mut out = Vec::new();
     while pos < buf.len() {
-        let Some(key) = read_varint(buf, &mut pos) else { break };
+        let Some(key) = read_varint(buf, &mut pos) else {
+            break;
+        };
         match key & 7 {
             0 => {
-                let Some(v) = read_varint(buf, &mut pos) else { break };
+                let Some(v) = read_varint(buf, &mut pos) else {
+                    break;
+                };
                 out.push(((key >> 3) as u32, Ok(v)));
             }
             2 => {
-                let Some(len) = read_varint(buf, &mut pos) else { break };
+                let Some(len) = read_varint(buf, &mut pos) else {
+                    break;
+                };
                 let end = pos + len as usize;
                 let Some(b) = buf.get(pos..end) else { break };
                 out.push(((key >> 3) as u32, Err(b.to_vec())));
@@ -555,11 +662,15 @@ fn fields(buf: &[u8]) -> Vec<(u32, Result<u64, Vec<u8>>)> {
 }
 
 pub fn pb_get_uint(buf: &[u8], field: u32) -> Option<u64> {
-    fields(buf).into_iter().find_map(|(f, v)| if f == field { v.ok() } else { None })
+    fields(buf)
+        .into_iter()
+        .find_map(|(f, v)| if f == field { v.ok() } else { None })
 }
 
 pub fn pb_get_bytes(buf: &[u8], field: u32) -> Option<Vec<u8>> {
-    fields(buf).into_iter().find_map(|(f, v)| if f == field { v.err() } else { None })
+    fields(buf)
+        .into_iter()
+        .find_map(|(f, v)| if f == field { v.err() } else { None })
 }
 
 /// `EchoRequest { message }`.

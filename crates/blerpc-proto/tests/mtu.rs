@@ -1,0 +1,74 @@
+//! Every call shape at ATT MTUs from 23 to 512 (encryption where the MTU allows the key
+//! exchange, i.e. ≥ 136).
+mod common;
+
+use std::time::Duration;
+
+use blerpc_proto::connection::CallKind;
+use common::*;
+
+#[test]
+fn calls_work_at_every_mtu() {
+    for mtu in [
+        23, 24, 27, 50, 100, 135, 136, 185, 200, 247, 251, 262, 263, 300, 512,
+    ] {
+        let b = if mtu >= 136 {
+            PairBuilder::default()
+        } else {
+            PairBuilder::plaintext()
+        };
+        let mut p = b.mtu(mtu).build();
+        p.connect();
+        assert_eq!(p.central.is_encrypted(), mtu >= 136, "mtu {mtu}");
+        let msg = "M".repeat(256);
+        assert_eq!(
+            p.call("echo", &echo_req(&msg)).unwrap(),
+            echo_req(&msg),
+            "mtu {mtu}"
+        );
+        // The largest read one response transaction carries at this MTU (8 KB at most).
+        let len = (blerpc_proto::split::max_message_len(mtu) - 64).min(8192);
+        let mut req = pb_uint(1, 16);
+        req.extend(pb_uint(2, len as u64));
+        let resp = p.call("flash_read", &req).unwrap();
+        assert_eq!(pb_get_bytes(&resp, 2).unwrap().len(), len, "mtu {mtu}");
+        let id = p
+            .central
+            .start_call(
+                p.now,
+                "counter_stream",
+                &pb_uint(1, 7),
+                CallKind::ServerStream,
+            )
+            .unwrap();
+        p.drive_until(Duration::from_secs(10), |p| p.stream_outcome(id).is_some());
+        assert_eq!(p.stream_outcome(id).unwrap().unwrap().len(), 7, "mtu {mtu}");
+        let max = p
+            .sent_c2p
+            .iter()
+            .chain(&p.sent_p2c)
+            .map(Vec::len)
+            .max()
+            .unwrap();
+        assert!(max <= mtu - 3, "mtu {mtu}: a PDU of {max} bytes");
+    }
+}
+
+#[test]
+fn a_request_larger_than_one_transaction_is_refused_locally() {
+    // At MTU 23, 256 containers carry 14 + 255 * 16 = 4,094 bytes.
+    let mut p = PairBuilder::plaintext().mtu(23).build();
+    p.connect();
+    let big = vec![0u8; 5000];
+    let err = p
+        .central
+        .start_call(p.now, "data_write", &pb_bytes(1, &big), CallKind::Unary)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            blerpc_proto::connection::CallError::RequestTooLarge { max: 4094, .. }
+        ),
+        "{err:?}"
+    );
+}
