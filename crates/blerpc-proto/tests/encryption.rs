@@ -154,7 +154,7 @@ fn a_tampered_confirmation_is_refused_and_the_peripheral_allows_a_new_handshake(
     // A new central on the same peripheral connection can start over (the reference needs a
     // reconnect).
     let fresh = TestCentral::new(
-        p.central.config().clone(),
+        *p.central.config(),
         blerpc_proto::crypto::RustCrypto,
         rand_chacha::ChaCha20Rng::seed_from_u64(9),
         p.now,
