@@ -1,6 +1,7 @@
 //! Hostile and malformed input (wire.md §5): every failure the reference leaves silent gets an
 //! ERROR reply with a documented code, unauthenticated controls cannot confuse calls, and no
 //! input panics, hangs, or hands one call another call's data.
+#![allow(clippy::unwrap_used)]
 mod common;
 
 use std::time::Duration;
