@@ -37,9 +37,9 @@ impl rand_core::RngCore for BoardRng {
 }
 impl rand_core::CryptoRng for BoardRng {}
 
-/// The firmware's peripheral: 12 KB reassembly (one slot), 12 KB outbox.
+/// The firmware's peripheral: 12 KB reassembly (one slot), an outbox for one encrypted 8 KB response.
 pub(crate) type FirmwarePeripheral =
-    Peripheral<RustCrypto, BoardRng, ArrayBuf<12288>, ArrayBuf<12288>, 1>;
+    Peripheral<RustCrypto, BoardRng, ArrayBuf<12288>, ArrayBuf<8448>, 1>;
 
 static mut PERIPHERAL: Option<FirmwarePeripheral> = None;
 

@@ -1150,11 +1150,7 @@ where
             return;
         }
         let name_start = range.start + 2;
-        let msg = MsgRef {
-            done,
-            start: range.start + Command::header_len(name_len),
-            len: data_len,
-        };
+        let msg = MsgRef::new(done, range.start + Command::header_len(name_len), data_len);
         let name_matches = |call: &Call<O>, assembler: &Assembler<A, SLOTS>| {
             let name = assembler
                 .message(done)
@@ -1201,7 +1197,7 @@ where
     fn msg_bytes(&self, msg: MsgRef) -> &[u8] {
         self.assembler
             .message(msg.done)
-            .get(msg.start..msg.start + msg.len)
+            .get(msg.range())
             .unwrap_or(&[])
     }
 

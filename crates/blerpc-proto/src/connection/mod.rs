@@ -444,8 +444,24 @@ impl<const SLOTS: usize> Partials<SLOTS> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct MsgRef {
     pub(crate) done: crate::assemble::Completed,
-    pub(crate) start: usize,
-    pub(crate) len: usize,
+    /// Offset of the data in the slot (messages are at most 16 MiB, so `u32` suffices and keeps
+    /// queued events small on an MCU).
+    pub(crate) start: u32,
+    pub(crate) len: u32,
+}
+
+impl MsgRef {
+    pub(crate) fn new(done: crate::assemble::Completed, start: usize, len: usize) -> Self {
+        MsgRef {
+            done,
+            start: u32::try_from(start).unwrap_or(u32::MAX),
+            len: u32::try_from(len).unwrap_or(0),
+        }
+    }
+    pub(crate) fn range(&self) -> core::ops::Range<usize> {
+        let start = self.start as usize;
+        start..start.saturating_add(self.len as usize)
+    }
 }
 
 /// The event queue is full: poll events before feeding more input.
@@ -462,6 +478,6 @@ impl core::fmt::Display for EventQueueFull {
 impl std::error::Error for EventQueueFull {}
 
 /// Events a connection can hold before `handle_input` asks the caller to poll.
-pub const EVENT_QUEUE_LEN: usize = 32;
+pub const EVENT_QUEUE_LEN: usize = 16;
 /// Free event slots `handle_input` needs before it consumes a PDU.
 pub(crate) const EVENT_HEADROOM: usize = 4;

@@ -103,8 +103,8 @@ pub enum PeripheralEvent<'a> {
 enum Record {
     Request {
         tid: u8,
-        name_start: usize,
-        name_len: usize,
+        name_start: u32,
+        name_len: u8,
         msg: MsgRef,
     },
     StreamEndC2P {
@@ -501,11 +501,12 @@ where
             } => {
                 self.pending_release = Some(msg);
                 let all = self.assembler.message(msg.done);
+                let name_start = name_start as usize;
                 let name = all
-                    .get(name_start..name_start + name_len)
+                    .get(name_start..name_start + usize::from(name_len))
                     .and_then(|n| core::str::from_utf8(n).ok())
                     .unwrap_or("");
-                let data = all.get(msg.start..msg.start + msg.len).unwrap_or(&[]);
+                let data = all.get(msg.range()).unwrap_or(&[]);
                 PeripheralEvent::Request { tid, name, data }
             }
             Record::StreamEndC2P { tid } => PeripheralEvent::StreamEndC2P { tid },
@@ -737,14 +738,12 @@ where
         match parsed {
             Ok((CommandType::Request, name_len, data_len)) => {
                 self.pending.insert(tid);
-                let msg = MsgRef {
-                    done,
-                    start: range.start + Command::header_len(name_len),
-                    len: data_len,
-                };
+                let msg = MsgRef::new(done, range.start + Command::header_len(name_len), data_len);
+                let name_start = u32::try_from(range.start + 2).unwrap_or(u32::MAX);
+                let name_len = u8::try_from(name_len).unwrap_or(u8::MAX);
                 self.push(Record::Request {
                     tid,
-                    name_start: range.start + 2,
+                    name_start,
                     name_len,
                     msg,
                 });
