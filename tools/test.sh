@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The test command (README): formatting, lints, tests, docs, the sans-IO and no_std checks, and
+# the reference-vector regeneration check. Works on a fresh clone given Rust, gcc and Python 3.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "rustfmt"
+cargo fmt --all --check
+
+step "clippy (workspace, all targets)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+step "clippy (core with the ring and aws-lc-rs providers)"
+cargo clippy -p blerpc-proto --all-targets --features ring,aws-lc-rs --locked -- -D warnings
+
+step "sans-IO check: the core never reads a clock, an RNG, a socket or a file"
+if grep -rnE 'std::time::(Instant|SystemTime)|thread_rng|OsRng|getrandom|std::net|std::fs|tokio|async fn' \
+    crates/blerpc-proto/src --include='*.rs' | grep -v '^\S*:[0-9]*:\s*//' ; then
+  echo "error: I/O, clock or global RNG use in the sans-IO core (above)" >&2
+  exit 1
+fi
+
+step "tests (workspace)"
+cargo test --workspace --locked
+step "tests (core with the ring and aws-lc-rs providers)"
+cargo test -p blerpc-proto --features ring,aws-lc-rs --locked --lib --test vectors
+
+step "docs (warnings are errors)"
+RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --locked
+
+step "no_std: the core without default features, and a #![no_std] staticlib linked into C"
+cargo build -p blerpc-proto --no-default-features --locked
+bash nostd-check/run.sh
+
+step "reference vectors regenerate identically (blerpc-protocol 0.8.0 from PyPI)"
+bash tools/vectors/check.sh
+
+printf '\nall checks passed\n'
