@@ -1,0 +1,811 @@
+//! The dissector: PDUs in, a [`Report`] out. No printing, no process exit.
+//!
+//! Per PDU: hex → [`Container::parse`] → MTU and split checks → either the CONTROL payload
+//! (see `control.rs`) or the core's [`Assembler`]. A completed message is
+//! decrypted with `--key` (core [`Session`]) if it can be, then parsed as a [`Command`].
+//!
+//! Decoding never stops early: a malformed PDU is recorded as an error and the next PDU is
+//! decoded as usual. A malformed FIRST/SUBSEQUENT drops its transaction, as a receiver would.
+
+use std::collections::BTreeMap;
+
+use blerpc_proto::Role;
+use blerpc_proto::assemble::{AssembleError, Assembler, AssemblerConfig};
+use blerpc_proto::crypto::{CryptoProvider, RustCrypto, SessionKey, TAG_LEN};
+use blerpc_proto::session::{COUNTER_LEN, SESSION_OVERHEAD, Session};
+use blerpc_proto::split;
+use blerpc_proto::wire::WireError;
+use blerpc_proto::wire::command::{Command, CommandType};
+use blerpc_proto::wire::container::{
+    ATT_OVERHEAD, Container, ContainerKind, FIRST_HEADER_LEN, HEADER_LEN, MAX_CHUNK_LEN,
+};
+
+use super::control::control_cmd_name;
+use super::input::{PduInput, parse_hex};
+use super::report::{
+    CommandReport, ContainerReport, Diagnostic, Dir, EncryptionReport, IncompleteReport, Layer,
+    MessageReport, PduReport, Report, SplitReport,
+};
+
+/// The default ATT MTU: what every reference central requests.
+pub const DEFAULT_MTU: usize = 247;
+
+/// Transactions the dissector can follow at once: one per possible tid.
+const SLOTS: usize = 256;
+
+/// What to decode with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecodeOptions {
+    /// ATT MTU the capture was taken at; containers must fit `mtu - 3` bytes.
+    pub mtu: usize,
+    /// The direction every PDU travelled in; `None` infers it per PDU where it matters.
+    pub direction: Option<Dir>,
+    /// The 16-byte session key, to decrypt session frames and check KX confirmations.
+    pub key: Option<[u8; 16]>,
+    /// Warnings make the report fail too.
+    pub strict: bool,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions {
+            mtu: DEFAULT_MTU,
+            direction: None,
+            key: None,
+            strict: false,
+        }
+    }
+}
+
+/// Dissects `inputs` in order and returns everything found.
+pub fn decode(inputs: &[PduInput], opts: &DecodeOptions) -> Report {
+    let mut d = Dissector {
+        opts,
+        assembler: Box::new(Assembler::new(AssemblerConfig {
+            max_message_len: usize::from(u16::MAX),
+            max_in_flight: SLOTS,
+        })),
+        tracks: BTreeMap::new(),
+        step1: None,
+        last_counter: [None; 2],
+        report: Report {
+            ok: true,
+            mtu: opts.mtu,
+            direction: opts.direction,
+            pdus: Vec::new(),
+            messages: Vec::new(),
+            incomplete: Vec::new(),
+            errors: Vec::new(),
+            warnings: Vec::new(),
+        },
+    };
+    for (index, input) in inputs.iter().enumerate() {
+        d.pdu(index, input);
+    }
+    d.finish()
+}
+
+/// A transaction being reassembled, as far as the report needs to know.
+struct Track {
+    total: usize,
+    received: usize,
+    next_seq: u16,
+    pdus: Vec<usize>,
+}
+
+/// A step 1 key seen earlier, for checking the step 2 signature.
+pub(super) struct SeenStep1 {
+    pub(super) pdu: usize,
+    pub(super) central_public: [u8; 32],
+}
+
+pub(super) struct Dissector<'o> {
+    pub(super) opts: &'o DecodeOptions,
+    assembler: Box<Assembler<Vec<u8>, SLOTS>>,
+    tracks: BTreeMap<u8, Track>,
+    pub(super) step1: Option<SeenStep1>,
+    /// Last decrypted counter per direction ([`Dir::index`]).
+    last_counter: [Option<u32>; 2],
+    report: Report,
+}
+
+/// Where a diagnostic points, before it gets its message.
+#[derive(Clone, Copy, Default)]
+pub(super) struct At {
+    pub(super) pdu: Option<usize>,
+    pub(super) tid: Option<u8>,
+    pub(super) message: Option<usize>,
+}
+
+impl At {
+    fn pdu(pdu: usize, tid: Option<u8>) -> Self {
+        At {
+            pdu: Some(pdu),
+            tid,
+            message: None,
+        }
+    }
+}
+
+pub(super) fn diag(
+    at: At,
+    layer: Layer,
+    field: Option<&str>,
+    offset: Option<usize>,
+    msg: String,
+) -> Diagnostic {
+    Diagnostic {
+        pdu: at.pdu,
+        tid: at.tid,
+        message_index: at.message,
+        layer,
+        field: field.map(str::to_owned),
+        offset,
+        message: msg,
+    }
+}
+
+/// Turns a core [`WireError`] into a diagnostic, moving its offset by `base` (the position of the
+/// parsed buffer within the PDU or message) and naming the unit with `unit`.
+pub(super) fn wire_diag(
+    at: At,
+    layer: Layer,
+    e: &WireError,
+    base: usize,
+    unit: &str,
+) -> Diagnostic {
+    let bytes = |n: usize| {
+        if n == 1 {
+            "1 byte".to_owned()
+        } else {
+            format!("{n} bytes")
+        }
+    };
+    let place = |offset: usize| {
+        if base == 0 {
+            format!("at byte {offset}{unit}")
+        } else {
+            format!("at byte {}{unit} (payload byte {offset})", offset + base)
+        }
+    };
+    match *e {
+        WireError::Truncated {
+            field,
+            offset,
+            needed,
+            available,
+        } => diag(
+            at,
+            layer,
+            Some(field),
+            Some(offset + base),
+            format!(
+                "field `{field}` {} is truncated: needs {}, {available} available",
+                place(offset),
+                bytes(needed)
+            ),
+        ),
+        WireError::InvalidValue {
+            field,
+            offset,
+            value,
+        } => diag(
+            at,
+            layer,
+            Some(field),
+            Some(offset + base),
+            format!(
+                "field `{field}` {} has invalid value {value:#x}",
+                place(offset)
+            ),
+        ),
+        WireError::TooLong { field, .. } => diag(at, layer, Some(field), None, e.to_string()),
+        _ => diag(at, layer, None, None, e.to_string()),
+    }
+}
+
+fn kind_name(kind: ContainerKind) -> &'static str {
+    match kind {
+        ContainerKind::First { .. } => "FIRST",
+        ContainerKind::Subsequent => "SUBSEQUENT",
+        ContainerKind::Control(_) => "CONTROL",
+        ContainerKind::Unknown => "UNDEFINED",
+    }
+}
+
+/// Decrypts a session frame `counter ‖ ciphertext ‖ tag` sent in `dir`, with the core's session.
+fn open_frame(key: &[u8; 16], dir: Dir, frame: &[u8]) -> Option<Vec<u8>> {
+    let aead = RustCrypto.aead(&SessionKey::from_bytes(*key)).ok()?;
+    // The receiving role of a frame sent in `dir`.
+    let role = match dir {
+        Dir::C2p => Role::Peripheral,
+        Dir::P2c => Role::Central,
+    };
+    let mut session = Session::new(aead, role);
+    let mut buf = frame.to_vec();
+    let range = session.open_in_place(&mut buf).ok()?;
+    buf.get(range).map(<[u8]>::to_vec)
+}
+
+/// The unauthenticated view of a session frame: counter, ciphertext length and tag.
+fn frame_view(msg: &[u8]) -> Option<(u32, usize, String)> {
+    if msg.len() < SESSION_OVERHEAD {
+        return None;
+    }
+    let counter = u32::from_le_bytes(msg.get(..COUNTER_LEN)?.try_into().ok()?);
+    let tag = msg.get(msg.len() - TAG_LEN..)?;
+    Some((counter, msg.len() - SESSION_OVERHEAD, hex::encode(tag)))
+}
+
+fn command_report(cmd: &Command<'_>) -> CommandReport {
+    CommandReport {
+        kind: match cmd.kind {
+            CommandType::Request => "REQUEST",
+            CommandType::Response => "RESPONSE",
+        },
+        name: cmd.name.to_owned(),
+        data_len: cmd.data.len(),
+        data_hex: hex::encode(cmd.data),
+    }
+}
+
+fn command_dir(cmd: &Command<'_>) -> Dir {
+    match cmd.kind {
+        CommandType::Request => Dir::C2p,
+        CommandType::Response => Dir::P2c,
+    }
+}
+
+impl Dissector<'_> {
+    pub(super) fn error(&mut self, d: Diagnostic) {
+        if let Some(pdu) = d.pdu
+            && let Some(report) = self.report.pdus.get_mut(pdu)
+            && report.error.is_none()
+        {
+            report.error = Some(d.clone());
+        }
+        self.report.errors.push(d);
+    }
+
+    pub(super) fn warn(&mut self, d: Diagnostic) {
+        self.report.warnings.push(d);
+    }
+
+    fn pdu(&mut self, index: usize, input: &PduInput) {
+        self.report.pdus.push(PduReport {
+            index,
+            source: input.source.clone(),
+            hex: String::new(),
+            len: 0,
+            container: None,
+            split: None,
+            control: None,
+            completes_message: None,
+            error: None,
+        });
+        let bytes = match parse_hex(&input.text) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                let msg = format!("{}: {e}", input.source);
+                self.error(diag(
+                    At::pdu(index, None),
+                    Layer::Hex,
+                    None,
+                    e.position(),
+                    msg,
+                ));
+                return;
+            }
+        };
+        if let Some(p) = self.report.pdus.get_mut(index) {
+            p.hex = hex::encode(&bytes);
+            p.len = bytes.len();
+        }
+        let c = match Container::parse(&bytes) {
+            Ok(c) => c,
+            Err(e) => {
+                let d = wire_diag(At::pdu(index, None), Layer::Container, &e, 0, "");
+                self.error(d);
+                return;
+            }
+        };
+        self.container(index, &bytes, &c);
+    }
+
+    fn container(&mut self, index: usize, bytes: &[u8], c: &Container<'_>) {
+        let at = At::pdu(index, Some(c.tid));
+        let payload_len = c.payload.len();
+        let trailing = bytes.len().saturating_sub(c.emitted_len());
+        let flags = bytes.get(2).copied().unwrap_or_default();
+        if let Some(p) = self.report.pdus.get_mut(index) {
+            p.container = Some(ContainerReport {
+                tid: c.tid,
+                seq: c.seq,
+                kind: kind_name(c.kind),
+                flags,
+                control_cmd: match c.kind {
+                    ContainerKind::Control(cmd) => Some(control_cmd_name(cmd)),
+                    _ => None,
+                },
+                total_length: match c.kind {
+                    ContainerKind::First { total_length } => Some(total_length),
+                    _ => None,
+                },
+                payload_len,
+                payload_hex: hex::encode(c.payload),
+                trailing,
+            });
+        }
+        if trailing > 0 {
+            self.warn(diag(
+                at,
+                Layer::Container,
+                Some("payload"),
+                Some(c.emitted_len()),
+                format!("{trailing} bytes after the payload (receivers ignore them)"),
+            ));
+        }
+        if flags & 0b11 != 0 {
+            self.warn(diag(
+                at,
+                Layer::Container,
+                Some("flags"),
+                Some(2),
+                format!(
+                    "reserved flag bits 1..0 are {:#04b}, should be 0 (ignored)",
+                    flags & 0b11
+                ),
+            ));
+        }
+        if c.seq != 0
+            && matches!(
+                c.kind,
+                ContainerKind::First { .. } | ContainerKind::Control(_)
+            )
+        {
+            self.warn(diag(
+                at,
+                Layer::Container,
+                Some("seq"),
+                Some(1),
+                format!(
+                    "seq is {} in a {} container, should be 0",
+                    c.seq,
+                    kind_name(c.kind)
+                ),
+            ));
+        }
+
+        let max = split::effective_mtu(self.opts.mtu);
+        let fits = bytes.len() <= max;
+        if !fits {
+            self.warn(diag(
+                at,
+                Layer::Mtu,
+                None,
+                None,
+                format!(
+                    "container is {} bytes; ATT MTU {} allows {max} (MTU - 3)",
+                    bytes.len(),
+                    self.opts.mtu
+                ),
+            ));
+        }
+        let split = SplitReport {
+            container_len: bytes.len(),
+            max_container_len: max,
+            fits,
+            position: None,
+            containers: None,
+            expected_chunk: None,
+            received: None,
+            total_length: None,
+            sender_mtu_hint: None,
+        };
+        let split = match c.kind {
+            ContainerKind::First { total_length } => {
+                self.first(at, index, c, usize::from(total_length), split)
+            }
+            ContainerKind::Subsequent => self.subsequent(at, index, c, split),
+            ContainerKind::Control(cmd) => {
+                let control = self.control(at, cmd, c.payload);
+                if let Some(p) = self.report.pdus.get_mut(index) {
+                    p.control = control;
+                }
+                split
+            }
+            ContainerKind::Unknown => {
+                self.warn(diag(
+                    at,
+                    Layer::Container,
+                    Some("flags"),
+                    Some(2),
+                    "undefined container type 0b10; receivers ignore it".to_owned(),
+                ));
+                split
+            }
+        };
+        if let Some(p) = self.report.pdus.get_mut(index) {
+            p.split = Some(split);
+        }
+    }
+
+    /// The number of containers a splitter at this MTU uses, or a warning if it cannot split it.
+    fn containers_for(&mut self, at: At, total: usize) -> Option<usize> {
+        match split::container_count(total, self.opts.mtu) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                self.warn(diag(
+                    at,
+                    Layer::Mtu,
+                    Some("total_length"),
+                    Some(3),
+                    format!("{e}: no splitter at ATT MTU {} sends this", self.opts.mtu),
+                ));
+                None
+            }
+        }
+    }
+
+    fn first(
+        &mut self,
+        at: At,
+        index: usize,
+        c: &Container<'_>,
+        total: usize,
+        mut split: SplitReport,
+    ) -> SplitReport {
+        let tid = c.tid;
+        if let Some(old) = self.tracks.remove(&tid) {
+            self.warn(diag(
+                at,
+                Layer::Assembly,
+                Some("tid"),
+                Some(0),
+                format!(
+                    "FIRST restarts tid {tid:#04x}: the transaction in progress ({}/{} bytes, PDUs {}) is dropped",
+                    old.received,
+                    old.total,
+                    list(&old.pdus)
+                ),
+            ));
+        }
+        split.position = Some(1);
+        split.total_length = Some(total);
+        split.containers = self.containers_for(at, total);
+        split.expected_chunk = Some(total.min(split::first_chunk_capacity(self.opts.mtu)));
+        split.sender_mtu_hint = mtu_hint(&split, c.payload.len(), total, FIRST_HEADER_LEN);
+        if c.payload.len() > total {
+            self.assembler.discard(tid);
+            self.error(diag(
+                at,
+                Layer::Container,
+                Some("payload_len"),
+                Some(FIRST_HEADER_LEN - 1),
+                format!(
+                    "field `payload_len` at byte {} is {} but total_length is {total}: a FIRST container cannot carry more than the whole message",
+                    FIRST_HEADER_LEN - 1,
+                    c.payload.len()
+                ),
+            ));
+            return split;
+        }
+        self.track_feed(
+            at,
+            index,
+            c,
+            Track {
+                total,
+                received: 0,
+                next_seq: 0,
+                pdus: Vec::new(),
+            },
+            split,
+        )
+    }
+
+    fn subsequent(
+        &mut self,
+        at: At,
+        index: usize,
+        c: &Container<'_>,
+        mut split: SplitReport,
+    ) -> SplitReport {
+        let tid = c.tid;
+        split.position = Some(usize::from(c.seq) + 1);
+        let Some(track) = self.tracks.remove(&tid) else {
+            // The assembler reports UnknownTransaction; let it say so.
+            return self.feed_untracked(at, c, split);
+        };
+        split.total_length = Some(track.total);
+        split.containers = split::container_count(track.total, self.opts.mtu).ok();
+        let remaining = track.total.saturating_sub(track.received);
+        if u16::from(c.seq) == track.next_seq {
+            split.expected_chunk =
+                Some(remaining.min(split::subsequent_chunk_capacity(self.opts.mtu)));
+            split.sender_mtu_hint = mtu_hint(&split, c.payload.len(), remaining, HEADER_LEN);
+            if c.payload.len() > remaining {
+                self.assembler.discard(tid);
+                self.error(diag(
+                    at,
+                    Layer::Container,
+                    Some("payload_len"),
+                    Some(HEADER_LEN - 1),
+                    format!(
+                        "field `payload_len` at byte {} is {} but only {remaining} of total_length {} remain: transaction {tid:#04x} dropped",
+                        HEADER_LEN - 1,
+                        c.payload.len(),
+                        track.total
+                    ),
+                ));
+                return split;
+            }
+        }
+        self.track_feed(at, index, c, track, split)
+    }
+
+    fn feed_untracked(&mut self, at: At, c: &Container<'_>, split: SplitReport) -> SplitReport {
+        if let Err(e) = self.assembler.feed(c) {
+            self.assemble_error(at, &e);
+        }
+        split
+    }
+
+    fn assemble_error(&mut self, at: At, e: &AssembleError) {
+        match *e {
+            AssembleError::SequenceGap { tid, expected, got } => self.error(diag(
+                at,
+                Layer::Assembly,
+                Some("seq"),
+                Some(1),
+                format!(
+                    "field `seq` at byte 1 is {got}, expected {expected}: transaction {tid:#04x} dropped"
+                ),
+            )),
+            AssembleError::UnknownTransaction { tid, seq } => self.warn(diag(
+                at,
+                Layer::Assembly,
+                Some("tid"),
+                Some(0),
+                format!(
+                    "SUBSEQUENT seq {seq} for tid {tid:#04x}, which has no FIRST in the input (capture started mid-message?); ignored"
+                ),
+            )),
+            _ => self.error(diag(at, Layer::Assembly, None, None, e.to_string())),
+        }
+    }
+
+    /// Feeds a FIRST or SUBSEQUENT container to the core assembler and keeps `track` in step.
+    fn track_feed(
+        &mut self,
+        at: At,
+        index: usize,
+        c: &Container<'_>,
+        mut track: Track,
+        mut split: SplitReport,
+    ) -> SplitReport {
+        match self.assembler.feed(c) {
+            Err(e) => {
+                self.assemble_error(at, &e);
+                split
+            }
+            Ok(done) => {
+                track.received = (track.received + c.payload.len()).min(track.total);
+                track.next_seq = u16::from(c.seq) + 1;
+                track.pdus.push(index);
+                split.received = Some(track.received);
+                if let Some(done) = done {
+                    let message = self.assembler.message(done).to_vec();
+                    self.assembler.release(done);
+                    self.message(c.tid, track.pdus, index, &message);
+                } else {
+                    self.tracks.insert(c.tid, track);
+                }
+                split
+            }
+        }
+    }
+
+    fn message(&mut self, tid: u8, pdus: Vec<usize>, completed_by: usize, msg: &[u8]) {
+        let index = self.report.messages.len();
+        if let Some(p) = self.report.pdus.get_mut(completed_by) {
+            p.completes_message = Some(index);
+        }
+        let at = At {
+            pdu: None,
+            tid: Some(tid),
+            message: Some(index),
+        };
+        let mut m = MessageReport {
+            tid,
+            pdus,
+            length: msg.len(),
+            hex: hex::encode(msg),
+            encryption: None,
+            command: None,
+            note: None,
+        };
+        if msg.is_empty() {
+            m.note = Some("empty message (total_length 0): no command".to_owned());
+            self.report.messages.push(m);
+            return;
+        }
+        let frame = frame_view(msg);
+        if let (Some(key), Some((counter, ciphertext_len, tag))) = (self.opts.key, &frame) {
+            let dirs = match self.opts.direction {
+                Some(d) => vec![d],
+                None => vec![Dir::C2p, Dir::P2c],
+            };
+            for dir in dirs {
+                let Some(plain) = open_frame(&key, dir, msg) else {
+                    continue;
+                };
+                m.encryption = Some(EncryptionReport {
+                    counter: *counter,
+                    ciphertext_len: *ciphertext_len,
+                    tag: tag.clone(),
+                    decrypted: true,
+                    direction: Some(dir),
+                });
+                self.check_replay(at, dir, *counter);
+                self.plain_command(at, &mut m, &plain, Some(dir), " of the decrypted message");
+                self.report.messages.push(m);
+                return;
+            }
+        }
+        let exact = Command::parse(msg)
+            .ok()
+            .filter(|c| Command::header_len(c.name.len()) + c.data.len() == msg.len());
+        match (exact, &frame) {
+            (Some(_), _) => {
+                if self.opts.key.is_some() && frame.is_some() {
+                    m.note =
+                        Some("plaintext command (does not authenticate with --key)".to_owned());
+                }
+                self.plain_command(at, &mut m, msg, self.opts.direction, " of the message");
+            }
+            (None, Some((counter, ciphertext_len, tag))) => {
+                m.encryption = Some(EncryptionReport {
+                    counter: *counter,
+                    ciphertext_len: *ciphertext_len,
+                    tag: tag.clone(),
+                    decrypted: false,
+                    direction: None,
+                });
+                if self.opts.key.is_some() {
+                    let tried = match self.opts.direction {
+                        Some(d) => d.to_string(),
+                        None => "C→P or P→C".to_owned(),
+                    };
+                    self.error(diag(
+                        at,
+                        Layer::Session,
+                        Some("tag"),
+                        Some(msg.len() - TAG_LEN),
+                        format!(
+                            "message is neither a plaintext command nor a session frame that authenticates with --key as {tried} (counter={counter}, tag at byte {})",
+                            msg.len() - TAG_LEN
+                        ),
+                    ));
+                } else {
+                    m.note = Some(format!(
+                        "possibly encrypted: counter={counter}, ciphertext_len={ciphertext_len}, tag={tag}; pass --key to decrypt"
+                    ));
+                }
+            }
+            (None, None) => {
+                self.plain_command(at, &mut m, msg, self.opts.direction, " of the message");
+            }
+        }
+        self.report.messages.push(m);
+    }
+
+    /// Parses `plain` as the message's command (trailing bytes are a warning, failure an error).
+    fn plain_command(
+        &mut self,
+        at: At,
+        m: &mut MessageReport,
+        plain: &[u8],
+        dir: Option<Dir>,
+        unit: &str,
+    ) {
+        match Command::parse(plain) {
+            Ok(cmd) => {
+                let used = Command::header_len(cmd.name.len()) + cmd.data.len();
+                if plain.len() > used {
+                    self.warn(diag(
+                        at,
+                        Layer::Command,
+                        Some("data"),
+                        Some(used),
+                        format!(
+                            "{} bytes after the command's data{unit} (ignored)",
+                            plain.len() - used
+                        ),
+                    ));
+                }
+                if let Some(dir) = dir
+                    && dir != command_dir(&cmd)
+                {
+                    let kind = command_report(&cmd).kind;
+                    self.warn(diag(
+                        at,
+                        Layer::Command,
+                        Some("type"),
+                        Some(0),
+                        format!("a {kind} travelling {dir}"),
+                    ));
+                }
+                m.command = Some(command_report(&cmd));
+            }
+            Err(e) => {
+                let d = wire_diag(at, Layer::Command, &e, 0, unit);
+                self.error(d);
+            }
+        }
+    }
+
+    fn check_replay(&mut self, at: At, dir: Dir, counter: u32) {
+        let last = self.last_counter.get(dir.index()).copied().flatten();
+        if let Some(last) = last
+            && counter <= last
+        {
+            self.warn(diag(
+                at,
+                Layer::Session,
+                Some("counter"),
+                Some(0),
+                format!(
+                    "counter {counter} is not above the previous {last} ({dir}): a receiver rejects it as a replay"
+                ),
+            ));
+        }
+        if let Some(slot) = self.last_counter.get_mut(dir.index()) {
+            *slot = Some(last.map_or(counter, |l| l.max(counter)));
+        }
+    }
+
+    fn finish(mut self) -> Report {
+        let tracks = std::mem::take(&mut self.tracks);
+        for (tid, t) in tracks {
+            let text = format!(
+                "incomplete: {}/{} bytes, waiting for seq {} (PDUs {})",
+                t.received,
+                t.total,
+                t.next_seq,
+                list(&t.pdus)
+            );
+            let at = At {
+                tid: Some(tid),
+                ..At::default()
+            };
+            self.warn(diag(at, Layer::Assembly, None, None, text));
+            self.report.incomplete.push(IncompleteReport {
+                tid,
+                received: t.received,
+                total_length: t.total,
+                next_seq: t.next_seq,
+                pdus: t.pdus,
+            });
+        }
+        let r = &mut self.report;
+        r.ok = r.errors.is_empty() && (!self.opts.strict || r.warnings.is_empty());
+        self.report
+    }
+}
+
+/// The ATT MTU whose splitter fills a container with exactly `chunk` bytes, when `chunk` is not
+/// what a splitter at the given MTU sends and is not the message's last chunk.
+fn mtu_hint(split: &SplitReport, chunk: usize, remaining: usize, header: usize) -> Option<usize> {
+    let mismatch = split.expected_chunk.is_some_and(|e| e != chunk);
+    (mismatch && chunk < remaining && chunk < MAX_CHUNK_LEN && chunk > 0)
+        .then(|| chunk + header + ATT_OVERHEAD)
+}
+
+/// `#0, #1, #2`.
+fn list(pdus: &[usize]) -> String {
+    pdus.iter()
+        .map(|i| format!("#{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
