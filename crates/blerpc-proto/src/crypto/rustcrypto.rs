@@ -93,8 +93,10 @@ impl CryptoProvider for RustCrypto {
         msg: &[u8],
         sig: &[u8; 64],
     ) -> Result<(), CryptoError> {
+        // A key that does not decode cannot have made the signature: report it as a bad
+        // signature, as ring and aws-lc-rs do, so callers see one error whatever the provider.
         let key = ed25519_dalek::VerifyingKey::from_bytes(public)
-            .map_err(|_| CryptoError::InvalidPublicKey)?;
+            .map_err(|_| CryptoError::BadSignature)?;
         key.verify_strict(msg, &ed25519_dalek::Signature::from_bytes(sig))
             .map_err(|_| CryptoError::BadSignature)
     }
