@@ -79,6 +79,9 @@ pub mod assemble;
 pub mod buf;
 pub mod connection;
 pub mod crypto;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod handshake;
 pub mod session;
 pub mod split;

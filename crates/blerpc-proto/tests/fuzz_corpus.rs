@@ -1,0 +1,653 @@
+//! Runs every committed fuzz input through its target on stable, so the targets cannot rot.
+//!
+//! For each target in `blerpc_proto::fuzzing::TARGETS`, every file in `fuzz/corpus/<target>/`
+//! (the seeds) and `fuzz/regressions/<target>/` (minimised crashers, kept once fixed) is passed
+//! to the same function `cargo fuzz` calls. The seeds are generated from the reference vectors in
+//! `testdata/vectors/` and from traffic of the two-peer harness by the ignored test below:
+//!
+//! ```text
+//! cargo test -p blerpc-proto --test fuzz_corpus -- --ignored generate_corpus
+//! ```
+//!
+//! A regression whose file name starts with `open-` reproduces a core bug that is not fixed yet:
+//! it runs only in the ignored `open_regressions` test. Drop the prefix once the bug is fixed.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use blerpc_proto::fuzzing::{
+    self, Chan, Op, WorldConfig, capture_traffic, encode_chunk, encode_program,
+};
+use serde_json::Value;
+
+fn fuzz_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz")
+}
+
+/// Files of `fuzz/<kind>/<target>/`, sorted, skipping dot files.
+fn inputs(kind: &str, target: &str) -> Vec<PathBuf> {
+    let Ok(dir) = fs::read_dir(fuzz_dir().join(kind).join(target)) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = dir
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Prints the input being run if the target panics.
+struct Current<'a>(&'a Path);
+impl Drop for Current<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("fuzz input failed: {}", self.0.display());
+        }
+    }
+}
+
+fn run_target(name: &str) {
+    let (_, f) = fuzzing::TARGETS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .expect("known target");
+    let corpus = inputs("corpus", name);
+    assert!(
+        !corpus.is_empty(),
+        "fuzz/corpus/{name}/ is empty: run the generator"
+    );
+    let fixed = inputs("regressions", name)
+        .into_iter()
+        .filter(|p| !is_open(p));
+    for path in corpus.iter().cloned().chain(fixed) {
+        let data = fs::read(&path).unwrap();
+        let _guard = Current(&path);
+        f(&data);
+    }
+}
+
+fn is_open(path: &Path) -> bool {
+    path.file_name()
+        .unwrap()
+        .to_string_lossy()
+        .starts_with("open-")
+}
+
+/// Known, unfixed core bugs: each `open-*` regression must still fail (so it is not stale).
+/// When one starts passing, rename it without the prefix.
+#[test]
+#[ignore = "reproduces open core bugs (fuzz/regressions/*/open-*)"]
+fn open_regressions() {
+    let mut report = Vec::new();
+    for (name, f) in fuzzing::TARGETS {
+        for path in inputs("regressions", name)
+            .into_iter()
+            .filter(|p| is_open(p))
+        {
+            let data = fs::read(&path).unwrap();
+            let outcome = std::panic::catch_unwind(|| f(&data));
+            report.push(format!(
+                "{}: {}",
+                path.display(),
+                if outcome.is_err() {
+                    "fails (open)"
+                } else {
+                    "PASSES: drop the open- prefix"
+                }
+            ));
+        }
+    }
+    println!("{}", report.join("\n"));
+    assert!(
+        report.iter().all(|r| r.ends_with("(open)")),
+        "some open regressions pass now"
+    );
+}
+
+macro_rules! corpus_tests {
+    ($($name:ident),* $(,)?) => {
+        $( #[test] fn $name() { run_target(stringify!($name)); } )*
+
+        #[test]
+        fn every_target_has_a_corpus_test() {
+            let tested = [$(stringify!($name)),*];
+            for (name, _) in fuzzing::TARGETS {
+                assert!(tested.contains(name), "no corpus test for {name}");
+            }
+        }
+    };
+}
+
+corpus_tests!(
+    container_parse,
+    control_parse,
+    command_parse,
+    key_exchange_parse,
+    capabilities_parse,
+    assembler,
+    handshake_central,
+    handshake_peripheral,
+    session_open,
+    connection_central,
+    connection_peripheral,
+    two_party,
+);
+
+/// The seed corpus is real traffic: the echo program checks at least one response.
+#[test]
+fn two_party_seed_completes_calls() {
+    let data = fs::read(fuzz_dir().join("corpus/two_party/encrypted_echo_calls")).unwrap();
+    assert!(fuzzing::two_party_responses(&data) >= 3);
+}
+
+// ----- the generator ------------------------------------------------------------------------------
+
+fn vectors(name: &str) -> Vec<Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/vectors")
+        .join(name);
+    let v: Value = serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
+    v["cases"].as_array().unwrap().clone()
+}
+
+fn unhex(v: &Value) -> Vec<u8> {
+    hex::decode(v.as_str().unwrap_or("")).unwrap()
+}
+
+struct Seeds {
+    target: &'static str,
+    files: Vec<(String, Vec<u8>)>,
+}
+
+impl Seeds {
+    fn new(target: &'static str) -> Self {
+        Seeds {
+            target,
+            files: Vec::new(),
+        }
+    }
+    fn add(&mut self, name: &str, data: Vec<u8>) {
+        let clean: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(80)
+            .collect();
+        if !self.files.iter().any(|(n, d)| *n == clean || *d == data) {
+            self.files.push((clean, data));
+        }
+    }
+    fn write(self) {
+        let dir = fuzz_dir().join("corpus").join(self.target);
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        for (name, data) in &self.files {
+            fs::write(dir.join(name), data).unwrap();
+        }
+        println!("{}: {} files", self.target, self.files.len());
+    }
+}
+
+fn program(config: WorldConfig, ops: &[Op]) -> Vec<u8> {
+    encode_program(&config, ops)
+}
+
+/// Writes `fuzz/corpus/<target>/` for every target. Deterministic: rerunning changes nothing.
+#[test]
+#[ignore = "writes the seed corpus; run by hand after changing a wire format or fuzzing.rs"]
+fn generate_corpus() {
+    let (enc_c2p, enc_p2c) = capture_traffic(true);
+    let (pt_c2p, pt_p2c) = capture_traffic(false);
+
+    // container_parse: every container of the vectors, plus captured PDUs.
+    let mut s = Seeds::new("container_parse");
+    for c in vectors("control.json").iter().step_by(3) {
+        s.add(c["name"].as_str().unwrap(), unhex(&c["container_hex"]));
+    }
+    for c in vectors("assembly.json") {
+        for (i, h) in c["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .take(4)
+        {
+            s.add(&format!("{}_{i}", c["name"].as_str().unwrap()), unhex(h));
+        }
+    }
+    for c in vectors("invalid.json")
+        .iter()
+        .filter(|c| c["op"] == "container.parse")
+    {
+        s.add(c["name"].as_str().unwrap(), unhex(&c["input"]["hex"]));
+    }
+    for c in vectors("splits.json").iter().step_by(25) {
+        if let Some(h) = c["outcome"]["containers"]
+            .as_array()
+            .and_then(|a| a.first())
+        {
+            s.add(c["name"].as_str().unwrap(), unhex(h));
+        }
+    }
+    for (i, pdu) in enc_p2c
+        .iter()
+        .chain(&pt_c2p)
+        .enumerate()
+        .step_by(3)
+        .take(24)
+    {
+        s.add(&format!("traffic_{i}"), pdu.clone());
+    }
+    s.write();
+
+    // control_parse: [cmd][payload] of every control vector and captured control.
+    let mut s = Seeds::new("control_parse");
+    for c in vectors("control.json") {
+        let bytes = unhex(&c["container_hex"]);
+        let mut d = vec![(bytes[2] >> 2) & 0x0F];
+        d.extend_from_slice(&bytes[4..]);
+        s.add(c["name"].as_str().unwrap(), d);
+    }
+    for (i, pdu) in enc_c2p.iter().chain(&enc_p2c).enumerate() {
+        if pdu[2] >> 6 == 3 {
+            let mut d = vec![(pdu[2] >> 2) & 0x0F];
+            d.extend_from_slice(&pdu[4..]);
+            s.add(&format!("traffic_{i}"), d);
+        }
+    }
+    s.write();
+
+    // command_parse.
+    let mut s = Seeds::new("command_parse");
+    for c in vectors("commands.json") {
+        s.add(c["name"].as_str().unwrap(), unhex(&c["packet_hex"]));
+    }
+    for c in vectors("invalid.json")
+        .iter()
+        .filter(|c| c["op"] == "command.parse")
+    {
+        s.add(c["name"].as_str().unwrap(), unhex(&c["input"]["hex"]));
+    }
+    s.write();
+
+    // key_exchange_parse and capabilities_parse.
+    let mut s = Seeds::new("key_exchange_parse");
+    for c in vectors("key_exchange.json") {
+        for st in c["steps"].as_array().into_iter().flatten() {
+            s.add(
+                &format!("{}_step{}", c["name"].as_str().unwrap(), st["step"]),
+                unhex(&st["payload_hex"]),
+            );
+        }
+    }
+    for c in vectors("invalid.json")
+        .iter()
+        .filter(|c| c["op"].as_str().unwrap().starts_with("kx."))
+    {
+        if let Some(h) = c["input"]["hex"]
+            .as_str()
+            .or(c["input"]["payload_hex"].as_str())
+        {
+            s.add(c["name"].as_str().unwrap(), hex::decode(h).unwrap());
+        }
+    }
+    s.add("step3_truncated", {
+        let mut v = vec![3];
+        v.extend([0u8; 40]);
+        v
+    });
+    s.write();
+
+    let mut s = Seeds::new("capabilities_parse");
+    for c in vectors("control.json")
+        .iter()
+        .filter(|c| c["message"].as_str().unwrap().starts_with("CAPABILITIES"))
+    {
+        s.add(
+            c["name"].as_str().unwrap(),
+            unhex(&c["container_hex"])[4..].to_vec(),
+        );
+    }
+    s.add("four_bytes", vec![0x00, 0x30, 0xff, 0xff]);
+    s.add(
+        "seven_bytes",
+        vec![0x00, 0x01, 0x00, 0x01, 0x03, 0x80, 0x55],
+    );
+    s.write();
+
+    // assembler: [max_len u16][in_flight][mtu][split chunk] then [release][container]...
+    let mut s = Seeds::new("assembler");
+    for c in vectors("assembly.json") {
+        let mut d = vec![0xE8, 0x03, 4, 13];
+        encode_chunk(b"\x00split me", &mut d);
+        for h in c["containers"].as_array().unwrap() {
+            d.push(0);
+            encode_chunk(&unhex(h), &mut d);
+        }
+        s.add(c["name"].as_str().unwrap(), d);
+    }
+    for c in vectors("splits.json").iter().step_by(15) {
+        let mtu = c["mtu"].as_u64().unwrap();
+        let Some(containers) = c["outcome"]["containers"].as_array() else {
+            continue;
+        };
+        let payload = unhex(&c["payload"]["hex"]);
+        if payload.len() > 500 || !(10..=265).contains(&mtu) {
+            continue;
+        }
+        let mut d = vec![0xFF, 0x03, 2, (mtu - 10) as u8];
+        encode_chunk(&payload, &mut d);
+        for h in containers {
+            d.push(0x80);
+            encode_chunk(&unhex(h), &mut d);
+        }
+        s.add(c["name"].as_str().unwrap(), d);
+    }
+    s.add("stretched_split_mtu23", {
+        let mut d = vec![0x00, 0x02, 1, 13];
+        encode_chunk(&[0xF8, 1, 2, 3, 4, 5, 6, 7], &mut d);
+        d
+    });
+    s.write();
+
+    // Handshakes: genuine transcripts (mode 1, no mutation), single mutations, and raw vectors.
+    let kx = vectors("key_exchange.json");
+    let steps: Vec<Vec<u8>> = kx[0]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| unhex(&s["payload_hex"]))
+        .collect();
+    for target in ["handshake_central", "handshake_peripheral"] {
+        let mut s = Seeds::new(target);
+        s.add("genuine", vec![1, 0, 0, 0, 0]);
+        s.add("genuine_trailing", vec![1, 0, 3, 1, 2, 3, 0, 2, 9, 9]);
+        for (i, pos) in [0u8, 5, 40, 100, 128].iter().enumerate() {
+            s.add(
+                &format!("first_mutated_{i}"),
+                vec![1, 1, *pos, 0x01, 0, 0, 0],
+            );
+            s.add(
+                &format!("second_mutated_{i}"),
+                vec![1, 0, 0, 1, *pos % 45, 0x80, 0],
+            );
+        }
+        let (a, b) = if target == "handshake_central" {
+            (&steps[1], &steps[3])
+        } else {
+            (&steps[0], &steps[2])
+        };
+        let mut raw = vec![0];
+        encode_chunk(a, &mut raw);
+        raw.extend_from_slice(b);
+        s.add("raw_vector_transcript", raw);
+        s.add("raw_garbage", vec![0, 3, 2, 0, 0, 4]);
+        s.write();
+    }
+
+    // session_open: [role] then ops (0 seal, 1 replay, 2 flip, 3 set counter, 4 raw).
+    let mut s = Seeds::new("session_open");
+    for c in vectors("session.json") {
+        let Some(frame) = c["frame_hex"].as_str() else {
+            continue;
+        };
+        let frame = hex::decode(frame).unwrap();
+        if frame.len() > 510
+            || c["session_key"].as_str() != Some("12e68d830b3802896b9f0948a4f5fe5a")
+        {
+            continue;
+        }
+        let role = u8::from(c["direction"] == "p2c");
+        let mut d = vec![role, 4];
+        encode_chunk(&frame, &mut d);
+        d.extend_from_slice(&[4]);
+        encode_chunk(&frame, &mut d);
+        s.add(c["name"].as_str().unwrap(), d);
+    }
+    let mut d = vec![0];
+    for op in [
+        &[0u8, 3, b'a', b'b', b'c'][..],
+        &[0, 0],
+        &[1, 0],
+        &[2, 1, 7, 0, 3],
+        &[3, 0xfe, 0xff, 0xff, 0xff],
+        &[0, 1, 9],
+        &[0, 1, 9],
+        &[1, 3],
+    ] {
+        d.extend_from_slice(op);
+    }
+    s.add("seal_replay_flip_exhaust", d);
+    s.add(
+        "counter_gap_and_back",
+        vec![1, 3, 9, 0, 0, 0, 0, 0, 3, 2, 0, 0, 0, 0, 1, 1, 1],
+    );
+    s.write();
+
+    // Connection targets: whole programs.
+    let enc = WorldConfig::ENCRYPTED;
+    let pt = WorldConfig::PLAINTEXT;
+    let echo = |d: &[u8]| Op::StartCall {
+        kind: 0,
+        name: 0,
+        data: d.to_vec(),
+    };
+    let connect = [Op::Run, Op::AcceptIdentity, Op::Run];
+    let calls: Vec<Op> = connect
+        .iter()
+        .cloned()
+        .chain([
+            echo(b"\x0a\x05hello"),
+            echo(&[7; 300]),
+            Op::Run,
+            Op::StartCall {
+                kind: 1,
+                name: 1,
+                data: vec![8, 3],
+            },
+            Op::Run,
+            Op::StartCall {
+                kind: 2,
+                name: 2,
+                data: vec![],
+            },
+            Op::SendStreamItem {
+                call: 3,
+                data: vec![8, 1],
+            },
+            Op::SendStreamItem {
+                call: 3,
+                data: vec![8, 2],
+            },
+            Op::FinishStream { call: 3 },
+            Op::Run,
+            echo(b"late"),
+            Op::Advance(6_000),
+            Op::Run,
+        ])
+        .collect();
+    let lossy: Vec<Op> = connect
+        .iter()
+        .cloned()
+        .chain([
+            echo(b"one"),
+            echo(&[1; 250]),
+            Op::C2P(Chan::Duplicate),
+            Op::C2P(Chan::Reorder),
+            Op::C2P(Chan::Deliver),
+            Op::C2P(Chan::Drop),
+            Op::Run,
+            Op::P2C(Chan::Flip { pos: 3, bit: 1 }),
+            Op::P2C(Chan::Duplicate),
+            Op::Run,
+            Op::FireTimeout,
+            Op::Run,
+        ])
+        .collect();
+    let busy: Vec<Op> = {
+        connect
+            .iter()
+            .cloned()
+            .chain([
+                echo(b"busy"),
+                Op::Run,
+                Op::Serve { choice: 5, arg: 0 },
+                Op::Run,
+                Op::FireTimeout,
+                Op::Run,
+                Op::Serve { choice: 0, arg: 0 },
+                Op::Run,
+                echo(b"silent"),
+                Op::Run,
+                Op::Serve { choice: 7, arg: 0 },
+                Op::FireTimeout,
+                Op::FireTimeout,
+            ])
+            .collect()
+    };
+    let manual = WorldConfig {
+        central: enc.central & 0x7F,
+        limits: 3,
+        ..enc
+    };
+
+    for target in ["connection_central", "connection_peripheral", "two_party"] {
+        let mut s = Seeds::new(target);
+        s.add("encrypted_setup", program(enc, &connect));
+        s.add("encrypted_calls", program(enc, &calls));
+        s.add("plaintext_calls", program(pt, &calls));
+        s.add("encrypted_lossy", program(enc, &lossy));
+        s.add("plaintext_lossy", program(pt, &lossy));
+        s.add("busy_retry", program(manual, &busy));
+        s.add(
+            "setup_timeouts",
+            program(
+                enc,
+                &[Op::FireTimeout, Op::FireTimeout, Op::Run, Op::FireTimeout],
+            ),
+        );
+        s.add(
+            "reject_identity",
+            program(enc, &[Op::Run, Op::RejectIdentity, Op::Run]),
+        );
+        s.add(
+            "pinned_wrong_key",
+            program(
+                WorldConfig {
+                    central: 0b1000_0111,
+                    ..enc
+                },
+                &[Op::Run],
+            ),
+        );
+        s.add(
+            "mtu_23_encrypted_required",
+            program(WorldConfig { mtu: 0, ..enc }, &[Op::Run]),
+        );
+        s.add(
+            "close_both",
+            program(
+                enc,
+                &[
+                    Op::Run,
+                    Op::AcceptIdentity,
+                    Op::Run,
+                    echo(b"x"),
+                    Op::CloseCentral,
+                    Op::ClosePeripheral,
+                    Op::Run,
+                ],
+            ),
+        );
+        if target == "two_party" {
+            let echoes: Vec<Op> = connect
+                .iter()
+                .cloned()
+                .chain([
+                    echo(b"a"),
+                    echo(&[2; 240]),
+                    echo(b""),
+                    Op::Run,
+                    echo(b"d"),
+                    Op::Run,
+                ])
+                .collect();
+            s.add("encrypted_echo_calls", program(enc, &echoes));
+        }
+        if target == "connection_central" {
+            // Replay captured peripheral traffic into a fresh central, raw.
+            let inject: Vec<Op> = enc_p2c
+                .iter()
+                .map(|p| Op::InjectCentral(p.clone()))
+                .collect();
+            s.add(
+                "inject_encrypted_traffic",
+                program(
+                    WorldConfig {
+                        central: 0b0000_0010,
+                        ..enc
+                    },
+                    &inject,
+                ),
+            );
+            let inject: Vec<Op> = pt_p2c
+                .iter()
+                .map(|p| Op::InjectCentral(p.clone()))
+                .collect();
+            let mut ops = vec![Op::StartCall {
+                kind: 0,
+                name: 0,
+                data: vec![],
+            }];
+            ops.splice(0..0, inject.iter().take(2).cloned());
+            ops.extend(inject);
+            s.add("inject_plaintext_traffic", program(pt, &ops));
+        }
+        if target == "connection_peripheral" {
+            let inject: Vec<Op> = enc_c2p
+                .iter()
+                .map(|p| Op::InjectPeripheral(p.clone()))
+                .collect();
+            s.add("inject_encrypted_traffic", program(enc, &inject));
+            let mut ops: Vec<Op> = pt_c2p
+                .iter()
+                .map(|p| Op::InjectPeripheral(p.clone()))
+                .collect();
+            ops.extend([
+                Op::PeripheralRaw {
+                    what: 0,
+                    tid: 2,
+                    data: vec![1, 2],
+                },
+                Op::PeripheralRaw {
+                    what: 3 | (1 << 3),
+                    tid: 3,
+                    data: vec![8, 1],
+                },
+                Op::PeripheralRaw {
+                    what: 4,
+                    tid: 3,
+                    data: vec![],
+                },
+                Op::PeripheralRaw {
+                    what: 5 | (2 << 3),
+                    tid: 0,
+                    data: vec![8, 9],
+                },
+                Op::Run,
+            ]);
+            s.add(
+                "inject_plaintext_traffic_and_respond",
+                program(WorldConfig { central: 0, ..pt }, &ops),
+            );
+        }
+        s.write();
+    }
+}
