@@ -190,6 +190,9 @@ impl<B: Buffer> Slot<B> {
     }
 }
 
+/// Bytes reserved up front when a FIRST announces a message (at most its `total_length`).
+pub const RESERVE_AHEAD: usize = 16 * 1024;
+
 /// Reassembles messages into `SLOTS` buffers of type `B`, one transaction per slot.
 ///
 /// Use [`crate::buf::ArrayBuf`] without an allocator or `Vec<u8>` with the `alloc` feature.
@@ -256,6 +259,11 @@ impl<B: Buffer + Default, const SLOTS: usize> Assembler<B, SLOTS> {
             });
         }
         s.buf.clear();
+        // One allocation for typical messages; larger ones grow as their bytes arrive, so a
+        // 6-byte FIRST cannot make us commit more than RESERVE_AHEAD bytes.
+        if s.buf.try_reserve(total.min(RESERVE_AHEAD)).is_err() {
+            return Err(AssembleError::Capacity { tid });
+        }
         s.state = SlotState::Receiving {
             tid,
             expected_seq: 1,

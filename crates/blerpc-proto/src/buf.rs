@@ -17,7 +17,11 @@ pub struct CapacityError {
 
 impl core::fmt::Display for CapacityError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "buffer capacity {} bytes, {} requested", self.capacity, self.requested)
+        write!(
+            f,
+            "buffer capacity {} bytes, {} requested",
+            self.capacity, self.requested
+        )
     }
 }
 
@@ -51,6 +55,12 @@ pub trait Buffer {
     fn clear(&mut self) {
         self.truncate(0);
     }
+    /// Makes room for `additional` more bytes without changing the length (a hint: fixed
+    /// buffers ignore it; `Vec` allocates once instead of growing step by step).
+    fn try_reserve(&mut self, additional: usize) -> Result<(), CapacityError> {
+        let _ = additional;
+        Ok(())
+    }
     /// Appends `bytes`.
     fn try_extend(&mut self, bytes: &[u8]) -> Result<(), CapacityError> {
         let start = self.len();
@@ -76,7 +86,10 @@ pub struct ArrayBuf<const N: usize> {
 impl<const N: usize> ArrayBuf<N> {
     /// An empty buffer.
     pub const fn new() -> Self {
-        ArrayBuf { data: [0; N], len: 0 }
+        ArrayBuf {
+            data: [0; N],
+            len: 0,
+        }
     }
 }
 
@@ -88,7 +101,10 @@ impl<const N: usize> Default for ArrayBuf<N> {
 
 impl<const N: usize> core::fmt::Debug for ArrayBuf<N> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("ArrayBuf").field("capacity", &N).field("len", &self.len).finish()
+        f.debug_struct("ArrayBuf")
+            .field("capacity", &N)
+            .field("len", &self.len)
+            .finish()
     }
 }
 
@@ -104,7 +120,10 @@ impl<const N: usize> Buffer for ArrayBuf<N> {
     }
     fn try_resize(&mut self, len: usize) -> Result<(), CapacityError> {
         if len > N {
-            return Err(CapacityError { requested: len, capacity: N });
+            return Err(CapacityError {
+                requested: len,
+                capacity: N,
+            });
         }
         if let Some(fresh) = self.data.get_mut(self.len..len) {
             fresh.fill(0);
@@ -136,7 +155,10 @@ impl Buffer for alloc::vec::Vec<u8> {
     fn try_resize(&mut self, len: usize) -> Result<(), CapacityError> {
         if len > self.len() {
             self.try_reserve(len - self.len())
-                .map_err(|_| CapacityError { requested: len, capacity: self.capacity() })?;
+                .map_err(|_| CapacityError {
+                    requested: len,
+                    capacity: self.capacity(),
+                })?;
         }
         self.resize(len, 0);
         Ok(())
@@ -146,6 +168,20 @@ impl Buffer for alloc::vec::Vec<u8> {
     }
     fn release(&mut self) {
         *self = alloc::vec::Vec::new();
+    }
+    fn try_reserve(&mut self, additional: usize) -> Result<(), CapacityError> {
+        alloc::vec::Vec::try_reserve_exact(self, additional).map_err(|_| CapacityError {
+            requested: self.len().saturating_add(additional),
+            capacity: self.capacity(),
+        })
+    }
+    fn try_extend(&mut self, bytes: &[u8]) -> Result<(), CapacityError> {
+        alloc::vec::Vec::try_reserve(self, bytes.len()).map_err(|_| CapacityError {
+            requested: self.len().saturating_add(bytes.len()),
+            capacity: self.capacity(),
+        })?;
+        self.extend_from_slice(bytes);
+        Ok(())
     }
 }
 
@@ -160,7 +196,10 @@ mod tests {
         assert_eq!(b.as_slice(), &[1, 2, 3]);
         assert_eq!(
             b.try_extend(&[4, 5]),
-            Err(CapacityError { requested: 5, capacity: 4 })
+            Err(CapacityError {
+                requested: 5,
+                capacity: 4
+            })
         );
         b.truncate(1);
         b.try_resize(3).unwrap();

@@ -120,8 +120,13 @@ impl CryptoProvider for AwsLc {
     }
 
     fn x25519_public(&self, secret: &X25519Secret) -> [u8; X25519_KEY_LEN] {
-        // aws-lc-rs only offers a fallible `compute_public_key`; the public key is the same value.
-        super::rustcrypto::dalek_x25519_public(secret)
+        // aws-lc-rs's `compute_public_key` is fallible; for a 32-byte X25519 scalar it cannot
+        // fail, and if it ever did, dalek computes the same value.
+        private_key(secret)
+            .ok()
+            .and_then(|k| k.compute_public_key().ok())
+            .and_then(|p| <[u8; X25519_KEY_LEN]>::try_from(p.as_ref()).ok())
+            .unwrap_or_else(|| super::rustcrypto::dalek_x25519_public(secret))
     }
 
     fn x25519_agree(

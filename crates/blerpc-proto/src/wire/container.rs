@@ -213,10 +213,12 @@ impl<'a> Container<'a> {
             }
             _ => [tid, seq, flags, payload_len, 0, 0],
         };
-        let bytes = header.iter().take(self.header_len()).chain(self.payload);
-        for (dst, src) in buf.iter_mut().zip(bytes) {
-            *dst = *src;
+        let header_len = self.header_len();
+        let (head, body) = buf.split_at_mut(header_len);
+        if let Some(h) = header.get(..header_len) {
+            head.copy_from_slice(h);
         }
+        body.copy_from_slice(self.payload);
         Ok(len)
     }
 }
