@@ -856,8 +856,9 @@ pub struct WorldConfig {
 
 impl WorldConfig {
     pub const LEN: usize = 8;
+    /// ATT MTUs the targets run at: from the connection minimum (13) to 512.
     const MTUS: [usize; 16] = [
-        23, 23, 27, 10, 12, 50, 100, 135, 136, 185, 247, 247, 251, 263, 300, 512,
+        23, 23, 27, 13, 14, 50, 100, 135, 136, 185, 247, 247, 251, 263, 300, 512,
     ];
 
     pub fn decode(cur: &mut Cursor<'_>) -> Self {

@@ -7,7 +7,7 @@ use blerpc_proto::connection::{Central, Peripheral};
 use blerpc_proto::crypto::RustCrypto;
 
 /// A 0-byte RNG stand-in: an MCU's TRNG driver is a unit struct over registers.
-struct Trng;
+pub struct Trng;
 impl rand_chacha::rand_core::RngCore for Trng {
     fn next_u32(&mut self) -> u32 {
         0

@@ -72,3 +72,37 @@ fn a_request_larger_than_one_transaction_is_refused_locally() {
         "{err:?}"
     );
 }
+
+#[test]
+fn connections_need_an_mtu_that_fits_the_capabilities_reply() {
+    use blerpc_proto::connection::{ConfigError, MIN_CONNECTION_ATT_MTU};
+    assert_eq!(MIN_CONNECTION_ATT_MTU, 13);
+    let mut b = PairBuilder::plaintext();
+    b.central.att_mtu = 12;
+    let err = TestCentral::new(
+        b.central,
+        blerpc_proto::crypto::RustCrypto,
+        rand_chacha::rand_core::SeedableRng::seed_from_u64(1),
+        blerpc_proto::Instant::ZERO,
+    )
+    .unwrap_err();
+    assert_eq!(err, ConfigError::MtuTooSmall { att_mtu: 12 });
+    let mut p = PairBuilder::plaintext().mtu(13).build();
+    p.connect();
+    assert_eq!(p.call("echo", &echo_req("tiny")).unwrap(), echo_req("tiny"));
+}
+
+#[test]
+fn a_peripheral_below_mtu_136_refuses_the_key_exchange_loudly() {
+    // A central that attempts the key exchange anyway gets ERROR KEY_EXCHANGE_FAILED, not a
+    // step 2 that cannot fit the link.
+    let mut b = PairBuilder::default();
+    b.peripheral.att_mtu = 100;
+    let mut p = b.build();
+    p.drive_until(Duration::from_secs(5), |p| p.central.is_closed());
+    assert!(p.central_events.contains(&CEv::Closed(
+        blerpc_proto::connection::CloseReason::HandshakeRefused(
+            blerpc_proto::wire::error_code::ErrorCode::KeyExchangeFailed
+        )
+    )));
+}

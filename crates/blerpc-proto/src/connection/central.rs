@@ -9,7 +9,7 @@ use super::events::{Ring, Warning};
 use super::outbox::{ControlFrame, ControlQueue, Outbox};
 use super::{
     CallError, CloseReason, ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError,
-    EventQueueFull, MsgRef, Partials, TidSet, enqueue_command, wire_len,
+    EventQueueFull, MIN_CONNECTION_ATT_MTU, MsgRef, Partials, TidSet, enqueue_command, wire_len,
 };
 use crate::Instant;
 use crate::assemble::{AssembleError, Assembler, AssemblerConfig};
@@ -19,7 +19,7 @@ use crate::handshake::{
     CentralAwaitStep2, CentralAwaitStep4, CentralHandshake, CentralVerifyIdentity,
 };
 use crate::session::Session;
-use crate::split::{SplitCursor, max_message_len};
+use crate::split::max_message_len;
 use crate::wire::capabilities::{CAPABILITIES_LEN, Capabilities, CapabilityFlags};
 use crate::wire::command::{Command, CommandType, MAX_DATA_LEN, MAX_NAME_LEN};
 use crate::wire::container::{Container, ContainerKind, ControlCmd};
@@ -292,7 +292,7 @@ where
         rng: R,
         now: Instant,
     ) -> Result<Self, ConfigError> {
-        if config.att_mtu < SplitCursor::MIN_ATT_MTU {
+        if config.att_mtu < MIN_CONNECTION_ATT_MTU {
             return Err(ConfigError::MtuTooSmall {
                 att_mtu: config.att_mtu,
             });
@@ -398,7 +398,7 @@ where
     /// Changes the ATT MTU (after an MTU exchange). Messages already being split keep the MTU
     /// they started with.
     pub fn set_att_mtu(&mut self, att_mtu: usize) -> Result<(), ConfigError> {
-        if att_mtu < SplitCursor::MIN_ATT_MTU {
+        if att_mtu < MIN_CONNECTION_ATT_MTU {
             return Err(ConfigError::MtuTooSmall { att_mtu });
         }
         self.config.att_mtu = att_mtu;

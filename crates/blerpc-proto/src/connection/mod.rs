@@ -40,7 +40,9 @@ mod events;
 mod outbox;
 mod peripheral;
 
-pub use central::{CallId, CallKind, Central, CentralConfig, CentralEvent, Pinning};
+pub use central::{
+    CallId, CallKind, Central, CentralConfig, CentralEvent, MIN_ATT_MTU_FOR_KEY_EXCHANGE, Pinning,
+};
 pub use events::Warning;
 pub use peripheral::{Peripheral, PeripheralConfig, PeripheralEvent};
 
@@ -262,7 +264,7 @@ impl std::error::Error for SendError {}
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// The ATT MTU is below [`crate::split::SplitCursor::MIN_ATT_MTU`].
+    /// The ATT MTU is below [`MIN_CONNECTION_ATT_MTU`].
     MtuTooSmall {
         /// The MTU given.
         att_mtu: usize,
@@ -476,6 +478,11 @@ impl core::fmt::Display for EventQueueFull {
 
 #[cfg(feature = "std")]
 impl std::error::Error for EventQueueFull {}
+
+/// The smallest ATT MTU a connection accepts: the 10-byte CAPABILITIES reply (the largest
+/// control every setup needs) must fit in one `ATT_MTU − 3` PDU. The splitter alone goes down
+/// to [`crate::split::SplitCursor::MIN_ATT_MTU`]; BLE itself never goes below 23.
+pub const MIN_CONNECTION_ATT_MTU: usize = 13;
 
 /// Events a connection can hold before `handle_input` asks the caller to poll.
 pub const EVENT_QUEUE_LEN: usize = 16;

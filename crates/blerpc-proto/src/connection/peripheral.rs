@@ -8,8 +8,8 @@ use rand_core::CryptoRngCore;
 use super::events::{Ring, Warning};
 use super::outbox::{ControlFrame, ControlQueue, Outbox};
 use super::{
-    ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError, EventQueueFull, MsgRef, Partials,
-    SendError, TidSet, enqueue_command, wire_len,
+    ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError, EventQueueFull,
+    MIN_CONNECTION_ATT_MTU, MsgRef, Partials, SendError, TidSet, enqueue_command, wire_len,
 };
 use crate::Direction;
 use crate::Instant;
@@ -18,7 +18,7 @@ use crate::buf::Buffer;
 use crate::crypto::{CryptoProvider, X25519Secret};
 use crate::handshake::{PeripheralAwaitStep3, PeripheralHandshake};
 use crate::session::Session;
-use crate::split::{SplitCursor, max_message_len};
+use crate::split::max_message_len;
 use crate::wire::capabilities::{Capabilities, CapabilityFlags};
 use crate::wire::command::{Command, CommandType, MAX_DATA_LEN, MAX_NAME_LEN};
 use crate::wire::container::{Container, ContainerKind, ControlCmd};
@@ -168,7 +168,7 @@ where
         identity: Option<P::Identity>,
         rng: R,
     ) -> Result<Self, ConfigError> {
-        if config.att_mtu < SplitCursor::MIN_ATT_MTU {
+        if config.att_mtu < MIN_CONNECTION_ATT_MTU {
             return Err(ConfigError::MtuTooSmall {
                 att_mtu: config.att_mtu,
             });
@@ -257,7 +257,7 @@ where
 
     /// Changes the ATT MTU (after an MTU exchange).
     pub fn set_att_mtu(&mut self, att_mtu: usize) -> Result<(), ConfigError> {
-        if att_mtu < SplitCursor::MIN_ATT_MTU {
+        if att_mtu < MIN_CONNECTION_ATT_MTU {
             return Err(ConfigError::MtuTooSmall { att_mtu });
         }
         self.config.att_mtu = att_mtu;
@@ -635,6 +635,13 @@ where
         let step = payload.first().copied();
         let kx = core::mem::replace(&mut self.kx, Kx::Unavailable);
         self.kx = match (step, kx) {
+            (Some(1), Kx::AwaitStep1 | Kx::AwaitStep3 { .. })
+                if self.config.att_mtu < super::central::MIN_ATT_MTU_FOR_KEY_EXCHANGE =>
+            {
+                // Step 2 is one 133-byte control container: it cannot travel at this MTU.
+                self.send_error(tid, ErrorCode::KeyExchangeFailed);
+                Kx::AwaitStep1
+            }
             (Some(1), Kx::AwaitStep1 | Kx::AwaitStep3 { .. }) => {
                 let Some(identity) = self.identity.as_ref() else {
                     self.send_error(tid, ErrorCode::KeyExchangeFailed);
