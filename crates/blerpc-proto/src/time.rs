@@ -27,7 +27,9 @@ impl Instant {
 
     /// An instant `millis` milliseconds after the epoch (saturating).
     pub const fn from_millis(millis: u64) -> Self {
-        Instant { micros: millis.saturating_mul(1000) }
+        Instant {
+            micros: millis.saturating_mul(1000),
+        }
     }
 
     /// Microseconds since the epoch.
@@ -43,7 +45,9 @@ impl Instant {
     /// `self + d`, saturating at the end of time.
     pub fn saturating_add(self, d: Duration) -> Instant {
         let add = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-        Instant { micros: self.micros.saturating_add(add) }
+        Instant {
+            micros: self.micros.saturating_add(add),
+        }
     }
 }
 
@@ -70,6 +74,9 @@ mod tests {
         let t = Instant::from_micros(u64::MAX - 1);
         assert_eq!((t + Duration::from_secs(1)).as_micros(), u64::MAX);
         assert_eq!(Instant::ZERO - t, Duration::ZERO);
-        assert_eq!(Instant::from_millis(3) - Instant::from_millis(1), Duration::from_millis(2));
+        assert_eq!(
+            Instant::from_millis(3) - Instant::from_millis(1),
+            Duration::from_millis(2)
+        );
     }
 }

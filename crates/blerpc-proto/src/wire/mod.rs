@@ -67,18 +67,33 @@ pub enum WireError {
 impl core::fmt::Display for WireError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match *self {
-            WireError::Truncated { field, offset, needed, available } => write!(
+            WireError::Truncated {
+                field,
+                offset,
+                needed,
+                available,
+            } => write!(
                 f,
                 "field `{field}` at byte {offset} is truncated: needs {needed} bytes, {available} available"
             ),
-            WireError::InvalidValue { field, offset, value } => {
-                write!(f, "field `{field}` at byte {offset} has invalid value {value:#x}")
+            WireError::InvalidValue {
+                field,
+                offset,
+                value,
+            } => {
+                write!(
+                    f,
+                    "field `{field}` at byte {offset} has invalid value {value:#x}"
+                )
             }
             WireError::TooLong { field, len, max } => {
                 write!(f, "`{field}` is {len} bytes long, at most {max} allowed")
             }
             WireError::BufferTooSmall { needed, available } => {
-                write!(f, "output buffer too small: {needed} bytes needed, {available} available")
+                write!(
+                    f,
+                    "output buffer too small: {needed} bytes needed, {available} available"
+                )
             }
         }
     }
@@ -122,16 +137,20 @@ pub(crate) fn read_slice<'a>(
     len: usize,
     field: &'static str,
 ) -> Result<&'a [u8], WireError> {
-    input.get(offset..).and_then(|rest| rest.get(..len)).ok_or(WireError::Truncated {
-        field,
-        offset,
-        needed: len,
-        available: input.len().saturating_sub(offset),
-    })
+    input
+        .get(offset..)
+        .and_then(|rest| rest.get(..len))
+        .ok_or(WireError::Truncated {
+            field,
+            offset,
+            needed: len,
+            available: input.len().saturating_sub(offset),
+        })
 }
 
 /// Checks that `out` holds `needed` bytes and returns that prefix.
 pub(crate) fn out_prefix(out: &mut [u8], needed: usize) -> Result<&mut [u8], WireError> {
     let available = out.len();
-    out.get_mut(..needed).ok_or(WireError::BufferTooSmall { needed, available })
+    out.get_mut(..needed)
+        .ok_or(WireError::BufferTooSmall { needed, available })
 }
