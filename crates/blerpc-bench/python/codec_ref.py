@@ -150,6 +150,10 @@ def main() -> int:
         w = make(name)
         w.verify()  # full equality, outside the timed region
         fn = w.run_once
+        # Untimed warm-up, the same 300 ms as the Rust side.
+        t_warm = time.perf_counter_ns()
+        while time.perf_counter_ns() - t_warm < 300e6:
+            fn()
         iters = args.iters or calibrate(fn, args.sample_ms)
         samples = []
         # Like timeit: no cyclic GC pauses inside a sample (this can only favour the reference).

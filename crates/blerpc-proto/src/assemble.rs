@@ -164,9 +164,11 @@ struct Slot<B> {
 }
 
 impl<B: Buffer> Slot<B> {
+    /// Frees the slot, keeping the buffer's capacity for the next message (allocating and
+    /// freeing per message costs more than the copy itself on a busy heap).
     fn free(&mut self) {
         self.state = SlotState::Free;
-        self.buf.release();
+        self.buf.clear();
     }
 
     fn is_receiving(&self, tid: u8) -> bool {
@@ -357,6 +359,15 @@ impl<B: Buffer + Default, const SLOTS: usize> Assembler<B, SLOTS> {
     pub fn reset(&mut self) {
         for s in self.slots.iter_mut() {
             s.free();
+            s.buf.release();
+        }
+    }
+
+    /// Gives the heap memory of free slots back (buffers otherwise keep their capacity between
+    /// messages). Call it when the connection goes idle.
+    pub fn release_memory(&mut self) {
+        for s in self.slots.iter_mut().filter(|s| s.state == SlotState::Free) {
+            s.buf.release();
         }
     }
 
@@ -601,7 +612,7 @@ mod tests {
 
     #[cfg(feature = "alloc")]
     #[test]
-    fn idle_vec_slots_hold_no_memory() {
+    fn slots_keep_capacity_until_release_memory() {
         let mut a = VecAssembler::<2>::new(AssemblerConfig::default());
         feed_bytes(&mut a, b"\x01\x00\x00\x04\x00\x02ab").unwrap();
         let _ = feed_bytes(&mut a, b"\x01\x05\x40\x02cd");
@@ -609,6 +620,11 @@ mod tests {
             .unwrap()
             .unwrap();
         a.release(done);
+        // Capacity is kept for the next message...
+        assert!(a.slots.iter().any(|s| s.buf.capacity() > 0));
+        assert_eq!(a.in_flight(), 0);
+        // ...and given back on request.
+        a.release_memory();
         assert!(a.slots.iter().all(|s| s.buf.capacity() == 0));
     }
 

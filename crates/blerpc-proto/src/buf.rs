@@ -134,6 +134,16 @@ impl<const N: usize> Buffer for ArrayBuf<N> {
     fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);
     }
+    fn try_extend(&mut self, bytes: &[u8]) -> Result<(), CapacityError> {
+        let end = self.len.saturating_add(bytes.len());
+        let dst = self.data.get_mut(self.len..end).ok_or(CapacityError {
+            requested: end,
+            capacity: N,
+        })?;
+        dst.copy_from_slice(bytes);
+        self.len = end;
+        Ok(())
+    }
     fn release(&mut self) {
         // Fixed storage cannot be freed; new bytes are zero-filled by `try_resize`, so stale
         // content is never exposed through this API.

@@ -65,6 +65,7 @@ enum ProviderArg {
     Rustcrypto,
     Ring,
     AwsLc,
+    Host,
     All,
 }
 
@@ -76,6 +77,8 @@ enum Provider {
     Ring,
     #[cfg(feature = "aws-lc-rs")]
     AwsLc,
+    #[cfg(all(feature = "ring", feature = "aws-lc-rs"))]
+    Host,
 }
 
 impl Provider {
@@ -86,6 +89,8 @@ impl Provider {
             Provider::Ring,
             #[cfg(feature = "aws-lc-rs")]
             Provider::AwsLc,
+            #[cfg(all(feature = "ring", feature = "aws-lc-rs"))]
+            Provider::Host,
         ]
     }
     fn name(self) -> &'static str {
@@ -95,6 +100,8 @@ impl Provider {
             Provider::Ring => "ring",
             #[cfg(feature = "aws-lc-rs")]
             Provider::AwsLc => "aws-lc",
+            #[cfg(all(feature = "ring", feature = "aws-lc-rs"))]
+            Provider::Host => "host",
         }
     }
     /// `true` for the provider `blerpc_proto::crypto::DefaultProvider` names in this build.
@@ -106,6 +113,8 @@ impl Provider {
             Provider::Ring => std::any::type_name::<blerpc_proto::crypto::Ring>(),
             #[cfg(feature = "aws-lc-rs")]
             Provider::AwsLc => std::any::type_name::<blerpc_proto::crypto::AwsLc>(),
+            #[cfg(all(feature = "ring", feature = "aws-lc-rs"))]
+            Provider::Host => std::any::type_name::<blerpc_proto::crypto::Host>(),
         };
         default == this
     }
@@ -116,16 +125,24 @@ impl Provider {
             ProviderArg::Rustcrypto => "rustcrypto",
             ProviderArg::Ring => "ring",
             ProviderArg::AwsLc => "aws-lc",
+            ProviderArg::Host => "host",
         };
         match all.into_iter().find(|p| p.name() == want) {
             Some(p) => Ok(vec![p]),
             None => bail!(
                 "provider {want} is not compiled in; build with `--features {}`",
-                if want == "aws-lc" { "aws-lc-rs" } else { want }
+                match want {
+                    "aws-lc" => "aws-lc-rs",
+                    "host" => "ring,aws-lc-rs",
+                    other => other,
+                }
             ),
         }
     }
 }
+
+/// Untimed warm-up before the samples of each repetition (both sides).
+const WARMUP: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// How many iterations per sample and how many samples.
 #[derive(Clone, Copy, Debug)]
@@ -138,6 +155,12 @@ struct Plan {
 /// Times `f`: calibrates a batch size (doubling until a batch takes `sample_ms`) unless fixed,
 /// then returns (iterations per sample, ns/op of each sample).
 fn measure(plan: Plan, mut f: impl FnMut() -> Result<()>) -> Result<(u64, Vec<f64>)> {
+    // Untimed warm-up: after the other side's turn the caches are cold and the vCPU may have
+    // clocked down; without this the first samples of every repetition read 2x slow.
+    let warm = Instant::now();
+    while warm.elapsed() < WARMUP {
+        f()?;
+    }
     let iters = match plan.iters {
         Some(n) => n.max(1),
         None => {
@@ -195,6 +218,8 @@ fn run_rust(w: Workload, p: Provider, plan: Plan) -> Result<(u64, Vec<f64>)> {
         Provider::Ring => run_workload(w, blerpc_proto::crypto::Ring, plan),
         #[cfg(feature = "aws-lc-rs")]
         Provider::AwsLc => run_workload(w, blerpc_proto::crypto::AwsLc, plan),
+        #[cfg(all(feature = "ring", feature = "aws-lc-rs"))]
+        Provider::Host => run_workload(w, blerpc_proto::crypto::Host, plan),
     }
 }
 

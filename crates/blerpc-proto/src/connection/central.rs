@@ -9,7 +9,8 @@ use super::events::{Ring, Warning};
 use super::outbox::{ControlFrame, ControlQueue, Outbox};
 use super::{
     CallError, CloseReason, ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError,
-    EventQueueFull, MIN_CONNECTION_ATT_MTU, MsgRef, Partials, TidSet, enqueue_command, wire_len,
+    EventQueueFull, MIN_CONNECTION_ATT_MTU, MsgRef, Partials, TidSet, bytes, enqueue_command,
+    wire_len,
 };
 use crate::Instant;
 use crate::assemble::{AssembleError, Assembler, AssemblerConfig};
@@ -395,6 +396,17 @@ where
             .min(MAX_DATA_LEN)
     }
 
+    /// Gives back the heap memory of buffers not in use. Buffers keep their capacity between
+    /// messages (re-allocating per message is slower than the copies); a runtime calls this when
+    /// the connection has been idle for a while, so an idle connection costs only its fixed
+    /// state (see the crate docs' memory table).
+    pub fn release_memory(&mut self) {
+        if self.pending_release.is_none() {
+            self.assembler.release_memory();
+        }
+        self.outbox.release_memory();
+    }
+
     /// Changes the ATT MTU (after an MTU exchange). Messages already being split keep the MTU
     /// they started with.
     pub fn set_att_mtu(&mut self, att_mtu: usize) -> Result<(), ConfigError> {
@@ -523,8 +535,7 @@ where
             tid,
             CommandType::Request,
             name,
-            item.len(),
-            |d| d.copy_from_slice(item),
+            bytes(item),
         )
         .map_err(enqueue_to_call_error)?;
         c.upload_tids.insert(tid);
@@ -953,8 +964,7 @@ where
             tid,
             CommandType::Request,
             cmd.name,
-            cmd.data.len(),
-            |d| d.copy_from_slice(cmd.data),
+            bytes(cmd.data),
         )
         .map_err(enqueue_to_call_error)?;
         self.next_tid = self.next_tid.wrapping_add(1);

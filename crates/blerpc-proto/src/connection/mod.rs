@@ -293,16 +293,28 @@ impl core::fmt::Display for ConfigError {
 #[cfg(feature = "std")]
 impl std::error::Error for ConfigError {}
 
+/// The data of a command being queued.
+pub(crate) enum Payload<'a, F: FnOnce(&mut [u8])> {
+    /// Copied into the outbox as is.
+    Bytes(&'a [u8]),
+    /// `len` bytes written in place by `fill` (no intermediate copy of large responses).
+    Fill { len: usize, fill: F },
+}
+
+/// A `Payload` of borrowed bytes (names the unused closure type).
+pub(crate) fn bytes(data: &[u8]) -> Payload<'_, fn(&mut [u8])> {
+    Payload::Bytes(data)
+}
+
 /// Serialises a command into a new outbox data entry, encrypting it in place when a session is
-/// established. `fill` writes the `data_len` data bytes after the command header.
+/// established.
 pub(crate) fn enqueue_command<B, A, F>(
     outbox: &mut outbox::Outbox<B>,
     session: Option<&mut crate::session::Session<A>>,
     tid: u8,
     kind: crate::wire::command::CommandType,
     name: &str,
-    data_len: usize,
-    fill: F,
+    payload: Payload<'_, F>,
 ) -> Result<(), EnqueueError>
 where
     B: crate::buf::Buffer,
@@ -310,34 +322,57 @@ where
     F: FnOnce(&mut [u8]),
 {
     use crate::session::{COUNTER_LEN, SESSION_OVERHEAD};
-    use crate::wire::command::Command;
+    use crate::wire::command::{Command, MAX_NAME_LEN};
+    const COUNTER_ROOM: [u8; COUNTER_LEN] = [0; COUNTER_LEN];
+    const TAG_ROOM: [u8; SESSION_OVERHEAD - COUNTER_LEN] = [0; SESSION_OVERHEAD - COUNTER_LEN];
+    let data_len = match &payload {
+        Payload::Bytes(d) => d.len(),
+        Payload::Fill { len, .. } => *len,
+    };
     let header_len = Command::header_len(name.len());
     let cmd_len = header_len + data_len;
     let encrypted = session.is_some();
-    let (pre, body_len) = if encrypted {
-        (COUNTER_LEN, cmd_len + SESSION_OVERHEAD)
-    } else {
-        (0, cmd_len)
+    let seal = |body: &mut [u8]| match session {
+        Some(s) => s
+            .seal_in_place(body)
+            .map_err(|_| EnqueueError::CounterExhausted),
+        None => Ok(()),
     };
-    outbox
-        .push_data_with(tid, body_len, |body| {
-            let cmd = body
-                .get_mut(pre..pre + cmd_len)
-                .ok_or(EnqueueError::Internal)?;
-            Command::emit_header(kind, name, data_len, cmd).map_err(|_| EnqueueError::Invalid)?;
-            if let Some(data) = cmd.get_mut(header_len..) {
-                fill(data);
-            }
-            if let Some(s) = session {
-                s.seal_in_place(body)
-                    .map_err(|_| EnqueueError::CounterExhausted)?;
-            }
-            Ok(())
-        })
-        .map_err(|e| match e {
-            outbox::PushError::Full(f) => EnqueueError::Full(f),
-            outbox::PushError::Fill(e) => e,
-        })
+    let result = match payload {
+        Payload::Bytes(data) => {
+            let mut header = [0u8; Command::header_len(MAX_NAME_LEN)];
+            let header = header.get_mut(..header_len).ok_or(EnqueueError::Invalid)?;
+            Command::emit_header(kind, name, data_len, header)
+                .map_err(|_| EnqueueError::Invalid)?;
+            let parts: [&[u8]; 4] = if encrypted {
+                [&COUNTER_ROOM, header, data, &TAG_ROOM]
+            } else {
+                [&[], header, data, &[]]
+            };
+            outbox.push_data_parts(tid, &parts, seal)
+        }
+        Payload::Fill { len, fill } => {
+            let (pre, body_len) = if encrypted {
+                (COUNTER_LEN, cmd_len + SESSION_OVERHEAD)
+            } else {
+                (0, cmd_len)
+            };
+            outbox.push_data_with(tid, body_len, |body| {
+                let cmd = body
+                    .get_mut(pre..pre + cmd_len)
+                    .ok_or(EnqueueError::Internal)?;
+                Command::emit_header(kind, name, len, cmd).map_err(|_| EnqueueError::Invalid)?;
+                if let Some(data) = cmd.get_mut(header_len..) {
+                    fill(data);
+                }
+                seal(body)
+            })
+        }
+    };
+    result.map_err(|e| match e {
+        outbox::PushError::Full(f) => EnqueueError::Full(f),
+        outbox::PushError::Fill(e) => e,
+    })
 }
 
 /// Wire length of a command once (optionally) encrypted.

@@ -99,6 +99,49 @@ impl<B: Buffer> Outbox<B> {
         Ok(())
     }
 
+    /// Appends a data entry whose body is the concatenation of `parts` (copied once, never
+    /// zero-filled first), then lets `seal` transform the body in place. On any failure the
+    /// queue is left exactly as it was.
+    pub(crate) fn push_data_parts<E>(
+        &mut self,
+        tid: u8,
+        parts: &[&[u8]],
+        seal: impl FnOnce(&mut [u8]) -> Result<(), E>,
+    ) -> Result<(), PushError<E>> {
+        let body_len = parts
+            .iter()
+            .map(|p| p.len())
+            .fold(0usize, usize::saturating_add);
+        let needed = ENTRY_HEADER_LEN.saturating_add(body_len);
+        let free = self.free();
+        let full = Full { needed, free };
+        let len32 = u32::try_from(body_len).map_err(|_| PushError::Full(full))?;
+        if needed > free {
+            return Err(PushError::Full(full));
+        }
+        self.compact_if_needed(needed);
+        let start = self.buf.len();
+        let [l0, l1, l2, l3] = len32.to_le_bytes();
+        let header = [KIND_DATA, tid, l0, l1, l2, l3];
+        let written = self.buf.try_reserve(needed).is_ok()
+            && self.buf.try_extend(&header).is_ok()
+            && parts.iter().all(|p| self.buf.try_extend(p).is_ok());
+        if !written {
+            self.buf.truncate(start);
+            return Err(PushError::Full(full));
+        }
+        let body_start = start + ENTRY_HEADER_LEN;
+        let result = match self.buf.as_mut_slice().get_mut(body_start..) {
+            Some(body) => seal(body),
+            None => Ok(()),
+        };
+        if let Err(e) = result {
+            self.buf.truncate(start);
+            return Err(PushError::Fill(e));
+        }
+        Ok(())
+    }
+
     /// Appends a control entry, sent as one CONTROL container in queue order.
     pub(crate) fn push_control(
         &mut self,
@@ -173,8 +216,9 @@ impl<B: Buffer> Outbox<B> {
         self.head = self.head.saturating_add(ENTRY_HEADER_LEN + body_len);
         self.cursor = None;
         if self.head >= self.buf.len() {
+            // Keep the capacity for the next message; `release_memory` frees it when idle.
             self.head = 0;
-            self.buf.release();
+            self.buf.clear();
         }
     }
 
@@ -218,6 +262,15 @@ impl<B: Buffer> Outbox<B> {
                 }
                 Err(_) => return None,
             }
+        }
+    }
+
+    /// Frees the buffer's heap memory if nothing is queued.
+    pub(crate) fn release_memory(&mut self) {
+        if self.is_empty() {
+            self.head = 0;
+            self.cursor = None;
+            self.buf.release();
         }
     }
 

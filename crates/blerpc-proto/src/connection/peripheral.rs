@@ -9,7 +9,8 @@ use super::events::{Ring, Warning};
 use super::outbox::{ControlFrame, ControlQueue, Outbox};
 use super::{
     ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError, EventQueueFull,
-    MIN_CONNECTION_ATT_MTU, MsgRef, Partials, SendError, TidSet, enqueue_command, wire_len,
+    MIN_CONNECTION_ATT_MTU, MsgRef, Partials, Payload, SendError, TidSet, bytes, enqueue_command,
+    wire_len,
 };
 use crate::Direction;
 use crate::Instant;
@@ -255,6 +256,17 @@ where
         self.dropped_warnings
     }
 
+    /// Gives back the heap memory of buffers not in use. Buffers keep their capacity between
+    /// messages (re-allocating per message is slower than the copies); a runtime calls this when
+    /// the connection has been idle for a while, so an idle connection costs only its fixed
+    /// state (see the crate docs' memory table).
+    pub fn release_memory(&mut self) {
+        if self.pending_release.is_none() {
+            self.assembler.release_memory();
+        }
+        self.outbox.release_memory();
+    }
+
     /// Changes the ATT MTU (after an MTU exchange).
     pub fn set_att_mtu(&mut self, att_mtu: usize) -> Result<(), ConfigError> {
         if att_mtu < MIN_CONNECTION_ATT_MTU {
@@ -274,7 +286,8 @@ where
         name: &str,
         data: &[u8],
     ) -> Result<(), SendError> {
-        self.respond_with(now, tid, name, data.len(), |d| d.copy_from_slice(data))
+        let _ = now;
+        self.respond_payload(tid, name, bytes(data))
     }
 
     /// Like [`Peripheral::respond`], but `fill` writes the `data_len` data bytes straight into the
@@ -288,10 +301,30 @@ where
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<(), SendError> {
         let _ = now;
+        self.respond_payload(
+            tid,
+            name,
+            Payload::Fill {
+                len: data_len,
+                fill,
+            },
+        )
+    }
+
+    fn respond_payload<F: FnOnce(&mut [u8])>(
+        &mut self,
+        tid: u8,
+        name: &str,
+        payload: Payload<'_, F>,
+    ) -> Result<(), SendError> {
         self.check_open()?;
         if !self.pending.contains(tid) {
             return Err(SendError::UnknownRequest);
         }
+        let data_len = match &payload {
+            Payload::Bytes(d) => d.len(),
+            Payload::Fill { len, .. } => *len,
+        };
         if let Err(e) = self.check_response(name, data_len) {
             if let SendError::ResponseTooLarge { .. } | SendError::Split(_) = e {
                 self.pending.remove(tid);
@@ -299,7 +332,7 @@ where
             }
             return Err(e);
         }
-        self.enqueue(tid, name, data_len, fill)?;
+        self.enqueue(tid, name, payload)?;
         self.pending.remove(tid);
         Ok(())
     }
@@ -357,7 +390,7 @@ where
         }
         self.check_response(name, data.len())?;
         let tid = self.next_tid;
-        self.enqueue(tid, name, data.len(), |d| d.copy_from_slice(data))?;
+        self.enqueue(tid, name, bytes(data))?;
         self.next_tid = self.next_tid.wrapping_add(1);
         self.stream = Some((request_tid, sent + 1));
         Ok(())
@@ -396,7 +429,7 @@ where
         self.check_open()?;
         self.check_response(name, data.len())?;
         let tid = self.next_tid;
-        self.enqueue(tid, name, data.len(), |d| d.copy_from_slice(data))?;
+        self.enqueue(tid, name, bytes(data))?;
         self.next_tid = self.next_tid.wrapping_add(1);
         Ok(())
     }
@@ -561,12 +594,11 @@ where
         Ok(())
     }
 
-    fn enqueue(
+    fn enqueue<F: FnOnce(&mut [u8])>(
         &mut self,
         tid: u8,
         name: &str,
-        data_len: usize,
-        fill: impl FnOnce(&mut [u8]),
+        payload: Payload<'_, F>,
     ) -> Result<(), SendError> {
         enqueue_command(
             &mut self.outbox,
@@ -574,8 +606,7 @@ where
             tid,
             CommandType::Response,
             name,
-            data_len,
-            fill,
+            payload,
         )
         .map_err(|e| match e {
             EnqueueError::Full(f) => SendError::OutboxFull {

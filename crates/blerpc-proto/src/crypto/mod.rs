@@ -97,16 +97,27 @@ mod aws_lc;
 #[cfg_attr(docsrs, doc(cfg(feature = "aws-lc-rs")))]
 pub use self::aws_lc::{AwsLc, AwsLcAead};
 
-/// The provider a host runtime should use: `Ring` with the `ring` feature, else `AwsLc` with
-/// `aws-lc-rs`, else [`RustCrypto`]. See the module docs for the measurements.
-#[cfg(feature = "ring")]
+#[cfg(all(feature = "ring", feature = "aws-lc-rs"))]
+mod host;
+#[cfg(all(feature = "ring", feature = "aws-lc-rs"))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "ring", feature = "aws-lc-rs"))))]
+pub use self::host::Host;
+
+/// The provider a host runtime should use: [`Host`] (ring's AES-GCM with aws-lc-rs's X25519 and
+/// Ed25519) with both host features, else `Ring`, else `AwsLc`, else [`RustCrypto`]. See the
+/// module docs for the measurements.
+#[cfg(all(feature = "ring", feature = "aws-lc-rs"))]
+pub type DefaultProvider = Host;
+/// The provider a host runtime should use: [`Host`] (ring's AES-GCM with aws-lc-rs's X25519 and
+/// Ed25519) with both host features, else `Ring`, else `AwsLc`, else [`RustCrypto`].
+#[cfg(all(feature = "ring", not(feature = "aws-lc-rs")))]
 pub type DefaultProvider = Ring;
-/// The provider a host runtime should use: `Ring` with the `ring` feature, else `AwsLc` with
-/// `aws-lc-rs`, else [`RustCrypto`]. See the module docs for the measurements.
+/// The provider a host runtime should use: [`Host`] (ring's AES-GCM with aws-lc-rs's X25519 and
+/// Ed25519) with both host features, else `Ring`, else `AwsLc`, else [`RustCrypto`].
 #[cfg(all(feature = "aws-lc-rs", not(feature = "ring")))]
 pub type DefaultProvider = AwsLc;
-/// The provider a host runtime should use: `Ring` with the `ring` feature, else `AwsLc` with
-/// `aws-lc-rs`, else [`RustCrypto`]. See the module docs for the measurements.
+/// The provider a host runtime should use: [`Host`] (ring's AES-GCM with aws-lc-rs's X25519 and
+/// Ed25519) with both host features, else `Ring`, else `AwsLc`, else [`RustCrypto`].
 #[cfg(not(any(feature = "ring", feature = "aws-lc-rs")))]
 pub type DefaultProvider = RustCrypto;
 
@@ -447,6 +458,12 @@ pub(crate) mod tests {
     #[test]
     fn ring_vectors() {
         check_vectors(&Ring);
+    }
+
+    #[cfg(all(feature = "ring", feature = "aws-lc-rs"))]
+    #[test]
+    fn host_vectors() {
+        check_vectors(&super::Host);
     }
 
     #[cfg(feature = "aws-lc-rs")]
