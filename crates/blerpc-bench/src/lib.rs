@@ -233,7 +233,7 @@ impl<P: CryptoProvider> CodecPath<P> {
         let mut pdus = 0;
         let mut done = None;
         while let Some(n) = cursor
-            .emit_next(&body, &mut self.pdu)
+            .emit_next(body, &mut self.pdu)
             .context("emit container")?
         {
             pdus += 1;
