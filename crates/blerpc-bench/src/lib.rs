@@ -11,7 +11,7 @@
 //!
 //! Each workload is a struct built once (keys, sessions and the assembler live across
 //! iterations, as they do on a connection) whose `run_once` performs one message or one
-//! handshake and checks the result cheaply; [`verify`] checks full equality outside the timed
+//! handshake and checks the result cheaply; [`CodecPath::verify`] checks full equality outside the timed
 //! region.
 #![forbid(unsafe_code)]
 

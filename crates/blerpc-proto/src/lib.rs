@@ -43,7 +43,8 @@
 //! }
 //! ```
 //!
-//! Every buffer and queue is bounded by [`connection::Config`]; buffers are generic over
+//! Every buffer and queue is bounded by [`connection::CentralConfig`] and
+//! [`connection::PeripheralConfig`]; buffers are generic over
 //! [`buf::Buffer`], so the same state machine runs on a fixed [`buf::ArrayBuf`] without an
 //! allocator or on `Vec<u8>` with the `alloc` feature.
 //!
