@@ -356,6 +356,22 @@ where
         Ok(())
     }
 
+    /// Sends an ERROR control for any transaction id, pending or not: for failures that have
+    /// no pending request to answer (e.g. the final response of an upload, which the central
+    /// binds to the tid of its STREAM_END_C2P).
+    pub fn report_error(
+        &mut self,
+        now: Instant,
+        tid: u8,
+        code: ErrorCode,
+    ) -> Result<(), SendError> {
+        let _ = now;
+        self.check_open()?;
+        self.pending.remove(tid);
+        self.send_error(tid, code);
+        Ok(())
+    }
+
     /// Marks request `tid` as handled without a response (an item of a central→peripheral
     /// stream).
     pub fn ack(&mut self, tid: u8) -> Result<(), SendError> {

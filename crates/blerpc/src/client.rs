@@ -1,0 +1,769 @@
+//! The client (central): connects over any [`Link`], runs the setup sequence and the key exchange,
+//! and makes unary calls and streams in both directions.
+//!
+//! One task owns the connection: it drives the sans-IO [`Central`] and `select!`s over the link's
+//! receive half, flushing its transmit half, the next protocol timeout, and commands from
+//! [`Client`] handles. Handles are cheap to clone and can be used from many tasks at once.
+
+use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use blerpc_proto::connection::{
+    CallError, CallId, CallKind, Central, CentralConfig, CentralEvent, CloseReason, ConfigError,
+    Pinning,
+};
+use blerpc_proto::crypto::DefaultProvider;
+use blerpc_proto::handshake::{TofuError, tofu_verify};
+use blerpc_proto::wire::capabilities::Capabilities;
+use rand_core::OsRng;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::clock::Clock;
+use crate::known_keys::{KnownKeysFile, to_hex};
+use crate::link::{Link, LinkError, LinkRx, LinkTx};
+
+/// Calls in flight on one connection at most (the central's reassembly slots).
+pub const MAX_CALLS_IN_FLIGHT: usize = 4;
+
+type HostCentral = Central<DefaultProvider, OsRng, Vec<u8>, Vec<u8>, MAX_CALLS_IN_FLIGHT>;
+
+/// Errors of the client.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The link failed.
+    #[error("link error: {0}")]
+    Link(#[from] LinkError),
+    /// Connection setup failed (capabilities, key exchange, encryption requirement).
+    #[error("connection setup failed: {0}")]
+    Setup(CloseReason),
+    /// The peripheral's identity key was refused.
+    #[error("peripheral identity refused: {0}")]
+    Identity(String),
+    /// The call failed (timeout, an ERROR from the peripheral, BUSY, a local limit).
+    #[error("{0}")]
+    Call(CallError),
+    /// The connection is closed.
+    #[error("connection closed")]
+    Closed,
+    /// A server stream produced items faster than they were consumed.
+    #[error("stream consumer too slow: more than {0} items buffered")]
+    StreamOverflow(usize),
+    /// A response did not decode (generated clients).
+    #[error("response does not decode: {0}")]
+    Decode(String),
+    /// The configuration is invalid.
+    #[error("invalid configuration: {0}")]
+    Config(ConfigError),
+}
+
+impl Error {
+    /// A decode error from any displayable cause (used by generated clients).
+    pub fn decode(e: impl std::fmt::Display) -> Self {
+        Error::Decode(e.to_string())
+    }
+}
+
+/// How the client decides to trust the peripheral's identity key.
+#[derive(Clone, Debug)]
+pub enum PinPolicy {
+    /// Trust on first use, pins kept in this file (the default, at
+    /// [`KnownKeysFile::default_path`]). A different key later is refused.
+    KnownKeys(KnownKeysFile),
+    /// Accept only this Ed25519 public key.
+    Trust([u8; 32]),
+    /// Accept any key: an explicit opt-out, open to man-in-the-middle attacks.
+    NoPin,
+}
+
+/// Configuration of a [`Client`].
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// The protocol configuration. `att_mtu` is taken from the link; `pinning` from
+    /// [`ClientConfig::pinning`].
+    pub central: CentralConfig,
+    /// Identity policy. Default: trust on first use in the default known-keys file.
+    pub pinning: PinPolicy,
+    /// The key pins are stored under; default: the link's peer id.
+    pub device_id: Option<String>,
+    /// Items a server stream buffers before the consumer must catch up. Default 1,024.
+    pub stream_buffer: usize,
+    /// Commands from handles waiting for the connection task. Default 64.
+    pub command_buffer: usize,
+    /// Buffers are released after the connection has been idle this long. Default 1 s.
+    pub idle_release: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            central: CentralConfig::default(),
+            pinning: PinPolicy::KnownKeys(KnownKeysFile::new(KnownKeysFile::default_path())),
+            device_id: None,
+            stream_buffer: 1024,
+            command_buffer: 64,
+            idle_release: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What setup established.
+#[derive(Clone, Debug)]
+pub struct ConnectionInfo {
+    /// `true` when calls are end-to-end encrypted.
+    pub encrypted: bool,
+    /// The peripheral's identity key (when encrypted).
+    pub peer_identity: Option<[u8; 32]>,
+    /// The peripheral's CAPABILITIES.
+    pub capabilities: Option<Capabilities>,
+    /// The peripheral's TIMEOUT value (ms).
+    pub peer_timeout_ms: u16,
+    /// The link's ATT MTU.
+    pub att_mtu: usize,
+    /// The link's peer id.
+    pub peer_id: String,
+}
+
+enum Sink {
+    Unary(oneshot::Sender<Result<Vec<u8>, Error>>),
+    Stream(mpsc::Sender<Result<Vec<u8>, Error>>),
+}
+
+enum Cmd {
+    Start {
+        name: String,
+        request: Vec<u8>,
+        kind: CallKind,
+        sink: Sink,
+        reply: oneshot::Sender<Result<CallId, Error>>,
+    },
+    Item {
+        call: CallId,
+        data: Vec<u8>,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
+    Finish {
+        call: CallId,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
+    Cancel {
+        call: CallId,
+    },
+    Close {
+        reply: oneshot::Sender<()>,
+    },
+}
+
+/// A handle to a connection. Clone it freely; the connection closes when the last handle is
+/// dropped or [`Client::close`] is called.
+#[derive(Clone, Debug)]
+pub struct Client {
+    cmds: mpsc::Sender<Cmd>,
+    info: Arc<ConnectionInfo>,
+    stream_buffer: usize,
+}
+
+impl std::fmt::Debug for Cmd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cmd")
+    }
+}
+
+impl Client {
+    /// Connects over `link`: runs TIMEOUT, CAPABILITIES and the key exchange, and returns once
+    /// calls can be made.
+    pub async fn connect<L: Link>(link: L, config: ClientConfig) -> Result<Client, Error> {
+        let mut central_config = config.central;
+        central_config.att_mtu = link.att_mtu();
+        central_config.pinning = match &config.pinning {
+            PinPolicy::KnownKeys(_) => Pinning::Decide,
+            PinPolicy::Trust(key) => Pinning::Expect(*key),
+            PinPolicy::NoPin => Pinning::Disabled,
+        };
+        let peer_id = link.peer_id();
+        let device_id = config.device_id.clone().unwrap_or_else(|| peer_id.clone());
+        let clock = Clock::new();
+        let central = HostCentral::new(
+            central_config,
+            DefaultProvider::default(),
+            OsRng,
+            clock.now(),
+        )
+        .map_err(Error::Config)?;
+        let (cmd_tx, cmd_rx) = mpsc::channel(config.command_buffer.max(1));
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let task = Task {
+            central,
+            clock,
+            cmds: cmd_rx,
+            sinks: HashMap::new(),
+            blocked: VecDeque::new(),
+            pinning: config.pinning,
+            device_id,
+            ready: Some(ready_tx),
+            identity_error: None,
+            idle_release: config.idle_release,
+            att_mtu: link.att_mtu(),
+            peer_id: peer_id.clone(),
+        };
+        tokio::spawn(task.run(link));
+        let info = ready_rx.await.map_err(|_| Error::Closed)??;
+        Ok(Client {
+            cmds: cmd_tx,
+            info: Arc::new(info),
+            stream_buffer: config.stream_buffer.max(1),
+        })
+    }
+
+    /// What setup established.
+    pub fn info(&self) -> &ConnectionInfo {
+        &self.info
+    }
+
+    async fn start(
+        &self,
+        name: &str,
+        request: Vec<u8>,
+        kind: CallKind,
+        sink: Sink,
+    ) -> Result<CallId, Error> {
+        let (reply, rx) = oneshot::channel();
+        let cmd = Cmd::Start {
+            name: name.to_string(),
+            request,
+            kind,
+            sink,
+            reply,
+        };
+        self.cmds.send(cmd).await.map_err(|_| Error::Closed)?;
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
+    /// A unary call: sends `request` (protobuf bytes) to command `name` and returns the
+    /// response's protobuf bytes.
+    pub async fn call(&self, name: &str, request: Vec<u8>) -> Result<Vec<u8>, Error> {
+        let (tx, rx) = oneshot::channel();
+        let call = self
+            .start(name, request, CallKind::Unary, Sink::Unary(tx))
+            .await?;
+        let guard = CancelOnDrop {
+            cmds: self.cmds.clone(),
+            call: Some(call),
+        };
+        let result = rx.await.map_err(|_| Error::Closed)?;
+        guard.disarm();
+        result
+    }
+
+    /// A peripheral→central stream: sends `request`, then yields each response until the
+    /// peripheral ends the stream. Dropping the stream cancels the call.
+    pub async fn server_stream(
+        &self,
+        name: &str,
+        request: Vec<u8>,
+    ) -> Result<ResponseStream, Error> {
+        let (tx, rx) = mpsc::channel(self.stream_buffer);
+        let call = self
+            .start(name, request, CallKind::ServerStream, Sink::Stream(tx))
+            .await?;
+        Ok(ResponseStream {
+            rx,
+            guard: CancelOnDrop {
+                cmds: self.cmds.clone(),
+                call: Some(call),
+            },
+        })
+    }
+
+    /// A central→peripheral stream: returns an [`Upload`] to send items on and finish.
+    pub async fn client_stream(&self, name: &str) -> Result<Upload, Error> {
+        let (tx, rx) = oneshot::channel();
+        let call = self
+            .start(name, Vec::new(), CallKind::ClientStream, Sink::Unary(tx))
+            .await?;
+        Ok(Upload {
+            cmds: self.cmds.clone(),
+            call,
+            response: Some(rx),
+            guard: CancelOnDrop {
+                cmds: self.cmds.clone(),
+                call: Some(call),
+            },
+        })
+    }
+
+    /// Closes the connection (every call in flight fails with [`Error::Closed`]).
+    pub async fn close(&self) {
+        let (reply, rx) = oneshot::channel();
+        if self.cmds.send(Cmd::Close { reply }).await.is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// `true` once the connection has closed.
+    pub fn is_closed(&self) -> bool {
+        self.cmds.is_closed()
+    }
+}
+
+/// Cancels a call if the future or stream waiting for it is dropped.
+#[derive(Debug)]
+struct CancelOnDrop {
+    cmds: mpsc::Sender<Cmd>,
+    call: Option<CallId>,
+}
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.call = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(call) = self.call.take() {
+            // Best effort: if the channel is full the call simply times out in the core.
+            let _ = self.cmds.try_send(Cmd::Cancel { call });
+        }
+    }
+}
+
+/// The responses of a peripheral→central stream ([`Client::server_stream`]).
+#[derive(Debug)]
+pub struct ResponseStream {
+    rx: mpsc::Receiver<Result<Vec<u8>, Error>>,
+    guard: CancelOnDrop,
+}
+
+impl futures_core::Stream for ResponseStream {
+    type Item = Result<Vec<u8>, Error>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let poll = self.rx.poll_recv(cx);
+        if let Poll::Ready(None) = poll {
+            // Ended by the peripheral: nothing to cancel.
+            self.guard.call = None;
+        }
+        poll
+    }
+}
+
+/// An open central→peripheral stream ([`Client::client_stream`]).
+#[derive(Debug)]
+pub struct Upload {
+    cmds: mpsc::Sender<Cmd>,
+    call: CallId,
+    response: Option<oneshot::Receiver<Result<Vec<u8>, Error>>>,
+    guard: CancelOnDrop,
+}
+
+impl Upload {
+    /// Sends one item (protobuf bytes). Waits while the link is congested.
+    pub async fn send(&mut self, item: Vec<u8>) -> Result<(), Error> {
+        let (reply, rx) = oneshot::channel();
+        let cmd = Cmd::Item {
+            call: self.call,
+            data: item,
+            reply,
+        };
+        self.cmds.send(cmd).await.map_err(|_| Error::Closed)?;
+        match rx.await.map_err(|_| Error::Closed)? {
+            Ok(()) => Ok(()),
+            // The call already failed (e.g. the peripheral refused an item): report why.
+            Err(Error::Call(CallError::UnknownCall)) => Err(self.failure().await),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn failure(&mut self) -> Error {
+        match self.response.take() {
+            Some(rx) => match rx.await {
+                Ok(Err(e)) => e,
+                _ => Error::Closed,
+            },
+            None => Error::Closed,
+        }
+    }
+
+    /// Ends the stream and returns the peripheral's final response.
+    pub async fn finish(mut self) -> Result<Vec<u8>, Error> {
+        let (reply, rx) = oneshot::channel();
+        let cmd = Cmd::Finish {
+            call: self.call,
+            reply,
+        };
+        self.cmds.send(cmd).await.map_err(|_| Error::Closed)?;
+        if let Err(e) = rx.await.map_err(|_| Error::Closed)? {
+            return Err(match e {
+                Error::Call(CallError::UnknownCall) => self.failure().await,
+                e => e,
+            });
+        }
+        let response = self.response.take().ok_or(Error::Closed)?;
+        let result = response.await.map_err(|_| Error::Closed)?;
+        self.guard.call = None;
+        result
+    }
+}
+
+/// The connection task.
+struct Task {
+    central: HostCentral,
+    clock: Clock,
+    cmds: mpsc::Receiver<Cmd>,
+    sinks: HashMap<CallId, Sink>,
+    blocked: VecDeque<Cmd>,
+    pinning: PinPolicy,
+    device_id: String,
+    ready: Option<oneshot::Sender<Result<ConnectionInfo, Error>>>,
+    identity_error: Option<String>,
+    idle_release: Duration,
+    att_mtu: usize,
+    peer_id: String,
+}
+
+impl Task {
+    async fn run<L: Link>(mut self, link: L) {
+        let (mut tx, mut rx) = link.split();
+        let mut buf = vec![0u8; self.att_mtu.max(4)];
+        let mut idle_since: Option<tokio::time::Instant> = None;
+        let mut released = false;
+        loop {
+            self.drain_events();
+            self.retry_blocked();
+            // Move everything the protocol wants to send into the link's queue.
+            while !tx.is_full() {
+                let Some(n) = self.central.poll_transmit(self.clock.now(), &mut buf) else {
+                    break;
+                };
+                let pdu = buf.get(..n).unwrap_or(&[]);
+                if let Err(e) = tx.queue(pdu) {
+                    self.fail_all(Error::Link(e));
+                    return;
+                }
+            }
+            if self.central.is_closed() && !tx.has_pending() {
+                self.fail_all(Error::Closed);
+                let _ = tx.close().await;
+                return;
+            }
+            // Give buffers back once the connection has been idle for a while.
+            if self.sinks.is_empty() && !tx.has_pending() {
+                let since = *idle_since.get_or_insert_with(tokio::time::Instant::now);
+                if !released && since.elapsed() >= self.idle_release {
+                    self.central.release_memory();
+                    released = true;
+                }
+            } else {
+                idle_since = None;
+                released = false;
+            }
+            let protocol_deadline = self.central.poll_timeout().map(|t| self.clock.to_tokio(t));
+            let idle_deadline = idle_since
+                .filter(|_| !released)
+                .map(|s| s + self.idle_release);
+            let deadline = [protocol_deadline, idle_deadline]
+                .into_iter()
+                .flatten()
+                .min();
+            tokio::select! {
+                flushed = tx.flush(), if tx.has_pending() => {
+                    if let Err(e) = flushed {
+                        self.fail_all(Error::Link(e));
+                        return;
+                    }
+                }
+                pdu = rx.recv() => match pdu {
+                    Ok(Some(pdu)) => {
+                        // Events are drained every iteration, so the queue has room.
+                        let _ = self.central.handle_input(self.clock.now(), pdu);
+                    }
+                    Ok(None) => {
+                        self.fail_all(Error::Closed);
+                        return;
+                    }
+                    Err(e) => {
+                        self.fail_all(Error::Link(e));
+                        return;
+                    }
+                },
+                () = sleep_until(deadline), if deadline.is_some() => {
+                    self.central.handle_timeout(self.clock.now());
+                }
+                cmd = self.cmds.recv(), if self.blocked.is_empty() => match cmd {
+                    Some(Cmd::Close { reply }) => {
+                        self.central.close(self.clock.now());
+                        self.drain_events();
+                        let _ = tx.close().await;
+                        let _ = reply.send(());
+                        self.fail_all(Error::Closed);
+                        return;
+                    }
+                    Some(cmd) => self.apply(cmd),
+                    None => {
+                        // Every handle is gone.
+                        self.central.close(self.clock.now());
+                        let _ = tx.close().await;
+                        return;
+                    }
+                },
+            }
+        }
+    }
+
+    fn apply(&mut self, cmd: Cmd) {
+        let now = self.clock.now();
+        match cmd {
+            Cmd::Start {
+                name,
+                request,
+                kind,
+                sink,
+                reply,
+            } => match self.central.start_call(now, &name, &request, kind) {
+                Ok(id) => {
+                    self.sinks.insert(id, sink);
+                    let _ = reply.send(Ok(id));
+                }
+                Err(CallError::OutboxFull { .. }) => {
+                    self.blocked.push_back(Cmd::Start {
+                        name,
+                        request,
+                        kind,
+                        sink,
+                        reply,
+                    });
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(self.call_error(e)));
+                }
+            },
+            Cmd::Item { call, data, reply } => {
+                match self.central.send_stream_item(now, call, &data) {
+                    Ok(()) => {
+                        let _ = reply.send(Ok(()));
+                    }
+                    Err(CallError::OutboxFull { .. }) => {
+                        self.blocked.push_back(Cmd::Item { call, data, reply });
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(self.call_error(e)));
+                    }
+                }
+            }
+            Cmd::Finish { call, reply } => match self.central.finish_stream(now, call) {
+                Ok(()) => {
+                    let _ = reply.send(Ok(()));
+                }
+                Err(CallError::OutboxFull { .. }) => {
+                    self.blocked.push_back(Cmd::Finish { call, reply });
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(self.call_error(e)));
+                }
+            },
+            Cmd::Cancel { call } => {
+                let _ = self.central.cancel(call);
+                self.sinks.remove(&call);
+            }
+            Cmd::Close { reply } => {
+                let _ = reply.send(());
+            }
+        }
+    }
+
+    fn call_error(&self, e: CallError) -> Error {
+        if self.central.is_closed() {
+            Error::Closed
+        } else {
+            Error::Call(e)
+        }
+    }
+
+    /// Re-applies commands that waited for outbox space, in order, while there is room.
+    fn retry_blocked(&mut self) {
+        while let Some(cmd) = self.blocked.pop_front() {
+            let before = self.blocked.len();
+            self.apply(cmd);
+            if self.blocked.len() > before {
+                // Still no room: it went back to the end; move it to the front to keep order.
+                if let Some(cmd) = self.blocked.pop_back() {
+                    self.blocked.push_front(cmd);
+                }
+                return;
+            }
+        }
+    }
+
+    fn drain_events(&mut self) {
+        loop {
+            let mut identity = None;
+            let Some(event) = self.central.poll_event() else {
+                return;
+            };
+            match event {
+                CentralEvent::Connected { encrypted } => {
+                    let info = ConnectionInfo {
+                        encrypted,
+                        peer_identity: self.central.peer_identity(),
+                        capabilities: self.central.capabilities(),
+                        peer_timeout_ms: self.central.peer_timeout_ms(),
+                        att_mtu: self.att_mtu,
+                        peer_id: self.peer_id.clone(),
+                    };
+                    if let Some(ready) = self.ready.take() {
+                        let _ = ready.send(Ok(info));
+                    }
+                }
+                CentralEvent::IdentityPresented { identity: key } => identity = Some(key),
+                CentralEvent::Response { call, data } => {
+                    let data = data.to_vec();
+                    match self.sinks.remove(&call) {
+                        Some(Sink::Unary(tx)) => {
+                            let _ = tx.send(Ok(data));
+                        }
+                        Some(Sink::Stream(tx)) => {
+                            let _ = tx.try_send(Ok(data));
+                        }
+                        None => {}
+                    }
+                }
+                CentralEvent::StreamItem { call, data } => {
+                    let data = data.to_vec();
+                    if let Some(Sink::Stream(tx)) = self.sinks.get(&call) {
+                        let capacity = tx.max_capacity();
+                        match tx.try_send(Ok(data)) {
+                            Ok(()) => {}
+                            Err(mpsc::error::TrySendError::Full(_)) => {
+                                let _ = tx.try_send(Err(Error::StreamOverflow(capacity)));
+                                self.sinks.remove(&call);
+                                let _ = self.central.cancel(call);
+                            }
+                            Err(mpsc::error::TrySendError::Closed(_)) => {
+                                self.sinks.remove(&call);
+                                let _ = self.central.cancel(call);
+                            }
+                        }
+                    }
+                }
+                CentralEvent::StreamEnd { call } => {
+                    self.sinks.remove(&call);
+                }
+                CentralEvent::CallFailed { call, error } => {
+                    let error = if error == CallError::Closed {
+                        Error::Closed
+                    } else {
+                        Error::Call(error)
+                    };
+                    match self.sinks.remove(&call) {
+                        Some(Sink::Unary(tx)) => {
+                            let _ = tx.send(Err(error));
+                        }
+                        Some(Sink::Stream(tx)) => {
+                            let _ = tx.try_send(Err(error));
+                        }
+                        None => {}
+                    }
+                }
+                CentralEvent::Closed { reason } => {
+                    if let Some(ready) = self.ready.take() {
+                        let error = match (reason, self.identity_error.take()) {
+                            (CloseReason::IdentityRejected, Some(detail)) => {
+                                Error::Identity(detail)
+                            }
+                            _ => Error::Setup(reason),
+                        };
+                        let _ = ready.send(Err(error));
+                    }
+                }
+                CentralEvent::Warning(w) => tracing::debug!(peer = %self.peer_id, "dropped: {w:?}"),
+                _ => {}
+            }
+            if let Some(key) = identity {
+                self.decide_identity(key);
+            }
+        }
+    }
+
+    fn decide_identity(&mut self, key: [u8; 32]) {
+        let now = self.clock.now();
+        let PinPolicy::KnownKeys(store) = &mut self.pinning else {
+            // The core decides for Trust and NoPin; nothing else reaches here.
+            self.central.reject_identity(now);
+            return;
+        };
+        match tofu_verify(store, &self.device_id, &key) {
+            Ok(outcome) => {
+                tracing::info!(device = %self.device_id, ?outcome, "peripheral identity {}", to_hex(&key));
+                self.central.accept_identity(now);
+            }
+            Err(TofuError::Mismatch { pinned, presented }) => {
+                self.identity_error = Some(format!(
+                    "{} presented key {} but {} is pinned in {}; if the device was re-keyed, remove \
+                     its entry or connect with the new key trusted explicitly",
+                    self.device_id,
+                    to_hex(&presented),
+                    to_hex(&pinned),
+                    store.path().display()
+                ));
+                self.central.reject_identity(now);
+            }
+            Err(TofuError::Store(e)) => {
+                self.identity_error = Some(format!("cannot use the known-keys store: {e}"));
+                self.central.reject_identity(now);
+            }
+            Err(e) => {
+                self.identity_error = Some(e.to_string());
+                self.central.reject_identity(now);
+            }
+        }
+    }
+
+    fn fail_all(&mut self, error: Error) {
+        let text = error.to_string();
+        if let Some(ready) = self.ready.take() {
+            let _ = ready.send(Err(error));
+            return;
+        }
+        for (_, sink) in self.sinks.drain() {
+            let e = Error::Link(LinkError::Transport(text.clone()));
+            let e = if text == Error::Closed.to_string() {
+                Error::Closed
+            } else {
+                e
+            };
+            match sink {
+                Sink::Unary(tx) => {
+                    let _ = tx.send(Err(e));
+                }
+                Sink::Stream(tx) => {
+                    let _ = tx.try_send(Err(e));
+                }
+            }
+        }
+        for cmd in self.blocked.drain(..) {
+            match cmd {
+                Cmd::Start { reply, .. } => {
+                    let _ = reply.send(Err(Error::Closed));
+                }
+                Cmd::Item { reply, .. } | Cmd::Finish { reply, .. } => {
+                    let _ = reply.send(Err(Error::Closed));
+                }
+                Cmd::Cancel { .. } => {}
+                Cmd::Close { reply } => {
+                    let _ = reply.send(());
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps until `deadline` (never, if `None`; the branch is disabled then).
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}

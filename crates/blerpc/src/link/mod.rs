@@ -1,0 +1,88 @@
+//! Links: the transports a bleRPC connection runs over.
+//!
+//! A link carries **PDUs**: one container per PDU, exactly as on BLE (one GATT write or
+//! notification). Every transport implements [`Link`], which splits into a transmit half and a
+//! receive half so that one task can wait on both at once:
+//!
+//! - [`LinkTx::queue`] appends a PDU to the link's send queue without blocking;
+//!   [`LinkTx::flush`] writes the queue out and is **cancel-safe** (progress is kept if the future
+//!   is dropped), and [`LinkTx::is_full`] tells the caller to flush before queueing more — the
+//!   link's flow control (a TCP socket buffer, BLE write-without-response credits, a channel's
+//!   capacity) reaches the protocol through it.
+//! - [`LinkRx::recv`] returns the next PDU, borrowed from the link's buffer, and is cancel-safe.
+//!
+//! Transports: [`mem`] (in-memory, for tests and in-process use); TCP, TLS, WebSocket, serial and
+//! BLE are added behind features.
+
+pub mod mem;
+
+use std::future::Future;
+
+/// A link failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LinkError {
+    /// The peer closed the link.
+    #[error("link closed by the peer")]
+    Closed,
+    /// A PDU larger than the link's MTU allows was queued.
+    #[error("PDU of {len} bytes exceeds the link's {max}-byte limit")]
+    TooLarge {
+        /// The PDU's length.
+        len: usize,
+        /// The largest PDU the link carries (`att_mtu - 3`).
+        max: usize,
+    },
+    /// The peer sent bytes that are not a valid frame for this link (e.g. a TCP stream that does
+    /// not start with a container header, a serial frame with a bad CRC).
+    #[error("malformed frame: {0}")]
+    Framing(String),
+    /// An I/O error from the transport.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// Any other transport error (TLS, WebSocket, BLE stack), as text.
+    #[error("{0}")]
+    Transport(String),
+}
+
+/// A bidirectional link to one peer.
+pub trait Link: Send + 'static {
+    /// The transmit half.
+    type Tx: LinkTx;
+    /// The receive half.
+    type Rx: LinkRx;
+    /// The ATT MTU of the link: PDUs are at most `att_mtu - 3` bytes. BLE links report the
+    /// negotiated MTU; stream links use a configured value (247 by default).
+    fn att_mtu(&self) -> usize;
+    /// A stable identifier of the peer, used as the key for identity pinning (e.g.
+    /// `tcp://127.0.0.1:9000`, a BLE address).
+    fn peer_id(&self) -> String;
+    /// Splits the link into its halves.
+    fn split(self) -> (Self::Tx, Self::Rx);
+}
+
+/// The transmit half of a [`Link`].
+pub trait LinkTx: Send + 'static {
+    /// Appends one PDU to the send queue. Never blocks; fails only if the PDU is larger than the
+    /// link carries or the link is closed.
+    fn queue(&mut self, pdu: &[u8]) -> Result<(), LinkError>;
+    /// `true` when the queue is at its limit: [`LinkTx::flush`] before queueing more.
+    fn is_full(&self) -> bool;
+    /// `true` when PDUs are queued and not yet handed to the transport.
+    fn has_pending(&self) -> bool;
+    /// Writes the queued PDUs out. Cancel-safe: if the future is dropped, what was written stays
+    /// written and the rest stays queued.
+    fn flush(&mut self) -> impl Future<Output = Result<(), LinkError>> + Send;
+    /// Flushes and closes the link.
+    fn close(&mut self) -> impl Future<Output = Result<(), LinkError>> + Send;
+}
+
+/// The receive half of a [`Link`].
+pub trait LinkRx: Send + 'static {
+    /// The next PDU, or `Ok(None)` once the peer has closed the link. Cancel-safe.
+    fn recv(&mut self) -> impl Future<Output = Result<Option<&[u8]>, LinkError>> + Send;
+}
+
+/// The ATT MTU stream links (TCP, TLS, WebSocket, serial) use unless configured: the value the
+/// reference firmware and centrals negotiate on BLE.
+pub const DEFAULT_STREAM_ATT_MTU: usize = 247;

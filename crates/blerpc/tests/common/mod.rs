@@ -1,0 +1,130 @@
+//! A hand-written demo service (raw protobuf) for runtime tests, and helpers.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use blerpc::server::{BoxFuture, BoxStream, CallKind, Dispatch, Status};
+use futures_util::StreamExt;
+
+/// Identity seed of the test server.
+pub const SEED: [u8; 32] = [0x42; 32];
+
+pub fn varint(mut v: u64, out: &mut Vec<u8>) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+pub fn pb_uint(field: u32, v: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    if v != 0 {
+        varint(u64::from(field << 3), &mut out);
+        varint(v, &mut out);
+    }
+    out
+}
+
+pub fn pb_bytes(field: u32, v: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    if !v.is_empty() {
+        varint(u64::from(field << 3 | 2), &mut out);
+        varint(v.len() as u64, &mut out);
+        out.extend_from_slice(v);
+    }
+    out
+}
+
+pub fn pb_get_uint(buf: &[u8], field: u32) -> Option<u64> {
+    let mut pos = 0;
+    while pos < buf.len() {
+        let key = read_varint(buf, &mut pos)?;
+        match key & 7 {
+            0 => {
+                let v = read_varint(buf, &mut pos)?;
+                if key >> 3 == u64::from(field) {
+                    return Some(v);
+                }
+            }
+            2 => {
+                let len = read_varint(buf, &mut pos)? as usize;
+                pos += len;
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+fn read_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// echo (returns the request), flash_read (a synthetic image), data_write (counts bytes),
+/// counter_stream (count items), counter_upload (counts items).
+pub struct Demo;
+
+impl Dispatch for Demo {
+    fn kind(&self, name: &str) -> Option<CallKind> {
+        match name {
+            "echo" | "flash_read" | "data_write" | "slow" => Some(CallKind::Unary),
+            "counter_stream" => Some(CallKind::ServerStream),
+            "counter_upload" => Some(CallKind::ClientStream),
+            _ => None,
+        }
+    }
+    fn unary(&self, name: &str, request: Vec<u8>) -> BoxFuture<Result<Vec<u8>, Status>> {
+        let name = name.to_string();
+        Box::pin(async move {
+            match name.as_str() {
+                "echo" => Ok(request),
+                "slow" => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    Ok(request)
+                }
+                "flash_read" => {
+                    let addr = pb_get_uint(&request, 1).unwrap_or(0) as usize;
+                    let len = pb_get_uint(&request, 2).unwrap_or(0) as usize;
+                    if len > 8192 {
+                        return Err(Status::handler_failed("read longer than 8192"));
+                    }
+                    let data: Vec<u8> = (addr..addr + len).map(|i| i as u8).collect();
+                    let mut out = pb_uint(1, addr as u64);
+                    out.extend(pb_bytes(2, &data));
+                    Ok(out)
+                }
+                _ => Ok(pb_uint(1, request.len().saturating_sub(3) as u64)),
+            }
+        })
+    }
+    fn server_stream(&self, _: &str, request: Vec<u8>) -> BoxStream<Result<Vec<u8>, Status>> {
+        let count = pb_get_uint(&request, 1).unwrap_or(0);
+        Box::pin(futures_util::stream::iter((0..count).map(|i| {
+            let mut item = pb_uint(1, i);
+            item.extend(pb_uint(2, i * 10));
+            Ok(item)
+        })))
+    }
+    fn client_stream(
+        &self,
+        _: &str,
+        items: BoxStream<Vec<u8>>,
+    ) -> BoxFuture<Result<Vec<u8>, Status>> {
+        Box::pin(async move {
+            let n = items.count().await;
+            Ok(pb_uint(1, n as u64))
+        })
+    }
+}

@@ -1,0 +1,363 @@
+//! The runtime end to end over the in-memory link: every call shape, pinning, refusals, limits,
+//! many centrals at once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
+
+use std::time::Duration;
+
+use blerpc::client::PinPolicy;
+use blerpc::known_keys::KnownKeysFile;
+use blerpc::link::{Link, LinkRx, LinkTx, mem};
+use blerpc::{Client, ClientConfig, Error, Server, ServerConfig};
+use blerpc_proto::connection::{CallError, CloseReason};
+use blerpc_proto::wire::error_code::ErrorCode;
+use common::*;
+use futures_util::StreamExt;
+
+fn server() -> Server {
+    Server::new(
+        Demo,
+        ServerConfig {
+            identity: Some(SEED),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+async fn connect_pair(pin: PinPolicy) -> (Result<Client, Error>, Server) {
+    let (a, b) = mem::pair(247);
+    let server = server();
+    let s = server.clone();
+    tokio::spawn(async move { s.serve_link(b).await });
+    let client = Client::connect(
+        a,
+        ClientConfig {
+            pinning: pin,
+            ..Default::default()
+        },
+    )
+    .await;
+    (client, server)
+}
+
+#[tokio::test]
+async fn every_call_shape_encrypted() {
+    let key = server().identity_public().unwrap();
+    let (client, _s) = connect_pair(PinPolicy::Trust(key)).await;
+    let client = client.unwrap();
+    assert!(client.info().encrypted);
+    assert_eq!(client.info().peer_identity, Some(key));
+    let req = pb_bytes(1, b"hello");
+    assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
+    let mut read = pb_uint(1, 0);
+    read.extend(pb_uint(2, 8192));
+    let resp = client.call("flash_read", read).await.unwrap();
+    assert_eq!(resp.len(), 8192 + 3);
+    let stream = client
+        .server_stream("counter_stream", pb_uint(1, 20))
+        .await
+        .unwrap();
+    let items: Vec<_> = stream.collect().await;
+    assert_eq!(items.len(), 20);
+    for (i, item) in items.into_iter().enumerate() {
+        assert_eq!(
+            pb_get_uint(&item.unwrap(), 2),
+            Some(i as u64 * 10).filter(|v| *v != 0)
+        );
+    }
+    let mut up = client.client_stream("counter_upload").await.unwrap();
+    for i in 0..20u64 {
+        up.send(pb_uint(1, i)).await.unwrap();
+    }
+    assert_eq!(pb_get_uint(&up.finish().await.unwrap(), 1), Some(20));
+}
+
+#[tokio::test]
+async fn concurrent_calls_from_many_tasks_share_one_connection() {
+    let key = server().identity_public().unwrap();
+    let (client, _s) = connect_pair(PinPolicy::Trust(key)).await;
+    let client = client.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..50u32 {
+        let c = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let req = pb_bytes(1, format!("msg {i}").as_bytes());
+            // More tasks than calls in flight: BUSY from the server and the local cap both apply.
+            loop {
+                match c.call("echo", req.clone()).await {
+                    Ok(r) => return assert_eq!(r, req),
+                    Err(Error::Call(CallError::TooManyCalls { .. })) => {
+                        tokio::time::sleep(Duration::from_millis(1)).await
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_pinned_key_is_refused() {
+    let (client, _s) = connect_pair(PinPolicy::Trust([9; 32])).await;
+    assert!(
+        matches!(client, Err(Error::Setup(CloseReason::IdentityRejected))),
+        "{client:?}"
+    );
+}
+
+#[tokio::test]
+async fn trust_on_first_use_pins_and_then_refuses_another_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = KnownKeysFile::new(dir.path().join("known_keys.json"));
+    let (client, server_a) = connect_pair(PinPolicy::KnownKeys(store.clone())).await;
+    client.unwrap();
+    let text = std::fs::read_to_string(store.path()).unwrap();
+    assert!(text.contains(&blerpc::known_keys::to_hex(
+        &server_a.identity_public().unwrap()
+    )));
+    // Same device id (mem://b), same key: accepted.
+    let (client, _) = connect_pair(PinPolicy::KnownKeys(store.clone())).await;
+    client.unwrap();
+    // Same device id, another identity: refused with a message naming both keys.
+    let (a, b) = mem::pair(247);
+    let other = Server::new(
+        Demo,
+        ServerConfig {
+            identity: Some([1; 32]),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    tokio::spawn(async move { other.serve_link(b).await });
+    let err = Client::connect(
+        a,
+        ClientConfig {
+            pinning: PinPolicy::KnownKeys(store),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap_err();
+    let Error::Identity(msg) = err else {
+        panic!("{err:?}")
+    };
+    assert!(msg.contains("is pinned"), "{msg}");
+}
+
+#[tokio::test]
+async fn a_central_that_skips_the_key_exchange_is_refused() {
+    let (a, b) = mem::pair(247);
+    let s = server();
+    tokio::spawn(async move { s.serve_link(b).await });
+    let (mut tx, mut rx) = a.split();
+    // A plaintext REQUEST echo "hello" on tid 9 (wire.md §6.2), no TIMEOUT/CAPS/KX.
+    tx.queue(&[
+        9, 0, 0, 15, 0, 15, 0, 4, b'e', b'c', b'h', b'o', 7, 0, 0x0a, 5, b'h', b'e', b'l', b'l',
+        b'o',
+    ])
+    .unwrap();
+    tx.flush().await.unwrap();
+    let reply = rx.recv().await.unwrap().unwrap().to_vec();
+    assert_eq!(
+        reply,
+        vec![9, 0, 0xd4, 1, ErrorCode::EncryptionRequired.to_byte()]
+    );
+}
+
+#[tokio::test]
+async fn a_request_over_the_limit_gets_a_clear_error() {
+    let mut config = ServerConfig {
+        identity: Some(SEED),
+        ..Default::default()
+    };
+    config.peripheral.max_request_len = 1000;
+    let server = Server::new(Demo, config).unwrap();
+    let key = server.identity_public().unwrap();
+    let (a, b) = mem::pair(247);
+    tokio::spawn(async move { server.serve_link(b).await });
+    let client = Client::connect(
+        a,
+        ClientConfig {
+            pinning: PinPolicy::Trust(key),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let err = client
+        .call("data_write", pb_bytes(1, &[0; 2000]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Call(CallError::RequestTooLarge { max: 1000, .. })
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("at most 1000"), "{err}");
+    // Within the limit it works.
+    assert!(
+        client
+            .call("data_write", pb_bytes(1, &[0; 900]))
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn unknown_commands_and_handler_failures_are_reported() {
+    let key = server().identity_public().unwrap();
+    let (client, _s) = connect_pair(PinPolicy::Trust(key)).await;
+    let client = client.unwrap();
+    let err = client.call("nope", vec![]).await.unwrap_err();
+    assert!(
+        matches!(err, Error::Call(CallError::Peer(ErrorCode::UnknownCommand))),
+        "{err}"
+    );
+    let mut big = pb_uint(1, 0);
+    big.extend(pb_uint(2, 9000));
+    let err = client.call("flash_read", big).await.unwrap_err();
+    assert!(
+        matches!(err, Error::Call(CallError::Peer(ErrorCode::HandlerFailed))),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn plaintext_when_both_sides_allow_it() {
+    let mut config = ServerConfig::default();
+    config.peripheral.require_encryption = false;
+    let server = Server::new(Demo, config).unwrap();
+    let (a, b) = mem::pair(247);
+    tokio::spawn(async move { server.serve_link(b).await });
+    let mut cc = ClientConfig {
+        pinning: PinPolicy::NoPin,
+        ..Default::default()
+    };
+    cc.central.require_encryption = false;
+    let client = Client::connect(a, cc).await.unwrap();
+    assert!(!client.info().encrypted);
+    assert_eq!(
+        client.call("echo", vec![1, 2, 3]).await.unwrap(),
+        vec![1, 2, 3]
+    );
+}
+
+/// An acceptor over an in-memory "listener".
+struct MemAcceptor(tokio::sync::mpsc::Receiver<mem::MemLink>);
+
+impl blerpc::server::Acceptor for MemAcceptor {
+    type Link = mem::MemLink;
+    async fn accept(&mut self) -> std::io::Result<mem::MemLink> {
+        self.0
+            .recv()
+            .await
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "listener closed"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_answers_1000_concurrent_centrals() {
+    let server = server();
+    let key = server.identity_public().unwrap();
+    let (listener_tx, listener_rx) = tokio::sync::mpsc::channel(16);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(async move {
+        server
+            .serve(MemAcceptor(listener_rx), async {
+                let _ = stop_rx.await;
+            })
+            .await
+    });
+    let mut tasks = Vec::new();
+    for i in 0..1000u32 {
+        let (a, b) = mem::pair(247);
+        listener_tx.send(b).await.unwrap();
+        tasks.push(tokio::spawn(async move {
+            let c = Client::connect(
+                a,
+                ClientConfig {
+                    pinning: PinPolicy::Trust(key),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+            let req = pb_bytes(1, format!("central {i}").as_bytes());
+            assert_eq!(c.call("echo", req.clone()).await.unwrap(), req);
+            c
+        }));
+    }
+    let mut clients = Vec::new();
+    for t in tasks {
+        clients.push(t.await.unwrap());
+    }
+    // All 1000 are connected at once; each answers again.
+    for (i, c) in clients.iter().enumerate() {
+        let req = pb_bytes(1, format!("again {i}").as_bytes());
+        assert_eq!(c.call("echo", req.clone()).await.unwrap(), req);
+    }
+    drop(clients);
+    stop_tx.send(()).unwrap();
+    serving.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn graceful_shutdown_finishes_in_flight_calls() {
+    let server = server();
+    let key = server.identity_public().unwrap();
+    let (listener_tx, listener_rx) = tokio::sync::mpsc::channel(1);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(async move {
+        server
+            .serve(MemAcceptor(listener_rx), async {
+                let _ = stop_rx.await;
+            })
+            .await
+    });
+    let (a, b) = mem::pair(247);
+    listener_tx.send(b).await.unwrap();
+    let c = Client::connect(
+        a,
+        ClientConfig {
+            pinning: PinPolicy::Trust(key),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let slow = tokio::spawn({
+        let c = c.clone();
+        async move { c.call("slow", vec![7]).await }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    stop_tx.send(()).unwrap();
+    assert_eq!(slow.await.unwrap().unwrap(), vec![7]);
+    serving.await.unwrap().unwrap();
+    // After shutdown the connection is gone.
+    assert!(c.call("echo", vec![1]).await.is_err());
+}
+
+#[tokio::test]
+async fn dropping_a_stream_cancels_it_and_the_connection_goes_on() {
+    let key = server().identity_public().unwrap();
+    let (client, _s) = connect_pair(PinPolicy::Trust(key)).await;
+    let client = client.unwrap();
+    let mut stream = client
+        .server_stream("counter_stream", pb_uint(1, 10_000))
+        .await
+        .unwrap();
+    let first = stream.next().await.unwrap().unwrap();
+    assert!(first.is_empty() || pb_get_uint(&first, 1).is_none());
+    drop(stream);
+    let req = pb_bytes(1, b"after");
+    assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
+}
+
+#[allow(dead_code)]
+fn _link_is_object_safe_enough<L: Link>(_: L) {}
