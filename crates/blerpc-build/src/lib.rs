@@ -1,0 +1,364 @@
+//! Code generation for bleRPC services, from a build script, in pure Rust (no `protoc`).
+//!
+//! `blerpc-build` parses `.proto` files with [`protox`], generates the message types with
+//! [`prost_build`], and adds, for each bleRPC service:
+//!
+//! - `FooClient`: a typed client over `blerpc::Client`, one `async` method per command;
+//! - `trait Foo`: the handlers a peripheral implements (with `async fn`);
+//! - `FooServer<T: Foo>`: the `blerpc::server::Dispatch` that decodes requests, calls the
+//!   handlers and encodes replies;
+//! - once per package, `ResponseStream<T>` (typed p2c responses on the client) and
+//!   `Streaming<T>` (typed c2p items in a handler), when a command needs them.
+//!
+//! # Commands
+//!
+//! Discovery follows the reference generator (`wire.md` §4) so that names and directions match
+//! the other bleRPC implementations:
+//!
+//! - every `rpc` of a `service` block is a command named [`camel_to_snake`]`(method)`
+//!   (`FlashRead` → `flash_read`); `returns (stream T)` makes it a peripheral-to-central (p2c)
+//!   stream, `(stream T)` on the request a central-to-peripheral (c2p) stream;
+//! - a file *without* `service` blocks pairs its messages: `XRequest` + `XResponse` →
+//!   command `camel_to_snake(X)`, gathered in a service named after the package
+//!   (`package blerpc;` → `Blerpc`, `BlerpcClient`, `BlerpcServer`);
+//! - the side file ([`Builder::side_file`], the reference's `streaming.txt`) overrides
+//!   directions: `<command> p2c|c2p` per line;
+//! - bidirectional streaming does not exist in bleRPC and is an [`Error::Bidirectional`],
+//!   unless the side file picks a direction.
+//!
+//! # Use
+//!
+//! ```toml
+//! [dependencies]
+//! blerpc = "0.1"
+//!
+//! [build-dependencies]
+//! blerpc-build = "0.1"
+//! ```
+//!
+//! ```no_run
+//! // build.rs
+//! fn main() -> Result<(), blerpc_build::Error> {
+//!     blerpc_build::configure()
+//!         .side_file("proto/streaming.txt")
+//!         .compile(&["proto/blerpc.proto"], &["proto"])
+//! }
+//! ```
+//!
+//! ```ignore
+//! // src/lib.rs
+//! pub mod blerpc_demo {
+//!     blerpc::include_proto!("blerpc");
+//! }
+//! ```
+//!
+//! The generated code reaches prost and `futures_core` through `blerpc::__private`, so the user
+//! crate needs no other dependency (`prost-types` only if its files import the
+//! `google/protobuf` well-known types).
+//!
+//! Alongside `<package>.rs`, each package with commands gets `<package>_descriptor.bin`: the
+//! encoded `FileDescriptorSet` of everything compiled, as bleRPC sees it (services synthesized
+//! from message pairs included, streaming flags set from the side file). Tools embed it with
+//! `include_bytes!(concat!(env!("OUT_DIR"), "/blerpc_descriptor.bin"))` to convert between
+//! protobuf and JSON.
+
+#![warn(missing_docs)]
+
+mod codegen;
+mod model;
+pub mod naming;
+pub mod side_file;
+
+use std::collections::HashSet;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use prost::Message as _;
+
+pub use naming::camel_to_snake;
+pub use side_file::{Direction, SideFile};
+
+/// Why code generation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// protox could not read, parse or check a `.proto` file.
+    #[error("{}{message}", location(.file.as_deref(), *.line, *.column))]
+    Proto {
+        /// The file, as named relative to its include directory, when known.
+        file: Option<String>,
+        /// The 1-based line, when known.
+        line: Option<usize>,
+        /// The 1-based column, when known.
+        column: Option<usize>,
+        /// What protox reported.
+        message: String,
+    },
+    /// A malformed side-file line.
+    #[error("{}:{line}: {message}", .path.display())]
+    SideFile {
+        /// The side file.
+        path: PathBuf,
+        /// The 1-based line.
+        line: usize,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A file could not be read or written.
+    #[error("{}: {source}", .path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: io::Error,
+    },
+    /// An `rpc` streams both ways, which bleRPC cannot carry.
+    #[error(
+        "{}rpc {service}.{method} (command `{command}`) streams in both directions, which bleRPC \
+         does not support: remove one `stream`, or pick a direction in the side file with \
+         `{command} p2c` or `{command} c2p`",
+        location(Some(.file), *.line, None)
+    )]
+    Bidirectional {
+        /// The `.proto` file.
+        file: String,
+        /// The 1-based line of the `rpc`, when known.
+        line: Option<usize>,
+        /// The service.
+        service: String,
+        /// The proto method name.
+        method: String,
+        /// The command name it maps to.
+        command: String,
+    },
+    /// A command name that cannot go on the wire or into Rust.
+    #[error("{}command name `{name}` is unusable: {reason}", location(Some(.file), *.line, None))]
+    InvalidCommandName {
+        /// The `.proto` file.
+        file: String,
+        /// The 1-based line, when known.
+        line: Option<usize>,
+        /// The command name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// Two methods (or message pairs) of one service map to the same command name.
+    #[error(
+        "{}`{second}` and `{first}` map to the same command `{command}`",
+        location(Some(.file), *.line, None)
+    )]
+    DuplicateCommand {
+        /// The `.proto` file.
+        file: String,
+        /// The 1-based line of the second one, when known.
+        line: Option<usize>,
+        /// The shared command name.
+        command: String,
+        /// The first method.
+        first: String,
+        /// The second method.
+        second: String,
+    },
+    /// A generated name would clash with another item in the package's module.
+    #[error("package `{package}`: `{name}` would be both {first} and {second}")]
+    NameCollision {
+        /// The proto package.
+        package: String,
+        /// The clashing Rust name.
+        name: String,
+        /// What already has it.
+        first: String,
+        /// What the generator wanted to give it to.
+        second: String,
+    },
+    /// Neither [`Builder::out_dir`] nor the `OUT_DIR` environment variable is set.
+    #[error("OUT_DIR is not set: run from a build script, or set Builder::out_dir")]
+    NoOutDir,
+    /// prost-build failed while writing the generated code.
+    #[error("generating Rust code: {0}")]
+    Generate(#[source] io::Error),
+}
+
+fn location(file: Option<&str>, line: Option<usize>, column: Option<usize>) -> String {
+    match (file, line, column) {
+        (Some(file), Some(line), Some(column)) => format!("{file}:{line}:{column}: "),
+        (Some(file), Some(line), None) => format!("{file}:{line}: "),
+        (Some(file), None, _) => format!("{file}: "),
+        (None, _, _) => String::new(),
+    }
+}
+
+impl Error {
+    fn from_protox(error: protox::Error) -> Self {
+        use miette::Diagnostic;
+        let position = (|| {
+            let source = error.source_code()?;
+            let label = error.labels()?.next()?;
+            let contents = source.read_span(label.inner(), 0, 0).ok()?;
+            Some((contents.line() + 1, contents.column() + 1))
+        })();
+        Self::Proto {
+            file: error.file().map(str::to_owned),
+            line: position.map(|p| p.0),
+            column: position.map(|p| p.1),
+            message: error.to_string(),
+        }
+    }
+}
+
+/// Starts a [`Builder`] with the defaults: client and server, no side file, output to `OUT_DIR`,
+/// `cargo:` directives on.
+pub fn configure() -> Builder {
+    Builder {
+        side_file: None,
+        out_dir: None,
+        file_descriptor_set_path: None,
+        build_client: true,
+        build_server: true,
+        emit_cargo_directives: true,
+    }
+}
+
+/// Compiles `protos` (searched in `includes`) with the default [`Builder`].
+pub fn compile(protos: &[impl AsRef<Path>], includes: &[impl AsRef<Path>]) -> Result<(), Error> {
+    configure().compile(protos, includes)
+}
+
+/// Generation settings. Made by [`configure`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Builder {
+    side_file: Option<PathBuf>,
+    out_dir: Option<PathBuf>,
+    file_descriptor_set_path: Option<PathBuf>,
+    build_client: bool,
+    build_server: bool,
+    emit_cargo_directives: bool,
+}
+
+impl Builder {
+    /// Reads stream directions from this side file (the reference's `streaming.txt`). Its
+    /// entries take precedence over the `.proto`.
+    pub fn side_file(mut self, path: impl AsRef<Path>) -> Self {
+        self.side_file = Some(path.as_ref().to_owned());
+        self
+    }
+
+    /// Writes the generated files here instead of `OUT_DIR`.
+    pub fn out_dir(mut self, path: impl AsRef<Path>) -> Self {
+        self.out_dir = Some(path.as_ref().to_owned());
+        self
+    }
+
+    /// Writes the encoded `FileDescriptorSet` to this path instead of
+    /// `<out_dir>/<package>_descriptor.bin`.
+    pub fn file_descriptor_set_path(mut self, path: impl AsRef<Path>) -> Self {
+        self.file_descriptor_set_path = Some(path.as_ref().to_owned());
+        self
+    }
+
+    /// Whether to generate the `FooClient` types (default: yes).
+    pub fn build_client(mut self, yes: bool) -> Self {
+        self.build_client = yes;
+        self
+    }
+
+    /// Whether to generate the handler traits and `FooServer` types (default: yes).
+    pub fn build_server(mut self, yes: bool) -> Self {
+        self.build_server = yes;
+        self
+    }
+
+    /// Whether to print `cargo:rerun-if-changed` for every input and `cargo:warning` for
+    /// findings such as unused side-file entries (default: yes).
+    pub fn emit_cargo_directives(mut self, yes: bool) -> Self {
+        self.emit_cargo_directives = yes;
+        self
+    }
+
+    /// Compiles `protos`, searching imports in `includes`, with prost's default settings.
+    pub fn compile(
+        self,
+        protos: &[impl AsRef<Path>],
+        includes: &[impl AsRef<Path>],
+    ) -> Result<(), Error> {
+        self.compile_with_config(prost_build::Config::new(), protos, includes)
+    }
+
+    /// Like [`compile`](Self::compile), with a prost configuration of your own (for
+    /// `bytes`, attributes, extern paths ...). Its service generator, output directory and
+    /// `prost_path` (set to `::blerpc::__private::prost`) are replaced.
+    pub fn compile_with_config(
+        self,
+        mut config: prost_build::Config,
+        protos: &[impl AsRef<Path>],
+        includes: &[impl AsRef<Path>],
+    ) -> Result<(), Error> {
+        let out_dir = match &self.out_dir {
+            Some(dir) => dir.clone(),
+            None => std::env::var_os("OUT_DIR")
+                .map(PathBuf::from)
+                .ok_or(Error::NoOutDir)?,
+        };
+
+        let mut compiler = protox::Compiler::new(includes).map_err(Error::from_protox)?;
+        compiler.include_source_info(true).include_imports(true);
+        compiler.open_files(protos).map_err(Error::from_protox)?;
+        let requested: HashSet<String> = compiler
+            .files()
+            .filter(|file| !file.is_import())
+            .map(|file| file.name().to_owned())
+            .collect();
+        if self.emit_cargo_directives {
+            for file in compiler.files() {
+                if let Some(path) = file.path() {
+                    println!("cargo:rerun-if-changed={}", path.display());
+                }
+            }
+            if let Some(path) = &self.side_file {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
+        }
+        let fds = compiler.file_descriptor_set();
+
+        let side = match &self.side_file {
+            Some(path) => SideFile::read(path)?,
+            None => SideFile::default(),
+        };
+        let model = model::discover(&fds, &requested, &side)?;
+        model::check_names(&fds, &model, self.build_client, self.build_server)?;
+        if self.emit_cargo_directives {
+            for warning in &model.warnings {
+                println!("cargo:warning={warning}");
+            }
+        }
+        let fds = model::effective_fds(fds, &model);
+
+        let encoded = fds.encode_to_vec();
+        let mut descriptor_paths = Vec::new();
+        if let Some(path) = &self.file_descriptor_set_path {
+            descriptor_paths.push(path.clone());
+        } else {
+            let packages: std::collections::BTreeSet<&str> =
+                model.services.iter().map(|s| s.package.as_str()).collect();
+            for package in packages {
+                let stem = if package.is_empty() { "_" } else { package };
+                descriptor_paths.push(out_dir.join(format!("{stem}_descriptor.bin")));
+            }
+        }
+        for path in descriptor_paths {
+            std::fs::write(&path, &encoded).map_err(|source| Error::Io { path, source })?;
+        }
+
+        config.out_dir(&out_dir);
+        config.prost_path(codegen::PROST);
+        config.service_generator(Box::new(codegen::Generator::new(
+            &model,
+            self.build_client,
+            self.build_server,
+        )));
+        config.compile_fds(fds).map_err(Error::Generate)
+    }
+}
