@@ -15,6 +15,8 @@
 //! BLE are added behind features.
 
 pub mod mem;
+#[cfg(feature = "serial")]
+pub mod serial;
 
 use std::future::Future;
 
