@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
+step "reference implementation venv (blerpc-protocol 0.8.0, for vectors, interop and benchmarks)"
+BLERPC_VENV="$(bash tools/venv.sh)"
+export BLERPC_VENV
+
 step "rustfmt"
 cargo fmt --all --check
 

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Ensures the Python venv with the reference implementation (blerpc-protocol 0.8.0 and its pinned
+# dependencies, tools/vectors/requirements.txt) exists, and prints its path. Used by the vector
+# check, the interop tests and the codec benchmark.
+#
+#   venv=$(bash tools/venv.sh)        # $BLERPC_VENV, default .venv at the repository root
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${BLERPC_VENV:-$repo/.venv}"
+if [ ! -x "$venv/bin/python" ]; then
+  echo "creating venv $venv" >&2
+  "${PYTHON:-python3}" -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$repo/tools/vectors/requirements.txt" >&2
+echo "$venv"
