@@ -109,10 +109,24 @@ impl ServiceGenerator for Generator {
     }
 }
 
-/// `#[doc = "..."]` lines, one per line of text.
+/// Width the generated docs are wrapped to (prettyplease leaves doc text alone).
+const DOC_WIDTH: usize = 92;
+
+/// `#[doc = "..."]` lines for `text`, each of its lines wrapped at [`DOC_WIDTH`].
 fn doc(out: &mut String, text: &str) {
     for line in text.lines() {
-        let _ = writeln!(out, "#[doc = {:?}]", format!(" {line}").trim_end());
+        let mut current = String::new();
+        for word in line.split_whitespace() {
+            if !current.is_empty() && current.len() + 1 + word.len() > DOC_WIDTH {
+                let _ = writeln!(out, "#[doc = {:?}]", format!(" {current}"));
+                current.clear();
+            }
+            if !current.is_empty() {
+                current.push(' ');
+            }
+            current.push_str(word);
+        }
+        let _ = writeln!(out, "#[doc = {:?}]", format!(" {current}").trim_end());
     }
 }
 
@@ -232,7 +246,9 @@ fn client(
                     &format!(
                         "Runs the central-to-peripheral stream `{wire}`: sends every item, ends \
                          the stream, and returns the peripheral's one response.\n\n\
-                         For items produced asynchronously, use `{stream_ident}`."
+                         Send at least one item: the end-of-upload marker does not name the \
+                         command, so a peripheral cannot answer an empty upload. For items \
+                         produced asynchronously, use `{stream_ident}`."
                     ),
                 );
                 let _ = write!(

@@ -13,6 +13,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use heck::ToUpperCamelCase;
+use prost_types::source_code_info::Location;
 use prost_types::{
     FileDescriptorProto, FileDescriptorSet, MethodDescriptorProto, ServiceDescriptorProto,
 };
@@ -402,6 +403,21 @@ pub(crate) fn effective_fds(mut fds: FileDescriptorSet, model: &Model) -> FileDe
                     }
                 })
                 .collect();
+            // prost-build looks up a source location for every service and method when the
+            // file has source info; give the synthesized ones empty spans (no comments).
+            let index = index_i32(file.service.len());
+            if let Some(info) = file.source_code_info.as_mut() {
+                let location = |path: Vec<i32>| Location {
+                    path,
+                    span: vec![0, 0, 0],
+                    ..Default::default()
+                };
+                info.location.push(location(vec![6, index]));
+                for m in 0..service.commands.len() {
+                    info.location
+                        .push(location(vec![6, index, 2, index_i32(m)]));
+                }
+            }
             file.service.push(ServiceDescriptorProto {
                 name: Some(service.proto_name.clone()),
                 method,

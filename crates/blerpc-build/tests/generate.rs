@@ -1,0 +1,363 @@
+//! End-to-end generator tests: `.proto` text in, Rust text and descriptors out.
+//!
+//! The generated code is compiled and run for real by `crates/blerpc-example`; these tests pin
+//! the text (golden file) and the discovery and error rules.
+//! Set `BLERPC_BLESS=1` to rewrite `tests/golden/blerpc.rs` after an intended change.
+
+#![allow(clippy::unwrap_used, reason = "test helpers outside #[test] functions")]
+
+use std::path::{Path, PathBuf};
+
+use blerpc_build::Error;
+use prost::Message;
+use prost_types::FileDescriptorSet;
+
+/// A fresh directory under the test target dir.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("blerpc-build")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("out")).unwrap();
+    dir
+}
+
+/// Writes `files` into a scratch dir and compiles the first one with `builder`.
+fn generate(
+    name: &str,
+    files: &[(&str, &str)],
+    builder: impl FnOnce(blerpc_build::Builder, &Path) -> blerpc_build::Builder,
+) -> Result<PathBuf, Error> {
+    let dir = scratch(name);
+    for (file, text) in files {
+        std::fs::write(dir.join(file), text).unwrap();
+    }
+    let builder = builder(
+        blerpc_build::configure()
+            .out_dir(dir.join("out"))
+            .emit_cargo_directives(false),
+        &dir,
+    );
+    builder.compile(&[dir.join(files[0].0)], &[&dir])?;
+    Ok(dir.join("out"))
+}
+
+fn read(path: PathBuf) -> String {
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn descriptor(path: PathBuf) -> FileDescriptorSet {
+    FileDescriptorSet::decode(std::fs::read(path).unwrap().as_slice()).unwrap()
+}
+
+#[test]
+fn golden_demo_service() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = scratch("golden");
+    blerpc_build::configure()
+        .side_file(root.join("proto/streaming.txt"))
+        .out_dir(dir.join("out"))
+        .emit_cargo_directives(false)
+        .compile(&[root.join("proto/blerpc.proto")], &[root.join("proto")])
+        .unwrap();
+    let generated = read(dir.join("out/blerpc.rs"));
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/blerpc.rs");
+    if std::env::var_os("BLERPC_BLESS").is_some() {
+        std::fs::write(&golden, &generated).unwrap();
+    }
+    let expected = std::fs::read_to_string(&golden).unwrap_or_default();
+    assert!(
+        generated == expected,
+        "generated code differs from {} (rerun with BLERPC_BLESS=1 if intended)",
+        golden.display()
+    );
+
+    // The descriptor beside it: the demo service with its streaming flags.
+    let fds = descriptor(dir.join("out/blerpc_descriptor.bin"));
+    let file = fds
+        .file
+        .iter()
+        .find(|f| f.name() == "blerpc.proto")
+        .unwrap();
+    let service = &file.service[0];
+    assert_eq!(service.name(), "Blerpc");
+    let flags: Vec<(&str, bool, bool)> = service
+        .method
+        .iter()
+        .map(|m| (m.name(), m.client_streaming(), m.server_streaming()))
+        .collect();
+    assert_eq!(
+        flags,
+        [
+            ("Echo", false, false),
+            ("FlashRead", false, false),
+            ("DataWrite", false, false),
+            ("CounterStream", false, true),
+            ("CounterUpload", true, false),
+        ]
+    );
+}
+
+const PAIRS: &str = r#"
+syntax = "proto3";
+package blerpc;
+// Echo request.
+message EchoRequest { string message = 1; }
+message EchoResponse { string message = 1; }
+message CounterStreamRequest { uint32 count = 1; }
+message CounterStreamResponse { uint32 seq = 1; int32 value = 2; }
+message CounterUploadRequest { uint32 seq = 1; int32 value = 2; }
+message CounterUploadResponse { uint32 received_count = 1; }
+message OrphanRequest {}
+message Request {}
+message Response {}
+"#;
+
+#[test]
+fn files_without_services_pair_messages() {
+    let out = generate(
+        "pairs",
+        &[
+            ("blerpc.proto", PAIRS),
+            ("streaming.txt", "counter_stream p2c\ncounter_upload c2p\n"),
+        ],
+        |b, dir| b.side_file(dir.join("streaming.txt")),
+    )
+    .unwrap();
+    let code = read(out.join("blerpc.rs"));
+    assert!(code.contains("pub struct BlerpcClient"));
+    assert!(code.contains("pub trait Blerpc:"));
+    assert!(code.contains("impl<T: Blerpc> ::blerpc::server::Dispatch for BlerpcServer<T>"));
+    assert!(
+        code.contains(
+            "\"echo\" => ::core::option::Option::Some(::blerpc::server::CallKind::Unary)"
+        )
+    );
+    assert!(code.contains("ResponseStream<CounterStreamResponse>"));
+    assert!(code.contains("items: Streaming<CounterUploadRequest>"));
+    // Unpaired messages, and a bare Request/Response, are not commands.
+    assert!(!code.contains("orphan"));
+
+    let fds = descriptor(out.join("blerpc_descriptor.bin"));
+    let service = &fds.file[0].service[0];
+    assert_eq!(service.name(), "Blerpc");
+    let methods: Vec<(&str, &str, bool, bool)> = service
+        .method
+        .iter()
+        .map(|m| {
+            (
+                m.name(),
+                m.input_type(),
+                m.client_streaming(),
+                m.server_streaming(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            ("Echo", ".blerpc.EchoRequest", false, false),
+            ("CounterStream", ".blerpc.CounterStreamRequest", false, true),
+            ("CounterUpload", ".blerpc.CounterUploadRequest", true, false),
+        ]
+    );
+}
+
+#[test]
+fn without_a_side_file_pairs_are_unary() {
+    let out = generate("pairs-unary", &[("blerpc.proto", PAIRS)], |b, _| b).unwrap();
+    let code = read(out.join("blerpc.rs"));
+    assert!(code.contains(
+        "\"counter_stream\" => {\n                ::core::option::Option::Some(::blerpc::server::CallKind::Unary)"
+    ) || code.contains("\"counter_stream\" => ::core::option::Option::Some(::blerpc::server::CallKind::Unary)"));
+    assert!(!code.contains("ResponseStream"));
+    assert!(!code.contains("Streaming<"));
+}
+
+#[test]
+fn side_file_overrides_the_service_block() {
+    let proto = r#"
+        syntax = "proto3";
+        package s;
+        message A {} message B {}
+        service Svc {
+          rpc Pull(A) returns (B);
+          rpc Push(stream A) returns (B);
+        }
+    "#;
+    let out = generate(
+        "override",
+        &[("s.proto", proto), ("side.txt", "pull p2c\n")],
+        |b, dir| b.side_file(dir.join("side.txt")),
+    )
+    .unwrap();
+    let code = read(out.join("s.rs"));
+    assert!(code.contains("pub async fn pull(\n        &self,\n        request: A,\n    ) -> ::core::result::Result<ResponseStream<B>, ::blerpc::Error>"));
+    assert!(code.contains("pub async fn push<I>("));
+    assert!(code.contains("pub async fn push_stream<S>("));
+}
+
+#[test]
+fn bidirectional_streams_are_refused_with_their_line() {
+    let proto = "syntax = \"proto3\";\npackage b;\nmessage M {}\nservice Chat {\n  rpc Talk(stream M) returns (stream M);\n}\n";
+    let error = generate("bidi", &[("b.proto", proto)], |b, _| b).unwrap_err();
+    assert!(
+        matches!(error, Error::Bidirectional { line: Some(5), .. }),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.starts_with("b.proto:5: rpc Chat.Talk (command `talk`) streams in both directions"),
+        "{message}"
+    );
+    assert!(message.contains("`talk p2c` or `talk c2p`"), "{message}");
+
+    // A side-file entry picks the direction.
+    let out = generate(
+        "bidi-side",
+        &[("b.proto", proto), ("side.txt", "talk c2p")],
+        |b, dir| b.side_file(dir.join("side.txt")),
+    )
+    .unwrap();
+    assert!(read(out.join("b.rs")).contains("items: Streaming<M>"));
+}
+
+#[test]
+fn parse_errors_name_file_line_and_column() {
+    let error = generate(
+        "parse",
+        &[("bad.proto", "syntax = \"proto3\";\n\nmessage {}\n")],
+        |b, _| b,
+    )
+    .unwrap_err();
+    match &error {
+        Error::Proto {
+            file, line, column, ..
+        } => {
+            assert_eq!(file.as_deref(), Some("bad.proto"));
+            assert_eq!((*line, *column), (Some(3), Some(9)));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(error.to_string().starts_with("bad.proto:3:9: "), "{error}");
+
+    let missing = generate(
+        "missing",
+        &[("m.proto", "syntax = \"proto3\";\nimport \"nope.proto\";\n")],
+        |b, _| b,
+    )
+    .unwrap_err();
+    assert!(matches!(missing, Error::Proto { .. }), "{missing:?}");
+    assert!(missing.to_string().contains("nope.proto"), "{missing}");
+}
+
+#[test]
+fn side_file_errors_name_the_line() {
+    let proto = "syntax = \"proto3\";\npackage p;\n";
+    let error = generate(
+        "side-error",
+        &[("p.proto", proto), ("side.txt", "# ok\nx sideways\n")],
+        |b, dir| b.side_file(dir.join("side.txt")),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(error, Error::SideFile { line: 2, .. }),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .to_string()
+            .ends_with("side.txt:2: unknown direction `sideways` for `x` (expected p2c or c2p)"),
+        "{error}"
+    );
+}
+
+#[test]
+fn two_methods_with_one_command_name_are_refused() {
+    let proto = "syntax = \"proto3\";\npackage d;\nmessage M {}\nservice S {\n  rpc FlashRead(M) returns (M);\n  rpc flash_read(M) returns (M);\n}\n";
+    let error = generate("dup", &[("d.proto", proto)], |b, _| b).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "d.proto:6: `flash_read` and `FlashRead` map to the same command `flash_read`"
+    );
+}
+
+#[test]
+fn generated_names_must_not_clash_with_messages() {
+    let proto = "syntax = \"proto3\";\npackage c;\nmessage ThermostatClient {}\nservice Thermostat {\n  rpc Get(ThermostatClient) returns (ThermostatClient);\n}\n";
+    let error = generate("clash", &[("c.proto", proto)], |b, _| b).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "package `c`: `ThermostatClient` would be both message ThermostatClient and the client of service Thermostat"
+    );
+    // Without the client there is no clash.
+    generate("clash-server-only", &[("c.proto", proto)], |b, _| {
+        b.build_client(false)
+    })
+    .unwrap();
+}
+
+#[test]
+fn keywords_and_client_only_or_server_only() {
+    let proto = "syntax = \"proto3\";\npackage k;\nmessage M {}\nservice K {\n  rpc Type(M) returns (M);\n  rpc Self(M) returns (M);\n}\n";
+    let out = generate("keywords", &[("k.proto", proto)], |b, _| {
+        b.build_server(false)
+    })
+    .unwrap();
+    let code = read(out.join("k.rs"));
+    assert!(code.contains("pub async fn r#type("), "{code}");
+    assert!(code.contains("pub async fn self_("), "{code}");
+    assert!(code.contains(".call(\"type\","), "{code}");
+    assert!(!code.contains("Dispatch"));
+
+    let out = generate("server-only", &[("k.proto", proto)], |b, _| {
+        b.build_client(false)
+    })
+    .unwrap();
+    let code = read(out.join("k.rs"));
+    assert!(!code.contains("KClient"));
+    assert!(
+        code.contains("fn r#type(\n        &self,\n        request: M,"),
+        "{code}"
+    );
+    // No stream commands: the stream entry points answer "unknown command" and ignore input.
+    assert!(code.contains("_request: ::std::vec::Vec<u8>"), "{code}");
+    assert!(
+        code.contains("_items: ::blerpc::server::BoxStream"),
+        "{code}"
+    );
+}
+
+#[test]
+fn descriptor_path_and_imports() {
+    let common = "syntax = \"proto3\";\npackage common;\nmessage Id { uint32 value = 1; }\n";
+    let api = "syntax = \"proto3\";\npackage api;\nimport \"common.proto\";\nservice Api {\n  rpc Lookup(common.Id) returns (common.Id);\n}\n";
+    let out = generate(
+        "imports",
+        &[("api.proto", api), ("common.proto", common)],
+        |b, dir| b.file_descriptor_set_path(dir.join("set.bin")),
+    )
+    .unwrap();
+    let code = read(out.join("api.rs"));
+    assert!(code.contains("request: super::common::Id"), "{code}");
+    assert!(out.join("common.rs").exists());
+    assert!(!out.join("api_descriptor.bin").exists());
+    let fds = descriptor(out.join("../set.bin"));
+    let names: Vec<&str> = fds.file.iter().map(|f| f.name()).collect();
+    assert_eq!(names, ["common.proto", "api.proto"]);
+}
+
+#[test]
+fn no_out_dir_is_an_error() {
+    // Integration tests run without OUT_DIR.
+    if std::env::var_os("OUT_DIR").is_some() {
+        return;
+    }
+    let dir = scratch("no-out-dir");
+    std::fs::write(dir.join("p.proto"), "syntax = \"proto3\";\n").unwrap();
+    let error = blerpc_build::configure()
+        .emit_cargo_directives(false)
+        .compile(&[dir.join("p.proto")], &[&dir])
+        .unwrap_err();
+    assert!(matches!(error, Error::NoOutDir), "{error:?}");
+}
