@@ -15,6 +15,8 @@
 //! BLE are added behind features.
 
 pub mod mem;
+#[cfg(any(feature = "ble-central", feature = "ble-peripheral"))]
+pub mod ble;
 #[cfg(feature = "serial")]
 pub mod serial;
 
