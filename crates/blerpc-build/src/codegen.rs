@@ -434,6 +434,19 @@ fn server(
         }}\n"
     );
 
+    // The reference answers STREAM_END_C2P of an upload that sent no item (so no request named
+    // the command) when the service has exactly one upload command; tell the runtime which.
+    let mut uploads = methods.iter().filter(|(_, c)| c.kind == Kind::ClientStream);
+    if let (Some((_, only)), None) = (uploads.next(), uploads.next()) {
+        let _ = write!(
+            out,
+            "fn sole_upload(&self) -> ::core::option::Option<&'static str> {{
+                ::core::option::Option::Some({wire:?})
+            }}\n",
+            wire = only.name
+        );
+    }
+
     let unknown = format!(
         "::std::boxed::Box::pin(::core::future::ready(::core::result::Result::Err({STATUS}::unknown_command(name))))"
     );

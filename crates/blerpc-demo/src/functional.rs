@@ -44,8 +44,15 @@ fn check(ok: bool, what: impl FnOnce() -> String) -> Result<(), String> {
 }
 
 async fn echo(c: &pb::BlerpcClient, message: String) -> Result<(), String> {
-    let r = c.echo(pb::EchoRequest { message: message.clone() }).await.map_err(|e| e.to_string())?;
-    check(r.message == message, || format!("echoed {} bytes, sent {}", r.message.len(), message.len()))
+    let r = c
+        .echo(pb::EchoRequest {
+            message: message.clone(),
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    check(r.message == message, || {
+        format!("echoed {} bytes, sent {}", r.message.len(), message.len())
+    })
 }
 
 async fn flash_read(c: &pb::BlerpcClient, length: u32) -> Result<(), String> {
@@ -53,13 +60,20 @@ async fn flash_read(c: &pb::BlerpcClient, length: u32) -> Result<(), String> {
         .flash_read(pb::FlashReadRequest { address: 0, length })
         .await
         .map_err(|e| e.to_string())?;
-    check(r.data.len() == length as usize, || format!("got {} bytes, asked {length}", r.data.len()))
+    check(r.data.len() == length as usize, || {
+        format!("got {} bytes, asked {length}", r.data.len())
+    })
 }
 
 async fn data_write(c: &pb::BlerpcClient, data: Vec<u8>) -> Result<(), String> {
     let len = data.len();
-    let r = c.data_write(pb::DataWriteRequest { data }).await.map_err(|e| e.to_string())?;
-    check(r.length as usize == len, || format!("peripheral counted {}, sent {len}", r.length))
+    let r = c
+        .data_write(pb::DataWriteRequest { data })
+        .await
+        .map_err(|e| e.to_string())?;
+    check(r.length as usize == len, || {
+        format!("peripheral counted {}, sent {len}", r.length)
+    })
 }
 
 async fn counter_stream(c: &pb::BlerpcClient, count: u32) -> Result<(), String> {
@@ -70,7 +84,9 @@ async fn counter_stream(c: &pb::BlerpcClient, count: u32) -> Result<(), String> 
         .collect_vec()
         .await
         .map_err(|e| e.to_string())?;
-    check(items.len() == count as usize, || format!("{} items, expected {count}", items.len()))?;
+    check(items.len() == count as usize, || {
+        format!("{} items, expected {count}", items.len())
+    })?;
     for (i, item) in items.iter().enumerate() {
         let i = i as u32;
         check(item.seq == i && item.value == (i as i32) * 10, || {
@@ -81,9 +97,14 @@ async fn counter_stream(c: &pb::BlerpcClient, count: u32) -> Result<(), String> 
 }
 
 async fn counter_upload(c: &pb::BlerpcClient, count: u32) -> Result<(), String> {
-    let items = (0..count).map(|i| pb::CounterUploadRequest { seq: i, value: (i as i32) * 10 });
+    let items = (0..count).map(|i| pb::CounterUploadRequest {
+        seq: i,
+        value: (i as i32) * 10,
+    });
     let r = c.counter_upload(items).await.map_err(|e| e.to_string())?;
-    check(r.received_count == count, || format!("received_count {}, sent {count}", r.received_count))
+    check(r.received_count == count, || {
+        format!("received_count {}, sent {count}", r.received_count)
+    })
 }
 
 /// Runs one test by name.
@@ -105,7 +126,11 @@ pub async fn run_one(c: &pb::BlerpcClient, name: &'static str) -> TestResult {
         "counter_upload_large" => counter_upload(c, 20).await,
         other => Err(format!("unknown test {other}")),
     };
-    TestResult { name, outcome, elapsed: start.elapsed() }
+    TestResult {
+        name,
+        outcome,
+        elapsed: start.elapsed(),
+    }
 }
 
 /// Runs all twelve tests in order.

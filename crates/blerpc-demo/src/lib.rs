@@ -21,4 +21,5 @@ pub mod pb {
 }
 
 /// The encoded `FileDescriptorSet` of `proto/blerpc.proto` (for protobuf ⇄ JSON).
-pub const DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/blerpc_descriptor.bin"));
+pub const DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/blerpc_descriptor.bin"));

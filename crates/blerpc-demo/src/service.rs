@@ -23,7 +23,11 @@ pub struct DemoLimits {
 
 impl Default for DemoLimits {
     fn default() -> Self {
-        DemoLimits { max_echo: 256, max_read: 8192, max_stream_items: 10_000 }
+        DemoLimits {
+            max_echo: 256,
+            max_read: 8192,
+            max_stream_items: 10_000,
+        }
     }
 }
 
@@ -68,24 +72,38 @@ pub struct FlashImage {
 impl FlashImage {
     /// A synthetic image of `size` bytes (byte `i` is `(i * 31 + 7) mod 256`), all readable.
     pub fn synthetic(size: usize) -> Self {
-        let bytes: Arc<[u8]> = (0..size).map(|i| (i.wrapping_mul(31).wrapping_add(7)) as u8).collect();
+        let bytes: Arc<[u8]> = (0..size)
+            .map(|i| (i.wrapping_mul(31).wrapping_add(7)) as u8)
+            .collect();
         let end = u32::try_from(size).unwrap_or(u32::MAX);
-        FlashImage { bytes, readable: 0..end }
+        FlashImage {
+            bytes,
+            readable: 0..end,
+        }
     }
 
     /// The image stored in `path`, all readable.
     pub fn from_file(path: &std::path::Path) -> Result<Self, FlashError> {
-        let bytes = std::fs::read(path)
-            .map_err(|source| FlashError::Io { path: path.display().to_string(), source })?;
+        let bytes = std::fs::read(path).map_err(|source| FlashError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
         let end = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
-        Ok(FlashImage { bytes: bytes.into(), readable: 0..end })
+        Ok(FlashImage {
+            bytes: bytes.into(),
+            readable: 0..end,
+        })
     }
 
     /// Restricts `flash_read` to `range`.
     pub fn with_readable(mut self, range: Range<u32>) -> Result<Self, FlashError> {
         let size = self.bytes.len();
         if range.start > range.end || range.end as usize > size {
-            return Err(FlashError::Range { start: range.start, end: range.end, size });
+            return Err(FlashError::Range {
+                start: range.start,
+                end: range.end,
+                size,
+            });
         }
         self.readable = range;
         Ok(self)
@@ -98,7 +116,9 @@ impl FlashImage {
         }
         let readable = self.readable_bytes();
         match readable.windows(secret.len()).position(|w| w == secret) {
-            Some(at) => Err(FlashError::SecretExposed { offset: self.readable.start as usize + at }),
+            Some(at) => Err(FlashError::SecretExposed {
+                offset: self.readable.start as usize + at,
+            }),
             None => Ok(()),
         }
     }
@@ -109,7 +129,9 @@ impl FlashImage {
     }
 
     fn readable_bytes(&self) -> &[u8] {
-        self.bytes.get(self.readable.start as usize..self.readable.end as usize).unwrap_or(&[])
+        self.bytes
+            .get(self.readable.start as usize..self.readable.end as usize)
+            .unwrap_or(&[])
     }
 
     /// `length` bytes at `address`, if entirely inside the readable range.
@@ -133,7 +155,11 @@ pub struct DemoService {
 impl DemoService {
     /// A service reading from `flash` with `limits`.
     pub fn new(flash: FlashImage, limits: DemoLimits) -> Self {
-        DemoService { flash, limits, uploads: AtomicU64::new(0) }
+        DemoService {
+            flash,
+            limits,
+            uploads: AtomicU64::new(0),
+        }
     }
 
     /// Total items received by `counter_upload` since start (all connections).
@@ -158,27 +184,41 @@ impl pb::Blerpc for DemoService {
                 self.limits.max_echo
             )));
         }
-        Ok(pb::EchoResponse { message: request.message })
+        Ok(pb::EchoResponse {
+            message: request.message,
+        })
     }
 
-    async fn flash_read(&self, request: pb::FlashReadRequest) -> Result<pb::FlashReadResponse, Status> {
+    async fn flash_read(
+        &self,
+        request: pb::FlashReadRequest,
+    ) -> Result<pb::FlashReadResponse, Status> {
         if request.length > self.limits.max_read {
             return Err(Status::handler_failed(format!(
                 "read of {} bytes, at most {} per call",
                 request.length, self.limits.max_read
             )));
         }
-        let data = self.flash.read(request.address, request.length).ok_or_else(|| {
-            let r = self.flash.readable();
-            Status::handler_failed(format!(
-                "{:#x}+{} is outside the readable flash {:#x}..{:#x}",
-                request.address, request.length, r.start, r.end
-            ))
-        })?;
-        Ok(pb::FlashReadResponse { address: request.address, data: data.to_vec() })
+        let data = self
+            .flash
+            .read(request.address, request.length)
+            .ok_or_else(|| {
+                let r = self.flash.readable();
+                Status::handler_failed(format!(
+                    "{:#x}+{} is outside the readable flash {:#x}..{:#x}",
+                    request.address, request.length, r.start, r.end
+                ))
+            })?;
+        Ok(pb::FlashReadResponse {
+            address: request.address,
+            data: data.to_vec(),
+        })
     }
 
-    async fn data_write(&self, request: pb::DataWriteRequest) -> Result<pb::DataWriteResponse, Status> {
+    async fn data_write(
+        &self,
+        request: pb::DataWriteRequest,
+    ) -> Result<pb::DataWriteResponse, Status> {
         let length = u32::try_from(request.data.len()).unwrap_or(u32::MAX);
         Ok(pb::DataWriteResponse { length })
     }
@@ -198,7 +238,10 @@ impl pb::Blerpc for DemoService {
             futures_util::stream::iter([Err(err)]).boxed()
         } else {
             futures_util::stream::iter((0..count).map(|seq| {
-                Ok(pb::CounterStreamResponse { seq, value: (seq as i32).wrapping_mul(10) })
+                Ok(pb::CounterStreamResponse {
+                    seq,
+                    value: (seq as i32).wrapping_mul(10),
+                })
             }))
             .boxed()
         };
@@ -214,8 +257,11 @@ impl pb::Blerpc for DemoService {
             item?;
             received = received.saturating_add(1);
         }
-        self.uploads.fetch_add(u64::from(received), Ordering::Relaxed);
-        Ok(pb::CounterUploadResponse { received_count: received })
+        self.uploads
+            .fetch_add(u64::from(received), Ordering::Relaxed);
+        Ok(pb::CounterUploadResponse {
+            received_count: received,
+        })
     }
 }
 
@@ -225,7 +271,9 @@ mod tests {
 
     #[test]
     fn reads_are_bounds_checked_against_the_readable_range() {
-        let f = FlashImage::synthetic(4096).with_readable(1024..2048).unwrap();
+        let f = FlashImage::synthetic(4096)
+            .with_readable(1024..2048)
+            .unwrap();
         assert!(f.read(1024, 1024).is_some());
         assert!(f.read(1000, 100).is_none());
         assert!(f.read(2000, 100).is_none());
@@ -241,7 +289,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("blerpc-flash-{}", std::process::id()));
         std::fs::write(&dir, &bytes).unwrap();
         let f = FlashImage::from_file(&dir).unwrap();
-        assert!(matches!(f.ensure_not_exposed(&seed), Err(FlashError::SecretExposed { offset: 100 })));
+        assert!(matches!(
+            f.ensure_not_exposed(&seed),
+            Err(FlashError::SecretExposed { offset: 100 })
+        ));
         // Excluding that part of the flash from the readable range makes it safe.
         let f = f.with_readable(1024..4096).unwrap();
         assert!(f.ensure_not_exposed(&seed).is_ok());

@@ -103,6 +103,13 @@ pub trait Dispatch: Send + Sync + 'static {
         name: &str,
         items: BoxStream<Vec<u8>>,
     ) -> BoxFuture<Result<Vec<u8>, Status>>;
+    /// The upload command to run when a STREAM_END_C2P arrives for an upload that sent no item
+    /// (STREAM_END_C2P does not name its command). Services with exactly one upload command
+    /// return it, as the reference firmware answers it; the default `None` answers such an end
+    /// with an ERROR.
+    fn sole_upload(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 impl<T: Dispatch + ?Sized> Dispatch for Arc<T> {
@@ -121,6 +128,9 @@ impl<T: Dispatch + ?Sized> Dispatch for Arc<T> {
         items: BoxStream<Vec<u8>>,
     ) -> BoxFuture<Result<Vec<u8>, Status>> {
         (**self).client_stream(name, items)
+    }
+    fn sole_upload(&self) -> Option<&'static str> {
+        (**self).sole_upload()
     }
 }
 
@@ -364,7 +374,10 @@ struct ActiveStream {
 }
 
 struct Upload {
-    items: mpsc::Sender<Vec<u8>>,
+    /// `None` once the handler has failed: later items are dropped and STREAM_END_C2P is
+    /// answered with `failed`.
+    items: Option<mpsc::Sender<Vec<u8>>>,
+    failed: Option<ErrorCode>,
     /// Shared with the handler's completion so the final reply can use the STREAM_END tid.
     end_tid: Arc<std::sync::Mutex<Option<u8>>>,
 }
@@ -462,20 +475,64 @@ impl Connection {
                     let (name, data) = (name.to_string(), data.to_vec());
                     self.on_request(tid, name, data, draining);
                 }
-                PeripheralEvent::StreamEndC2P { tid } => {
-                    // STREAM_END_C2P carries no command name: it ends every open upload (there
-                    // is one at a time in practice).
-                    for (_, upload) in self.uploads.drain() {
-                        if let Ok(mut t) = upload.end_tid.lock() {
-                            *t = Some(tid);
-                        }
-                    }
-                }
+                PeripheralEvent::StreamEndC2P { tid } => self.on_stream_end(tid),
                 PeripheralEvent::Secured => tracing::debug!(peer = %self.peer, "session secured"),
                 PeripheralEvent::Warning(w) => tracing::debug!(peer = %self.peer, "dropped: {w:?}"),
                 _ => {}
             }
         }
+    }
+
+    /// STREAM_END_C2P carries no command name: it ends every open upload (one at a time in
+    /// practice), or runs the service's sole upload command when the upload sent no item.
+    fn on_stream_end(&mut self, tid: u8) {
+        let now = self.clock.now();
+        if self.uploads.is_empty() {
+            match self.dispatch.sole_upload() {
+                Some(name) => {
+                    self.start_upload(name.to_string());
+                }
+                None => {
+                    let _ = self
+                        .peripheral
+                        .report_error(now, tid, ErrorCode::UnknownCommand);
+                    return;
+                }
+            }
+        }
+        for (_, upload) in self.uploads.drain() {
+            if let Some(code) = upload.failed {
+                let _ = self.peripheral.report_error(now, tid, code);
+            } else if let Ok(mut t) = upload.end_tid.lock() {
+                *t = Some(tid);
+            }
+        }
+    }
+
+    /// Starts the handler of upload `name`; its items go through the returned entry.
+    fn start_upload(&mut self, name: String) -> &mut Upload {
+        let (items_tx, items_rx) = mpsc::channel(self.upload_buffer);
+        let end_tid = Arc::new(std::sync::Mutex::new(None));
+        let items: BoxStream<Vec<u8>> = Box::pin(futures_util::stream::unfold(
+            items_rx,
+            |mut rx| async move { rx.recv().await.map(|item| (item, rx)) },
+        ));
+        let fut = self.dispatch.client_stream(&name, items);
+        let (n, t) = (name.clone(), end_tid.clone());
+        self.pending.push(Box::pin(async move {
+            let result = fut.await;
+            let end_tid = t.lock().ok().and_then(|g| *g);
+            Done::Upload {
+                name: n,
+                end_tid,
+                result,
+            }
+        }));
+        self.uploads.entry(name).or_insert(Upload {
+            items: Some(items_tx),
+            failed: None,
+            end_tid,
+        })
     }
 
     fn on_request(&mut self, tid: u8, name: String, data: Vec<u8>, draining: bool) {
@@ -508,37 +565,20 @@ impl Connection {
                 }
             }
             Some(CallKind::ClientStream) => {
-                let upload = match self.uploads.get(&name) {
-                    Some(u) => u,
-                    None => {
-                        let (items_tx, items_rx) = mpsc::channel(self.upload_buffer);
-                        let end_tid = Arc::new(std::sync::Mutex::new(None));
-                        let items: BoxStream<Vec<u8>> = Box::pin(futures_util::stream::unfold(
-                            items_rx,
-                            |mut rx| async move { rx.recv().await.map(|item| (item, rx)) },
-                        ));
-                        let fut = self.dispatch.client_stream(&name, items);
-                        let (n, t) = (name.clone(), end_tid.clone());
-                        self.pending.push(Box::pin(async move {
-                            let result = fut.await;
-                            let end_tid = t.lock().ok().and_then(|g| *g);
-                            Done::Upload {
-                                name: n,
-                                end_tid,
-                                result,
-                            }
-                        }));
-                        self.uploads.entry(name.clone()).or_insert(Upload {
-                            items: items_tx,
-                            end_tid,
-                        })
-                    }
+                let upload = if self.uploads.contains_key(&name) {
+                    self.uploads.get_mut(&name)
+                } else {
+                    Some(self.start_upload(name.clone()))
                 };
-                match upload.items.try_send(data) {
-                    Ok(()) => {
-                        let _ = self.peripheral.ack(tid);
-                    }
-                    Err(_) => refuse(&mut self.peripheral, ErrorCode::Busy),
+                let accepted = match upload.and_then(|u| u.items.as_ref()) {
+                    Some(items) => items.try_send(data).is_ok(),
+                    // The handler already failed: drop the item; STREAM_END_C2P gets the error.
+                    None => true,
+                };
+                if accepted {
+                    let _ = self.peripheral.ack(tid);
+                } else {
+                    refuse(&mut self.peripheral, ErrorCode::Busy);
                 }
             }
         }
@@ -573,10 +613,19 @@ impl Connection {
                 end_tid,
                 result: Err(status),
             } => {
-                self.uploads.remove(&name);
                 tracing::debug!(peer = %self.peer, "upload handler failed: {status}");
-                if let Some(tid) = end_tid {
-                    let _ = self.peripheral.report_error(now, tid, status.code);
+                match end_tid {
+                    Some(tid) => {
+                        self.uploads.remove(&name);
+                        let _ = self.peripheral.report_error(now, tid, status.code);
+                    }
+                    // Failed before the central ended the stream: answer its STREAM_END_C2P.
+                    None => {
+                        if let Some(u) = self.uploads.get_mut(&name) {
+                            u.items = None;
+                            u.failed = Some(status.code);
+                        }
+                    }
                 }
             }
         }

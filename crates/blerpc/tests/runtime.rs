@@ -361,3 +361,41 @@ async fn dropping_a_stream_cancels_it_and_the_connection_goes_on() {
 
 #[allow(dead_code)]
 fn _link_is_object_safe_enough<L: Link>(_: L) {}
+
+#[tokio::test]
+async fn an_upload_whose_handler_fails_early_reports_the_error_promptly() {
+    let key = server().identity_public().unwrap();
+    let (client, _s) = connect_pair(PinPolicy::Trust(key)).await;
+    let client = client.unwrap();
+    let start = std::time::Instant::now();
+    let mut up = client.client_stream("failing_upload").await.unwrap();
+    for i in 0..5u64 {
+        up.send(pb_uint(1, i)).await.unwrap();
+    }
+    let err = up.finish().await.unwrap_err();
+    assert!(
+        matches!(err, Error::Call(CallError::Peer(ErrorCode::HandlerFailed))),
+        "{err}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        start.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn an_empty_upload_to_a_service_that_cannot_tell_its_command_gets_an_error_promptly() {
+    // The test service has two upload commands, so STREAM_END_C2P alone is ambiguous.
+    let key = server().identity_public().unwrap();
+    let (client, _s) = connect_pair(PinPolicy::Trust(key)).await;
+    let client = client.unwrap();
+    let start = std::time::Instant::now();
+    let up = client.client_stream("counter_upload").await.unwrap();
+    let err = up.finish().await.unwrap_err();
+    assert!(
+        matches!(err, Error::Call(CallError::Peer(ErrorCode::UnknownCommand))),
+        "{err}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(2));
+}

@@ -369,6 +369,9 @@ impl<T: Blerpc> ::blerpc::server::Dispatch for BlerpcServer<T> {
             _ => ::core::option::Option::None,
         }
     }
+    fn sole_upload(&self) -> ::core::option::Option<&'static str> {
+        ::core::option::Option::Some("counter_upload")
+    }
     fn unary(
         &self,
         name: &str,

@@ -81,7 +81,7 @@ impl Dispatch for Demo {
         match name {
             "echo" | "flash_read" | "data_write" | "slow" => Some(CallKind::Unary),
             "counter_stream" => Some(CallKind::ServerStream),
-            "counter_upload" => Some(CallKind::ClientStream),
+            "counter_upload" | "failing_upload" => Some(CallKind::ClientStream),
             _ => None,
         }
     }
@@ -119,10 +119,14 @@ impl Dispatch for Demo {
     }
     fn client_stream(
         &self,
-        _: &str,
+        name: &str,
         items: BoxStream<Vec<u8>>,
     ) -> BoxFuture<Result<Vec<u8>, Status>> {
+        let fail = name == "failing_upload";
         Box::pin(async move {
+            if fail {
+                return Err(Status::handler_failed("refused at once"));
+            }
             let n = items.count().await;
             Ok(pb_uint(1, n as u64))
         })
