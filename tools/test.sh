@@ -13,10 +13,8 @@ export BLERPC_VENV
 step "rustfmt"
 cargo fmt --all --check
 
-step "clippy (workspace, all targets)"
-cargo clippy --workspace --all-targets --locked -- -D warnings
-step "clippy (core with the ring and aws-lc-rs providers)"
-cargo clippy -p blerpc-proto --all-targets --features ring,aws-lc-rs --locked -- -D warnings
+step "clippy (workspace, all targets, all features: every crypto provider and link)"
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 
 step "sans-IO check: the core never reads a clock, an RNG, a socket or a file"
 if grep -rnE 'std::time::(Instant|SystemTime)|thread_rng|OsRng|getrandom|std::net|std::fs|tokio|async fn' \
@@ -25,13 +23,11 @@ if grep -rnE 'std::time::(Instant|SystemTime)|thread_rng|OsRng|getrandom|std::ne
   exit 1
 fi
 
-step "tests (workspace)"
-cargo test --workspace --locked
-step "tests (core with the ring and aws-lc-rs providers)"
-cargo test -p blerpc-proto --features ring,aws-lc-rs --locked --lib --test vectors
+step "tests (workspace, all features)"
+cargo test --workspace --all-features --locked
 
 step "docs (warnings are errors)"
-RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps --locked
+RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --all-features --no-deps --locked
 
 step "no_std: the core without default features, and a #![no_std] staticlib linked into C"
 cargo build -p blerpc-proto --no-default-features --locked
