@@ -14,11 +14,14 @@
 //! Transports: [`mem`] (in-memory, for tests and in-process use); TCP, TLS, WebSocket, serial and
 //! BLE are added behind features.
 
-pub mod mem;
 #[cfg(any(feature = "ble-central", feature = "ble-peripheral"))]
 pub mod ble;
+pub mod mem;
 #[cfg(feature = "serial")]
 pub mod serial;
+#[cfg(feature = "tcp")]
+pub mod tcp;
+pub mod url;
 
 use std::future::Future;
 

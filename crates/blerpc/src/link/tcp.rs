@@ -1,0 +1,570 @@
+//! The TCP link: containers back to back on a TCP stream, exactly as they travel on BLE, with no
+//! extra framing.
+//!
+//! ```text
+//! stream:  [container][container][container]...
+//! FIRST      (flags bits 7-6 = 0b00): [tid][seq][flags][total_length u16][payload_len][payload]  6 + payload_len
+//! any other  (0b01, 0b10, 0b11):      [tid][seq][flags][payload_len][payload]                    4 + payload_len
+//! ```
+//!
+//! A container is self-delimiting: the receiver reads its header to learn its length (`6 +
+//! payload_len` for FIRST, `4 + payload_len` otherwise, `payload_len` at byte 5 or byte 3) and
+//! hands exactly that many bytes to the protocol as one PDU. The link MTU is configured
+//! ([`TcpOptions::att_mtu`], 247 like BLE by default); both ends must agree on it.
+//!
+//! **Errors.** A container longer than `att_mtu - 3` breaks the link contract (the protocol never
+//! emits one): the receiver fails with [`LinkError::Framing`] and the connection ends, because a
+//! byte stream cannot resynchronise. The same happens when the peer closes the stream inside a
+//! container. A close between containers is the normal end: [`LinkRx::recv`] returns `Ok(None)`.
+//! On the sending side [`LinkTx::queue`] refuses a PDU that is not exactly one container, since it
+//! would desynchronise the peer.
+//!
+//! **Buffers and backpressure.** The receive half owns one read buffer of
+//! [`TcpOptions::read_buffer_size`] bytes (at least one container) and returns slices of it, so
+//! many containers arriving in one read cost one system call and a container split over many
+//! reads is reassembled in place. The transmit half appends queued containers to one write buffer;
+//! [`LinkTx::is_full`] turns true at [`TcpOptions::send_queue_limit`] bytes, which is how a full
+//! socket buffer slows the protocol down. Both `flush` and `recv` are cancel-safe: their progress
+//! lives in these buffers, never in the future.
+//!
+//! **Peer ids** are `tcp://IP:PORT` of the remote socket (`tcp://[::1]:9000` for IPv6).
+//!
+//! [`TcpAcceptor`] is the server side; [`connect`] the client side. The framing halves
+//! [`StreamTx`] and [`StreamRx`] are generic over the byte stream and are reused by the TLS link.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use blerpc_proto::wire::container::{ATT_OVERHEAD, FIRST_HEADER_LEN, HEADER_LEN};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpSocket, TcpStream, ToSocketAddrs};
+
+use super::{DEFAULT_STREAM_ATT_MTU, Link, LinkError, LinkRx, LinkTx};
+
+/// Options of the TCP link (also used by the TLS and WebSocket links that run over TCP).
+#[derive(Clone, Debug)]
+pub struct TcpOptions {
+    /// The link's ATT MTU: containers are at most `att_mtu - 3` bytes. Default 247, as on BLE.
+    pub att_mtu: usize,
+    /// Sets `TCP_NODELAY` (disables Nagle's algorithm). Default `true`: a request is usually a
+    /// single small write that must not wait for the previous segment's ACK.
+    pub nodelay: bool,
+    /// Bytes queued for sending before [`LinkTx::is_full`] reports full. Default 16 KiB
+    /// (about 64 containers at MTU 247).
+    pub send_queue_limit: usize,
+    /// The receive buffer per connection, in bytes (raised to one container if smaller). Default
+    /// 4 KiB. Also the WebSocket read buffer.
+    pub read_buffer_size: usize,
+    /// Acceptors only: set `SO_REUSEPORT` so several processes (or listeners) can bind the same
+    /// address and the kernel spreads connections over them. Default `false`. Unix only; an
+    /// error elsewhere.
+    pub reuse_port: bool,
+    /// Bounds connecting (TCP connect plus the TLS / WebSocket handshake) on the client, and each
+    /// TLS / WebSocket handshake on acceptors. Default 10 s.
+    pub handshake_timeout: Duration,
+    /// Acceptors only: TLS / WebSocket handshakes in progress at once; further connections wait
+    /// in the listen backlog. Default 256.
+    pub max_handshakes: usize,
+}
+
+impl Default for TcpOptions {
+    fn default() -> Self {
+        TcpOptions {
+            att_mtu: DEFAULT_STREAM_ATT_MTU,
+            nodelay: true,
+            send_queue_limit: 16 * 1024,
+            read_buffer_size: 4 * 1024,
+            reuse_port: false,
+            handshake_timeout: Duration::from_secs(10),
+            max_handshakes: 256,
+        }
+    }
+}
+
+impl TcpOptions {
+    /// The largest container the link carries: `att_mtu - 3`.
+    pub fn max_container(&self) -> usize {
+        self.att_mtu.saturating_sub(ATT_OVERHEAD)
+    }
+}
+
+/// The length of the container that starts `buf` (header plus payload), or `None` while its
+/// header is incomplete. Bytes after the header are not looked at.
+pub(crate) fn container_len(buf: &[u8]) -> Option<usize> {
+    let flags = *buf.get(2)?;
+    if flags >> 6 == 0 {
+        Some(FIRST_HEADER_LEN + usize::from(*buf.get(FIRST_HEADER_LEN - 1)?))
+    } else {
+        Some(HEADER_LEN + usize::from(*buf.get(HEADER_LEN - 1)?))
+    }
+}
+
+/// Checks that `pdu` is exactly one container of at most `max` bytes (what a stream link can
+/// carry without desynchronising the peer).
+pub(crate) fn check_pdu(pdu: &[u8], max: usize) -> Result<(), LinkError> {
+    if pdu.len() > max {
+        return Err(LinkError::TooLarge {
+            len: pdu.len(),
+            max,
+        });
+    }
+    match container_len(pdu) {
+        Some(len) if len == pdu.len() => Ok(()),
+        Some(len) => Err(LinkError::Framing(format!(
+            "a {}-byte PDU whose header declares a {len}-byte container cannot be sent on a stream link",
+            pdu.len()
+        ))),
+        None => Err(LinkError::Framing(format!(
+            "a {}-byte PDU is shorter than a container header",
+            pdu.len()
+        ))),
+    }
+}
+
+/// Connects to a bleRPC server over TCP. Bounded by [`TcpOptions::handshake_timeout`].
+pub async fn connect(addr: impl ToSocketAddrs, options: &TcpOptions) -> Result<TcpLink, LinkError> {
+    let stream = timed(options.handshake_timeout, "TCP connect", async {
+        Ok(TcpStream::connect(addr).await?)
+    })
+    .await?;
+    Ok(TcpLink::from_stream(stream, options)?)
+}
+
+/// Runs `fut` with a deadline; a timeout becomes an `Io(TimedOut)` error naming `what`.
+pub(crate) async fn timed<T>(
+    limit: Duration,
+    what: &str,
+    fut: impl Future<Output = Result<T, LinkError>>,
+) -> Result<T, LinkError> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(LinkError::Io(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("{what} timed out after {limit:?}"),
+        ))),
+    }
+}
+
+/// A TCP connection carrying bleRPC containers.
+#[derive(Debug)]
+pub struct TcpLink {
+    stream: TcpStream,
+    peer: SocketAddr,
+    options: TcpOptions,
+}
+
+impl TcpLink {
+    /// Wraps a connected stream (setting `TCP_NODELAY` as configured).
+    pub fn from_stream(stream: TcpStream, options: &TcpOptions) -> io::Result<TcpLink> {
+        stream.set_nodelay(options.nodelay)?;
+        let peer = stream.peer_addr()?;
+        Ok(TcpLink {
+            stream,
+            peer,
+            options: options.clone(),
+        })
+    }
+
+    /// The remote address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.stream.local_addr()
+    }
+}
+
+impl Link for TcpLink {
+    type Tx = StreamTx<OwnedWriteHalf>;
+    type Rx = StreamRx<OwnedReadHalf>;
+    fn att_mtu(&self) -> usize {
+        self.options.att_mtu
+    }
+    fn peer_id(&self) -> String {
+        format!("tcp://{}", self.peer)
+    }
+    fn split(self) -> (Self::Tx, Self::Rx) {
+        let (r, w) = self.stream.into_split();
+        halves(r, w, &self.options)
+    }
+}
+
+/// The framing halves over any byte stream's read and write halves.
+pub(crate) fn halves<R, W>(r: R, w: W, options: &TcpOptions) -> (StreamTx<W>, StreamRx<R>) {
+    let max = options.max_container();
+    (
+        StreamTx {
+            io: w,
+            buf: Vec::new(),
+            sent: 0,
+            limit: options.send_queue_limit.max(1),
+            max,
+            state: TxState::Open,
+        },
+        StreamRx {
+            io: r,
+            buf: vec![0; options.read_buffer_size.max(max).max(FIRST_HEADER_LEN)]
+                .into_boxed_slice(),
+            start: 0,
+            end: 0,
+            returned: 0,
+            max,
+            eof: false,
+        },
+    )
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TxState {
+    Open,
+    /// `close` was called or a write failed.
+    Closed,
+}
+
+/// The transmit half of a stream link (TCP, TLS): queued containers are appended to one write
+/// buffer and written out back to back.
+#[derive(Debug)]
+pub struct StreamTx<W> {
+    io: W,
+    buf: Vec<u8>,
+    /// Bytes of `buf` already written.
+    sent: usize,
+    limit: usize,
+    max: usize,
+    state: TxState,
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> LinkTx for StreamTx<W> {
+    fn queue(&mut self, pdu: &[u8]) -> Result<(), LinkError> {
+        check_pdu(pdu, self.max)?;
+        if self.state == TxState::Closed {
+            return Err(LinkError::Closed);
+        }
+        if self.sent == self.buf.len() {
+            self.buf.clear();
+            self.sent = 0;
+        }
+        self.buf.extend_from_slice(pdu);
+        Ok(())
+    }
+    fn is_full(&self) -> bool {
+        self.buf.len() - self.sent >= self.limit
+    }
+    fn has_pending(&self) -> bool {
+        self.sent < self.buf.len()
+    }
+    async fn flush(&mut self) -> Result<(), LinkError> {
+        while let Some(rest) = self.buf.get(self.sent..).filter(|r| !r.is_empty()) {
+            // One `write` at a time: each is cancel-safe, and `sent` records what it wrote.
+            match self.io.write(rest).await {
+                Ok(0) => {
+                    self.state = TxState::Closed;
+                    return Err(LinkError::Closed);
+                }
+                Ok(n) => self.sent += n,
+                Err(e) => {
+                    self.state = TxState::Closed;
+                    return Err(broken_pipe_is_closed(e));
+                }
+            }
+        }
+        self.buf.clear();
+        self.sent = 0;
+        // TLS holds records until flushed; a no-op on TCP.
+        self.io.flush().await.map_err(|e| {
+            self.state = TxState::Closed;
+            broken_pipe_is_closed(e)
+        })
+    }
+    async fn close(&mut self) -> Result<(), LinkError> {
+        let flushed = if self.state == TxState::Open {
+            self.flush().await
+        } else {
+            Ok(())
+        };
+        self.state = TxState::Closed;
+        // FIN (and TLS close_notify); the peer's `recv` returns `Ok(None)`.
+        let _ = self.io.shutdown().await;
+        flushed
+    }
+}
+
+fn broken_pipe_is_closed(e: io::Error) -> LinkError {
+    match e.kind() {
+        io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => LinkError::Closed,
+        _ => LinkError::Io(e),
+    }
+}
+
+/// The receive half of a stream link (TCP, TLS): reads into one buffer and returns one container
+/// at a time as a slice of it.
+#[derive(Debug)]
+pub struct StreamRx<R> {
+    io: R,
+    buf: Box<[u8]>,
+    /// Unconsumed bytes are `buf[start..end]`.
+    start: usize,
+    end: usize,
+    /// Length of the container the last `recv` returned; consumed at the next call.
+    returned: usize,
+    max: usize,
+    eof: bool,
+}
+
+impl<R: AsyncRead + Unpin + Send + 'static> LinkRx for StreamRx<R> {
+    async fn recv(&mut self) -> Result<Option<&[u8]>, LinkError> {
+        self.start += std::mem::take(&mut self.returned);
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        loop {
+            let pending = self.buf.get(self.start..self.end).unwrap_or(&[]);
+            if let Some(len) = container_len(pending) {
+                if len > self.max {
+                    return Err(LinkError::Framing(format!(
+                        "the peer sent a {len}-byte container; this link carries at most {} \
+                         (ATT MTU {})",
+                        self.max,
+                        self.max + ATT_OVERHEAD
+                    )));
+                }
+                if pending.len() >= len {
+                    self.returned = len;
+                    return Ok(self.buf.get(self.start..self.start + len));
+                }
+            }
+            if self.eof {
+                return if self.start == self.end {
+                    Ok(None)
+                } else {
+                    Err(LinkError::Framing(format!(
+                        "the peer closed the stream inside a container ({} bytes received)",
+                        self.end - self.start
+                    )))
+                };
+            }
+            if self.end == self.buf.len() {
+                // The buffer holds at least one whole container, so moving the partial one to
+                // the front always makes room.
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            let Some(space) = self.buf.get_mut(self.end..) else {
+                return Err(LinkError::Framing("receive buffer overrun".into()));
+            };
+            // `read` is cancel-safe: if this future is dropped, no bytes were taken.
+            match self.io.read(space).await {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.end += n,
+                // A TLS peer that closes without close_notify; containers are self-delimiting,
+                // so a truncation is still caught above.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => self.eof = true,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => self.eof = true,
+                Err(e) => return Err(LinkError::Io(e)),
+            }
+        }
+    }
+}
+
+/// Binds a listener, with `SO_REUSEPORT` if configured.
+pub(crate) async fn bind_listener(
+    addr: impl ToSocketAddrs,
+    options: &TcpOptions,
+) -> io::Result<TcpListener> {
+    let mut last = None;
+    for addr in tokio::net::lookup_host(addr).await? {
+        match bind_one(addr, options) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to bind")))
+}
+
+fn bind_one(addr: SocketAddr, options: &TcpOptions) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    if options.reuse_port {
+        #[cfg(all(
+            unix,
+            not(target_os = "solaris"),
+            not(target_os = "illumos"),
+            not(target_os = "cygwin")
+        ))]
+        socket.set_reuseport(true)?;
+        #[cfg(not(all(
+            unix,
+            not(target_os = "solaris"),
+            not(target_os = "illumos"),
+            not(target_os = "cygwin")
+        )))]
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "SO_REUSEPORT is not supported on this platform",
+        ));
+    }
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
+/// Accepts the next TCP connection. Errors that concern one connection (reset before accept) are
+/// skipped; others (out of file descriptors) are logged and retried after a pause, so a server
+/// rides them out instead of stopping.
+pub(crate) async fn accept_tcp(
+    listener: &TcpListener,
+    options: &TcpOptions,
+) -> (TcpStream, SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, addr)) => {
+                if let Err(e) = stream.set_nodelay(options.nodelay) {
+                    tracing::debug!(%addr, "TCP_NODELAY: {e}");
+                }
+                return (stream, addr);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionAborted
+                        | io::ErrorKind::ConnectionReset
+                        | io::ErrorKind::ConnectionRefused
+                        | io::ErrorKind::Interrupted
+                        | io::ErrorKind::WouldBlock
+                ) => {}
+            Err(e) => {
+                tracing::warn!("accept failed (retrying in 100 ms): {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Accepts connections and runs their handshakes concurrently (at most
+/// [`TcpOptions::max_handshakes`] at once, each bounded by [`TcpOptions::handshake_timeout`]), so
+/// a slow or silent peer cannot hold up the others. Returns the next link whose handshake
+/// succeeded; failures are logged at debug level and skipped. Cancel-safe: handshakes in progress
+/// stay in `pending`.
+#[allow(dead_code)] // used by the TLS and WebSocket links
+pub(crate) async fn accept_with_handshake<L, F, Fut>(
+    listener: &TcpListener,
+    options: &TcpOptions,
+    pending: &mut tokio::task::JoinSet<Option<L>>,
+    handshake: F,
+) -> L
+where
+    L: Send + 'static,
+    F: Fn(TcpStream, SocketAddr) -> Fut,
+    Fut: Future<Output = Result<L, LinkError>> + Send + 'static,
+{
+    loop {
+        tokio::select! {
+            biased;
+            Some(done) = pending.join_next(), if !pending.is_empty() => {
+                if let Ok(Some(link)) = done {
+                    return link;
+                }
+            }
+            (stream, addr) = accept_tcp(listener, options),
+                if pending.len() < options.max_handshakes.max(1) =>
+            {
+                let fut = handshake(stream, addr);
+                let limit = options.handshake_timeout;
+                pending.spawn(async move {
+                    match timed(limit, "handshake", fut).await {
+                        Ok(link) => Some(link),
+                        Err(e) => {
+                            tracing::debug!(%addr, "handshake failed: {e}");
+                            None
+                        }
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// Accepts bleRPC connections over TCP: the server side of the TCP link.
+#[derive(Debug)]
+pub struct TcpAcceptor {
+    listener: TcpListener,
+    options: TcpOptions,
+}
+
+impl TcpAcceptor {
+    /// Binds `addr` (port 0 picks a free port; see [`TcpAcceptor::local_addr`]).
+    pub async fn bind(addr: impl ToSocketAddrs, options: TcpOptions) -> io::Result<TcpAcceptor> {
+        Ok(TcpAcceptor {
+            listener: bind_listener(addr, &options).await?,
+            options,
+        })
+    }
+
+    /// Uses an already bound listener.
+    pub fn from_listener(listener: TcpListener, options: TcpOptions) -> TcpAcceptor {
+        TcpAcceptor { listener, options }
+    }
+
+    /// The address the listener is bound to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+}
+
+impl crate::server::Acceptor for TcpAcceptor {
+    type Link = TcpLink;
+    async fn accept(&mut self) -> io::Result<TcpLink> {
+        loop {
+            let (stream, addr) = accept_tcp(&self.listener, &self.options).await;
+            match TcpLink::from_stream(stream, &self.options) {
+                Ok(link) => return Ok(link),
+                Err(e) => tracing::debug!(%addr, "accepted connection unusable: {e}"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_len_reads_the_header() {
+        // FIRST: 6 + payload_len (byte 5).
+        assert_eq!(container_len(&[1, 0, 0x00, 5, 0, 5]), Some(11));
+        assert_eq!(container_len(&[1, 0, 0x00, 5, 0]), None);
+        // SUBSEQUENT, CONTROL, undefined type: 4 + payload_len (byte 3); reserved bits ignored.
+        assert_eq!(container_len(&[1, 1, 0x40, 240]), Some(244));
+        assert_eq!(container_len(&[1, 0, 0xD4, 1]), Some(5));
+        assert_eq!(container_len(&[1, 0, 0x83, 0]), Some(4));
+        assert_eq!(container_len(&[1, 0]), None);
+    }
+
+    #[test]
+    fn only_whole_containers_are_queued() {
+        assert!(check_pdu(&[9, 0, 0xD4, 1, 2], 244).is_ok());
+        assert!(matches!(
+            check_pdu(&[9, 0, 0xD4, 1, 2, 3], 244),
+            Err(LinkError::Framing(_))
+        ));
+        assert!(matches!(
+            check_pdu(&[9, 0, 0x00, 0, 0], 244),
+            Err(LinkError::Framing(_))
+        ));
+        assert!(matches!(
+            check_pdu(&[0; 245], 244),
+            Err(LinkError::TooLarge { len: 245, max: 244 })
+        ));
+    }
+}
