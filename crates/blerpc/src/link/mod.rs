@@ -21,6 +21,8 @@ pub mod mem;
 pub mod serial;
 #[cfg(feature = "tcp")]
 pub mod tcp;
+#[cfg(feature = "tls")]
+pub mod tls;
 pub mod url;
 
 use std::future::Future;

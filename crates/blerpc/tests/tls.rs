@@ -1,0 +1,450 @@
+//! The TLS link: every call shape through Client/Server with a CA and with a pinned certificate,
+//! refused certificates with clear errors, framing across TLS records, handshakes that do not
+//! hold up the acceptor, many clients at once. Certificates are generated per test (rcgen).
+#![cfg(feature = "tls")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::Duration;
+
+use blerpc::client::PinPolicy;
+use blerpc::link::tcp::TcpOptions;
+use blerpc::link::tls::{self, TlsAcceptor, TlsClientConfig, TlsError, TlsServerConfig};
+use blerpc::link::{Link, LinkError, LinkRx};
+use blerpc::server::Acceptor;
+use blerpc::{Client, ClientConfig, Server, ServerConfig};
+use common::*;
+use futures_util::StreamExt;
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// A CA, a server certificate it signed (for `localhost` and 127.0.0.1) and the key, as PEM files.
+struct Pki {
+    _dir: tempfile::TempDir,
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+    leaf: CertificateDer<'static>,
+}
+
+static NEXT_CA: AtomicUsize = AtomicUsize::new(0);
+
+fn pki() -> Pki {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(
+        DnType::CommonName,
+        format!("blerpc test CA {}", NEXT_CA.fetch_add(1, SeqCst)),
+    );
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let path = |name: &str| dir.path().join(name);
+    std::fs::write(path("ca.pem"), ca_cert.pem()).unwrap();
+    std::fs::write(path("cert.pem"), leaf.pem()).unwrap();
+    std::fs::write(path("key.pem"), key.serialize_pem()).unwrap();
+    Pki {
+        ca: path("ca.pem"),
+        cert: path("cert.pem"),
+        key: path("key.pem"),
+        leaf: leaf.der().clone(),
+        _dir: dir,
+    }
+}
+
+fn server(encrypted: bool) -> Server {
+    let mut config = ServerConfig::default();
+    if encrypted {
+        config.identity = Some(SEED);
+    } else {
+        config.peripheral.require_encryption = false;
+    }
+    Server::new(Demo, config).unwrap()
+}
+
+fn client_config(server: &Server) -> ClientConfig {
+    let mut config = ClientConfig::default();
+    match server.identity_public() {
+        Some(key) => config.pinning = PinPolicy::Trust(key),
+        None => {
+            config.pinning = PinPolicy::NoPin;
+            config.central.require_encryption = false;
+        }
+    }
+    config
+}
+
+async fn serve(
+    server: Server,
+    pki: &Pki,
+    options: TcpOptions,
+) -> (
+    u16,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let tls = TlsServerConfig::from_pem_files(&pki.cert, &pki.key).unwrap();
+    let acceptor = TlsAcceptor::bind("127.0.0.1:0", tls, options)
+        .await
+        .unwrap();
+    let port = acceptor.local_addr().unwrap().port();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        server
+            .serve(acceptor, async {
+                let _ = stop_rx.await;
+            })
+            .await
+            .unwrap();
+    });
+    (port, stop_tx, task)
+}
+
+async fn every_call_shape(client: &Client) {
+    let req = pb_bytes(1, b"hello");
+    assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
+    let mut read = pb_uint(1, 0);
+    read.extend(pb_uint(2, 8192));
+    assert_eq!(
+        client.call("flash_read", read).await.unwrap().len(),
+        8192 + 3
+    );
+    let items: Vec<_> = client
+        .server_stream("counter_stream", pb_uint(1, 20))
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    assert_eq!(items.len(), 20);
+    for (i, item) in items.into_iter().enumerate() {
+        assert_eq!(
+            pb_get_uint(&item.unwrap(), 1),
+            Some(i as u64).filter(|v| *v != 0)
+        );
+    }
+    let mut up = client.client_stream("counter_upload").await.unwrap();
+    for i in 0..20u64 {
+        up.send(pb_uint(1, i)).await.unwrap();
+    }
+    assert_eq!(pb_get_uint(&up.finish().await.unwrap(), 1), Some(20));
+}
+
+#[derive(Clone, Copy)]
+enum Trust {
+    Ca,
+    Pin,
+}
+
+async fn call_shapes(encrypted: bool, trust: Trust) {
+    let pki = pki();
+    let server = server(encrypted);
+    let config = client_config(&server);
+    let (port, stop, task) = serve(server, &pki, TcpOptions::default()).await;
+    let trust = match trust {
+        Trust::Ca => TlsClientConfig::with_ca_file(&pki.ca).unwrap(),
+        Trust::Pin => TlsClientConfig::with_pinned_cert_file(&pki.cert).unwrap(),
+    };
+    timeout(LIMIT, async {
+        let link = tls::connect("127.0.0.1", port, &trust, &TcpOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(link.peer_id(), format!("tls://127.0.0.1:{port}"));
+        let client = Client::connect(link, config).await.unwrap();
+        assert_eq!(client.info().encrypted, encrypted);
+        every_call_shape(&client).await;
+    })
+    .await
+    .unwrap();
+    drop(stop);
+    task.await.unwrap();
+}
+
+#[tokio::test]
+async fn every_call_shape_encrypted_with_a_ca() {
+    call_shapes(true, Trust::Ca).await;
+}
+
+#[tokio::test]
+async fn every_call_shape_plaintext_with_a_ca() {
+    call_shapes(false, Trust::Ca).await;
+}
+
+#[tokio::test]
+async fn every_call_shape_encrypted_with_a_pinned_certificate() {
+    call_shapes(true, Trust::Pin).await;
+}
+
+#[tokio::test]
+async fn every_call_shape_plaintext_with_a_pinned_certificate() {
+    call_shapes(false, Trust::Pin).await;
+}
+
+#[tokio::test]
+async fn a_pinned_der_certificate_and_a_server_name_work() {
+    let pki = pki();
+    let (port, stop, task) = serve(server(true), &pki, TcpOptions::default()).await;
+    let der = pki.ca.with_file_name("leaf.der");
+    std::fs::write(&der, pki.leaf.as_ref()).unwrap();
+    let trust = TlsClientConfig::with_pinned_cert_file(&der)
+        .unwrap()
+        .server_name("anything.invalid");
+    let link = tls::connect("127.0.0.1", port, &trust, &TcpOptions::default())
+        .await
+        .unwrap();
+    drop(link);
+    // With a CA the name is checked: `localhost` is in the certificate.
+    let trust = TlsClientConfig::with_ca_file(&pki.ca)
+        .unwrap()
+        .server_name("localhost");
+    tls::connect("127.0.0.1", port, &trust, &TcpOptions::default())
+        .await
+        .unwrap();
+    drop(stop);
+    task.await.unwrap();
+}
+
+async fn refused(pki: &Pki, trust: TlsClientConfig) -> String {
+    let (port, stop, task) = serve(server(true), pki, TcpOptions::default()).await;
+    let err = timeout(
+        LIMIT,
+        tls::connect("127.0.0.1", port, &trust, &TcpOptions::default()),
+    )
+    .await
+    .unwrap()
+    .unwrap_err();
+    drop(stop);
+    task.await.unwrap();
+    assert!(matches!(err, LinkError::Transport(_)), "{err:?}");
+    err.to_string()
+}
+
+#[tokio::test]
+async fn a_wrong_ca_fails_the_handshake_with_a_clear_error() {
+    let (pki, other) = (pki(), pki());
+    let msg = refused(&pki, TlsClientConfig::with_ca_file(&other.ca).unwrap()).await;
+    assert!(msg.contains("TLS handshake with 127.0.0.1 failed"), "{msg}");
+    assert!(msg.contains("UnknownIssuer"), "{msg}");
+}
+
+#[tokio::test]
+async fn a_name_the_certificate_does_not_cover_is_refused() {
+    let pki = pki();
+    let trust = TlsClientConfig::with_ca_file(&pki.ca)
+        .unwrap()
+        .server_name("device.example");
+    let msg = refused(&pki, trust).await;
+    assert!(
+        msg.contains("not valid for name \"device.example\""),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn a_pinned_certificate_that_does_not_match_is_refused() {
+    let (pki, other) = (pki(), pki());
+    let msg = refused(
+        &pki,
+        TlsClientConfig::with_pinned_cert_file(&other.cert).unwrap(),
+    )
+    .await;
+    assert!(msg.contains("not the pinned certificate"), "{msg}");
+}
+
+/// A peer that replays the pinned certificate without its key cannot finish the handshake: the
+/// signature is still checked against the pinned certificate's public key.
+#[tokio::test]
+async fn a_pinned_certificate_without_its_key_is_refused() {
+    let (pki, other) = (pki(), pki());
+    // The server presents `pki`'s certificate but signs with another key (rustls's own builder
+    // refuses that pairing, so a resolver hands it over directly).
+    let certs = vec![pki.leaf.clone()];
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_file(&other.key).unwrap();
+    let provider = tls::provider();
+    let signer = provider.key_provider.load_private_key(key).unwrap();
+    let certified = Arc::new(rustls::sign::CertifiedKey::new(certs, signer));
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(Fixed(certified)));
+    let acceptor = TlsAcceptor::bind(
+        "127.0.0.1:0",
+        TlsServerConfig::from_rustls(Arc::new(config)),
+        TcpOptions::default(),
+    )
+    .await
+    .unwrap();
+    let port = acceptor.local_addr().unwrap().port();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        server(true)
+            .serve(acceptor, async {
+                let _ = stop_rx.await;
+            })
+            .await
+    });
+    let trust = TlsClientConfig::with_pinned_cert_file(&pki.cert).unwrap();
+    let err = timeout(
+        LIMIT,
+        tls::connect("127.0.0.1", port, &trust, &TcpOptions::default()),
+    )
+    .await
+    .unwrap()
+    .unwrap_err();
+    assert!(err.to_string().contains("TLS handshake"), "{err}");
+    drop(stop_tx);
+    task.await.unwrap().unwrap();
+}
+
+#[derive(Debug)]
+struct Fixed(Arc<rustls::sign::CertifiedKey>);
+
+impl rustls::server::ResolvesServerCert for Fixed {
+    fn resolve(
+        &self,
+        _: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.0.clone())
+    }
+}
+
+#[test]
+fn configuration_errors_name_the_file_and_the_problem() {
+    let pki = pki();
+    let missing = pki.ca.with_file_name("missing.pem");
+    let err = TlsServerConfig::from_pem_files(&missing, &pki.key).unwrap_err();
+    assert!(matches!(err, TlsError::Read { .. }), "{err}");
+    assert!(err.to_string().contains("missing.pem"), "{err}");
+    let err = TlsServerConfig::from_pem_files(&pki.cert, &pki.cert).unwrap_err();
+    assert!(matches!(err, TlsError::NoPrivateKey(_)), "{err}");
+    let err = TlsServerConfig::from_pem_files(&pki.key, &pki.key).unwrap_err();
+    assert!(matches!(err, TlsError::NoCertificate(_)), "{err}");
+    let other = self::pki();
+    let err = TlsServerConfig::from_pem_files(&pki.cert, &other.key).unwrap_err();
+    assert!(matches!(err, TlsError::Rustls(_)), "{err}");
+    let err = TlsClientConfig::with_ca_file(&pki.key).unwrap_err();
+    assert!(matches!(err, TlsError::NoCertificate(_)), "{err}");
+}
+
+#[tokio::test]
+async fn containers_split_across_tls_records_and_oversize_ones() {
+    let pki = pki();
+    let tls_config = TlsServerConfig::from_pem_files(&pki.cert, &pki.key).unwrap();
+    let mut acceptor = TlsAcceptor::bind("127.0.0.1:0", tls_config, TcpOptions::default())
+        .await
+        .unwrap();
+    let addr = acceptor.local_addr().unwrap();
+    let client = tokio::spawn({
+        let trust = TlsClientConfig::with_ca_file(&pki.ca).unwrap();
+        async move {
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            let connector = tokio_rustls::TlsConnector::from(trust.rustls().clone());
+            let name = ServerName::try_from("localhost").unwrap();
+            let mut s = connector.connect(name, tcp).await.unwrap();
+            // One TLS record per byte, then two containers in one record, then an oversize one.
+            for b in [3u8, 0, 0xC4, 2, 0x64, 0x00] {
+                s.write_all(&[b]).await.unwrap();
+                s.flush().await.unwrap();
+            }
+            s.write_all(&[4, 0, 0x40, 1, 7, 5, 0, 0xC8, 0])
+                .await
+                .unwrap();
+            s.write_all(&[6, 0, 0x40, 250]).await.unwrap();
+            s.flush().await.unwrap();
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest).await;
+        }
+    });
+    let link = timeout(LIMIT, acceptor.accept()).await.unwrap().unwrap();
+    assert!(link.peer_id().starts_with("tls://127.0.0.1:"));
+    let (_tx, mut rx) = link.split();
+    assert_eq!(rx.recv().await.unwrap().unwrap(), &[3, 0, 0xC4, 2, 0x64, 0]);
+    assert_eq!(rx.recv().await.unwrap().unwrap(), &[4, 0, 0x40, 1, 7]);
+    assert_eq!(rx.recv().await.unwrap().unwrap(), &[5, 0, 0xC8, 0]);
+    assert!(matches!(rx.recv().await, Err(LinkError::Framing(_))));
+    drop(rx);
+    drop(_tx);
+    client.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_silent_connection_neither_blocks_others_nor_stays_forever() {
+    let pki = pki();
+    let options = TcpOptions {
+        handshake_timeout: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let server = server(true);
+    let config = client_config(&server);
+    let (port, stop, task) = serve(server, &pki, options).await;
+    timeout(LIMIT, async {
+        // Connects and never says a word.
+        let mut silent = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let trust = TlsClientConfig::with_ca_file(&pki.ca).unwrap();
+        let link = tls::connect("127.0.0.1", port, &trust, &TcpOptions::default())
+            .await
+            .unwrap();
+        let client = Client::connect(link, config).await.unwrap();
+        assert_eq!(client.call("echo", vec![1]).await.unwrap(), vec![1]);
+        // After the handshake timeout the server drops it.
+        let mut buf = [0; 16];
+        let n = silent.read(&mut buf).await.unwrap_or(0);
+        assert_eq!(n, 0);
+    })
+    .await
+    .unwrap();
+    drop(stop);
+    task.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_answers_100_concurrent_clients() {
+    let pki = pki();
+    let server = server(true);
+    let config = client_config(&server);
+    let (port, stop, task) = serve(server, &pki, TcpOptions::default()).await;
+    let trust = TlsClientConfig::with_ca_file(&pki.ca).unwrap();
+    timeout(LIMIT, async {
+        let mut tasks = Vec::new();
+        for i in 0..100u32 {
+            let (config, trust) = (config.clone(), trust.clone());
+            tasks.push(tokio::spawn(async move {
+                let link = tls::connect("127.0.0.1", port, &trust, &TcpOptions::default())
+                    .await
+                    .unwrap();
+                let client = Client::connect(link, config).await.unwrap();
+                let req = pb_bytes(1, format!("client {i}").as_bytes());
+                assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
+                client
+            }));
+        }
+        let mut clients = Vec::new();
+        for t in tasks {
+            clients.push(t.await.unwrap());
+        }
+        for (i, c) in clients.iter().enumerate() {
+            let req = pb_bytes(1, format!("again {i}").as_bytes());
+            assert_eq!(c.call("echo", req.clone()).await.unwrap(), req);
+        }
+    })
+    .await
+    .unwrap();
+    drop(stop);
+    task.await.unwrap();
+}
