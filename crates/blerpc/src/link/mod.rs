@@ -24,6 +24,8 @@ pub mod tcp;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod url;
+#[cfg(feature = "ws")]
+pub mod ws;
 
 use std::future::Future;
 

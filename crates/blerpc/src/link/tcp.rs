@@ -456,7 +456,7 @@ pub(crate) async fn accept_tcp(
 /// a slow or silent peer cannot hold up the others. Returns the next link whose handshake
 /// succeeded; failures are logged at debug level and skipped. Cancel-safe: handshakes in progress
 /// stay in `pending`.
-#[cfg(feature = "tls")]
+#[cfg(any(feature = "tls", feature = "ws"))]
 pub(crate) async fn accept_with_handshake<L, F, Fut>(
     listener: &TcpListener,
     options: &TcpOptions,

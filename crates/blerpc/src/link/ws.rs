@@ -1,0 +1,500 @@
+//! The WebSocket link: one binary message per container ([tokio-tungstenite]), over TCP
+//! (`ws://`) or, with the `tls` feature, over TLS (`wss://`, configured with the TLS link's
+//! `TlsClientConfig` / `TlsServerConfig`: see `connect_tls` and `WsAcceptor::bind_tls`).
+//!
+//! ```text
+//! WebSocket message (binary, opcode 0x2) = exactly one container, at most att_mtu - 3 bytes
+//! ```
+//!
+//! **Errors.** A text message, a binary message that is not exactly one container, or a message
+//! longer than `att_mtu - 3` fails [`LinkRx::recv`] with [`LinkError::Framing`] (the peer broke
+//! the link contract). A close frame, or the TCP connection ending, is the normal end:
+//! `Ok(None)`.
+//!
+//! **Pings.** tungstenite answers a ping with a pong by itself, and writes that pong out on the
+//! next read. [`LinkRx::recv`] reads continuously (the runtime always waits on it), so pongs go
+//! out even when the link has nothing to send and the transmit half is never flushed.
+//!
+//! **Memory.** tungstenite's defaults (128 KiB read buffer, allocated and zero-filled per
+//! connection; 64 MiB messages) suit few busy connections. This link uses
+//! [`TcpOptions::read_buffer_size`] (4 KiB by default) for the read buffer and as the write batch,
+//! and caps messages and frames at one container, so a peer cannot make a connection buffer more
+//! than that. Measured (`tests/ws.rs`, `idle_connection_memory`, 1,000 connections, counting
+//! allocator): about 4.5 KiB of heap per idle server connection (4 KiB of it the read buffer),
+//! against about 129 KiB with tungstenite's default buffer.
+//!
+//! **Path.** Any request path is accepted unless [`WsOptions::path`] requires one (others get
+//! 404). **Peer ids:** `ws://HOST:PORT/PATH` (or `wss://`) as dialled on the client; the remote
+//! socket address and the request path on the server.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
+use tokio::task::JoinSet;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{self, Bytes, Message};
+
+use super::tcp::{self, TcpOptions, check_pdu};
+use super::url::LinkUrl;
+use super::{Link, LinkError, LinkRx, LinkTx};
+
+/// Options of the WebSocket link.
+#[derive(Clone, Debug, Default)]
+pub struct WsOptions {
+    /// MTU, `TCP_NODELAY`, queue limit, buffer size, handshake limits (see [`TcpOptions`]).
+    pub tcp: TcpOptions,
+    /// Acceptors only: the request path clients must use (e.g. `/blerpc`); others get 404.
+    /// Default: any path.
+    pub path: Option<String>,
+}
+
+impl WsOptions {
+    fn ws_config(&self) -> WebSocketConfig {
+        let max = self.tcp.max_container();
+        let buffer = self.tcp.read_buffer_size.max(max).max(64);
+        WebSocketConfig::default()
+            .read_buffer_size(buffer)
+            .write_buffer_size(buffer)
+            .max_message_size(Some(max))
+            .max_frame_size(Some(max))
+    }
+}
+
+/// The byte stream under the WebSocket: plain TCP or TLS.
+#[derive(Debug)]
+pub enum WsStream {
+    /// `ws://`.
+    Plain(TcpStream),
+    /// `wss://`.
+    #[cfg(feature = "tls")]
+    Tls(Box<tokio_rustls::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for WsStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            WsStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            #[cfg(feature = "tls")]
+            WsStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for WsStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            WsStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            #[cfg(feature = "tls")]
+            WsStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            WsStream::Plain(s) => Pin::new(s).poll_flush(cx),
+            #[cfg(feature = "tls")]
+            WsStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            WsStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            #[cfg(feature = "tls")]
+            WsStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+fn ws_error(e: tungstenite::Error) -> LinkError {
+    use tungstenite::Error as E;
+    match e {
+        E::ConnectionClosed | E::AlreadyClosed => LinkError::Closed,
+        E::Io(e) => LinkError::Io(e),
+        E::Capacity(e) => LinkError::Framing(format!("WebSocket message too large: {e}")),
+        e => LinkError::Transport(format!("WebSocket: {e}")),
+    }
+}
+
+fn url_error(e: impl std::fmt::Display) -> LinkError {
+    LinkError::Transport(e.to_string())
+}
+
+/// Connects to `ws://HOST:PORT/PATH`. For `wss://` use `connect_tls` (feature `tls`).
+/// Bounded by [`TcpOptions::handshake_timeout`].
+pub async fn connect(url: &str, options: &WsOptions) -> Result<WsLink, LinkError> {
+    let parsed: LinkUrl = url.parse().map_err(url_error)?;
+    match &parsed {
+        LinkUrl::Ws { secure: false, .. } => {}
+        LinkUrl::Ws { secure: true, .. } => {
+            return Err(LinkError::Transport(format!(
+                "`{url}` needs TLS: use ws::connect_tls (feature `tls`)"
+            )));
+        }
+        _ => return Err(LinkError::Transport(format!("`{url}` is not a ws:// URL"))),
+    }
+    tcp::timed(options.tcp.handshake_timeout, "WebSocket connect", async {
+        let stream = TcpStream::connect(parsed.authority()).await?;
+        stream.set_nodelay(options.tcp.nodelay)?;
+        client_handshake(&parsed, WsStream::Plain(stream), options).await
+    })
+    .await
+}
+
+/// Connects to `wss://HOST:PORT/PATH` (or `ws://`, then without TLS), verifying the server with
+/// `tls`. Bounded by [`TcpOptions::handshake_timeout`].
+#[cfg(feature = "tls")]
+pub async fn connect_tls(
+    url: &str,
+    tls: &super::tls::TlsClientConfig,
+    options: &WsOptions,
+) -> Result<WsLink, LinkError> {
+    let parsed: LinkUrl = url.parse().map_err(url_error)?;
+    let LinkUrl::Ws { secure, host, .. } = &parsed else {
+        return Err(LinkError::Transport(format!(
+            "`{url}` is not a ws:// or wss:// URL"
+        )));
+    };
+    tcp::timed(options.tcp.handshake_timeout, "WebSocket connect", async {
+        let stream = TcpStream::connect(parsed.authority()).await?;
+        stream.set_nodelay(options.tcp.nodelay)?;
+        let stream = if *secure {
+            WsStream::Tls(Box::new(tokio_rustls::TlsStream::Client(
+                tls.handshake(host, stream).await?,
+            )))
+        } else {
+            WsStream::Plain(stream)
+        };
+        client_handshake(&parsed, stream, options).await
+    })
+    .await
+}
+
+async fn client_handshake(
+    url: &LinkUrl,
+    stream: WsStream,
+    options: &WsOptions,
+) -> Result<WsLink, LinkError> {
+    let peer = url.to_string();
+    let (ws, _response) = tokio_tungstenite::client_async_with_config(
+        peer.as_str(),
+        stream,
+        Some(options.ws_config()),
+    )
+    .await
+    .map_err(|e| LinkError::Transport(format!("WebSocket handshake with {peer}: {e}")))?;
+    Ok(WsLink {
+        ws,
+        peer,
+        options: options.tcp.clone(),
+    })
+}
+
+/// A WebSocket connection carrying bleRPC containers.
+#[derive(Debug)]
+pub struct WsLink {
+    ws: WebSocketStream<WsStream>,
+    peer: String,
+    options: TcpOptions,
+}
+
+impl WsLink {
+    /// The WebSocket stream.
+    pub fn get_ref(&self) -> &WebSocketStream<WsStream> {
+        &self.ws
+    }
+}
+
+impl Link for WsLink {
+    type Tx = WsTx;
+    type Rx = WsRx;
+    fn att_mtu(&self) -> usize {
+        self.options.att_mtu
+    }
+    fn peer_id(&self) -> String {
+        self.peer.clone()
+    }
+    fn split(self) -> (WsTx, WsRx) {
+        let (sink, stream) = self.ws.split();
+        let max = self.options.max_container();
+        (
+            WsTx {
+                sink,
+                queue: VecDeque::new(),
+                queued: 0,
+                limit: self.options.send_queue_limit.max(1),
+                max,
+                closed: false,
+            },
+            WsRx {
+                stream,
+                current: Bytes::new(),
+                max,
+                done: false,
+            },
+        )
+    }
+}
+
+/// The transmit half of a [`WsLink`].
+#[derive(Debug)]
+pub struct WsTx {
+    sink: SplitSink<WebSocketStream<WsStream>, Message>,
+    queue: VecDeque<Bytes>,
+    /// Bytes in `queue`.
+    queued: usize,
+    limit: usize,
+    max: usize,
+    closed: bool,
+}
+
+impl LinkTx for WsTx {
+    fn queue(&mut self, pdu: &[u8]) -> Result<(), LinkError> {
+        check_pdu(pdu, self.max)?;
+        if self.closed {
+            return Err(LinkError::Closed);
+        }
+        self.queued += pdu.len();
+        self.queue.push_back(Bytes::copy_from_slice(pdu));
+        Ok(())
+    }
+    fn is_full(&self) -> bool {
+        self.queued >= self.limit
+    }
+    fn has_pending(&self) -> bool {
+        !self.queue.is_empty()
+    }
+    async fn flush(&mut self) -> Result<(), LinkError> {
+        let result = async {
+            while !self.queue.is_empty() {
+                // Wait for room, then hand the message over with no await in between: a
+                // message leaves the queue only once the sink holds it (cancel-safe).
+                std::future::poll_fn(|cx| self.sink.poll_ready_unpin(cx))
+                    .await
+                    .map_err(ws_error)?;
+                if let Some(pdu) = self.queue.pop_front() {
+                    self.queued -= pdu.len();
+                    self.sink
+                        .start_send_unpin(Message::Binary(pdu))
+                        .map_err(ws_error)?;
+                }
+            }
+            std::future::poll_fn(|cx| self.sink.poll_flush_unpin(cx))
+                .await
+                .map_err(ws_error)
+        }
+        .await;
+        if result.is_err() {
+            self.closed = true;
+        }
+        result
+    }
+    async fn close(&mut self) -> Result<(), LinkError> {
+        let flushed = if self.closed {
+            Ok(())
+        } else {
+            self.flush().await
+        };
+        self.closed = true;
+        // Sends a close frame; the peer's `recv` returns `Ok(None)`.
+        let _ = self.sink.close().await;
+        flushed
+    }
+}
+
+/// The receive half of a [`WsLink`].
+#[derive(Debug)]
+pub struct WsRx {
+    stream: SplitStream<WebSocketStream<WsStream>>,
+    current: Bytes,
+    max: usize,
+    done: bool,
+}
+
+impl LinkRx for WsRx {
+    async fn recv(&mut self) -> Result<Option<&[u8]>, LinkError> {
+        // Release the last message so tungstenite can reuse its read buffer in place.
+        self.current = Bytes::new();
+        while !self.done {
+            // `StreamExt::next` is cancel-safe: tungstenite keeps partial frames in its buffer.
+            let message = match self.stream.next().await {
+                None => break,
+                Some(Ok(m)) => m,
+                Some(Err(tungstenite::Error::Protocol(
+                    tungstenite::error::ProtocolError::ResetWithoutClosingHandshake,
+                ))) => break,
+                Some(Err(e)) => return Err(ws_error(e)),
+            };
+            match message {
+                Message::Binary(pdu) => {
+                    if pdu.len() > self.max {
+                        return Err(LinkError::Framing(format!(
+                            "a {}-byte WebSocket message; this link carries at most {}",
+                            pdu.len(),
+                            self.max
+                        )));
+                    }
+                    if tcp::container_len(&pdu) != Some(pdu.len()) {
+                        return Err(LinkError::Framing(format!(
+                            "a {}-byte WebSocket message that is not exactly one container",
+                            pdu.len()
+                        )));
+                    }
+                    self.current = pdu;
+                    return Ok(Some(&self.current));
+                }
+                Message::Text(_) => {
+                    return Err(LinkError::Framing(
+                        "a WebSocket text message; bleRPC uses binary messages only".into(),
+                    ));
+                }
+                // Pongs to pings are queued by tungstenite and written by the next read.
+                Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {}
+                Message::Close(_) => {
+                    // One more read writes our close reply out (server side), or sees the
+                    // server close the TCP connection (client side); bounded either way.
+                    let drain = async { while let Some(Ok(_)) = self.stream.next().await {} };
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
+                    break;
+                }
+            }
+        }
+        self.done = true;
+        Ok(None)
+    }
+}
+
+/// Accepts bleRPC connections over WebSocket (`ws://`, or `wss://` with
+/// `WsAcceptor::bind_tls`, feature `tls`). Handshakes run concurrently (at most
+/// [`TcpOptions::max_handshakes`], each within [`TcpOptions::handshake_timeout`]); a failed one is
+/// logged at debug level and skipped.
+#[derive(Debug)]
+pub struct WsAcceptor {
+    listener: TcpListener,
+    options: WsOptions,
+    #[cfg(feature = "tls")]
+    tls: Option<super::tls::TlsServerConfig>,
+    pending: JoinSet<Option<WsLink>>,
+}
+
+impl WsAcceptor {
+    /// Binds `addr` for `ws://` (port 0 picks a free port; see [`WsAcceptor::local_addr`]).
+    pub async fn bind(addr: impl ToSocketAddrs, options: WsOptions) -> io::Result<WsAcceptor> {
+        Ok(WsAcceptor {
+            listener: tcp::bind_listener(addr, &options.tcp).await?,
+            options,
+            #[cfg(feature = "tls")]
+            tls: None,
+            pending: JoinSet::new(),
+        })
+    }
+
+    /// Binds `addr` for `wss://`.
+    #[cfg(feature = "tls")]
+    pub async fn bind_tls(
+        addr: impl ToSocketAddrs,
+        tls: super::tls::TlsServerConfig,
+        options: WsOptions,
+    ) -> io::Result<WsAcceptor> {
+        let mut acceptor = Self::bind(addr, options).await?;
+        acceptor.tls = Some(tls);
+        Ok(acceptor)
+    }
+
+    /// The address the listener is bound to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+}
+
+/// The server side of one connection: TLS (for `wss`), then the WebSocket upgrade.
+async fn server_handshake(
+    stream: TcpStream,
+    addr: SocketAddr,
+    options: WsOptions,
+    #[cfg(feature = "tls")] tls: Option<tokio_rustls::TlsAcceptor>,
+) -> Result<WsLink, LinkError> {
+    #[cfg(feature = "tls")]
+    let (stream, scheme) = match tls {
+        Some(tls) => {
+            let s = tls
+                .accept(stream)
+                .await
+                .map_err(|e| super::tls::handshake_error(&addr.to_string(), e))?;
+            (
+                WsStream::Tls(Box::new(tokio_rustls::TlsStream::Server(s))),
+                "wss",
+            )
+        }
+        None => (WsStream::Plain(stream), "ws"),
+    };
+    #[cfg(not(feature = "tls"))]
+    let (stream, scheme) = (WsStream::Plain(stream), "ws");
+    let mut path = String::new();
+    let required = options.path.as_deref();
+    #[allow(clippy::result_large_err)] // the callback's signature is tungstenite's
+    let check_path = |request: &Request, response: Response| -> Result<Response, ErrorResponse> {
+        let requested = request.uri().path();
+        if required.is_some_and(|p| p != requested) {
+            let mut refusal = ErrorResponse::new(Some("no bleRPC endpoint at this path".into()));
+            *refusal.status_mut() = tungstenite::http::StatusCode::NOT_FOUND;
+            return Err(refusal);
+        }
+        path = request
+            .uri()
+            .path_and_query()
+            .map_or_else(|| "/".to_string(), |p| p.to_string());
+        Ok(response)
+    };
+    let ws = tokio_tungstenite::accept_hdr_async_with_config(
+        stream,
+        check_path,
+        Some(options.ws_config()),
+    )
+    .await
+    .map_err(|e| LinkError::Transport(format!("WebSocket handshake with {addr}: {e}")))?;
+    Ok(WsLink {
+        ws,
+        peer: format!("{scheme}://{addr}{path}"),
+        options: options.tcp,
+    })
+}
+
+impl crate::server::Acceptor for WsAcceptor {
+    type Link = WsLink;
+    async fn accept(&mut self) -> io::Result<WsLink> {
+        let options = &self.options;
+        #[cfg(feature = "tls")]
+        let tls = self.tls.as_ref().map(|t| t.acceptor());
+        Ok(tcp::accept_with_handshake(
+            &self.listener,
+            &options.tcp,
+            &mut self.pending,
+            |stream, addr| {
+                server_handshake(
+                    stream,
+                    addr,
+                    options.clone(),
+                    #[cfg(feature = "tls")]
+                    tls.clone(),
+                )
+            },
+        )
+        .await)
+    }
+}
