@@ -1,11 +1,28 @@
 //! # blerpc-cli: the `blerpc` command-line tool
 //!
 //! The binary is a thin [`clap`] shell (`src/main.rs`); each subcommand lives in its own module
-//! here, with its logic in plain functions that return structured values, so it can be tested
-//! without spawning the binary.
+//! here, with its logic in plain functions, so it can be tested without spawning the binary.
 //!
+//! - [`demo`]: `blerpc demo`, a server and a client in one process over every link, running the
+//!   reference functional tests.
+//! - [`serve`]: `blerpc serve`, the demo service as a peripheral on any link.
+//! - [`call`]: `blerpc call` and `blerpc upload`, JSON in and out ([`schema`] maps it to protobuf).
+//! - [`keygen`], [`scan`]: identities and BLE discovery.
 //! - [`decode`]: `blerpc decode`, a protocol dissector for captured link PDUs.
 //!
-//! Later subcommands (`serve`, `call`, `bench`, `keygen`) get their own modules next to it.
+//! Shared pieces: [`link`] (addresses, connecting, listening, the PDU trace), [`identity`]
+//! (seed files), [`certs`] (a local CA for TLS), [`trace`] (`--verbose`).
 
+pub mod call;
+pub mod certs;
 pub mod decode;
+pub mod demo;
+pub mod identity;
+pub mod keygen;
+pub mod link;
+#[cfg(all(unix, feature = "serial"))]
+pub mod pty;
+pub mod scan;
+pub mod schema;
+pub mod serve;
+pub mod trace;

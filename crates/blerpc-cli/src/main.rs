@@ -1,5 +1,5 @@
 //! The `blerpc` binary: parses the command line and dispatches to a subcommand module of
-//! [`blerpc_cli`].
+//! [`blerpc_cli`]. Errors are one line on stderr and a non-zero exit.
 
 use std::process::ExitCode;
 
@@ -9,12 +9,29 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "blerpc", version, about, propagate_version = true)]
 struct Cli {
+    /// Show the protocol trace on stderr (-v: connections and every PDU; -vv: everything).
+    /// RUST_LOG overrides it.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the 12 reference functional tests over every link in one process (server and
+    /// client), and print a PASS/FAIL table.
+    Demo(blerpc_cli::demo::DemoArgs),
+    /// Serve the demo service (echo, flash_read, data_write, counter_stream, counter_upload).
+    Serve(blerpc_cli::serve::ServeArgs),
+    /// Call a command on a peripheral; the request and the response are JSON.
+    Call(blerpc_cli::call::CallArgs),
+    /// Upload a central→peripheral stream: one JSON item per line of stdin.
+    Upload(blerpc_cli::call::UploadArgs),
+    /// Create an identity seed file and print its public key.
+    Keygen(blerpc_cli::keygen::KeygenArgs),
+    /// List BLE peripherals advertising the bleRPC service.
+    Scan(blerpc_cli::scan::ScanArgs),
     /// Dissect captured bleRPC PDUs: containers, control payloads, reassembled commands.
     #[command(
         long_about = blerpc_cli::decode::LONG_ABOUT,
@@ -23,15 +40,45 @@ enum Command {
     Decode(blerpc_cli::decode::DecodeArgs),
 }
 
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn run(command: Command) -> anyhow::Result<ExitCode> {
+    let ok = ExitCode::SUCCESS;
+    match command {
+        Command::Decode(args) => blerpc_cli::decode::run(&args),
+        Command::Keygen(args) => blerpc_cli::keygen::run(&args).map(|()| ok),
+        Command::Demo(args) => runtime()?.block_on(async {
+            let all_passed = blerpc_cli::demo::run(&args).await?;
+            Ok(if all_passed { ok } else { ExitCode::from(1) })
+        }),
+        Command::Serve(args) => runtime()?
+            .block_on(blerpc_cli::serve::run(&args))
+            .map(|()| ok),
+        Command::Call(args) => runtime()?
+            .block_on(blerpc_cli::call::call(&args))
+            .map(|()| ok),
+        Command::Upload(args) => runtime()?
+            .block_on(blerpc_cli::call::upload(&args))
+            .map(|()| ok),
+        Command::Scan(args) => runtime()?
+            .block_on(blerpc_cli::scan::run(&args))
+            .map(|()| ok),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Decode(args) => blerpc_cli::decode::run(&args),
-    };
-    match result {
+    blerpc_cli::trace::init(cli.verbose);
+    match run(cli.command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("blerpc: {e:#}");
+            // One line: the context chain, never a backtrace or a debug dump.
+            let msg = format!("{e:#}").replace(['\n', '\r'], " ");
+            eprintln!("blerpc: {msg}");
             ExitCode::from(2)
         }
     }

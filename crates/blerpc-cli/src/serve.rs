@@ -1,0 +1,211 @@
+//! `blerpc serve`: the demo service as a peripheral on any link.
+//!
+//! Prints one line to stdout once listening, for scripts and tests:
+//!
+//! ```text
+//! listening tcp://127.0.0.1:40731 identity 3b6a27bc…   (64 hex digits, or `none` with --plaintext)
+//! ```
+
+use std::ops::Range;
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+use blerpc::known_keys::to_hex;
+use blerpc::link::tls::TlsServerConfig;
+use blerpc::{Server, ServerConfig};
+use blerpc_demo::{DemoLimits, DemoService, FlashImage, pb};
+use clap::Args;
+
+use crate::identity;
+use crate::link::{Address, ListenOptions, Listener};
+
+/// `blerpc serve` options.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Where to listen: tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT[/PATH],
+    /// wss://HOST:PORT[/PATH], serial:///dev/ttyX, or ble:// (BLE peripheral). Port 0 picks a
+    /// free port; the `listening` line shows it.
+    #[arg(long, value_name = "URL")]
+    pub listen: String,
+    /// The identity seed file (64 hex digits, from `blerpc keygen`). Default: a new key for this
+    /// run only, so centrals cannot pin it across restarts.
+    #[arg(long, value_name = "FILE", conflicts_with = "plaintext")]
+    pub identity: Option<PathBuf>,
+    /// Serve without encryption (no identity, no key exchange). Centrals must opt in too.
+    #[arg(long)]
+    pub plaintext: bool,
+    /// TLS certificate chain, PEM (for tls:// and wss://).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key, PEM (for tls:// and wss://).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve flash_read from this image file. Default: a synthetic image of --flash-size bytes.
+    #[arg(long, value_name = "FILE", conflicts_with = "flash_size")]
+    pub flash_image: Option<PathBuf>,
+    /// Size of the synthetic flash image in bytes.
+    #[arg(long, value_name = "N", default_value_t = 1 << 20)]
+    pub flash_size: usize,
+    /// The part of flash that flash_read may return, START..END (decimal or 0x hex). Default: all
+    /// of it. The server refuses to start if the identity seed lies inside.
+    #[arg(long, value_name = "START..END", value_parser = parse_range)]
+    pub readable: Option<Range<u32>>,
+    /// Serial baud rate (serial:// only).
+    #[arg(long, value_name = "N")]
+    pub baud: Option<u32>,
+}
+
+fn parse_u32(s: &str) -> Result<u32, String> {
+    let s = s.trim();
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u32::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|_| format!("`{s}` is not a number (decimal or 0x hex)"))
+}
+
+/// Parses `START..END`.
+pub fn parse_range(s: &str) -> Result<Range<u32>, String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("`{s}` is not a range: expected START..END, e.g. 0..0x10000"))?;
+    let (a, b) = (parse_u32(a)?, parse_u32(b)?);
+    if a > b {
+        return Err(format!("range `{s}` ends before it starts"));
+    }
+    Ok(a..b)
+}
+
+/// Builds the demo server `serve` would run: identity, flash image with its readable range
+/// (checked not to expose the seed), encryption setting.
+pub fn build_server(args: &ServeArgs) -> anyhow::Result<(Server, Option<[u8; 32]>)> {
+    let seed = match (&args.identity, args.plaintext) {
+        (_, true) => None,
+        (Some(path), false) => Some(identity::load(path)?),
+        (None, false) => Some(identity::generate()),
+    };
+    let mut flash = match &args.flash_image {
+        Some(path) => FlashImage::from_file(path)?,
+        None => {
+            if args.flash_size > u32::MAX as usize {
+                bail!("--flash-size {} is larger than 4 GiB", args.flash_size);
+            }
+            FlashImage::synthetic(args.flash_size)
+        }
+    };
+    if let Some(range) = &args.readable {
+        flash = flash.with_readable(range.clone()).context("--readable")?;
+    }
+    if let Some(seed) = &seed {
+        flash.ensure_not_exposed(seed).context(
+            "refusing to start: move the readable range (--readable) away from the key, or use another identity",
+        )?;
+    }
+    let mut config = ServerConfig {
+        identity: seed,
+        ..Default::default()
+    };
+    config.peripheral.require_encryption = !args.plaintext;
+    let service = DemoService::new(flash, DemoLimits::default());
+    let server = Server::new(pb::BlerpcServer::new(service), config)
+        .context("the server configuration is invalid")?;
+    let public = server.identity_public();
+    Ok((server, public))
+}
+
+/// Runs `blerpc serve` until Ctrl-C or SIGTERM.
+pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    let address: Address = args.listen.parse()?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsServerConfig::from_pem_files(cert, key)?),
+        _ => None,
+    };
+    let (server, public) = build_server(args)?;
+    if args.identity.is_none() && !args.plaintext {
+        eprintln!(
+            "blerpc: no --identity given: serving with a new key for this run (create a lasting one with `blerpc keygen --out FILE`)"
+        );
+    }
+    let listener = Listener::bind(
+        &address,
+        &ListenOptions {
+            tls,
+            baud_rate: args.baud,
+        },
+    )
+    .await?;
+    let identity = public.map_or_else(|| "none".to_string(), |k| to_hex(&k));
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening {} identity {identity}", listener.url())
+            .and_then(|()| out.flush())
+            .context("cannot write to stdout")?;
+    }
+    listener.serve(&server, shutdown_signal()).await
+}
+
+/// Completes on Ctrl-C, or SIGTERM on Unix.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn ranges_parse() {
+        assert_eq!(parse_range("0..0x10000").unwrap(), 0..0x10000);
+        assert_eq!(parse_range("16..32").unwrap(), 16..32);
+        assert!(parse_range("32..16").is_err());
+        assert!(parse_range("12").is_err());
+    }
+
+    #[test]
+    fn refuses_a_seed_inside_the_readable_flash() {
+        let dir = tempfile::tempdir().unwrap();
+        let seed = [0x5a; 32];
+        let mut image = vec![0u8; 4096];
+        image[1000..1032].copy_from_slice(&seed);
+        let flash = dir.path().join("flash.bin");
+        std::fs::write(&flash, &image).unwrap();
+        let key = dir.path().join("id.key");
+        identity::store(&key, &seed, false).unwrap();
+        let mut args = ServeArgs {
+            listen: "tcp://127.0.0.1:0".into(),
+            identity: Some(key),
+            plaintext: false,
+            tls_cert: None,
+            tls_key: None,
+            flash_image: Some(flash),
+            flash_size: 0,
+            readable: None,
+            baud: None,
+        };
+        let e = format!("{:#}", build_server(&args).unwrap_err());
+        assert!(e.starts_with("refusing to start"), "{e}");
+        assert!(e.contains("0x3e8"), "{e}");
+        args.readable = Some(2048..4096);
+        assert!(build_server(&args).is_ok());
+    }
+}
