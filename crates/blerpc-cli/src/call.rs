@@ -22,7 +22,7 @@ use crate::schema::{Method, Schema};
 /// How to reach and trust the peripheral (shared by `call` and `upload`).
 #[derive(Debug, Args)]
 pub struct ConnectArgs {
-    /// The peripheral: tcp://HOST:PORT, tls://…, ws://…, wss://…, serial:///dev/ttyX, ble://[NAME].
+    /// The peripheral: tcp://HOST:PORT, tls://…, ws://…, wss://…, serial:///dev/ttyX, ble:// or ble://NAME.
     #[arg(long, value_name = "URL")]
     pub connect: String,
     /// Pin identities in this known-keys file (trust on first use). Default:
