@@ -138,7 +138,7 @@ async fn start(link: &str, pki: &LocalPki) -> anyhow::Result<(Client, String)> {
 #[cfg(all(unix, feature = "serial"))]
 async fn start_serial(server: Server, key: [u8; 32]) -> anyhow::Result<(Client, String)> {
     use blerpc::link::serial::{SerialLink, SerialOptions};
-    let pty = crate::pty::open()?;
+    let pty = blerpc::link::pty::open().context("cannot open a pseudo-terminal")?;
     let path = pty.path.clone();
     let slave = pty.slave;
     let server_link = SerialLink::new(

@@ -20,8 +20,6 @@ pub mod demo;
 pub mod identity;
 pub mod keygen;
 pub mod link;
-#[cfg(all(unix, feature = "serial"))]
-pub mod pty;
 pub mod scan;
 pub mod schema;
 pub mod serve;

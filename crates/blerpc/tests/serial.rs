@@ -65,95 +65,13 @@ async fn every_call_shape(client: &Client) {
 }
 
 #[cfg(unix)]
-mod pty {
-    use std::os::fd::{AsFd, OwnedFd};
-    use std::pin::Pin;
-    use std::task::{Context, Poll, ready};
-
-    use nix::fcntl::{FcntlArg, OFlag, fcntl};
-    use nix::sys::termios;
-    use tokio::io::unix::AsyncFd;
-    use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-
-    /// The master side of a pseudo-terminal as a tokio stream.
-    pub struct Master(AsyncFd<OwnedFd>);
-
-    /// Opens a pty pair in raw mode: the master as a stream, the slave's path, and the slave fd
-    /// (kept open so the master does not see a hang-up before the client opens the path).
-    pub fn open() -> (Master, String, OwnedFd) {
-        let pair = nix::pty::openpty(None, None).unwrap();
-        let mut t = termios::tcgetattr(pair.slave.as_fd()).unwrap();
-        termios::cfmakeraw(&mut t);
-        termios::tcsetattr(pair.slave.as_fd(), termios::SetArg::TCSANOW, &t).unwrap();
-        let path = nix::unistd::ttyname(pair.slave.as_fd()).unwrap();
-        let flags = OFlag::from_bits_truncate(fcntl(&pair.master, FcntlArg::F_GETFL).unwrap());
-        fcntl(&pair.master, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK)).unwrap();
-        // SAFETY: an `OwnedFd` stays open, and is the same descriptor, for as long as the
-        // `AsyncFd` owns it.
-        let master = unsafe { AsyncFd::register(pair.master) }.unwrap();
-        (
-            Master(master),
-            path.to_string_lossy().into_owned(),
-            pair.slave,
-        )
-    }
-
-    impl AsyncRead for Master {
-        fn poll_read(
-            self: Pin<&mut Self>,
-            cx: &mut Context<'_>,
-            buf: &mut ReadBuf<'_>,
-        ) -> Poll<std::io::Result<()>> {
-            loop {
-                let mut guard = ready!(self.0.poll_read_ready(cx))?;
-                let unfilled = buf.initialize_unfilled();
-                match guard.try_io(|fd| {
-                    nix::unistd::read(fd.get_ref(), unfilled).map_err(std::io::Error::from)
-                }) {
-                    Ok(Ok(n)) => {
-                        buf.advance(n);
-                        return Poll::Ready(Ok(()));
-                    }
-                    // Linux reports a closed slave as EIO: that is end of stream.
-                    Ok(Err(e)) if e.raw_os_error() == Some(nix::libc::EIO) => {
-                        return Poll::Ready(Ok(()));
-                    }
-                    Ok(Err(e)) => return Poll::Ready(Err(e)),
-                    Err(_would_block) => continue,
-                }
-            }
-        }
-    }
-
-    impl AsyncWrite for Master {
-        fn poll_write(
-            self: Pin<&mut Self>,
-            cx: &mut Context<'_>,
-            data: &[u8],
-        ) -> Poll<std::io::Result<usize>> {
-            loop {
-                let mut guard = ready!(self.0.poll_write_ready(cx))?;
-                match guard.try_io(|fd| {
-                    nix::unistd::write(fd.get_ref(), data).map_err(std::io::Error::from)
-                }) {
-                    Ok(result) => return Poll::Ready(result),
-                    Err(_would_block) => continue,
-                }
-            }
-        }
-        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-            Poll::Ready(Ok(()))
-        }
-        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-            Poll::Ready(Ok(()))
-        }
-    }
-}
-
-#[cfg(unix)]
 #[tokio::test]
 async fn every_call_shape_encrypted_over_a_pseudo_terminal() {
-    let (master, path, _slave) = pty::open();
+    let blerpc::link::pty::Pty {
+        master,
+        path,
+        slave: _slave,
+    } = blerpc::link::pty::open().unwrap();
     let server = server();
     let key = server.identity_public().unwrap();
     let server_link = SerialLink::new(master, SerialOptions::default());

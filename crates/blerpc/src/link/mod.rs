@@ -17,6 +17,8 @@
 #[cfg(any(feature = "ble-central", feature = "ble-peripheral"))]
 pub mod ble;
 pub mod mem;
+#[cfg(all(unix, feature = "serial"))]
+pub mod pty;
 #[cfg(feature = "serial")]
 pub mod serial;
 #[cfg(feature = "tcp")]

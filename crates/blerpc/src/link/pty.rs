@@ -1,11 +1,11 @@
-//! A pseudo-terminal for the serial row of `blerpc demo`: the server speaks on the master side,
-//! the client opens the slave's path as a serial port, exactly as it would `/dev/ttyUSB0`.
+//! A pseudo-terminal pair (unix, feature `serial`): one side a tokio byte stream, the other a
+//! path a [`SerialLink`](super::serial::SerialLink) opens exactly as it would `/dev/ttyUSB0`.
+//! For tests and demos of the serial link without hardware.
 
 use std::os::fd::{AsFd as _, OwnedFd};
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use anyhow::Context as _;
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::sys::termios;
 use tokio::io::unix::AsyncFd;
@@ -28,18 +28,18 @@ pub struct Pty {
 }
 
 /// Opens a pty pair in raw mode.
-pub fn open() -> anyhow::Result<Pty> {
-    let pair = nix::pty::openpty(None, None).context("cannot open a pseudo-terminal")?;
-    let mut t = termios::tcgetattr(pair.slave.as_fd())?;
+pub fn open() -> std::io::Result<Pty> {
+    let io = |e: nix::Error| std::io::Error::from(e);
+    let pair = nix::pty::openpty(None, None).map_err(io)?;
+    let mut t = termios::tcgetattr(pair.slave.as_fd()).map_err(io)?;
     termios::cfmakeraw(&mut t);
-    termios::tcsetattr(pair.slave.as_fd(), termios::SetArg::TCSANOW, &t)?;
-    let path = nix::unistd::ttyname(pair.slave.as_fd())?;
-    let flags = OFlag::from_bits_truncate(fcntl(&pair.master, FcntlArg::F_GETFL)?);
-    fcntl(&pair.master, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+    termios::tcsetattr(pair.slave.as_fd(), termios::SetArg::TCSANOW, &t).map_err(io)?;
+    let path = nix::unistd::ttyname(pair.slave.as_fd()).map_err(io)?;
+    let flags = OFlag::from_bits_truncate(fcntl(&pair.master, FcntlArg::F_GETFL).map_err(io)?);
+    fcntl(&pair.master, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK)).map_err(io)?;
     // SAFETY: the `OwnedFd` stays open, and is the same descriptor, for as long as the
     // `AsyncFd` owns it.
-    let master =
-        unsafe { AsyncFd::register(pair.master) }.context("cannot register the pty with tokio")?;
+    let master = unsafe { AsyncFd::register(pair.master) }?;
     Ok(Pty {
         master: Master(master),
         path: path.to_string_lossy().into_owned(),
