@@ -985,7 +985,7 @@ pub enum Op {
     AcceptIdentity,
     RejectIdentity,
     CloseCentral,
-    /// The peripheral application handles its oldest unanswered request (see [`World::serve`]).
+    /// The peripheral application handles its oldest unanswered request (see `World::serve`).
     Serve {
         choice: u8,
         arg: u8,
