@@ -728,11 +728,13 @@ impl Task {
             return;
         }
         for (_, sink) in self.sinks.drain() {
-            let e = Error::Link(LinkError::Transport(text.clone()));
-            let e = if text == Error::Closed.to_string() {
-                Error::Closed
-            } else {
-                e
+            // Every call gets its own copy: a link error becomes its text (`io::Error` does
+            // not clone); the other variants are copied as they are.
+            let e = match &error {
+                Error::Closed => Error::Closed,
+                Error::Setup(r) => Error::Setup(*r),
+                Error::Call(c) => Error::Call(*c),
+                _ => Error::Link(LinkError::Transport(text.clone())),
             };
             match sink {
                 Sink::Unary(tx) => {
