@@ -6,8 +6,8 @@ use blerpc::link::mem;
 use blerpc::{Client, ClientConfig, Server, ServerConfig};
 use blerpc_demo::{DemoService, functional, pb};
 
-#[tokio::test]
-async fn all_twelve_reference_tests_pass() {
+/// A demo server on an in-memory link and a client that pins its key.
+async fn connect_demo() -> Client {
     let server = Server::new(
         pb::BlerpcServer::new(DemoService::default()),
         ServerConfig {
@@ -28,6 +28,12 @@ async fn all_twelve_reference_tests_pass() {
     )
     .await
     .unwrap();
+    client
+}
+
+#[tokio::test]
+async fn all_twelve_reference_tests_pass() {
+    let client = connect_demo().await;
     let results = functional::run_all(&pb::BlerpcClient::new(client)).await;
     assert_eq!(results.len(), 12);
     for r in &results {
@@ -37,26 +43,7 @@ async fn all_twelve_reference_tests_pass() {
 
 #[tokio::test]
 async fn limits_are_enforced_with_clear_errors() {
-    let server = Server::new(
-        pb::BlerpcServer::new(DemoService::default()),
-        ServerConfig {
-            identity: Some([3; 32]),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let key = server.identity_public().unwrap();
-    let (a, b) = mem::pair(247);
-    tokio::spawn(async move { server.serve_link(b).await });
-    let client = Client::connect(
-        a,
-        ClientConfig {
-            pinning: PinPolicy::Trust(key),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let client = connect_demo().await;
     let c = pb::BlerpcClient::new(client);
     let e = c
         .echo(pb::EchoRequest {
@@ -91,26 +78,7 @@ async fn limits_are_enforced_with_clear_errors() {
 
 #[tokio::test]
 async fn an_empty_upload_is_answered_like_the_reference_firmware() {
-    let server = Server::new(
-        pb::BlerpcServer::new(DemoService::default()),
-        ServerConfig {
-            identity: Some([3; 32]),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let key = server.identity_public().unwrap();
-    let (a, b) = mem::pair(247);
-    tokio::spawn(async move { server.serve_link(b).await });
-    let client = Client::connect(
-        a,
-        ClientConfig {
-            pinning: PinPolicy::Trust(key),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let client = connect_demo().await;
     let c = pb::BlerpcClient::new(client);
     let r = c.counter_upload(std::iter::empty()).await.unwrap();
     assert_eq!(r.received_count, 0);
