@@ -19,7 +19,7 @@ async fn connect_demo() -> Client {
     let key = server.identity_public().unwrap();
     let (a, b) = mem::pair(247);
     tokio::spawn(async move { server.serve_link(b).await });
-    let client = Client::connect(
+    Client::connect(
         a,
         ClientConfig {
             pinning: PinPolicy::Trust(key),
@@ -27,8 +27,7 @@ async fn connect_demo() -> Client {
         },
     )
     .await
-    .unwrap();
-    client
+    .unwrap()
 }
 
 #[tokio::test]
