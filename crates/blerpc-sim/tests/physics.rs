@@ -1,0 +1,138 @@
+//! The real client and server over the simulated BLE link, on tokio's virtual time.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use blerpc::client::PinPolicy;
+use blerpc::{Client, ClientConfig, Server, ServerConfig};
+use blerpc_demo::{DemoService, functional, pb};
+use blerpc_sim::{LinkParams, Phy, pair};
+use tokio::time::Instant;
+
+async fn connect(params: LinkParams) -> pb::BlerpcClient {
+    let server = Server::new(
+        pb::BlerpcServer::new(DemoService::default()),
+        ServerConfig {
+            identity: Some([3; 32]),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let key = server.identity_public().unwrap();
+    let (central, peripheral) = pair(params);
+    tokio::spawn(async move { server.serve_link(peripheral).await });
+    let client = Client::connect(
+        central,
+        ClientConfig {
+            pinning: PinPolicy::Trust(key),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    pb::BlerpcClient::new(client)
+}
+
+/// Mean virtual time of one echo, over 20 echoes after a warm-up.
+async fn echo_ms(ci_ms: u64) -> f64 {
+    let c = connect(LinkParams {
+        conn_interval: Duration::from_millis(ci_ms),
+        ..Default::default()
+    })
+    .await;
+    let req = || pb::EchoRequest {
+        message: "hello".into(),
+    };
+    c.echo(req()).await.unwrap();
+    let t0 = Instant::now();
+    for _ in 0..20 {
+        assert_eq!(c.echo(req()).await.unwrap().message, "hello");
+    }
+    t0.elapsed().as_secs_f64() * 1000.0 / 20.0
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_echo_costs_two_connection_intervals() {
+    let wall = std::time::Instant::now();
+    let at15 = echo_ms(15).await;
+    let at30 = echo_ms(30).await;
+    println!("echo: {at15:.2} ms at CI 15 ms, {at30:.2} ms at CI 30 ms");
+    assert!((25.0..=35.0).contains(&at15), "{at15}");
+    assert!((50.0..=70.0).contains(&at30), "{at30}");
+    assert!(wall.elapsed() < Duration::from_secs(2));
+}
+
+/// Virtual time of one 8 KB flash_read, in connection events.
+async fn read_8k_events(params: LinkParams) -> f64 {
+    let ci = params.conn_interval;
+    let c = connect(params).await;
+    let req = || pb::FlashReadRequest {
+        address: 0,
+        length: 8192,
+    };
+    c.flash_read(req()).await.unwrap();
+    let t0 = Instant::now();
+    let r = c.flash_read(req()).await.unwrap();
+    assert_eq!(r.data.len(), 8192);
+    t0.elapsed().as_secs_f64() / ci.as_secs_f64()
+}
+
+#[tokio::test(start_paused = true)]
+async fn throughput_follows_the_event_budget_and_the_phy() {
+    let wall = std::time::Instant::now();
+    let roomy = LinkParams {
+        event_budget: Duration::from_millis(15),
+        ..Default::default()
+    };
+    let mut by_n = Vec::new();
+    for n in [2usize, 4, 8] {
+        let ev = read_8k_events(LinkParams {
+            max_pdus_per_event: Some(n),
+            ..roomy
+        })
+        .await;
+        println!("8 KB read, {n} packets/event: {ev:.2} events");
+        // ceil(35 / n) events of response plus the request's event (and the partial event
+        // before it), give or take one.
+        let expect = 35usize.div_ceil(n) as f64 + 1.0;
+        assert!(
+            ev >= expect - 1.0 && ev <= expect + 1.5,
+            "{n}: {ev} vs {expect}"
+        );
+        by_n.push(ev);
+    }
+    assert!(by_n[0] > by_n[1] && by_n[1] > by_n[2], "{by_n:?}");
+
+    // A 7.5 ms budget fits 3 full pairs at 1M (2.47 ms each) and 5 at 2M (1.39 ms each).
+    let budget = LinkParams::default();
+    let m1 = read_8k_events(LinkParams {
+        phy: Phy::Le1M,
+        ..budget
+    })
+    .await;
+    let m2 = read_8k_events(LinkParams {
+        phy: Phy::Le2M,
+        ..budget
+    })
+    .await;
+    println!("8 KB read, 7.5 ms budget: {m1:.2} events at 1M, {m2:.2} events at 2M");
+    assert!(m1 > m2 * 1.4, "1M {m1} vs 2M {m2}");
+    assert!(wall.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn all_twelve_reference_tests_pass_over_the_simulated_link() {
+    let wall = std::time::Instant::now();
+    let t0 = Instant::now();
+    let c = connect(LinkParams::default()).await;
+    let results = functional::run_all(&c).await;
+    assert_eq!(results.len(), 12);
+    for r in &results {
+        assert!(r.passed(), "{}: {:?}", r.name, r.outcome);
+    }
+    println!(
+        "functional tests: {:.1} s of virtual time",
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(wall.elapsed() < Duration::from_secs(3));
+}
