@@ -11,7 +11,7 @@ use std::str::FromStr;
 use anyhow::{Context as _, anyhow, bail};
 use blerpc::link::tcp::{self, TcpAcceptor, TcpOptions};
 use blerpc::link::tls::{self, TlsAcceptor, TlsClientConfig, TlsServerConfig};
-use blerpc::link::url::{LinkUrl, UrlError};
+use blerpc::link::url::LinkUrl;
 use blerpc::link::ws::{self, WsAcceptor, WsOptions};
 use blerpc::link::{Link, LinkError, LinkRx, LinkTx};
 use blerpc::server::Acceptor;
@@ -46,30 +46,9 @@ impl FromStr for Address {
         }
         match s.parse::<LinkUrl>() {
             Ok(url) => Ok(Address::Net(url)),
-            Err(UrlError::BadPort { port, .. }) if port == "0" => parse_port_zero(s),
             Err(e) => Err(anyhow!("{e} (or serial:///dev/ttyX, ble://)")),
         }
     }
-}
-
-/// `LinkUrl` wants a port a client can connect to; a listener may ask for port 0 (any free port).
-fn parse_port_zero(s: &str) -> anyhow::Result<Address> {
-    let start = s.find("://").map_or(0, |i| i + 3);
-    let end = s[start..]
-        .find(['/', '?', '#'])
-        .map_or(s.len(), |i| start + i);
-    let authority = &s[start..end];
-    let Some(host) = authority.strip_suffix(":0") else {
-        bail!("bad port in `{s}`");
-    };
-    let mut url: LinkUrl = format!("{}{host}:1{}", &s[..start], &s[end..]).parse()?;
-    match &mut url {
-        LinkUrl::Tcp { port, .. } | LinkUrl::Tls { port, .. } | LinkUrl::Ws { port, .. } => {
-            *port = 0
-        }
-        _ => bail!("bad port in `{s}`"),
-    }
-    Ok(Address::Net(url))
 }
 
 impl fmt::Display for Address {

@@ -66,8 +66,8 @@ pub enum UrlError {
     /// A TCP or TLS URL without a port.
     #[error("`{0}` needs a port (HOST:PORT)")]
     MissingPort(String),
-    /// The port is not a number in 1..=65535.
-    #[error("bad port `{port}` in `{url}`: expected 1..=65535")]
+    /// The port is not a number in 0..=65535 (0 asks a listener for any free port).
+    #[error("bad port `{port}` in `{url}`: expected 0..=65535")]
     BadPort {
         /// The URL.
         url: String,
@@ -214,8 +214,10 @@ fn split_host_port(url: &str, authority: &str) -> Result<(String, Option<u16>), 
     let port = match port {
         None => None,
         Some(p) => match p.parse::<u16>() {
-            Ok(n) if n != 0 => Some(n),
-            _ => {
+            // Port 0 is valid for a listener (any free port); connecting to it fails at connect
+            // time with the operating system's error.
+            Ok(n) => Some(n),
+            Err(_) => {
                 return Err(UrlError::BadPort {
                     url: url.into(),
                     port: p.into(),
@@ -291,7 +293,7 @@ mod tests {
         assert!(matches!(p("127.0.0.1:9000"), Err(UrlError::NoScheme(_))));
         assert!(matches!(p("udp://h:1"), Err(UrlError::UnknownScheme(s)) if s == "udp"));
         assert!(matches!(p("tcp://h"), Err(UrlError::MissingPort(_))));
-        assert!(matches!(p("tcp://h:0"), Err(UrlError::BadPort { .. })));
+        assert!(matches!(p("tcp://h:0"), Ok(LinkUrl::Tcp { port: 0, .. })));
         assert!(matches!(p("tcp://h:99999"), Err(UrlError::BadPort { .. })));
         assert!(matches!(p("tcp://h:x"), Err(UrlError::BadPort { .. })));
         assert!(matches!(p("tcp://h:1/a"), Err(UrlError::UnexpectedPath(_))));
