@@ -9,8 +9,7 @@ use super::events::{Ring, Warning};
 use super::outbox::{ControlFrame, ControlQueue, Outbox};
 use super::{
     CallError, CloseReason, ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError,
-    EventQueueFull, MIN_CONNECTION_ATT_MTU, MsgRef, Partials, TidSet, bytes, enqueue_command,
-    wire_len,
+    EventQueueFull, MsgRef, Partials, TidSet, bytes, check_att_mtu, enqueue_command, wire_len,
 };
 use crate::Instant;
 use crate::assemble::{AssembleError, Assembler, AssemblerConfig};
@@ -293,11 +292,7 @@ where
         rng: R,
         now: Instant,
     ) -> Result<Self, ConfigError> {
-        if config.att_mtu < MIN_CONNECTION_ATT_MTU {
-            return Err(ConfigError::MtuTooSmall {
-                att_mtu: config.att_mtu,
-            });
-        }
+        check_att_mtu(config.att_mtu)?;
         if config.max_calls_in_flight == 0 || config.max_calls_in_flight > SLOTS {
             return Err(ConfigError::Limit {
                 field: "max_calls_in_flight",
@@ -401,18 +396,15 @@ where
     /// the connection has been idle for a while, so an idle connection costs only its fixed
     /// state (see the crate docs' memory table).
     pub fn release_memory(&mut self) {
-        if self.pending_release.is_none() {
-            self.assembler.release_memory();
-        }
+        // Only free slots are released; a message an event still borrows is not free.
+        self.assembler.release_memory();
         self.outbox.release_memory();
     }
 
     /// Changes the ATT MTU (after an MTU exchange). Messages already being split keep the MTU
     /// they started with.
     pub fn set_att_mtu(&mut self, att_mtu: usize) -> Result<(), ConfigError> {
-        if att_mtu < MIN_CONNECTION_ATT_MTU {
-            return Err(ConfigError::MtuTooSmall { att_mtu });
-        }
+        check_att_mtu(att_mtu)?;
         self.config.att_mtu = att_mtu;
         Ok(())
     }

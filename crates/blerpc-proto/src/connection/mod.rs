@@ -519,6 +519,14 @@ impl std::error::Error for EventQueueFull {}
 /// to [`crate::split::SplitCursor::MIN_ATT_MTU`]; BLE itself never goes below 23.
 pub const MIN_CONNECTION_ATT_MTU: usize = 13;
 
+/// Fails with [`ConfigError::MtuTooSmall`] below [`MIN_CONNECTION_ATT_MTU`].
+pub(crate) fn check_att_mtu(att_mtu: usize) -> Result<(), ConfigError> {
+    if att_mtu < MIN_CONNECTION_ATT_MTU {
+        return Err(ConfigError::MtuTooSmall { att_mtu });
+    }
+    Ok(())
+}
+
 /// Events a connection can hold before `handle_input` asks the caller to poll.
 pub const EVENT_QUEUE_LEN: usize = 16;
 /// Free event slots `handle_input` needs before it consumes a PDU.

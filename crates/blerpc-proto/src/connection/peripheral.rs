@@ -8,9 +8,8 @@ use rand_core::CryptoRngCore;
 use super::events::{Ring, Warning};
 use super::outbox::{ControlFrame, ControlQueue, Outbox};
 use super::{
-    ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError, EventQueueFull,
-    MIN_CONNECTION_ATT_MTU, MsgRef, Partials, Payload, SendError, TidSet, bytes, enqueue_command,
-    wire_len,
+    ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError, EventQueueFull, MsgRef, Partials,
+    Payload, SendError, TidSet, bytes, check_att_mtu, enqueue_command, wire_len,
 };
 use crate::Direction;
 use crate::Instant;
@@ -169,11 +168,7 @@ where
         identity: Option<P::Identity>,
         rng: R,
     ) -> Result<Self, ConfigError> {
-        if config.att_mtu < MIN_CONNECTION_ATT_MTU {
-            return Err(ConfigError::MtuTooSmall {
-                att_mtu: config.att_mtu,
-            });
-        }
+        check_att_mtu(config.att_mtu)?;
         if config.require_encryption && identity.is_none() {
             return Err(ConfigError::IdentityRequired);
         }
@@ -261,17 +256,14 @@ where
     /// the connection has been idle for a while, so an idle connection costs only its fixed
     /// state (see the crate docs' memory table).
     pub fn release_memory(&mut self) {
-        if self.pending_release.is_none() {
-            self.assembler.release_memory();
-        }
+        // Only free slots are released; a message an event still borrows is not free.
+        self.assembler.release_memory();
         self.outbox.release_memory();
     }
 
     /// Changes the ATT MTU (after an MTU exchange).
     pub fn set_att_mtu(&mut self, att_mtu: usize) -> Result<(), ConfigError> {
-        if att_mtu < MIN_CONNECTION_ATT_MTU {
-            return Err(ConfigError::MtuTooSmall { att_mtu });
-        }
+        check_att_mtu(att_mtu)?;
         self.config.att_mtu = att_mtu;
         Ok(())
     }
