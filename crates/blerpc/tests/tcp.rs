@@ -7,11 +7,10 @@ mod common;
 
 use std::time::Duration;
 
-use blerpc::client::PinPolicy;
 use blerpc::link::tcp::{self, TcpAcceptor, TcpOptions};
 use blerpc::link::{Link, LinkError, LinkRx, LinkTx};
 use blerpc::server::Acceptor;
-use blerpc::{Client, ClientConfig, Server, ServerConfig};
+use blerpc::{Client, Server};
 use blerpc_proto::wire::error_code::ErrorCode;
 use common::*;
 use futures_util::StreamExt;
@@ -20,28 +19,6 @@ use tokio::net::TcpStream;
 use tokio::time::timeout;
 
 const LIMIT: Duration = Duration::from_secs(20);
-
-fn server(encrypted: bool) -> Server {
-    let mut config = ServerConfig::default();
-    if encrypted {
-        config.identity = Some(SEED);
-    } else {
-        config.peripheral.require_encryption = false;
-    }
-    Server::new(Demo, config).unwrap()
-}
-
-fn client_config(server: &Server) -> ClientConfig {
-    let mut config = ClientConfig::default();
-    match server.identity_public() {
-        Some(key) => config.pinning = PinPolicy::Trust(key),
-        None => {
-            config.pinning = PinPolicy::NoPin;
-            config.central.require_encryption = false;
-        }
-    }
-    config
-}
 
 /// Serves `server` on 127.0.0.1 (OS-assigned port); dropping the returned sender stops it.
 async fn serve(

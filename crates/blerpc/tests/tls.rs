@@ -11,12 +11,11 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
-use blerpc::client::PinPolicy;
 use blerpc::link::tcp::TcpOptions;
 use blerpc::link::tls::{self, TlsAcceptor, TlsClientConfig, TlsError, TlsServerConfig};
 use blerpc::link::{Link, LinkError, LinkRx};
 use blerpc::server::Acceptor;
-use blerpc::{Client, ClientConfig, Server, ServerConfig};
+use blerpc::{Client, Server};
 use common::*;
 use futures_util::StreamExt;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
@@ -66,28 +65,6 @@ fn pki() -> Pki {
         leaf: leaf.der().clone(),
         _dir: dir,
     }
-}
-
-fn server(encrypted: bool) -> Server {
-    let mut config = ServerConfig::default();
-    if encrypted {
-        config.identity = Some(SEED);
-    } else {
-        config.peripheral.require_encryption = false;
-    }
-    Server::new(Demo, config).unwrap()
-}
-
-fn client_config(server: &Server) -> ClientConfig {
-    let mut config = ClientConfig::default();
-    match server.identity_public() {
-        Some(key) => config.pinning = PinPolicy::Trust(key),
-        None => {
-            config.pinning = PinPolicy::NoPin;
-            config.central.require_encryption = false;
-        }
-    }
-    config
 }
 
 async fn serve(

@@ -10,12 +10,11 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 use std::time::Duration;
 
-use blerpc::client::PinPolicy;
 use blerpc::link::tcp::TcpOptions;
 use blerpc::link::ws::{self, WsAcceptor, WsLink, WsOptions};
 use blerpc::link::{Link, LinkError, LinkRx, LinkTx};
 use blerpc::server::Acceptor;
-use blerpc::{Client, ClientConfig, Server, ServerConfig};
+use blerpc::{Client, Server};
 use common::*;
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -60,28 +59,6 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
-
-fn server(encrypted: bool) -> Server {
-    let mut config = ServerConfig::default();
-    if encrypted {
-        config.identity = Some(SEED);
-    } else {
-        config.peripheral.require_encryption = false;
-    }
-    Server::new(Demo, config).unwrap()
-}
-
-fn client_config(server: &Server) -> ClientConfig {
-    let mut config = ClientConfig::default();
-    match server.identity_public() {
-        Some(key) => config.pinning = PinPolicy::Trust(key),
-        None => {
-            config.pinning = PinPolicy::NoPin;
-            config.central.require_encryption = false;
-        }
-    }
-    config
-}
 
 async fn serve_on(
     server: Server,

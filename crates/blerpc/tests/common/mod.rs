@@ -1,7 +1,9 @@
 //! A hand-written demo service (raw protobuf) for runtime tests, and helpers.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use blerpc::client::PinPolicy;
 use blerpc::server::{BoxFuture, BoxStream, CallKind, Dispatch, Status};
+use blerpc::{ClientConfig, Server, ServerConfig};
 use futures_util::StreamExt;
 
 /// Identity seed of the test server.
@@ -131,4 +133,28 @@ impl Dispatch for Demo {
             Ok(pb_uint(1, n as u64))
         })
     }
+}
+
+/// A demo server: with the test identity (encryption required) or in plaintext.
+pub fn server(encrypted: bool) -> Server {
+    let mut config = ServerConfig::default();
+    if encrypted {
+        config.identity = Some(SEED);
+    } else {
+        config.peripheral.require_encryption = false;
+    }
+    Server::new(Demo, config).unwrap()
+}
+
+/// A client configuration that pins `server`'s key, or runs in plaintext without one.
+pub fn client_config(server: &Server) -> ClientConfig {
+    let mut config = ClientConfig::default();
+    match server.identity_public() {
+        Some(key) => config.pinning = PinPolicy::Trust(key),
+        None => {
+            config.pinning = PinPolicy::NoPin;
+            config.central.require_encryption = false;
+        }
+    }
+    config
 }
