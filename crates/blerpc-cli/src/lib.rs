@@ -3,6 +3,7 @@
 //! The binary is a thin [`clap`] shell (`src/main.rs`); each subcommand lives in its own module
 //! here, with its logic in plain functions, so it can be tested without spawning the binary.
 //!
+//! - [`bench`]: `blerpc bench`, the benchmark suites (BLE profiles, loopback, scale).
 //! - [`demo`]: `blerpc demo`, a server and a client in one process over every link, running the
 //!   reference functional tests.
 //! - [`serve`]: `blerpc serve`, the demo service as a peripheral on any link.
@@ -13,6 +14,7 @@
 //! Shared pieces: [`link`] (addresses, connecting, listening, the PDU trace), [`identity`]
 //! (seed files), [`certs`] (a local CA for TLS), [`trace`] (`--verbose`).
 
+pub mod bench;
 pub mod call;
 pub mod certs;
 pub mod decode;

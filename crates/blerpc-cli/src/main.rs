@@ -22,6 +22,8 @@ enum Command {
     /// Run the 12 reference functional tests over every link in one process (server and
     /// client), and print a PASS/FAIL table.
     Demo(blerpc_cli::demo::DemoArgs),
+    /// Run the benchmark suites: without a suite, every BLE profile and the link suites.
+    Bench(blerpc_cli::bench::BenchArgs),
     /// Serve the demo service (echo, flash_read, data_write, counter_stream, counter_upload).
     Serve(blerpc_cli::serve::ServeArgs),
     /// Call a command on a peripheral; the request and the response are JSON.
@@ -55,6 +57,10 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             let all_passed = blerpc_cli::demo::run(&args).await?;
             Ok(if all_passed { ok } else { ExitCode::from(1) })
         }),
+        Command::Bench(args) => {
+            let all_passed = blerpc_cli::bench::run(&args)?;
+            Ok(if all_passed { ok } else { ExitCode::from(1) })
+        }
         Command::Serve(args) => runtime()?
             .block_on(blerpc_cli::serve::run(&args))
             .map(|()| ok),
