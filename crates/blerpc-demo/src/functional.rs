@@ -1,7 +1,9 @@
 //! The reference functional tests (`benchmarks.md` §1, `central_py/tests/test_integration.py`),
 //! with the reference's exact parameters, run over any connected client.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::pb;
 
@@ -12,7 +14,8 @@ pub struct TestResult {
     pub name: &'static str,
     /// `Ok(())` or what went wrong.
     pub outcome: Result<(), String>,
-    /// Wall time of the test.
+    /// Time the test took (`tokio::time`: virtual on a paused runtime such as the simulated
+    /// link, real otherwise).
     pub elapsed: Duration,
 }
 

@@ -19,7 +19,7 @@ async fn connect(params: LinkParams) -> pb::BlerpcClient {
     )
     .unwrap();
     let key = server.identity_public().unwrap();
-    let (central, peripheral) = pair(params);
+    let (central, peripheral) = pair(params).unwrap();
     tokio::spawn(async move { server.serve_link(peripheral).await });
     let client = Client::connect(
         central,

@@ -30,7 +30,7 @@ pub struct BenchArgs {
 pub enum Suite {
     /// The reference functional tests and benchmarks on the simulated BLE link (every platform
     /// profile) or, with --connect, over any real link.
-    Ble(ble::BleArgs),
+    Ble(Box<ble::BleArgs>),
     /// The loopback DATA→ACK matrix (TCP, TLS) against bare baselines, in separate processes.
     Loopback(loopback::LoopbackArgs),
     /// Many concurrent WebSocket connections against `blerpc serve --listen ws://…`.
