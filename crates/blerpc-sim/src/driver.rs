@@ -31,9 +31,11 @@ pub(crate) async fn drive(state: Arc<State>) {
     // The last event in which a packet got through (supervision timeout).
     let mut last_ok = origin;
     loop {
-        // Idle until something is queued (events with nothing to send change nothing).
+        // Idle until something is queued: on a lossless link, events with nothing to send change
+        // nothing and are skipped. On a lossy one every event runs (empty packets), so the
+        // supervision timeout also ends a link that dies while idle.
         let earliest = loop {
-            let (earliest, done) = {
+            let (earliest, done, lossy) = {
                 let s = state.lock();
                 let earliest = s
                     .dirs
@@ -41,13 +43,16 @@ pub(crate) async fn drive(state: Arc<State>) {
                     .filter_map(|d| d.air.front().map(|a| a.ready_at))
                     .min();
                 let done = s.stats.disconnected.is_some() || s.dirs.iter().all(|d| d.done());
-                (earliest, done)
+                (earliest, done, s.faults.loss > 0.0)
             };
             if done {
                 return;
             }
             if let Some(e) = earliest {
                 break e;
+            }
+            if lossy {
+                break Instant::now();
             }
             match forced {
                 Some(at) => tokio::select! {
@@ -59,6 +64,8 @@ pub(crate) async fn drive(state: Arc<State>) {
                 },
                 None => state.driver.notified().await,
             }
+            // The skipped idle events all got through.
+            last_ok = last_ok.max(Instant::now());
         };
         let now = Instant::now();
         let (start, ci) = {
@@ -73,8 +80,6 @@ pub(crate) async fn drive(state: Arc<State>) {
             state.disconnect("disconnected (simulated)");
             return;
         }
-        // Idle events (empty packets) kept the connection alive until now.
-        last_ok = last_ok.max(start.checked_sub(ci).unwrap_or(origin));
         sleep_until(start).await;
         let event = run_event(&state, start, ci, max_pairs);
         for (at, d) in event.deliveries {
@@ -122,6 +127,7 @@ fn run_event(state: &Arc<State>, start: Instant, ci: Duration, max_pairs: usize)
     let mut pairs = 0;
     let mut writes_started = 0;
     let mut any_ok = false;
+    let packets_before: u64 = s.stats.packets.iter().sum();
     let mut deliveries: Vec<(Duration, usize)> = Vec::new();
     loop {
         let next = |d: usize, s: &crate::link::Shared, writes_started: usize| -> Next {
@@ -145,8 +151,9 @@ fn run_event(state: &Arc<State>, start: Instant, ci: Duration, max_pairs: usize)
         };
         let c = next(C2P, &s, writes_started);
         let q = next(P2C, &s, writes_started);
-        // Both MD bits clear, or the cap reached: the event ends.
-        if (!c.data && !q.data) || pairs >= max_pairs {
+        // Both MD bits clear, or the cap reached: the event ends (after at least one pair of
+        // empty packets, which keeps the connection alive).
+        if (!c.data && !q.data && pairs > 0) || pairs >= max_pairs {
             break;
         }
         let dur = p.pair_time(c.len, q.len);
@@ -156,8 +163,9 @@ fn run_event(state: &Arc<State>, start: Instant, ci: Duration, max_pairs: usize)
         let c_end = t + p.pdu_time(c.len);
         let p_end = c_end + T_IFS + p.pdu_time(q.len);
         // The peripheral answers only a packet it received.
-        let c_lost = s.rng.chance(p.loss);
-        let q_lost = !c_lost && s.rng.chance(p.loss);
+        let loss = s.faults.loss;
+        let c_lost = s.rng.chance(loss);
+        let q_lost = !c_lost && s.rng.chance(loss);
         if c_lost {
             s.stats.lost_packets += 1;
         } else {
@@ -190,7 +198,7 @@ fn run_event(state: &Arc<State>, start: Instant, ci: Duration, max_pairs: usize)
             break;
         }
     }
-    if pairs > 0 {
+    if deliveries.iter().any(|_| true) || s.stats.packets.iter().sum::<u64>() > packets_before {
         s.stats.events += 1;
     }
     drop(s);

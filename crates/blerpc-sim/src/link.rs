@@ -72,6 +72,16 @@ pub(crate) struct Shared {
     pub(crate) rng: SplitMix64,
     pub(crate) stats: LinkStats,
     pub(crate) schedule: Schedule,
+    /// The fault probabilities in force (from the parameters, changed by
+    /// [`Monitor::set_faults`]).
+    pub(crate) faults: Faults,
+}
+
+/// Fault probabilities that can change while the link runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Faults {
+    pub(crate) loss: f64,
+    pub(crate) write_drop: f64,
 }
 
 #[derive(Debug)]
@@ -170,6 +180,10 @@ pub fn pair_with_driver(
             rng: SplitMix64::new(params.seed),
             stats: LinkStats::default(),
             schedule: Schedule::new(origin, &params),
+            faults: Faults {
+                loss: params.loss,
+                write_drop: params.central_write_drop,
+            },
         }),
         readable: [Notify::new(), Notify::new()],
         space: [Notify::new(), Notify::new()],
@@ -226,6 +240,20 @@ impl Monitor {
     /// The link's parameters.
     pub fn params(&self) -> LinkParams {
         self.state.params
+    }
+    /// Changes the packet loss and the central's write-drop probability from now on (the link
+    /// degrades or recovers); the same ranges as [`LinkParams::loss`] and
+    /// [`LinkParams::central_write_drop`].
+    pub fn set_faults(&self, loss: f64, write_drop: f64) -> Result<(), ParamError> {
+        LinkParams {
+            loss,
+            central_write_drop: write_drop,
+            ..self.state.params
+        }
+        .validate()?;
+        self.state.lock().faults = Faults { loss, write_drop };
+        self.state.driver.notify_one();
+        Ok(())
     }
     /// Drops the connection now (both ends see a transport error).
     pub fn disconnect(&self, reason: &str) {
@@ -339,7 +367,8 @@ impl LinkTx for SimTx {
                 while s.dirs[self.dir].air.len() < self.limit
                     && let Some(pdu) = self.queue.pop_front()
                 {
-                    if central && s.rng.chance(p.central_write_drop) {
+                    let drop = s.faults.write_drop;
+                    if central && s.rng.chance(drop) {
                         s.stats.dropped_writes += 1;
                         continue;
                     }

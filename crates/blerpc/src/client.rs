@@ -722,7 +722,11 @@ impl Task {
     }
 
     fn fail_all(&mut self, error: Error) {
-        let text = error.to_string();
+        // The link error's own text: it is wrapped in `Error::Link` again below.
+        let text = match &error {
+            Error::Link(inner) => inner.to_string(),
+            other => other.to_string(),
+        };
         if let Some(ready) = self.ready.take() {
             let _ = ready.send(Err(error));
             return;
