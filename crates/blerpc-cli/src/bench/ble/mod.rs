@@ -138,8 +138,10 @@ pub struct ProfileRun {
     pub limit: Vec<(&'static str, Result<BenchResult, String>)>,
     /// RPC calls made (functional tests, benchmarks with warm-ups, the limit run).
     pub calls: u64,
-    /// Real (host) time of the whole run.
+    /// Real (wall) time of the whole run.
     pub real: Duration,
+    /// Host CPU time of the whole run (the thread's CPU clock; wall time for a real link).
+    pub cpu: Duration,
     /// Link time the run covered (virtual on the simulated link).
     pub link_time: Duration,
     /// The link's counters.
@@ -162,6 +164,7 @@ impl ProfileRun {
             limit: Vec::new(),
             calls: 0,
             real: Duration::ZERO,
+            cpu: Duration::ZERO,
             link_time: Duration::ZERO,
             stats: None,
             error: None,
@@ -181,9 +184,9 @@ impl ProfileRun {
             && self.benchmarks.iter().all(|(_, r)| r.is_ok())
     }
 
-    /// Host time per RPC call.
+    /// Host CPU time per RPC call (client, server, link model together).
     pub fn host_time_per_call(&self) -> Option<Duration> {
-        (self.calls > 0).then(|| self.real / u32::try_from(self.calls).unwrap_or(u32::MAX))
+        (self.calls > 0).then(|| self.cpu / u32::try_from(self.calls).unwrap_or(u32::MAX))
     }
 }
 
@@ -281,6 +284,42 @@ async fn benchmarks_with_progress(
     out
 }
 
+/// CPU time of the calling thread (the simulated runs are single-threaded, so this is all the
+/// host work of a run); wall time where the platform has no thread clock.
+#[derive(Debug, Clone, Copy)]
+struct CpuClock {
+    wall: std::time::Instant,
+    #[cfg(unix)]
+    cpu: Option<Duration>,
+}
+
+impl CpuClock {
+    fn start() -> Self {
+        CpuClock {
+            wall: std::time::Instant::now(),
+            #[cfg(unix)]
+            cpu: thread_cpu(),
+        }
+    }
+    fn elapsed(&self) -> Duration {
+        #[cfg(unix)]
+        if let (Some(a), Some(b)) = (self.cpu, thread_cpu()) {
+            return b.saturating_sub(a);
+        }
+        self.wall.elapsed()
+    }
+}
+
+#[cfg(unix)]
+fn thread_cpu() -> Option<Duration> {
+    use nix::time::{ClockId, clock_gettime};
+    let t = clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID).ok()?;
+    Some(Duration::new(
+        u64::try_from(t.tv_sec()).ok()?,
+        u32::try_from(t.tv_nsec()).ok()?,
+    ))
+}
+
 fn paused_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -299,6 +338,7 @@ pub fn run_profile(profile: &Profile, args: &BleArgs) -> anyhow::Result<ProfileR
     let wait = Duration::from_millis(args.wait_ms);
     let real = std::time::Instant::now();
     let rt = paused_runtime()?;
+    let cpu = CpuClock::start();
     rt.block_on(async {
         let t0 = tokio::time::Instant::now();
         let (c, monitor) = match sim_client(params).await {
@@ -332,6 +372,7 @@ pub fn run_profile(profile: &Profile, args: &BleArgs) -> anyhow::Result<ProfileR
         }
         run.link_time = t0.elapsed();
     });
+    run.cpu = cpu.elapsed();
     run.real = real.elapsed();
     run.calls = TESTS.len() as u64
         + run
@@ -382,6 +423,7 @@ pub fn run_connect(url: &str, args: &BleArgs) -> anyhow::Result<ProfileRun> {
         c.inner().close().await;
     });
     run.real = real.elapsed();
+    run.cpu = run.real;
     run.link_time = run.real;
     run.calls = TESTS.len() as u64
         + run
@@ -423,6 +465,19 @@ pub fn selected_profiles(names: &[String]) -> anyhow::Result<Vec<Profile>> {
             })
         })
         .collect()
+}
+
+/// Checks the options before anything runs (so a mistake is one line, not a half-run suite).
+pub fn validate(args: &BleArgs) -> anyhow::Result<()> {
+    if args.reps == 0 || args.reps > MAX_REPS {
+        bail!("--reps {} is outside 1 ..= {MAX_REPS}", args.reps);
+    }
+    if args.connect.is_none() {
+        for p in selected_profiles(&args.profile)? {
+            link_for(&p, args)?;
+        }
+    }
+    Ok(())
 }
 
 /// Runs the suite for the selected profiles (or the real link), printing progress on stderr;
@@ -479,6 +534,7 @@ pub fn report(runs: &[ProfileRun], args: &BleArgs) -> anyhow::Result<bool> {
 
 /// Runs `blerpc bench ble`.
 pub fn run(args: &BleArgs) -> anyhow::Result<bool> {
+    validate(args)?;
     eprintln!(
         "blerpc bench ble: the 12 reference functional tests and 6 benchmarks, E2E encryption on, \
          server key pinned"
