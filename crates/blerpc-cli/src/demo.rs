@@ -13,6 +13,7 @@ use blerpc::client::PinPolicy;
 use blerpc::link::mem;
 use blerpc::link::tls::{TlsClientConfig, TlsServerConfig};
 use blerpc::{Client, ClientConfig, Server, ServerConfig};
+use blerpc_demo::bench::{self, BenchResult};
 use blerpc_demo::functional::{self, TESTS, TestResult};
 use blerpc_demo::{DemoService, pb};
 use clap::Args;
@@ -29,6 +30,10 @@ pub struct DemoArgs {
     /// Seconds allowed for each link (connect plus all twelve tests).
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     pub timeout: u64,
+    /// Also run the six reference benchmarks this many times per link (0: none) and print
+    /// their means per link.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub bench_reps: u32,
 }
 
 /// The links `blerpc demo` runs, in order.
@@ -53,6 +58,8 @@ pub struct LinkRun {
     pub results: Vec<TestResult>,
     /// Why the link could not run at all.
     pub error: Option<String>,
+    /// The reference benchmarks (mean of `--bench-reps` runs), if asked for.
+    pub benchmarks: Vec<(&'static str, Result<BenchResult, String>)>,
 }
 
 impl LinkRun {
@@ -62,7 +69,9 @@ impl LinkRun {
     }
     /// `true` if the link ran and every test passed.
     pub fn ok(&self) -> bool {
-        self.error.is_none() && self.passed() == TESTS.len()
+        self.error.is_none()
+            && self.passed() == TESTS.len()
+            && self.benchmarks.iter().all(|(_, r)| r.is_ok())
     }
 }
 
@@ -169,10 +178,12 @@ async fn start_serial(_: Server, _: [u8; 32]) -> anyhow::Result<(Client, String)
     ))
 }
 
-/// Runs the twelve tests over `link`, calling `progress` after each.
+/// Runs the twelve tests over `link`, calling `progress` after each, then (with
+/// `bench_reps > 0`) the six reference benchmarks `bench_reps` times each.
 pub async fn run_link(
     link: &'static str,
     pki: &LocalPki,
+    bench_reps: u32,
     mut progress: impl FnMut(&TestResult),
 ) -> LinkRun {
     let t0 = Instant::now();
@@ -182,6 +193,7 @@ pub async fn run_link(
         connect: Duration::ZERO,
         results: Vec::new(),
         error: None,
+        benchmarks: Vec::new(),
     };
     let (client, address) = match start(link, pki).await {
         Ok(c) => c,
@@ -198,6 +210,9 @@ pub async fn run_link(
         progress(&r);
         run.results.push(r);
     }
+    if bench_reps > 0 {
+        run.benchmarks = bench::run_all_reps(&c, bench_reps).await;
+    }
     client.close().await;
     run
 }
@@ -209,6 +224,46 @@ fn ms(d: Duration) -> String {
     } else {
         format!("{ms:.1} ms")
     }
+}
+
+/// The reference benchmarks per link (ms per call or per item, KB/s for the throughput ones),
+/// with the published BLE figure (macOS/bleak, CI 15 ms) for scale.
+pub fn render_benchmarks(runs: &[LinkRun], reps: u32) -> String {
+    const W: usize = 27;
+    let mut out = format!(
+        "reference benchmarks per link (mean of {reps}; BLE published = macOS/bleak at CI 15 ms)\n"
+    );
+    let mut line = format!("{:<24}", "benchmark");
+    for r in runs {
+        line.push_str(&format!("{:<W$}", r.link));
+    }
+    line.push_str("BLE published");
+    out.push_str(&line);
+    out.push('\n');
+    out.push_str(&"-".repeat(24 + W * (runs.len() + 1)));
+    out.push('\n');
+    for name in bench::BENCHMARKS {
+        let mut line = format!("{name:<24}");
+        for r in runs {
+            let cell = match r.benchmarks.iter().find(|(n, _)| *n == name) {
+                Some((_, Ok(b))) => match b.kb_per_s {
+                    Some(kb) if bench::is_throughput(name) => {
+                        format!("{:.3} {} {kb:.0} KB/s", b.ms, b.per.unit())
+                    }
+                    _ => format!("{:.3} {}", b.ms, b.per.unit()),
+                },
+                Some((_, Err(e))) => format!("FAILED: {e}"),
+                None => "-".into(),
+            };
+            line.push_str(&format!("{cell:<W$}"));
+        }
+        if let Some(p) = bench::published_one("macos", name) {
+            line.push_str(&p.display(bench::per(name)));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
 }
 
 /// The PASS/FAIL table: one row per test, one column per link, then totals and failures.
@@ -312,7 +367,9 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<bool> {
             let _ = err.write_all(if r.passed() { b"." } else { b"F" });
             let _ = err.flush();
         };
-        let run = match tokio::time::timeout(limit, run_link(link, &pki, progress)).await {
+        let run = match tokio::time::timeout(limit, run_link(link, &pki, args.bench_reps, progress))
+            .await
+        {
             Ok(run) => run,
             Err(_) => LinkRun {
                 link,
@@ -320,6 +377,7 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<bool> {
                 connect: Duration::ZERO,
                 results: Vec::new(),
                 error: Some(format!("timed out after {limit:?}")),
+                benchmarks: Vec::new(),
             },
         };
         let _ = writeln!(
@@ -339,6 +397,9 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<bool> {
     let table = render(&runs);
     let mut out = std::io::stdout().lock();
     writeln!(out, "\n{table}").context("cannot write to stdout")?;
+    if runs.iter().any(|r| !r.benchmarks.is_empty()) {
+        writeln!(out, "{}", render_benchmarks(&runs, args.bench_reps))?;
+    }
     let ok = runs.iter().all(LinkRun::ok);
     writeln!(
         out,

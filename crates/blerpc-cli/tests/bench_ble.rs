@@ -173,3 +173,29 @@ fn the_same_suite_runs_over_a_real_link() {
     assert_eq!(d.status.code(), Some(1), "{}\n{}", d.stdout, d.stderr);
     assert!(d.stdout.contains("could not run"), "{}", d.stdout);
 }
+
+#[test]
+fn demo_runs_the_reference_benchmarks_per_link() {
+    let mut cmd = blerpc();
+    cmd.args(["demo", "--links", "mem,tcp", "--bench-reps", "1"]);
+    let d = run(cmd, "");
+    assert!(d.status.success(), "{}\n{}", d.stdout, d.stderr);
+    assert!(
+        d.stdout
+            .contains("reference benchmarks per link (mean of 1"),
+        "{}",
+        d.stdout
+    );
+    for name in [
+        "flash_read_throughput",
+        "flash_read_overhead",
+        "echo_roundtrip",
+        "data_write_throughput",
+        "counter_stream",
+        "counter_upload",
+    ] {
+        let line = d.stdout.lines().find(|l| l.starts_with(name)).unwrap();
+        // Two links, each with a figure, then the published one.
+        assert_eq!(line.matches(" ms/").count(), 3, "{line}");
+    }
+}

@@ -544,7 +544,8 @@ pub fn run(args: &BleArgs) -> anyhow::Result<bool> {
 }
 
 /// Runs `blerpc bench` without a suite: every BLE profile, then the link suites of
-/// `blerpc demo` (every link this build has).
+/// `blerpc demo` (every link this build has: the 12 functional tests and the 6 reference
+/// benchmarks, 3 runs each).
 pub fn run_full_suite() -> anyhow::Result<bool> {
     let started = std::time::Instant::now();
     let args = BleArgs::default();
@@ -563,6 +564,7 @@ pub fn run_full_suite() -> anyhow::Result<bool> {
     let links_ok = rt.block_on(crate::demo::run(&crate::demo::DemoArgs {
         links: Vec::new(),
         timeout: 60,
+        bench_reps: 3,
     }))?;
     let ok = ble_ok && links_ok;
     println!(
