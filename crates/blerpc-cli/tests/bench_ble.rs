@@ -194,7 +194,11 @@ fn demo_runs_the_reference_benchmarks_per_link() {
         "counter_stream",
         "counter_upload",
     ] {
-        let line = d.stdout.lines().find(|l| l.starts_with(name)).unwrap();
+        let line = d
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(name) && l.contains(" ms/"))
+            .unwrap();
         // Two links, each with a figure, then the published one.
         assert_eq!(line.matches(" ms/").count(), 3, "{line}");
     }
