@@ -157,7 +157,7 @@ mod tests {
 
     #[test]
     fn axis_steps_are_round() {
-        assert_eq!(axis(141.3), (175.0, 25.0));
+        assert_eq!(axis(141.3), (200.0, 50.0));
         assert_eq!(axis(3.3), (4.0, 1.0));
         assert_eq!(axis(0.0), (1.0, 0.25));
     }
