@@ -3,7 +3,7 @@
 //! The binary is a thin [`clap`] shell (`src/main.rs`); each subcommand lives in its own module
 //! here, with its logic in plain functions, so it can be tested without spawning the binary.
 //!
-//! - [`bench`]: `blerpc bench`, the benchmark suites (BLE profiles, loopback, scale).
+//! - [`bench`](mod@bench): `blerpc bench`, the benchmark suites (BLE profiles, loopback, scale).
 //! - [`demo`]: `blerpc demo`, a server and a client in one process over every link, running the
 //!   reference functional tests.
 //! - [`serve`]: `blerpc serve`, the demo service as a peripheral on any link.
