@@ -119,7 +119,7 @@ async fn start(link: &str, pki: &LocalPki) -> anyhow::Result<(Client, String)> {
                 &loopback(link)?,
                 &ListenOptions {
                     tls: Some(tls),
-                    baud_rate: None,
+                    ..Default::default()
                 },
             )
             .await?;

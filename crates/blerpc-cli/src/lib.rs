@@ -11,7 +11,8 @@
 //! - [`keygen`], [`scan`]: identities and BLE discovery.
 //! - [`decode`]: `blerpc decode`, a protocol dissector for captured link PDUs.
 //!
-//! Shared pieces: [`link`] (addresses, connecting, listening, the PDU trace), [`identity`]
+//! Shared pieces: [`link`] (addresses, connecting, listening, the PDU trace), [`os`] (process
+//! limits and /proc readings for the multi-process modes), [`identity`]
 //! (seed files), [`certs`] (a local CA for TLS), [`trace`] (`--verbose`).
 
 pub mod bench;
@@ -22,6 +23,7 @@ pub mod demo;
 pub mod identity;
 pub mod keygen;
 pub mod link;
+pub mod os;
 pub mod scan;
 pub mod schema;
 pub mod serve;

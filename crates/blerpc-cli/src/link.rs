@@ -227,6 +227,9 @@ pub struct ListenOptions {
     pub tls: Option<TlsServerConfig>,
     /// Serial baud rate (default 115,200).
     pub baud_rate: Option<u32>,
+    /// TCP options of `tcp://`, `tls://`, `ws://` and `wss://` listeners (`SO_REUSEPORT`,
+    /// backlog, buffer sizes).
+    pub tcp: TcpOptions,
 }
 
 /// A bound listener, ready to serve.
@@ -265,14 +268,14 @@ impl Listener {
         };
         match address {
             Address::Net(url @ LinkUrl::Tcp { .. }) => {
-                let a = TcpAcceptor::bind(url.authority(), TcpOptions::default())
+                let a = TcpAcceptor::bind(url.authority(), options.tcp.clone())
                     .await
                     .with_context(what)?;
                 let u = bound(url, a.local_addr()?);
                 Ok(Listener::Tcp(a, u))
             }
             Address::Net(url @ LinkUrl::Tls { .. }) => {
-                let a = TlsAcceptor::bind(url.authority(), need_tls(url)?, TcpOptions::default())
+                let a = TlsAcceptor::bind(url.authority(), need_tls(url)?, options.tcp.clone())
                     .await
                     .with_context(what)?;
                 let u = bound(url, a.local_addr()?);
@@ -281,7 +284,7 @@ impl Listener {
             Address::Net(url @ LinkUrl::Ws { path, secure, .. }) => {
                 let ws_options = WsOptions {
                     path: (path != "/").then(|| path.clone()),
-                    ..Default::default()
+                    tcp: options.tcp.clone(),
                 };
                 let a = if *secure {
                     WsAcceptor::bind_tls(url.authority(), need_tls(url)?, ws_options).await

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, bail};
 use blerpc::known_keys::to_hex;
+use blerpc::link::tcp::TcpOptions;
 use blerpc::link::tls::TlsServerConfig;
 use blerpc::{Server, ServerConfig};
 use blerpc_demo::{DemoLimits, DemoService, FlashImage, pb};
@@ -53,6 +54,24 @@ pub struct ServeArgs {
     /// Serial baud rate (serial:// only).
     #[arg(long, value_name = "N")]
     pub baud: Option<u32>,
+    /// Connections served at once (per worker); further connections wait in the backlog.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_connections: usize,
+    /// Serve from N processes sharing the port with SO_REUSEPORT (tcp://, tls://, ws://,
+    /// wss://; Unix). The kernel spreads connections over them, and each worker has its own
+    /// open-file limit. All workers use the same identity.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub workers: usize,
+    /// The listen backlog (capped by net.core.somaxconn).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub backlog: u32,
+    /// The read buffer per connection in bytes (raised to one container if smaller).
+    #[arg(long, value_name = "BYTES", default_value_t = 4096)]
+    pub read_buffer: usize,
+    /// Internal: run as one worker of `--workers` (SO_REUSEPORT, the identity seed in hex on
+    /// stdin, exit with the parent).
+    #[arg(long, hide = true)]
+    pub worker: bool,
 }
 
 fn parse_u32(s: &str) -> Result<u32, String> {
@@ -79,11 +98,21 @@ pub fn parse_range(s: &str) -> Result<Range<u32>, String> {
 /// Builds the demo server `serve` would run: identity, flash image with its readable range
 /// (checked not to expose the seed), encryption setting.
 pub fn build_server(args: &ServeArgs) -> anyhow::Result<(Server, Option<[u8; 32]>)> {
-    let seed = match (&args.identity, args.plaintext) {
+    build_server_with(args, load_seed(args)?)
+}
+
+fn load_seed(args: &ServeArgs) -> anyhow::Result<Option<[u8; 32]>> {
+    Ok(match (&args.identity, args.plaintext) {
         (_, true) => None,
         (Some(path), false) => Some(identity::load(path)?),
         (None, false) => Some(identity::generate()),
-    };
+    })
+}
+
+fn build_server_with(
+    args: &ServeArgs,
+    seed: Option<[u8; 32]>,
+) -> anyhow::Result<(Server, Option<[u8; 32]>)> {
     let mut flash = match &args.flash_image {
         Some(path) => FlashImage::from_file(path)?,
         None => {
@@ -103,6 +132,7 @@ pub fn build_server(args: &ServeArgs) -> anyhow::Result<(Server, Option<[u8; 32]
     }
     let mut config = ServerConfig {
         identity: seed,
+        max_connections: args.max_connections.max(1),
         ..Default::default()
     };
     config.peripheral.require_encryption = !args.plaintext;
@@ -115,13 +145,24 @@ pub fn build_server(args: &ServeArgs) -> anyhow::Result<(Server, Option<[u8; 32]
 
 /// Runs `blerpc serve` until Ctrl-C or SIGTERM.
 pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    if args.workers > 1 && !args.worker {
+        return workers::run(args).await;
+    }
     let address: Address = args.listen.parse()?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsServerConfig::from_pem_files(cert, key)?),
         _ => None,
     };
-    let (server, public) = build_server(args)?;
-    if args.identity.is_none() && !args.plaintext {
+    let seed = if args.worker {
+        crate::os::die_with_parent();
+        // Each worker holds its share of the connections: use the whole open-file allowance.
+        let _ = crate::os::raise_nofile_limit();
+        workers::read_seed(args)?
+    } else {
+        load_seed(args)?
+    };
+    let (server, public) = build_server_with(args, seed)?;
+    if args.identity.is_none() && !args.plaintext && !args.worker {
         eprintln!(
             "blerpc: no --identity given: serving with a new key for this run (create a lasting one with `blerpc keygen --out FILE`)"
         );
@@ -131,6 +172,12 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
         &ListenOptions {
             tls,
             baud_rate: args.baud,
+            tcp: TcpOptions {
+                reuse_port: args.worker,
+                listen_backlog: args.backlog,
+                read_buffer_size: args.read_buffer,
+                ..Default::default()
+            },
         },
     )
     .await?;
@@ -168,6 +215,8 @@ pub async fn shutdown_signal() {
     }
 }
 
+mod workers;
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -201,6 +250,11 @@ mod tests {
             flash_size: 0,
             readable: None,
             baud: None,
+            max_connections: 1024,
+            workers: 1,
+            backlog: 1024,
+            read_buffer: 4096,
+            worker: false,
         };
         let e = format!("{:#}", build_server(&args).unwrap_err());
         assert!(e.starts_with("refusing to start"), "{e}");

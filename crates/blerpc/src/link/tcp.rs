@@ -68,6 +68,9 @@ pub struct TcpOptions {
     /// Acceptors only: TLS / WebSocket handshakes in progress at once; further connections wait
     /// in the listen backlog. Default 256.
     pub max_handshakes: usize,
+    /// Acceptors only: the listen backlog (connections the kernel completes before they are
+    /// accepted; capped by `net.core.somaxconn`). Default 1,024. Raise it for connection storms.
+    pub listen_backlog: u32,
 }
 
 impl Default for TcpOptions {
@@ -80,6 +83,7 @@ impl Default for TcpOptions {
             reuse_port: false,
             handshake_timeout: Duration::from_secs(10),
             max_handshakes: 256,
+            listen_backlog: 1024,
         }
     }
 }
@@ -416,7 +420,7 @@ fn bind_one(addr: SocketAddr, options: &TcpOptions) -> io::Result<TcpListener> {
         ));
     }
     socket.bind(addr)?;
-    socket.listen(1024)
+    socket.listen(options.listen_backlog.max(1))
 }
 
 /// Accepts the next TCP connection. Errors that concern one connection (reset before accept) are

@@ -205,6 +205,25 @@ async fn client_handshake(
     })
 }
 
+/// Wraps a TCP stream on which the client side of the WebSocket upgrade (`GET` with
+/// `Upgrade: websocket`, answered `101 Switching Protocols`) has already been done by the caller,
+/// e.g. a load generator that binds its own source address and times the upgrade itself. The
+/// server must not have sent anything after the response header. `peer` is the link's peer id
+/// (the `ws://HOST:PORT/PATH` that was dialled).
+pub async fn client_from_upgraded(stream: TcpStream, peer: String, options: &WsOptions) -> WsLink {
+    let ws = WebSocketStream::from_raw_socket(
+        WsStream::Plain(stream),
+        tungstenite::protocol::Role::Client,
+        Some(options.ws_config()),
+    )
+    .await;
+    WsLink {
+        ws,
+        peer,
+        options: options.tcp.clone(),
+    }
+}
+
 /// A WebSocket connection carrying bleRPC containers.
 #[derive(Debug)]
 pub struct WsLink {

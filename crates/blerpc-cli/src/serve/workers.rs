@@ -1,0 +1,271 @@
+//! `blerpc serve --workers N`: N worker processes share one port with `SO_REUSEPORT`.
+//!
+//! ```text
+//! parent: reserve the port (a bound, never listening SO_REUSEPORT socket), pick the identity
+//!   ├── worker 1: blerpc serve --listen <url with the port> --worker   (seed in hex on stdin)
+//!   ├── ...                                                            each prints `listening`
+//!   └── worker N
+//! parent prints: listening <url> identity <hex|none> workers <pid>,<pid>,...
+//! ```
+//!
+//! The kernel spreads incoming connections over the listening workers by a hash of the
+//! connection's addresses, so each worker has its own accept queue, event loop and open-file
+//! limit. The parent stops the workers (SIGTERM, then SIGKILL after a grace period) on Ctrl-C or
+//! SIGTERM, and stops all of them if one dies. Workers exit with the parent (`PR_SET_PDEATHSIG`).
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::{SocketAddr, ToSocketAddrs as _};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail};
+use blerpc::known_keys::to_hex;
+use blerpc::link::url::LinkUrl;
+
+use super::{ServeArgs, load_seed};
+use crate::link::Address;
+
+/// How long a worker may take to print its `listening` line.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the workers get to shut down gracefully before they are killed.
+const STOP_GRACE: Duration = Duration::from_secs(8);
+
+/// Reads the identity seed a worker gets from its parent: 64 hex digits, or `none`.
+pub(super) fn read_seed(args: &ServeArgs) -> anyhow::Result<Option<[u8; 32]>> {
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .context("worker: reading the identity from stdin")?;
+    let line = line.trim();
+    if line == "none" {
+        if !args.plaintext {
+            bail!("worker: no identity given, and --plaintext is not set");
+        }
+        return Ok(None);
+    }
+    let bytes = hex::decode(line).context("worker: the identity on stdin is not hex")?;
+    let seed: [u8; 32] = bytes
+        .try_into()
+        .map_err(|_| anyhow!("worker: the identity on stdin is not 32 bytes"))?;
+    Ok(Some(seed))
+}
+
+fn with_port(url: &LinkUrl, port: u16) -> LinkUrl {
+    let mut url = url.clone();
+    match &mut url {
+        LinkUrl::Tcp { port: p, .. } | LinkUrl::Tls { port: p, .. } | LinkUrl::Ws { port: p, .. } => {
+            *p = port
+        }
+        _ => {}
+    }
+    url
+}
+
+/// Binds `addr` with SO_REUSEADDR and SO_REUSEPORT without listening: the port is ours, the
+/// workers bind it too, and this socket never receives a connection.
+#[cfg(unix)]
+fn reserve_port(addr: SocketAddr) -> anyhow::Result<socket2::Socket> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket
+        .bind(&addr.into())
+        .with_context(|| format!("cannot bind {addr}"))?;
+    Ok(socket)
+}
+
+#[cfg(not(unix))]
+fn reserve_port(_: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+    bail!("--workers needs SO_REUSEPORT (Unix only)")
+}
+
+/// The worker's command line: the parent's options, the fixed port, `--worker`.
+fn worker_command(args: &ServeArgs, url: &LinkUrl) -> anyhow::Result<Command> {
+    let exe = std::env::current_exe().context("cannot find the blerpc executable")?;
+    let mut c = Command::new(exe);
+    c.arg("serve")
+        .arg("--listen")
+        .arg(url.to_string())
+        .arg("--worker")
+        .arg("--max-connections")
+        .arg(args.max_connections.to_string())
+        .arg("--backlog")
+        .arg(args.backlog.to_string())
+        .arg("--read-buffer")
+        .arg(args.read_buffer.to_string());
+    if args.plaintext {
+        c.arg("--plaintext");
+    }
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        c.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
+    }
+    match &args.flash_image {
+        Some(image) => c.arg("--flash-image").arg(image),
+        None => c.arg("--flash-size").arg(args.flash_size.to_string()),
+    };
+    if let Some(r) = &args.readable {
+        c.arg("--readable").arg(format!("{}..{}", r.start, r.end));
+    }
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    Ok(c)
+}
+
+struct Worker {
+    child: Child,
+    /// Kept open so a late write by the worker never meets a closed pipe.
+    _stdout: BufReader<ChildStdout>,
+}
+
+/// Starts one worker and waits for its `listening` line.
+fn start_worker(args: &ServeArgs, url: &LinkUrl, seed: &str) -> anyhow::Result<Worker> {
+    let mut child = worker_command(args, url)?
+        .spawn()
+        .context("cannot start a worker")?;
+    let started = (|| {
+        let mut stdin = child.stdin.take().context("worker stdin")?;
+        writeln!(stdin, "{seed}").context("cannot hand the identity to a worker")?;
+        drop(stdin);
+        let mut stdout = BufReader::new(child.stdout.take().context("worker stdout")?);
+        let mut line = String::new();
+        stdout
+            .read_line(&mut line)
+            .context("reading a worker's first line")?;
+        if !line.starts_with("listening ") {
+            bail!("a worker failed to start (see its error above)");
+        }
+        Ok(stdout)
+    })();
+    match started {
+        Ok(stdout) => Ok(Worker {
+            child,
+            _stdout: stdout,
+        }),
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(e)
+        }
+    }
+}
+
+/// Stops every worker: SIGTERM, then SIGKILL after [`STOP_GRACE`].
+fn stop(workers: &mut [Worker]) {
+    for w in workers.iter_mut() {
+        if matches!(w.child.try_wait(), Ok(None)) {
+            let _ = crate::os::terminate(w.child.id());
+        }
+    }
+    let deadline = Instant::now() + STOP_GRACE;
+    for w in workers.iter_mut() {
+        loop {
+            match w.child.try_wait() {
+                Ok(Some(_)) | Err(_) => break,
+                Ok(None) if Instant::now() >= deadline => {
+                    let _ = w.child.kill();
+                    let _ = w.child.wait();
+                    break;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+}
+
+/// Runs the parent of `--workers N`.
+pub(super) async fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    let address: Address = args.listen.parse()?;
+    let Address::Net(url) = &address else {
+        bail!("--workers needs a tcp://, tls://, ws:// or wss:// address");
+    };
+    let addr = url
+        .authority()
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {url}"))?
+        .next()
+        .ok_or_else(|| anyhow!("{url} resolves to no address"))?;
+    let reserved = reserve_port(addr)?;
+    let port = reserved
+        .local_addr()?
+        .as_socket()
+        .map(|a| a.port())
+        .ok_or_else(|| anyhow!("the reserved socket has no port"))?;
+    let url = with_port(url, port);
+    let seed = load_seed(args)?;
+    let seed_line = seed.map_or_else(|| "none".to_string(), |s| hex::encode(s));
+    let public = seed
+        .map(|s| crate::identity::public_key(&s))
+        .transpose()?
+        .map_or_else(|| "none".to_string(), |k| to_hex(&k));
+    if args.identity.is_none() && !args.plaintext {
+        eprintln!(
+            "blerpc: no --identity given: serving with a new key for this run (create a lasting one with `blerpc keygen --out FILE`)"
+        );
+    }
+    let started = Instant::now();
+    let mut workers: Vec<Worker> = Vec::with_capacity(args.workers);
+    for _ in 0..args.workers {
+        // Spawned from this (the main) thread: PR_SET_PDEATHSIG follows the spawning thread.
+        match start_worker(args, &url, &seed_line) {
+            Ok(w) => workers.push(w),
+            Err(e) => {
+                stop(&mut workers);
+                return Err(e);
+            }
+        }
+        if started.elapsed() > START_TIMEOUT {
+            stop(&mut workers);
+            bail!("workers took longer than {START_TIMEOUT:?} to start");
+        }
+    }
+    let pids: Vec<String> = workers.iter().map(|w| w.child.id().to_string()).collect();
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "listening {url} identity {public} workers {}",
+            pids.join(",")
+        )
+        .and_then(|()| out.flush())
+        .context("cannot write to stdout")?;
+    }
+    let shutdown = super::shutdown_signal();
+    tokio::pin!(shutdown);
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let result = loop {
+        tokio::select! {
+            () = &mut shutdown => break Ok(()),
+            _ = tick.tick() => {
+                if let Some(pid) = workers
+                    .iter_mut()
+                    .find_map(|w| (!matches!(w.child.try_wait(), Ok(None))).then(|| w.child.id()))
+                {
+                    break Err(anyhow!("worker {pid} exited; stopping the others"));
+                }
+            }
+        }
+    };
+    stop(&mut workers);
+    drop(reserved);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_port_is_set_in_every_scheme() {
+        for (s, want) in [
+            ("ws://127.0.0.1:0/x", "ws://127.0.0.1:9/x"),
+            ("tcp://127.0.0.1:0", "tcp://127.0.0.1:9"),
+            ("tls://localhost:0", "tls://localhost:9"),
+        ] {
+            let url: LinkUrl = s.parse().unwrap();
+            assert_eq!(with_port(&url, 9).to_string(), want);
+        }
+    }
+}
