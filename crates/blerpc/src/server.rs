@@ -23,7 +23,7 @@ use blerpc_proto::connection::{
 };
 use blerpc_proto::crypto::{CryptoProvider, DefaultProvider, IdentitySeed};
 use blerpc_proto::wire::error_code::ErrorCode;
-use futures_util::StreamExt;
+use futures_util::{FutureExt as _, StreamExt};
 use futures_util::stream::FuturesUnordered;
 use rand_core::OsRng;
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -246,7 +246,7 @@ impl Server {
     /// Serves one connection until it closes.
     pub async fn serve_link<L: Link>(&self, link: L) -> Result<(), ServerError> {
         let (_tx, rx) = watch::channel(false);
-        self.serve_connection(link, rx).await
+        self.connection(link, rx)?.await
     }
 
     /// Accepts and serves connections until `shutdown` completes, then shuts down gracefully.
@@ -274,15 +274,21 @@ impl Server {
                     Err(e) => break Err(ServerError::Accept(e)),
                 },
             };
-            let server = self.clone();
-            let stop = stop_rx.clone();
-            tasks.spawn(async move {
-                let peer = link.peer_id();
-                if let Err(e) = server.serve_connection(link, stop).await {
+            let peer = link.peer_id();
+            let connection = match self.connection(link, stop_rx.clone()) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(%peer, "connection refused: {e}");
+                    continue;
+                }
+            };
+            // `map`, not an async block: awaiting a captured future would hold it twice.
+            tasks.spawn(connection.map(move |result| {
+                if let Err(e) = result {
                     tracing::debug!(%peer, "connection ended: {e}");
                 }
                 drop(permit);
-            });
+            }));
             // Reap finished connections so the set does not grow.
             while tasks.try_join_next().is_some() {}
         };
@@ -302,11 +308,14 @@ impl Server {
         result
     }
 
-    async fn serve_connection<L: Link>(
+    /// The future that serves one connection, built outside any async fn: an async fn keeps a
+    /// slot for every local it moves into the future it awaits, which held the connection's
+    /// state (about 3 KB) three times over in every idle connection's task.
+    fn connection<L: Link>(
         &self,
         link: L,
         stop: watch::Receiver<bool>,
-    ) -> Result<(), ServerError> {
+    ) -> Result<impl Future<Output = Result<(), ServerError>> + Send + 'static, ServerError> {
         let mut pconfig = self.config.peripheral;
         pconfig.att_mtu = link.att_mtu();
         let peripheral = HostPeripheral::new(
@@ -318,7 +327,7 @@ impl Server {
         .map_err(ServerError::Config)?;
         let conn = Connection {
             peer: link.peer_id(),
-            peripheral,
+            peripheral: Box::new(peripheral),
             dispatch: self.dispatch.clone(),
             clock: Clock::new(),
             pending: FuturesUnordered::new(),
@@ -328,7 +337,8 @@ impl Server {
             ready: VecDeque::new(),
             idle_release: self.config.idle_release,
         };
-        conn.run(link, stop).await
+        let (tx, rx) = link.split();
+        Ok(conn.run(tx, rx, stop))
     }
 }
 
@@ -384,7 +394,9 @@ struct Upload {
 
 struct Connection {
     peer: String,
-    peripheral: HostPeripheral,
+    /// Boxed: the connection moves into its task's future by value, and an async fn keeps its
+    /// arguments twice; a 3 KB peripheral inline would cost an idle connection 3 KB more.
+    peripheral: Box<HostPeripheral>,
     dispatch: Arc<dyn Dispatch>,
     clock: Clock,
     pending: FuturesUnordered<BoxFuture<Done>>,
@@ -396,12 +408,12 @@ struct Connection {
 }
 
 impl Connection {
-    async fn run<L: Link>(
+    async fn run<Tx: LinkTx, Rx: LinkRx>(
         mut self,
-        link: L,
+        mut tx: Tx,
+        mut rx: Rx,
         mut stop: watch::Receiver<bool>,
     ) -> Result<(), ServerError> {
-        let (mut tx, mut rx) = link.split();
         let mut buf = vec![0u8; self.peripheral.config().att_mtu.max(4)];
         let mut draining = false;
         let mut idle_since: Option<tokio::time::Instant> = None;

@@ -1,0 +1,116 @@
+//! Heap per idle server connection over WebSocket, by allocation size: a measurement, run alone
+//! with `cargo test -p blerpc --features ws --release --test server_memory -- --ignored --nocapture`.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
+use std::time::Duration;
+
+use blerpc::link::ws::{WsAcceptor, WsOptions};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Live allocations by size (sizes above the table share its last slot).
+struct BySize;
+
+const SLOTS: usize = 70_000;
+static LIVE: [AtomicIsize; SLOTS] = [const { AtomicIsize::new(0) }; SLOTS];
+
+fn slot(size: usize) -> &'static AtomicIsize {
+    &LIVE[size.min(SLOTS - 1)]
+}
+
+unsafe impl GlobalAlloc for BySize {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            slot(layout.size()).fetch_add(1, Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(p, layout) };
+        slot(layout.size()).fetch_sub(1, Relaxed);
+    }
+    unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let q = unsafe { System.realloc(p, layout, new_size) };
+        if !q.is_null() {
+            slot(layout.size()).fetch_sub(1, Relaxed);
+            slot(new_size).fetch_add(1, Relaxed);
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static ALLOC: BySize = BySize;
+
+fn snapshot() -> Vec<isize> {
+    LIVE.iter().map(|a| a.load(Relaxed)).collect()
+}
+
+/// Connections measured (with the 20 warm-up ones, under the server's default 1,024 cap).
+const N: usize = 1000;
+
+#[test]
+#[ignore = "measurement; run alone with --ignored --nocapture"]
+fn heap_per_idle_server_connection_by_size() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let server = common::server(true);
+        let acceptor = WsAcceptor::bind("127.0.0.1:0", WsOptions::default()).await.unwrap();
+        let addr = acceptor.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = server.serve(acceptor, std::future::pending()).await;
+        });
+        let mut held = Vec::new();
+        for _ in 0..20 {
+            held.push(raw(addr).await);
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let before = snapshot();
+        for _ in 0..N {
+            held.push(raw(addr).await);
+        }
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let after = snapshot();
+        let mut rows: Vec<(usize, f64)> = before
+            .iter()
+            .zip(&after)
+            .enumerate()
+            .map(|(size, (b, a))| (size, (a - b) as f64 / N as f64))
+            .filter(|(_, per)| per.abs() >= 0.05)
+            .collect();
+        rows.sort_by(|x, y| ((y.0 as f64) * y.1).total_cmp(&((x.0 as f64) * x.1)));
+        let total: f64 = rows.iter().map(|(s, p)| *s as f64 * p).sum();
+        println!("heap per idle server connection: {total:.0} B");
+        for (size, per) in rows.iter().take(30) {
+            println!("{size:>7} B × {per:.2}");
+        }
+        drop(held);
+    });
+}
+
+async fn raw(addr: std::net::SocketAddr) -> TcpStream {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut response = Vec::new();
+    while !response.ends_with(b"\r\n\r\n") {
+        let mut b = [0];
+        s.read_exact(&mut b).await.unwrap();
+        response.push(b[0]);
+    }
+    s
+}
+
