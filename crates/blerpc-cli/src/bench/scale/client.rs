@@ -75,6 +75,8 @@ pub struct ClientSpec {
     pub identity: Option<String>,
     /// Bound of every single step (connect, upgrade, setup, one exchange), in ms.
     pub timeout_ms: u64,
+    /// The WebSocket read buffer of each echo-variant connection, in bytes.
+    pub read_buffer: usize,
 }
 
 /// A command from the controller.
@@ -366,11 +368,12 @@ impl Generator {
         key[..8].copy_from_slice(&self.rng.next().to_le_bytes());
         key[8..].copy_from_slice(&self.rng.next().to_le_bytes());
         let (request, accept) = upgrade_request(&self.host, &self.spec.path, key);
-        let (source, server, variant, step) = (
+        let (source, server, variant, step, read_buffer) = (
             self.spec.source,
             self.spec.server,
             self.spec.variant,
             self.step(),
+            self.spec.read_buffer,
         );
         let peer = format!("ws://{}{}", self.host, self.spec.path);
         let identity = self.identity;
@@ -386,7 +389,8 @@ impl Generator {
             match variant {
                 Variant::Ping => Ok((Conn::Raw(stream), upgraded, None)),
                 Variant::Echo => {
-                    let options = WsOptions::default();
+                    let mut options = WsOptions::default();
+                    options.tcp.read_buffer_size = read_buffer;
                     let link = ws::client_from_upgraded(stream, peer, &options).await;
                     let mut config = ClientConfig {
                         pinning: match identity {
