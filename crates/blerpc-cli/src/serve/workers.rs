@@ -194,7 +194,7 @@ pub(super) async fn run(args: &ServeArgs) -> anyhow::Result<()> {
         .ok_or_else(|| anyhow!("the reserved socket has no port"))?;
     let url = with_port(url, port);
     let seed = load_seed(args)?;
-    let seed_line = seed.map_or_else(|| "none".to_string(), |s| hex::encode(s));
+    let seed_line = seed.map_or_else(|| "none".to_string(), hex::encode);
     let public = seed
         .map(|s| crate::identity::public_key(&s))
         .transpose()?

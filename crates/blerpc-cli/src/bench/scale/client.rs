@@ -278,16 +278,14 @@ struct Generator {
     seq: u64,
 }
 
-fn step_timeout<T>(
+async fn step_timeout<T>(
     limit: Duration,
     what: &'static str,
     fut: impl std::future::Future<Output = Result<T, String>>,
-) -> impl std::future::Future<Output = Result<T, String>> {
-    async move {
-        tokio::time::timeout(limit, fut)
-            .await
-            .unwrap_or_else(|_| Err(format!("{what} timed out after {limit:?}")))
-    }
+) -> Result<T, String> {
+    tokio::time::timeout(limit, fut)
+        .await
+        .unwrap_or_else(|_| Err(format!("{what} timed out after {limit:?}")))
 }
 
 /// Connects from `source` (kernel-chosen port, `IP_BIND_ADDRESS_NO_PORT` so the port is picked

@@ -233,7 +233,7 @@ fn tail_cells(t: &Tail, digits: usize) -> String {
 }
 
 fn count(n: usize) -> String {
-    if n % 1000 == 0 {
+    if n.is_multiple_of(1000) {
         format!("{}k", n / 1000)
     } else {
         n.to_string()
@@ -469,7 +469,9 @@ pub fn svg(summary: &Summary) -> String {
             .find(|r| r.connections == n && r.variant == v)
     };
     type Getter<'a> = Box<dyn Fn(usize) -> Option<f64> + 'a>;
-    let series = |get: fn(&Row) -> f64| -> Vec<(&'static str, &'static str, Getter<'_>)> {
+    /// Name, colour, value at a connection count.
+    type Series<'a> = (&'static str, &'static str, Getter<'a>);
+    let series = |get: fn(&Row) -> f64| -> Vec<Series<'_>> {
         vec![
             (
                 "ours, ping",
@@ -483,7 +485,7 @@ pub fn svg(summary: &Summary) -> String {
             ),
         ]
     };
-    let mut panels: Vec<(&str, Vec<(&'static str, &'static str, Getter<'_>)>)> = Vec::new();
+    let mut panels: Vec<(&str, Vec<Series<'_>>)> = Vec::new();
     let mut rounds = series(|r| r.round_metric.avg);
     rounds.push((
         "published",

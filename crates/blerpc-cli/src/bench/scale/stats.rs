@@ -106,7 +106,7 @@ pub fn median(values: &[f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     let mid = v.get(n / 2).copied().unwrap_or(0.0);
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         (v.get(n / 2 - 1).copied().unwrap_or(mid) + mid) / 2.0
     } else {
         mid
