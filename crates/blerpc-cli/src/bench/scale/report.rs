@@ -340,7 +340,8 @@ pub fn print(
     for r in rows {
         writeln!(
             out,
-            "| 0 | ours, {} | {} | {} |",
+            "| 0 (before the {} storm) | ours, {} | {} | {} |",
+            count(r.connections),
             r.variant,
             theirs_cells(&r.pure_alone, 4),
             tail_cells(&r.pure_alone_tail, 4)
