@@ -27,8 +27,6 @@ pub struct BenchArgs {
 
 /// A benchmark suite.
 #[derive(Debug, Subcommand)]
-// Parsed once from the command line; boxing the options would only obscure the clap derive.
-#[allow(clippy::large_enum_variant)]
 pub enum Suite {
     /// The reference functional tests and benchmarks on the simulated BLE link (every platform
     /// profile) or, with --connect, over any real link.
@@ -36,7 +34,7 @@ pub enum Suite {
     /// The loopback DATA→ACK matrix (TCP, TLS) against bare baselines, in separate processes.
     Loopback(loopback::LoopbackArgs),
     /// Many concurrent WebSocket connections against `blerpc serve --listen ws://…`.
-    Scale(scale::ScaleArgs),
+    Scale(Box<scale::ScaleArgs>),
 }
 
 /// Runs `blerpc bench`; `Ok(false)` if a check failed (a functional test, an error count).
