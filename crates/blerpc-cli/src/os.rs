@@ -50,14 +50,16 @@ pub fn terminate(pid: u32) -> io::Result<()> {
 /// Not supported off Unix.
 #[cfg(not(unix))]
 pub fn terminate(_pid: u32) -> io::Result<()> {
-    Err(io::Error::new(io::ErrorKind::Unsupported, "signals: Unix only"))
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "signals: Unix only",
+    ))
 }
 
 /// The resident set size of process `pid` in bytes (`VmRSS` in `/proc/PID/status`; Linux).
 pub fn rss_bytes(pid: u32) -> io::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    parse_vm_rss(&status)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no VmRSS line"))
+    parse_vm_rss(&status).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no VmRSS line"))
 }
 
 fn parse_vm_rss(status: &str) -> Option<u64> {

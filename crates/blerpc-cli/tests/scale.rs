@@ -71,10 +71,17 @@ fn quick_scale_run_has_no_errors_and_sane_figures() {
     let svg = dir.path().join("scale.svg");
     let started = Instant::now();
     let mut cmd = common::blerpc();
-    cmd.args(["bench", "scale", "--quick", "--timeout-ms", "20000", "--json"])
-        .arg(&json)
-        .arg("--svg")
-        .arg(&svg);
+    cmd.args([
+        "bench",
+        "scale",
+        "--quick",
+        "--timeout-ms",
+        "20000",
+        "--json",
+    ])
+    .arg(&json)
+    .arg("--svg")
+    .arg(&svg);
     let out = output_within(cmd, Duration::from_secs(170));
     let (stdout, stderr) = (&out.stdout, &out.stderr);
     assert!(
@@ -122,10 +129,16 @@ fn quick_scale_run_has_no_errors_and_sane_figures() {
         assert!(per_conn > 0.0 && per_conn < 1_048_576.0, "{ctx}");
         assert!(f(run, &["client_rss"]) > 0.0, "{ctx}");
         // CPU was spent during the storm on both sides.
-        assert!(f(run, &["storm_cpu", "0"]) + f(run, &["storm_cpu", "1"]) > 0.0, "{ctx}");
+        assert!(
+            f(run, &["storm_cpu", "0"]) + f(run, &["storm_cpu", "1"]) > 0.0,
+            "{ctx}"
+        );
         // Only the echo variant has a bleRPC setup (key exchange) per connection.
         assert_eq!(run["setup"].is_null(), variant == "ping", "{ctx}");
     }
     let svg = std::fs::read_to_string(&svg).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("Round metric"), "{svg}");
+    assert!(
+        svg.starts_with("<svg") && svg.contains("Round metric"),
+        "{svg}"
+    );
 }

@@ -23,8 +23,8 @@ use blerpc_proto::connection::{
 };
 use blerpc_proto::crypto::{CryptoProvider, DefaultProvider, IdentitySeed};
 use blerpc_proto::wire::error_code::ErrorCode;
-use futures_util::{FutureExt as _, StreamExt};
 use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt as _, StreamExt};
 use rand_core::OsRng;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;

@@ -64,7 +64,9 @@ fn heap_per_idle_server_connection_by_size() {
         .unwrap();
     rt.block_on(async {
         let server = common::server(true);
-        let acceptor = WsAcceptor::bind("127.0.0.1:0", WsOptions::default()).await.unwrap();
+        let acceptor = WsAcceptor::bind("127.0.0.1:0", WsOptions::default())
+            .await
+            .unwrap();
         let addr = acceptor.local_addr().unwrap();
         tokio::spawn(async move {
             let _ = server.serve(acceptor, std::future::pending()).await;
@@ -113,4 +115,3 @@ async fn raw(addr: std::net::SocketAddr) -> TcpStream {
     }
     s
 }
-

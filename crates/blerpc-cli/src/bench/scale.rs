@@ -203,7 +203,9 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<bool> {
     }
     let (nofile, hard) = crate::os::raise_nofile_limit().context("reading the open-file limit")?;
     // Sockets, plus a margin for the runtime's own descriptors.
-    let capacity = usize::try_from(hard.min(nofile)).unwrap_or(usize::MAX).saturating_sub(128);
+    let capacity = usize::try_from(hard.min(nofile))
+        .unwrap_or(usize::MAX)
+        .saturating_sub(128);
     if capacity < 100 {
         bail!("the open-file limit ({nofile}) is too small for a scale test");
     }
@@ -216,7 +218,9 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<bool> {
         .max(1);
     let clients_max = largest.div_ceil(per_client);
     if clients_max > 240 {
-        bail!("{largest} connections need {clients_max} client processes; at most 240 source addresses");
+        bail!(
+            "{largest} connections need {clients_max} client processes; at most 240 source addresses"
+        );
     }
     eprintln!(
         "scale: open-file limit {nofile} per process; {workers} server workers, up to {clients_max} client processes of {per_client} connections"
@@ -241,8 +245,16 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<bool> {
                     variant.name(),
                     started.elapsed().as_secs_f64()
                 );
-                let run = run_one(&args, repetition, connections, variant, workers, per_client, capacity)
-                    .with_context(|| format!("{connections} connections, {}", variant.name()))?;
+                let run = run_one(
+                    &args,
+                    repetition,
+                    connections,
+                    variant,
+                    workers,
+                    per_client,
+                    capacity,
+                )
+                .with_context(|| format!("{connections} connections, {}", variant.name()))?;
                 if let Some(e) = &run.first_error {
                     eprintln!("scale: {} errors; first: {e}", run.error_count());
                 }
@@ -280,7 +292,9 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<bool> {
             .with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("scale: wrote {}", path.display());
     }
-    Ok(runs.iter().all(|r| r.error_count() == 0 && r.established == r.connections))
+    Ok(runs
+        .iter()
+        .all(|r| r.error_count() == 0 && r.established == r.connections))
 }
 
 fn clone_args(a: &ScaleArgs) -> ScaleArgs {
@@ -381,7 +395,11 @@ impl ServerProc {
             proc,
             key,
             addr,
-            path: if path.is_empty() { "/".into() } else { path.into() },
+            path: if path.is_empty() {
+                "/".into()
+            } else {
+                path.into()
+            },
             identity: (*identity != "none").then(|| identity.to_string()),
             pids,
         })
@@ -432,7 +450,12 @@ impl Clients {
         for spec in specs {
             let index = spec.index;
             let mut child = Process::new(&exe)
-                .args(["bench", "scale", "--client-role", &serde_json::to_string(&spec)?])
+                .args([
+                    "bench",
+                    "scale",
+                    "--client-role",
+                    &serde_json::to_string(&spec)?,
+                ])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())

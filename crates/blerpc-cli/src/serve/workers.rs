@@ -53,9 +53,9 @@ pub(super) fn read_seed(args: &ServeArgs) -> anyhow::Result<Option<[u8; 32]>> {
 fn with_port(url: &LinkUrl, port: u16) -> LinkUrl {
     let mut url = url.clone();
     match &mut url {
-        LinkUrl::Tcp { port: p, .. } | LinkUrl::Tls { port: p, .. } | LinkUrl::Ws { port: p, .. } => {
-            *p = port
-        }
+        LinkUrl::Tcp { port: p, .. }
+        | LinkUrl::Tls { port: p, .. }
+        | LinkUrl::Ws { port: p, .. } => *p = port,
         _ => {}
     }
     url

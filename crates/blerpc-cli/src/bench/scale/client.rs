@@ -25,8 +25,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow};
-use blerpc::link::ws::{self, WsOptions};
 use blerpc::client::PinPolicy;
+use blerpc::link::ws::{self, WsOptions};
 use blerpc::{Client, ClientConfig};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -231,8 +231,7 @@ fn check_upgrade_response(head: &[u8], accept: &str) -> Result<(), String> {
 
 /// Standard base64 with padding (RFC 4648), for the 16-byte upgrade key.
 fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let b = [
@@ -294,8 +293,12 @@ async fn connect_from(source: Ipv4Addr, server: SocketAddr) -> io::Result<TcpStr
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
     #[cfg(target_os = "linux")]
-    nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::IpBindAddressNoPort, &true)
-        .map_err(io::Error::from)?;
+    nix::sys::socket::setsockopt(
+        &socket,
+        nix::sys::socket::sockopt::IpBindAddressNoPort,
+        &true,
+    )
+    .map_err(io::Error::from)?;
     socket.bind(&SocketAddr::new(source.into(), 0).into())?;
     socket.set_nonblocking(true)?;
     let socket = tokio::net::TcpSocket::from_std_stream(socket.into());
@@ -306,11 +309,7 @@ async fn connect_from(source: Ipv4Addr, server: SocketAddr) -> io::Result<TcpStr
 
 /// The upgrade on a connected stream; returns the latency from after the request was written to
 /// the end of the response header.
-async fn upgrade(
-    stream: &mut TcpStream,
-    request: &str,
-    accept: &str,
-) -> Result<Duration, String> {
+async fn upgrade(stream: &mut TcpStream, request: &str, accept: &str) -> Result<Duration, String> {
     stream
         .write_all(request.as_bytes())
         .await
@@ -382,8 +381,8 @@ impl Generator {
                     .map_err(|e| format!("connect: {e}"))
             })
             .await?;
-            let upgraded = step_timeout(step, "upgrade", upgrade(&mut stream, &request, &accept))
-                .await?;
+            let upgraded =
+                step_timeout(step, "upgrade", upgrade(&mut stream, &request, &accept)).await?;
             match variant {
                 Variant::Ping => Ok((Conn::Raw(stream), upgraded, None)),
                 Variant::Echo => {
@@ -459,7 +458,12 @@ impl Generator {
         })
     }
 
-    async fn pure(&mut self, count: usize, interval_us: u64, out: &mut Output) -> anyhow::Result<()> {
+    async fn pure(
+        &mut self,
+        count: usize,
+        interval_us: u64,
+        out: &mut Output,
+    ) -> anyhow::Result<()> {
         let mut samples_ns = Vec::with_capacity(count);
         let mut errors = 0usize;
         let step = self.step();
@@ -659,8 +663,8 @@ pub fn run(spec_json: &str) -> anyhow::Result<bool> {
         out.send(&Event::Ready { nofile })?;
         let mut lines = BufReader::new(tokio::io::stdin()).lines();
         while let Some(line) = lines.next_line().await? {
-            let command: Command = serde_json::from_str(&line)
-                .with_context(|| format!("not a command: {line}"))?;
+            let command: Command =
+                serde_json::from_str(&line).with_context(|| format!("not a command: {line}"))?;
             match command {
                 Command::Open { target } => generator.open(target, &mut out).await?,
                 Command::Pure { count, interval_us } => {
@@ -709,9 +713,8 @@ mod tests {
         assert!(request.contains("Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"));
         assert!(request.starts_with("GET /p HTTP/1.1\r\nHost: h:1\r\n"));
         assert_eq!(accept, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
-        let ok = format!(
-            "HTTP/1.1 101 Switching Protocols\r\nsec-websocket-accept: {accept}\r\n\r\n"
-        );
+        let ok =
+            format!("HTTP/1.1 101 Switching Protocols\r\nsec-websocket-accept: {accept}\r\n\r\n");
         assert!(check_upgrade_response(ok.as_bytes(), &accept).is_ok());
         assert!(check_upgrade_response(b"HTTP/1.1 404 Not Found\r\n\r\n", &accept).is_err());
         let wrong = "HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: x\r\n\r\n";

@@ -138,7 +138,10 @@ pub fn apply(wants: &[Want]) -> Vec<Change> {
                     name: w.name.into(),
                     new: old.clone(),
                     old,
-                    error: Some(format!("{e} (needs root; wanted {} for {})", w.value, w.why)),
+                    error: Some(format!(
+                        "{e} (needs root; wanted {} for {})",
+                        w.value, w.why
+                    )),
                 },
             }
         })

@@ -364,7 +364,10 @@ pub fn print(
         out,
         "| connections | who | avg | median | min | max | p90 | p95 | rounds | msg/s | per-message p50 | p99 | p99.9 | max |"
     )?;
-    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
+    writeln!(
+        out,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    )?;
     for &n in &levels {
         if let Some(p) = published_rounds(n) {
             writeln!(
