@@ -124,6 +124,8 @@ fn capabilities_request_and_responses() {
             max_response: Some(65535),
             flags: Some(1),
             flag_names: vec!["ENCRYPTION_SUPPORTED".into()],
+            large_max_request: None,
+            large_max_response: None,
         }
     );
     let ControlReport::Capabilities { max_request, .. } = control(&r, 3) else {

@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! FIRST      [tid][seq 0][0x00][total_length u16][payload_len][chunk 0]   starts slot for tid
+//! LARGE FIRST [tid][seq 0][0x01][total_length u32][payload_len][chunk 0]  same, seq wraps mod 256
+//!                                                  (only with AssemblerConfig::large_messages)
 //! SUBSEQUENT [tid][seq n][0x40][payload_len][chunk n]                      appends if n == expected
 //! CONTROL    [tid][0][0xC0|cmd<<2][...]                                    ignored (Ok(None))
 //! type 0b10  [tid][seq][0x80][...]                                         ignored (Ok(None))
@@ -21,6 +23,12 @@
 //! - Unlike the C assembler, a 256-container message (seq 0..=255) assembles, and a CONTROL or
 //!   undefined-type container is never taken for a SUBSEQUENT one (Python 0.8.0 does that).
 //! - A failed feed leaves no partial state behind for that tid.
+//! - Large-message extension: a LARGE FIRST container is accepted only when
+//!   [`AssemblerConfig::large_messages`] is set (otherwise
+//!   [`AssembleError::LargeNotNegotiated`]); its SUBSEQUENT containers count seq 1..=255, 0, 1, ...
+//!   and the transaction ends when `total_length` bytes have arrived. Memory is reserved at most
+//!   [`RESERVE_AHEAD`] bytes ahead of what has arrived, so a 6-byte header announcing 4 GiB
+//!   commits nothing more than a small one.
 //!
 //! A completed message stays in its slot, where it can be decrypted in place with
 //! [`Assembler::message_mut`], until [`Assembler::release`]; `Vec` buffers give their memory back
@@ -37,6 +45,8 @@ pub struct AssemblerConfig {
     /// Transactions in progress or completed-but-unreleased at once (default 4); clamped to the
     /// assembler's `SLOTS`.
     pub max_in_flight: usize,
+    /// Accept LARGE FIRST containers (the large-message extension is in force). Default `false`.
+    pub large_messages: bool,
 }
 
 impl Default for AssemblerConfig {
@@ -44,6 +54,7 @@ impl Default for AssemblerConfig {
         AssemblerConfig {
             max_message_len: 65_535,
             max_in_flight: 4,
+            large_messages: false,
         }
     }
 }
@@ -97,6 +108,13 @@ pub enum AssembleError {
         /// The transaction.
         tid: u8,
     },
+    /// A LARGE FIRST container arrived, but the large-message extension is not in force.
+    LargeNotNegotiated {
+        /// The transaction.
+        tid: u8,
+        /// The announced `total_length`.
+        total_length: usize,
+    },
 }
 
 impl AssembleError {
@@ -107,7 +125,8 @@ impl AssembleError {
             | AssembleError::TooLarge { tid, .. }
             | AssembleError::NoFreeSlot { tid }
             | AssembleError::UnknownTransaction { tid, .. }
-            | AssembleError::Capacity { tid } => tid,
+            | AssembleError::Capacity { tid }
+            | AssembleError::LargeNotNegotiated { tid, .. } => tid,
         }
     }
 }
@@ -136,6 +155,11 @@ impl core::fmt::Display for AssembleError {
             AssembleError::Capacity { tid } => {
                 write!(f, "transaction {tid}: reassembly buffer could not grow")
             }
+            AssembleError::LargeNotNegotiated { tid, total_length } => write!(
+                f,
+                "transaction {tid}: LARGE FIRST container ({total_length} bytes) without the \
+                 large-message extension"
+            ),
         }
     }
 }
@@ -148,8 +172,11 @@ enum SlotState {
     Free,
     Receiving {
         tid: u8,
-        /// The next seq; 256 once seq 255 has been taken (no further container can be valid).
-        expected_seq: u16,
+        /// LARGE FIRST transaction: seq wraps mod 256.
+        large: bool,
+        /// Containers taken so far (FIRST included): the next seq is this mod 256. A classic
+        /// transaction takes nothing after 256 containers.
+        received: u32,
         total: usize,
     },
     Complete {
@@ -179,6 +206,14 @@ impl<B: Buffer> Slot<B> {
     fn append(&mut self, tid: u8, total: usize, payload: &[u8]) -> Result<bool, AssembleError> {
         let need = total.saturating_sub(self.buf.len());
         let take = payload.get(..need).unwrap_or(payload);
+        // Grow in RESERVE_AHEAD steps (never past `total`), so the capacity stays within
+        // RESERVE_AHEAD of what has actually arrived instead of doubling.
+        let len = self.buf.len();
+        let ahead = total.saturating_sub(len).min(RESERVE_AHEAD);
+        if self.buf.spare_capacity() < take.len() && self.buf.try_reserve(ahead).is_err() {
+            self.free();
+            return Err(AssembleError::Capacity { tid });
+        }
         if self.buf.try_extend(take).is_err() {
             self.free();
             return Err(AssembleError::Capacity { tid });
@@ -224,12 +259,31 @@ impl<B: Buffer + Default, const SLOTS: usize> Assembler<B, SLOTS> {
         self.config
     }
 
+    /// Changes the limits (e.g. once the large-message extension has been negotiated);
+    /// `max_in_flight` is clamped to `SLOTS`. Transactions in progress keep their own totals.
+    pub fn set_config(&mut self, config: AssemblerConfig) {
+        self.config = AssemblerConfig {
+            max_in_flight: config.max_in_flight.min(SLOTS),
+            ..config
+        };
+    }
+
     /// Takes one container; returns the completed message's handle when this container finished
     /// it. CONTROL and undefined-type containers are ignored (`Ok(None)`).
     pub fn feed(&mut self, c: &Container<'_>) -> Result<Option<Completed>, AssembleError> {
         match c.kind {
             ContainerKind::First { total_length } => {
-                self.feed_first(c.tid, usize::from(total_length), c.payload)
+                self.feed_first(c.tid, usize::from(total_length), c.payload, false)
+            }
+            ContainerKind::LargeFirst { total_length } => {
+                if !self.config.large_messages {
+                    self.discard(c.tid);
+                    return Err(AssembleError::LargeNotNegotiated {
+                        tid: c.tid,
+                        total_length: total_length as usize,
+                    });
+                }
+                self.feed_first(c.tid, total_length as usize, c.payload, true)
             }
             ContainerKind::Subsequent => self.feed_subsequent(c.tid, c.seq, c.payload),
             ContainerKind::Control(_) | ContainerKind::Unknown => Ok(None),
@@ -241,6 +295,7 @@ impl<B: Buffer + Default, const SLOTS: usize> Assembler<B, SLOTS> {
         tid: u8,
         total: usize,
         payload: &[u8],
+        large: bool,
     ) -> Result<Option<Completed>, AssembleError> {
         self.discard(tid);
         let Some(slot) = self.slots.iter().position(|s| s.state == SlotState::Free) else {
@@ -268,7 +323,8 @@ impl<B: Buffer + Default, const SLOTS: usize> Assembler<B, SLOTS> {
         }
         s.state = SlotState::Receiving {
             tid,
-            expected_seq: 1,
+            large,
+            received: 1,
             total,
         };
         Ok(s.append(tid, total, payload)?
@@ -290,24 +346,29 @@ impl<B: Buffer + Default, const SLOTS: usize> Assembler<B, SLOTS> {
             return Err(AssembleError::UnknownTransaction { tid, seq });
         };
         let SlotState::Receiving {
-            expected_seq,
+            large,
+            received,
             total,
             ..
         } = s.state
         else {
             return Err(AssembleError::UnknownTransaction { tid, seq });
         };
-        if u16::from(seq) != expected_seq {
+        // The next seq is `received` mod 256; a classic transaction ends at 256 containers.
+        let expected = (received % 256) as u8;
+        let exhausted = !large && received >= 256;
+        if seq != expected || exhausted {
             s.free();
             return Err(AssembleError::SequenceGap {
                 tid,
-                expected: u8::try_from(expected_seq).unwrap_or(0),
+                expected,
                 got: seq,
             });
         }
         s.state = SlotState::Receiving {
             tid,
-            expected_seq: expected_seq + 1,
+            large,
+            received: received.saturating_add(1),
             total,
         };
         Ok(s.append(tid, total, payload)?
@@ -481,6 +542,7 @@ mod tests {
         let config = AssemblerConfig {
             max_message_len: 100,
             max_in_flight: 4,
+            large_messages: false,
         };
         let mut a = VecAssembler::<2>::new(config);
         assert_eq!(
@@ -514,6 +576,7 @@ mod tests {
         let mut a = VecAssembler::<2>::new(AssemblerConfig {
             max_message_len: 10,
             max_in_flight: 2,
+            large_messages: false,
         });
         assert_eq!(feed_bytes(&mut a, b"\x01\x00\x00\x04\x00\x02ab"), Ok(None));
         assert_eq!(feed_bytes(&mut a, b"\x01\x00\x00\x03\x00\x01x"), Ok(None));
@@ -560,6 +623,7 @@ mod tests {
         let mut a = VecAssembler::<3>::new(AssemblerConfig {
             max_message_len: 100,
             max_in_flight: 2,
+            large_messages: false,
         });
         assert_eq!(a.config().max_in_flight, 2);
         assert_eq!(feed_bytes(&mut a, b"\x01\x00\x00\x04\x00\x02ab"), Ok(None));
@@ -717,5 +781,101 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(a.message(done.unwrap()), &message[..]);
+    }
+
+    fn large_config(max_message_len: usize) -> AssemblerConfig {
+        AssemblerConfig {
+            max_message_len,
+            max_in_flight: 2,
+            large_messages: true,
+        }
+    }
+
+    #[test]
+    fn large_first_needs_the_extension() {
+        let mut a = VecAssembler::<2>::new(AssemblerConfig::default());
+        // A classic transaction of tid 1 in progress, then a LARGE FIRST for tid 1.
+        assert_eq!(feed_bytes(&mut a, b"\x01\x00\x00\x04\x00\x02ab"), Ok(None));
+        assert_eq!(
+            feed_bytes(&mut a, b"\x01\x00\x01\x03\x00\x00\x00\x01x"),
+            Err(AssembleError::LargeNotNegotiated {
+                tid: 1,
+                total_length: 3
+            })
+        );
+        // Nothing is left of tid 1.
+        assert!(!a.is_receiving(1));
+        assert_eq!(a.in_flight(), 0);
+        // Once negotiated, the same bytes start a transaction.
+        a.set_config(large_config(100));
+        assert_eq!(
+            feed_bytes(&mut a, b"\x01\x00\x01\x03\x00\x00\x00\x01x"),
+            Ok(None)
+        );
+        let done = feed_bytes(&mut a, b"\x01\x01\x40\x02yz").unwrap().unwrap();
+        assert_eq!(a.message(done), b"xyz");
+    }
+
+    #[test]
+    fn large_first_over_the_limit_and_seq_wrap() {
+        let mut a = VecAssembler::<2>::new(large_config(1000));
+        // 1,001 > 1,000: refused at the header.
+        assert_eq!(
+            feed_bytes(&mut a, b"\x02\x00\x01\xe9\x03\x00\x00\x00"),
+            Err(AssembleError::TooLarge {
+                tid: 2,
+                total_length: 1001,
+                limit: 1000
+            })
+        );
+        // 300 bytes in 301 containers: empty LARGE FIRST, 299 empty SUBSEQUENTs whose seq goes
+        // 1..=255, 0, 1, ..., then the 300 bytes with seq 300 % 256 = 44.
+        feed_bytes(&mut a, b"\x02\x00\x01\x2c\x01\x00\x00\x00").unwrap();
+        for i in 1..300u32 {
+            assert_eq!(
+                a.feed(&Container::subsequent(2, (i % 256) as u8, b"")),
+                Ok(None),
+                "seq {i}"
+            );
+        }
+        // A wrong seq after the wrap is still a gap...
+        let mut b = VecAssembler::<1>::new(large_config(1000));
+        feed_bytes(&mut b, b"\x03\x00\x01\x05\x00\x00\x00\x00").unwrap();
+        assert_eq!(
+            b.feed(&Container::subsequent(3, 2, b"x")),
+            Err(AssembleError::SequenceGap {
+                tid: 3,
+                expected: 1,
+                got: 2
+            })
+        );
+        // ...and the right one completes after 301 containers.
+        let payload = [0x61u8; 255];
+        assert_eq!(a.feed(&Container::subsequent(2, 44, &payload)), Ok(None));
+        let done = a
+            .feed(&Container::subsequent(2, 45, &payload[..45]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.message(done).len(), 300);
+    }
+
+    #[cfg(feature = "alloc")]
+    #[test]
+    fn large_first_reserves_incrementally() {
+        let mut a = VecAssembler::<1>::new(large_config(crate::split::MAX_LARGE_MESSAGE_LEN));
+        // An 8-byte header announcing 4 GiB - 1 commits RESERVE_AHEAD bytes, no more.
+        feed_bytes(&mut a, b"\x04\x00\x01\xff\xff\xff\xff\x00").unwrap();
+        let cap = a.slots.iter().map(|s| s.buf.capacity()).max().unwrap();
+        assert!(cap <= RESERVE_AHEAD, "reserved {cap}");
+        // As bytes arrive, capacity stays within RESERVE_AHEAD of them (no doubling).
+        let chunk = [0u8; 255];
+        for i in 1..=1000u32 {
+            a.feed(&Container::subsequent(4, (i % 256) as u8, &chunk))
+                .unwrap();
+        }
+        let len = a.slots.iter().map(|s| s.buf.len()).max().unwrap();
+        let cap = a.slots.iter().map(|s| s.buf.capacity()).max().unwrap();
+        assert_eq!(len, 255_000);
+        assert!(cap <= len + RESERVE_AHEAD, "capacity {cap} for {len} bytes");
     }
 }

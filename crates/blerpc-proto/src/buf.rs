@@ -51,6 +51,10 @@ pub trait Buffer {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Bytes that can be appended without allocating (what is left of a fixed buffer).
+    fn spare_capacity(&self) -> usize {
+        self.capacity_limit().saturating_sub(self.len())
+    }
     /// Empties the buffer, keeping its storage.
     fn clear(&mut self) {
         self.truncate(0);
@@ -178,6 +182,9 @@ impl Buffer for alloc::vec::Vec<u8> {
     }
     fn release(&mut self) {
         *self = alloc::vec::Vec::new();
+    }
+    fn spare_capacity(&self) -> usize {
+        self.capacity().saturating_sub(self.len())
     }
     fn try_reserve(&mut self, additional: usize) -> Result<(), CapacityError> {
         alloc::vec::Vec::try_reserve_exact(self, additional).map_err(|_| CapacityError {

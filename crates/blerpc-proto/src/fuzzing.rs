@@ -223,6 +223,8 @@ pub fn container_parse(data: &[u8]) {
     let mut expected = data[..len].to_vec();
     expected[2] &= match c.kind {
         ContainerKind::Control(_) => 0xFC,
+        // Bit 0 of a FIRST container selects LARGE FIRST; bit 1 stays ignored.
+        ContainerKind::LargeFirst { .. } => 0xC1,
         _ => 0xC0,
     };
     assert_eq!(out, expected, "emit is not the parsed prefix");
@@ -245,7 +247,13 @@ pub fn control_parse(data: &[u8]) {
         let parsed = ControlMessage::parse(cmd, payload, dir);
         let may_fail = match (cmd, dir) {
             (ControlCmd::Timeout, Direction::PeripheralToCentral) => payload.len() < 2,
-            (ControlCmd::Capabilities, Direction::PeripheralToCentral) => payload.len() < 4,
+            // A reply announcing the large-message extension must carry all 14 bytes.
+            (ControlCmd::Capabilities, Direction::PeripheralToCentral) => {
+                payload.len() < 4
+                    || (payload.len() >= 6
+                        && payload[4] & 0x02 != 0
+                        && payload.len() < crate::wire::capabilities::CAPABILITIES_LARGE_LEN)
+            }
             (ControlCmd::Error, _) => payload.is_empty(),
             _ => false,
         };
@@ -275,7 +283,9 @@ pub fn control_parse(data: &[u8]) {
 }
 
 /// Command parse → emit → re-parse; the emitted bytes are the parsed prefix (type byte masked).
+/// The same for the large-message form ([`Command::parse_large`]).
 pub fn command_parse(data: &[u8]) {
+    command_parse_large(data);
     let Ok(c) = Command::parse(data) else { return };
     let len = c.emitted_len();
     assert!(len <= data.len());
@@ -291,6 +301,32 @@ pub fn command_parse(data: &[u8]) {
         Ok(header.len())
     );
     assert_eq!(header, out[..header.len()]);
+}
+
+fn command_parse_large(data: &[u8]) {
+    use crate::wire::command::{LARGE_DATA_FLAG, MAX_DATA_LEN};
+    let Ok(c) = Command::parse_large(data) else {
+        return;
+    };
+    let large = data[0] & LARGE_DATA_FLAG != 0;
+    // The extended header is accepted only where the classic one could not say the length.
+    assert_eq!(
+        large,
+        c.data.len() > MAX_DATA_LEN,
+        "non-canonical large command"
+    );
+    let len = c.emitted_len_large();
+    assert!(len <= data.len());
+    let mut out = vec![0u8; len];
+    assert_eq!(c.emit_large(&mut out), Ok(len));
+    let mut expected = data[..len].to_vec();
+    expected[0] &= if large { 0x81 } else { 0x80 };
+    assert_eq!(out, expected);
+    assert_eq!(Command::parse_large(&out), Ok(c));
+    assert_eq!(
+        Command::header_len_large(c.name.len(), c.data.len()) + c.data.len(),
+        len
+    );
 }
 
 /// KeyExchangeStep parse → emit → re-parse; the emitted bytes are the parsed prefix.
@@ -318,11 +354,16 @@ pub fn key_exchange_parse(data: &[u8]) {
     }
 }
 
-/// Capabilities parse → emit → re-parse, and as a CAPABILITIES request/response.
+/// Capabilities parse → emit → re-parse, and as a CAPABILITIES request/response. A reply with the
+/// large-message bit parses only with its 8 extension bytes, and re-emits them exactly.
 pub fn capabilities_parse(data: &[u8]) {
+    use crate::wire::capabilities::{CAPABILITIES_LARGE_LEN, CapabilityFlags};
+    let large_bit = data.len() >= 6 && data[4] & 0x02 != 0;
     match Capabilities::parse(data) {
         Ok(c) => {
             assert!(data.len() >= 4);
+            assert_eq!(c.large.is_some(), large_bit);
+            assert_eq!(c.flags.contains(CapabilityFlags::LARGE_MESSAGES), large_bit);
             let bytes = c.to_bytes();
             assert_eq!(bytes[..4], data[..4]);
             if data.len() >= 6 {
@@ -330,15 +371,20 @@ pub fn capabilities_parse(data: &[u8]) {
             } else {
                 assert_eq!(c.flags.bits(), 0);
             }
-            let mut out = [0u8; 6];
-            assert_eq!(c.emit(&mut out), Ok(6));
+            let n = c.encoded_len();
+            let mut out = vec![0u8; n];
+            assert_eq!(c.emit(&mut out), Ok(n));
+            if large_bit {
+                assert_eq!(out, data[..CAPABILITIES_LARGE_LEN]);
+            }
             assert_eq!(Capabilities::parse(&out), Ok(c));
             let req = ControlMessage::parse(
                 ControlCmd::Capabilities,
                 data,
                 Direction::CentralToPeripheral,
             );
-            let expect_adv = (data.len() >= 6).then_some(c);
+            // A request never carries the extension: the bit alone is the announcement.
+            let expect_adv = (data.len() >= 6).then_some(Capabilities { large: None, ..c });
             assert_eq!(
                 req,
                 Ok(ControlMessage::CapabilitiesRequest {
@@ -346,7 +392,7 @@ pub fn capabilities_parse(data: &[u8]) {
                 })
             );
         }
-        Err(_) => assert!(data.len() < 4),
+        Err(_) => assert!(data.len() < 4 || (large_bit && data.len() < CAPABILITIES_LARGE_LEN)),
     }
 }
 
@@ -354,7 +400,9 @@ pub fn capabilities_parse(data: &[u8]) {
 
 #[derive(Clone, Debug)]
 struct ModelTx {
-    expected: u16,
+    /// Containers taken (the next seq is this mod 256).
+    received: u32,
+    large: bool,
     total: usize,
     buf: Vec<u8>,
 }
@@ -366,12 +414,16 @@ pub fn assembler(data: &[u8]) {
     const SLOTS: usize = 4;
     let mut cur = Cursor::new(data);
     let max_message_len = usize::from(cur.u16() % 1024);
-    let max_in_flight = usize::from(cur.u8() % 5);
+    let in_flight_byte = cur.u8();
+    // Bit 7: the large-message extension is in force (LARGE FIRST accepted, seq wraps).
+    let large = in_flight_byte & 0x80 != 0;
+    let max_in_flight = usize::from((in_flight_byte & 0x7F) % 5);
     let mtu = 10 + usize::from(cur.u8());
     let split_part = cur.chunk();
     let config = AssemblerConfig {
         max_message_len,
         max_in_flight,
+        large_messages: large,
     };
     let mut asm: Assembler<Vec<u8>, SLOTS> = Assembler::new(config);
     let max_in_flight = max_in_flight.min(SLOTS);
@@ -402,9 +454,20 @@ pub fn assembler(data: &[u8]) {
         let in_flight = receiving.len() + held.len();
         let expected: Result<Option<Vec<u8>>, AssembleError> = match c.kind {
             ContainerKind::Control(_) | ContainerKind::Unknown => Ok(None),
-            ContainerKind::First { total_length } => {
+            ContainerKind::LargeFirst { total_length } if !large => {
                 receiving.remove(&c.tid);
-                let total = usize::from(total_length);
+                Err(AssembleError::LargeNotNegotiated {
+                    tid: c.tid,
+                    total_length: total_length as usize,
+                })
+            }
+            ContainerKind::First { .. } | ContainerKind::LargeFirst { .. } => {
+                let (total, is_large) = match c.kind {
+                    ContainerKind::LargeFirst { total_length } => (total_length as usize, true),
+                    ContainerKind::First { total_length } => (usize::from(total_length), false),
+                    _ => unreachable!(),
+                };
+                receiving.remove(&c.tid);
                 let in_flight = receiving.len() + held.len();
                 if in_flight >= SLOTS || in_flight >= max_in_flight {
                     Err(AssembleError::NoFreeSlot { tid: c.tid })
@@ -423,7 +486,8 @@ pub fn assembler(data: &[u8]) {
                         receiving.insert(
                             c.tid,
                             ModelTx {
-                                expected: 1,
+                                received: 1,
+                                large: is_large,
                                 total,
                                 buf,
                             },
@@ -437,8 +501,10 @@ pub fn assembler(data: &[u8]) {
                     tid: c.tid,
                     seq: c.seq,
                 }),
-                Some(tx) if u16::from(c.seq) != tx.expected => {
-                    let expected = u8::try_from(tx.expected).unwrap_or(0);
+                Some(tx)
+                    if c.seq != (tx.received % 256) as u8 || (!tx.large && tx.received >= 256) =>
+                {
+                    let expected = (tx.received % 256) as u8;
                     receiving.remove(&c.tid);
                     Err(AssembleError::SequenceGap {
                         tid: c.tid,
@@ -447,7 +513,7 @@ pub fn assembler(data: &[u8]) {
                     })
                 }
                 Some(tx) => {
-                    tx.expected += 1;
+                    tx.received += 1;
                     let need = tx.total - tx.buf.len();
                     tx.buf
                         .extend_from_slice(&c.payload[..c.payload.len().min(need)]);
@@ -496,6 +562,7 @@ pub fn assembler(data: &[u8]) {
     }
 
     split_roundtrip(split_part, mtu, release_tid(data));
+    split_roundtrip_large(split_part, mtu, release_tid(data));
 }
 
 fn release_tid(data: &[u8]) -> u8 {
@@ -549,6 +616,61 @@ fn split_roundtrip(message: &[u8], mtu: usize, tid: u8) {
         assert_eq!(&buf[..n], pdu.as_slice());
     }
     assert_eq!(s.next_into(&mut buf), None);
+}
+
+/// The large-message split ([`crate::split::SplitCursor::new_large`]) of the same (stretched)
+/// message: classic when it fits, otherwise a LARGE FIRST and wrapping seqs; reassembles with
+/// the extension in force, and is refused without it.
+fn split_roundtrip_large(message: &[u8], mtu: usize, tid: u8) {
+    use crate::split::{SplitCursor, max_message_len};
+    let message: Vec<u8> = match message.split_first() {
+        // Long enough to need a LARGE FIRST at small MTUs (and to wrap seq).
+        Some((&rep, rest)) if rep > 0xE0 && !rest.is_empty() => rest
+            .iter()
+            .cycle()
+            .take(usize::from(rep) * 64)
+            .copied()
+            .collect(),
+        _ => message.to_vec(),
+    };
+    let Ok(mut cursor) = SplitCursor::new_large(tid, message.len(), mtu) else {
+        assert!(mtu < SplitCursor::MIN_LARGE_ATT_MTU);
+        return;
+    };
+    assert_eq!(cursor.is_large(), message.len() > max_message_len(mtu));
+    let config = |large_messages| AssemblerConfig {
+        max_message_len: message.len(),
+        max_in_flight: 1,
+        large_messages,
+    };
+    let mut asm: Assembler<Vec<u8>, 1> = Assembler::new(config(true));
+    let mut classic: Assembler<Vec<u8>, 1> = Assembler::new(config(false));
+    let mut buf = vec![0u8; mtu - 3];
+    let mut completed = None;
+    let mut i = 0usize;
+    while let Some(n) = cursor.emit_next(&message, &mut buf).expect("planned split") {
+        let c = Container::parse(&buf[..n]).expect("split output parses");
+        assert!(n <= mtu - 3 && c.payload.len() <= 255);
+        assert_eq!((c.tid, c.seq), (tid, (i % 256) as u8));
+        match (i, c.kind) {
+            (0, ContainerKind::LargeFirst { total_length }) => {
+                assert!(cursor.is_large());
+                assert_eq!(total_length as usize, message.len());
+                assert!(matches!(
+                    classic.feed(&c),
+                    Err(AssembleError::LargeNotNegotiated { .. })
+                ));
+            }
+            (0, ContainerKind::First { .. }) => assert!(!cursor.is_large()),
+            (0, k) => panic!("first container is {k:?}"),
+            (_, k) => assert_eq!(k, ContainerKind::Subsequent),
+        }
+        assert!(completed.is_none(), "completed before the last container");
+        completed = asm.feed(&c).expect("large split output assembles");
+        i += 1;
+    }
+    let done = completed.expect("last container completes the message");
+    assert_eq!(asm.message(done), message.as_slice());
 }
 
 // ----- 7, 8: handshakes -------------------------------------------------------------------------
@@ -919,6 +1041,8 @@ impl WorldConfig {
             } else {
                 128 * 1024
             },
+            large_messages: self.limits & 0x20 != 0,
+            max_large_message_len: self.large_limit(),
             ..CentralConfig::default()
         }
     }
@@ -933,9 +1057,19 @@ impl WorldConfig {
             max_stream_items: [10_000, 1, 3, 10][usize::from((p >> 4) & 3)],
             max_outbox_bytes: if p & 0x40 != 0 { 700 } else { 128 * 1024 },
             max_request_len: if p & 0x80 != 0 { 100 } else { 12_288 },
+            large_messages: self.limits & 0x40 != 0,
+            max_large_message_len: self.large_limit(),
             ..PeripheralConfig::default()
         };
         (config, has_identity)
+    }
+    /// The large-message limit of both sides (`limits` bit 7: small, to hit the over-limit paths).
+    fn large_limit(&self) -> usize {
+        if self.limits & 0x80 != 0 {
+            5_000
+        } else {
+            64 * 1024
+        }
     }
 }
 
@@ -1119,6 +1253,20 @@ impl Op {
                 encode_chunk(data, out);
             }
         }
+    }
+}
+
+/// Request data whose first byte is above 0xF0 is repeated to `first * 80` bytes (up to 20 KB),
+/// so that messages beyond the classic limits (and LARGE FIRST transactions) are reachable.
+fn stretch(data: Vec<u8>) -> Vec<u8> {
+    match data.split_first() {
+        Some((&rep, rest)) if rep > 0xF0 && !rest.is_empty() => rest
+            .iter()
+            .cycle()
+            .take(usize::from(rep) * 80)
+            .copied()
+            .collect(),
+        _ => data,
     }
 }
 
@@ -1550,7 +1698,7 @@ impl World {
                 let data = if kind == CallKind::ClientStream && data.len() != 1 {
                     Vec::new()
                 } else {
-                    data
+                    stretch(data)
                 };
                 let ready = self.central.is_ready();
                 match self.central.start_call(now, name, &data, kind) {
@@ -1577,7 +1725,7 @@ impl World {
             }
             Op::SendStreamItem { call, data } => {
                 let id = self.call(call);
-                let _ = self.central.send_stream_item(now, id, &data);
+                let _ = self.central.send_stream_item(now, id, &stretch(data));
                 self.settle();
             }
             Op::FinishStream { call } => {

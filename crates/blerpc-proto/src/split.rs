@@ -15,6 +15,20 @@
 //! max        = min(first + 255 * subsequent, 65535)             MTU 247: 61 438, MTU ≥ 264: 65 280
 //! ```
 //!
+//! With the large-message extension in force ([`SplitCursor::new_large`]), a message that does
+//! not fit the classic limits above starts with a LARGE FIRST container instead:
+//!
+//! ```text
+//!   LARGE FIRST [tid][seq 0][0x01][total_length u32][payload_len][chunk 0]    (8-byte header)
+//!   SUBSEQUENT  [tid][seq 1][0x40]...  ... [seq 255] [seq 0] [seq 1] ...      seq wraps mod 256
+//!
+//! first (large) = min(eff - 8, 255)             MTU 23: 12    MTU 247: 236
+//! max (large)   = 4,294,967,295 (u32), bounded in practice by the negotiated limits
+//! ```
+//!
+//! Messages that fit classically are split classically even then, so small messages look the
+//! same on a negotiated link as on any other.
+//!
 //! Every chunk is capped at 255 bytes (`payload_len` is a `u8`), as in the C reference, so an ATT
 //! MTU above 262 still produces valid frames (the reference's other splitters emit corrupt ones).
 //! An empty message is one FIRST container with `total_length = 0`. The smallest usable ATT MTU is
@@ -26,13 +40,15 @@
 
 use crate::wire::WireError;
 use crate::wire::container::{
-    ATT_OVERHEAD, Container, FIRST_HEADER_LEN, HEADER_LEN, MAX_CHUNK_LEN,
+    ATT_OVERHEAD, Container, FIRST_HEADER_LEN, HEADER_LEN, LARGE_FIRST_HEADER_LEN, MAX_CHUNK_LEN,
 };
 
 /// The largest `total_length` (a `u16`).
 const MAX_TOTAL_LEN: usize = u16::MAX as usize;
 /// Containers per message: seq is a `u8`.
 const MAX_CONTAINERS: usize = 256;
+/// The largest `total_length` of a LARGE FIRST container (a `u32`).
+pub const MAX_LARGE_MESSAGE_LEN: usize = u32::MAX as usize;
 
 /// Bytes a container may use on a link with this ATT MTU (`att_mtu - 3`, saturating at 0).
 pub fn effective_mtu(att_mtu: usize) -> usize {
@@ -44,6 +60,20 @@ pub fn first_chunk_capacity(att_mtu: usize) -> usize {
     effective_mtu(att_mtu)
         .saturating_sub(FIRST_HEADER_LEN)
         .min(MAX_CHUNK_LEN)
+}
+
+/// Message bytes a LARGE FIRST container carries at this ATT MTU: `min(eff - 8, 255)`.
+pub fn large_first_chunk_capacity(att_mtu: usize) -> usize {
+    effective_mtu(att_mtu)
+        .saturating_sub(LARGE_FIRST_HEADER_LEN)
+        .min(MAX_CHUNK_LEN)
+}
+
+/// `true` when a message of `message_len` bytes needs a LARGE FIRST container at this MTU
+/// (more than 65,535 bytes or more than 256 containers): only possible with the large-message
+/// extension in force.
+pub fn needs_large_first(message_len: usize, att_mtu: usize) -> bool {
+    message_len > max_message_len(att_mtu)
 }
 
 /// Message bytes each SUBSEQUENT container carries at this ATT MTU: `min(eff - 4, 255)`.
@@ -98,7 +128,8 @@ pub enum SplitError {
         /// The smallest usable MTU ([`SplitCursor::MIN_ATT_MTU`]).
         min: usize,
     },
-    /// The message needs more than 256 containers or more than 65 535 bytes.
+    /// The message needs more than 256 containers or more than 65 535 bytes (more than
+    /// `u32::MAX` bytes with the large-message extension).
     MessageTooLarge {
         /// The message length.
         len: usize,
@@ -137,7 +168,9 @@ impl std::error::Error for SplitError {}
 #[derive(Clone, Debug)]
 pub struct SplitCursor {
     tid: u8,
-    total: u16,
+    total: u32,
+    /// LARGE FIRST header, seq wrapping mod 256.
+    large: bool,
     first_cap: usize,
     subsequent_cap: usize,
     /// Containers emitted so far (the seq of the next one).
@@ -151,6 +184,8 @@ impl SplitCursor {
     /// The smallest ATT MTU that carries a FIRST container with one byte of payload
     /// (`eff - 6 >= 1`, as the C splitter requires). Real BLE links never go below 23.
     pub const MIN_ATT_MTU: usize = ATT_OVERHEAD + FIRST_HEADER_LEN + 1;
+    /// The smallest ATT MTU that carries a LARGE FIRST container with one byte of payload.
+    pub const MIN_LARGE_ATT_MTU: usize = ATT_OVERHEAD + LARGE_FIRST_HEADER_LEN + 1;
 
     /// Plans the split of a `message_len`-byte message for transaction `tid`.
     pub fn new(tid: u8, message_len: usize, att_mtu: usize) -> Result<Self, SplitError> {
@@ -161,13 +196,52 @@ impl SplitCursor {
         })?;
         Ok(SplitCursor {
             tid,
-            total,
+            total: u32::from(total),
+            large: false,
             first_cap: first_chunk_capacity(att_mtu),
             subsequent_cap: subsequent_chunk_capacity(att_mtu),
             emitted: 0,
             offset: 0,
             count,
         })
+    }
+
+    /// Plans the split with the large-message extension in force: classic (as
+    /// [`SplitCursor::new`]) when the message fits a classic transaction, otherwise a LARGE FIRST
+    /// container (`u32` total, 8-byte header) followed by SUBSEQUENT containers whose seq wraps
+    /// mod 256.
+    pub fn new_large(tid: u8, message_len: usize, att_mtu: usize) -> Result<Self, SplitError> {
+        if att_mtu < Self::MIN_LARGE_ATT_MTU {
+            return Err(SplitError::MtuTooSmall {
+                att_mtu,
+                min: Self::MIN_LARGE_ATT_MTU,
+            });
+        }
+        if !needs_large_first(message_len, att_mtu) {
+            return Self::new(tid, message_len, att_mtu);
+        }
+        let total = u32::try_from(message_len).map_err(|_| SplitError::MessageTooLarge {
+            len: message_len,
+            max: MAX_LARGE_MESSAGE_LEN,
+        })?;
+        let first_cap = large_first_chunk_capacity(att_mtu);
+        let subsequent_cap = subsequent_chunk_capacity(att_mtu);
+        let rest = message_len.saturating_sub(first_cap);
+        Ok(SplitCursor {
+            tid,
+            total,
+            large: true,
+            first_cap,
+            subsequent_cap,
+            emitted: 0,
+            offset: 0,
+            count: 1 + rest.div_ceil(subsequent_cap),
+        })
+    }
+
+    /// `true` when this split starts with a LARGE FIRST container.
+    pub fn is_large(&self) -> bool {
+        self.large
     }
 
     /// The transaction id every container carries.
@@ -177,7 +251,7 @@ impl SplitCursor {
 
     /// The message length given to [`SplitCursor::new`].
     pub fn message_len(&self) -> usize {
-        usize::from(self.total)
+        self.total as usize
     }
 
     /// `true` once every container has been emitted.
@@ -196,7 +270,9 @@ impl SplitCursor {
             return None;
         }
         let remaining = self.message_len().saturating_sub(self.offset);
-        Some(if self.emitted == 0 {
+        Some(if self.emitted == 0 && self.large {
+            (LARGE_FIRST_HEADER_LEN, remaining.min(self.first_cap))
+        } else if self.emitted == 0 {
             (FIRST_HEADER_LEN, remaining.min(self.first_cap))
         } else {
             (HEADER_LEN, remaining.min(self.subsequent_cap))
@@ -236,8 +312,14 @@ impl SplitCursor {
                 needed: chunk_len,
                 available: message.len().saturating_sub(self.offset),
             })?;
-        let container = match u8::try_from(self.emitted) {
-            Ok(0) => Container::first(self.tid, self.total, chunk),
+        let classic_seq = u8::try_from(self.emitted);
+        let container = match classic_seq {
+            _ if self.large && self.emitted == 0 => {
+                Container::large_first(self.tid, self.total, chunk)
+            }
+            // Large transactions: seq wraps mod 256 (links are ordered).
+            _ if self.large => Container::subsequent(self.tid, (self.emitted % 256) as u8, chunk),
+            Ok(0) => Container::first(self.tid, self.total as u16, chunk),
             Ok(seq) => Container::subsequent(self.tid, seq, chunk),
             Err(_) => {
                 return Err(WireError::TooLong {
@@ -506,5 +588,71 @@ mod tests {
             );
         }
         assert!(split_to_vec(9, &message, 9).is_err());
+    }
+
+    #[test]
+    fn large_split_at_mtu_23() {
+        assert_eq!(large_first_chunk_capacity(23), 12);
+        assert_eq!(large_first_chunk_capacity(247), 236);
+        assert_eq!(large_first_chunk_capacity(512), 255);
+        assert!(needs_large_first(61_439, 247));
+        assert!(!needs_large_first(61_438, 247));
+        // 70,000 bytes at MTU 23: LARGE FIRST with 12 bytes, then 16 per SUBSEQUENT.
+        let message: Vec<u8> = (0..70_000u32).map(|i| (i % 253) as u8).collect();
+        let mut cursor = SplitCursor::new_large(0x2a, message.len(), 23).unwrap();
+        assert!(cursor.is_large());
+        assert_eq!(
+            cursor.containers_left(),
+            1 + (70_000usize - 12).div_ceil(16)
+        );
+        let mut out = [0u8; 20];
+        let mut containers = Vec::new();
+        while let Some(n) = cursor.emit_next(&message, &mut out).unwrap() {
+            containers.push(out.get(..n).unwrap().to_vec());
+        }
+        // 2a 00 01 | 70 11 01 00 (70,000 LE) | 0c, then bytes 0..12.
+        assert_eq!(
+            containers[0].get(..8),
+            Some(&[0x2a, 0x00, 0x01, 0x70, 0x11, 0x01, 0x00, 0x0c][..])
+        );
+        assert_eq!(containers[0].get(8..), message.get(..12));
+        // seq wraps: container 255 has seq 255, container 256 seq 0, 257 seq 1.
+        assert_eq!(containers[255].get(..4), Some(&[0x2a, 0xff, 0x40, 16][..]));
+        assert_eq!(containers[256].get(..4), Some(&[0x2a, 0x00, 0x40, 16][..]));
+        assert_eq!(containers[257].get(..4), Some(&[0x2a, 0x01, 0x40, 16][..]));
+        let rebuilt: Vec<u8> = containers
+            .iter()
+            .enumerate()
+            .flat_map(|(i, c)| c.get(if i == 0 { 8 } else { 4 }..).unwrap().to_vec())
+            .collect();
+        assert_eq!(rebuilt, message);
+        // (70,000 - 12) = 4,374 * 16 + 4: the last container carries 4 bytes.
+        assert_eq!(containers.last().unwrap().len(), 8);
+    }
+
+    #[test]
+    fn large_split_is_classic_when_the_message_fits() {
+        let message = [7u8; 500];
+        let mut classic = Splitter::new(1, &message, 247).unwrap();
+        let mut large = SplitCursor::new_large(1, message.len(), 247).unwrap();
+        assert!(!large.is_large());
+        let (mut a, mut b) = ([0u8; 244], [0u8; 244]);
+        while let Some(n) = classic.next_into(&mut a) {
+            assert_eq!(large.emit_next(&message, &mut b), Ok(Some(n)));
+            assert_eq!(a, b);
+        }
+        assert!(large.is_done());
+        // 65,536 bytes always need the large form; the u32 bound is the only size limit.
+        assert!(SplitCursor::new(1, 65_536, 4096).is_err());
+        let c = SplitCursor::new_large(1, 65_536, 4096).unwrap();
+        assert!(c.is_large());
+        assert_eq!(c.containers_left(), 1 + (65_536usize - 255).div_ceil(255));
+        assert_eq!(
+            SplitCursor::new_large(1, 100, 11).map(|_| ()),
+            Err(SplitError::MtuTooSmall {
+                att_mtu: 11,
+                min: 12
+            })
+        );
     }
 }

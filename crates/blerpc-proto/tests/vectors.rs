@@ -48,6 +48,8 @@ use vectors_util::*;
 fn type_name(kind: &ContainerKind) -> &'static str {
     match kind {
         ContainerKind::First { .. } => "FIRST",
+        // Not a reference type: the reference reads flags 0x01 as a FIRST (bits 1..0 ignored).
+        ContainerKind::LargeFirst { .. } => "LARGE_FIRST",
         ContainerKind::Subsequent => "SUBSEQUENT",
         ContainerKind::Control(_) => "CONTROL",
         ContainerKind::Unknown => "UNKNOWN",
@@ -434,6 +436,7 @@ fn caps_of(fields: &Value) -> Result<Capabilities, String> {
         max_request: u16_of(fields, "max_request_payload_size")?,
         max_response: u16_of(fields, "max_response_payload_size")?,
         flags: CapabilityFlags::from_bits_retain(u16_of(fields, "flags")?),
+        large: None,
     })
 }
 

@@ -54,6 +54,8 @@ fn flag_names(flags: CapabilityFlags) -> Vec<String> {
         .map(|bit| {
             if 1 << bit == CapabilityFlags::ENCRYPTION_SUPPORTED.bits() {
                 "ENCRYPTION_SUPPORTED".to_owned()
+            } else if 1 << bit == CapabilityFlags::LARGE_MESSAGES.bits() {
+                "LARGE_MESSAGES".to_owned()
             } else {
                 format!("BIT_{bit}")
             }
@@ -112,10 +114,12 @@ impl Dissector<'_> {
             None => {
                 let request = match cmd {
                     ControlCmd::Timeout => payload.is_empty(),
+                    // Centrals send zero limits (a blerpc-rs central may set flag bits to
+                    // announce the large-message extension); no peripheral answers 0 / 0.
                     ControlCmd::Capabilities => {
                         payload.is_empty()
                             || (payload.len() == CAPABILITIES_LEN
-                                && payload.iter().all(|&b| b == 0))
+                                && payload.iter().take(4).all(|&b| b == 0))
                     }
                     _ => true,
                 };
@@ -343,5 +347,7 @@ fn caps_report(
         max_response: caps.map(|c| c.max_response),
         flags: caps.map(|c| c.flags.bits()),
         flag_names: caps.map(|c| flag_names(c.flags)).unwrap_or_default(),
+        large_max_request: caps.and_then(|c| c.large).map(|l| l.max_request),
+        large_max_response: caps.and_then(|c| c.large).map(|l| l.max_response),
     }
 }

@@ -17,7 +17,8 @@ use blerpc_proto::split;
 use blerpc_proto::wire::WireError;
 use blerpc_proto::wire::command::{Command, CommandType};
 use blerpc_proto::wire::container::{
-    ATT_OVERHEAD, Container, ContainerKind, FIRST_HEADER_LEN, HEADER_LEN, MAX_CHUNK_LEN,
+    ATT_OVERHEAD, Container, ContainerKind, FIRST_HEADER_LEN, HEADER_LEN, LARGE_FIRST_HEADER_LEN,
+    MAX_CHUNK_LEN,
 };
 
 use super::control::control_cmd_name;
@@ -61,9 +62,12 @@ impl Default for DecodeOptions {
 pub fn decode(inputs: &[PduInput], opts: &DecodeOptions) -> Report {
     let mut d = Dissector {
         opts,
+        // A capture may hold large-message transactions (LARGE FIRST, seq wrapping): follow
+        // them whatever was negotiated; memory grows only with the bytes actually captured.
         assembler: Box::new(Assembler::new(AssemblerConfig {
-            max_message_len: usize::from(u16::MAX),
+            max_message_len: split::MAX_LARGE_MESSAGE_LEN,
             max_in_flight: SLOTS,
+            large_messages: true,
         })),
         tracks: BTreeMap::new(),
         step1: None,
@@ -89,7 +93,10 @@ pub fn decode(inputs: &[PduInput], opts: &DecodeOptions) -> Report {
 struct Track {
     total: usize,
     received: usize,
+    /// The next seq (mod 256 in a LARGE FIRST transaction; 256 ends a classic one).
     next_seq: u16,
+    /// Started by a LARGE FIRST container.
+    large: bool,
     pdus: Vec<usize>,
 }
 
@@ -207,6 +214,7 @@ pub(super) fn wire_diag(
 fn kind_name(kind: ContainerKind) -> &'static str {
     match kind {
         ContainerKind::First { .. } => "FIRST",
+        ContainerKind::LargeFirst { .. } => "LARGE_FIRST",
         ContainerKind::Subsequent => "SUBSEQUENT",
         ContainerKind::Control(_) => "CONTROL",
         ContainerKind::Unknown => "UNDEFINED",
@@ -328,7 +336,8 @@ impl Dissector<'_> {
                     _ => None,
                 },
                 total_length: match c.kind {
-                    ContainerKind::First { total_length } => Some(total_length),
+                    ContainerKind::First { total_length } => Some(u32::from(total_length)),
+                    ContainerKind::LargeFirst { total_length } => Some(total_length),
                     _ => None,
                 },
                 payload_len,
@@ -345,22 +354,26 @@ impl Dissector<'_> {
                 format!("{trailing} bytes after the payload (receivers ignore them)"),
             ));
         }
-        if flags & 0b11 != 0 {
+        // Bit 0 of a FIRST container is the LARGE FIRST marker; only bit 1 is reserved there.
+        let reserved = match c.kind {
+            ContainerKind::LargeFirst { .. } => flags & 0b10,
+            _ => flags & 0b11,
+        };
+        if reserved != 0 {
             self.warn(diag(
                 at,
                 Layer::Container,
                 Some("flags"),
                 Some(2),
-                format!(
-                    "reserved flag bits 1..0 are {:#04b}, should be 0 (ignored)",
-                    flags & 0b11
-                ),
+                format!("reserved flag bits 1..0 are {reserved:#04b}, should be 0 (ignored)"),
             ));
         }
         if c.seq != 0
             && matches!(
                 c.kind,
-                ContainerKind::First { .. } | ContainerKind::Control(_)
+                ContainerKind::First { .. }
+                    | ContainerKind::LargeFirst { .. }
+                    | ContainerKind::Control(_)
             )
         {
             self.warn(diag(
@@ -404,7 +417,10 @@ impl Dissector<'_> {
         };
         let split = match c.kind {
             ContainerKind::First { total_length } => {
-                self.first(at, index, c, usize::from(total_length), split)
+                self.first(at, index, c, usize::from(total_length), false, split)
+            }
+            ContainerKind::LargeFirst { total_length } => {
+                self.first(at, index, c, total_length as usize, true, split)
             }
             ContainerKind::Subsequent => self.subsequent(at, index, c, split),
             ContainerKind::Control(cmd) => {
@@ -431,8 +447,13 @@ impl Dissector<'_> {
     }
 
     /// The number of containers a splitter at this MTU uses, or a warning if it cannot split it.
-    fn containers_for(&mut self, at: At, total: usize) -> Option<usize> {
-        match split::container_count(total, self.opts.mtu) {
+    fn containers_for(&mut self, at: At, total: usize, large: bool) -> Option<usize> {
+        let count = if large {
+            large_container_count(total, self.opts.mtu)
+        } else {
+            split::container_count(total, self.opts.mtu)
+        };
+        match count {
             Ok(n) => Some(n),
             Err(e) => {
                 self.warn(diag(
@@ -453,9 +474,16 @@ impl Dissector<'_> {
         index: usize,
         c: &Container<'_>,
         total: usize,
+        large: bool,
         mut split: SplitReport,
     ) -> SplitReport {
         let tid = c.tid;
+        let (header_len, first_cap) = if large {
+            let cap = split::large_first_chunk_capacity(self.opts.mtu);
+            (LARGE_FIRST_HEADER_LEN, cap)
+        } else {
+            (FIRST_HEADER_LEN, split::first_chunk_capacity(self.opts.mtu))
+        };
         if let Some(old) = self.tracks.remove(&tid) {
             self.warn(diag(
                 at,
@@ -472,19 +500,19 @@ impl Dissector<'_> {
         }
         split.position = Some(1);
         split.total_length = Some(total);
-        split.containers = self.containers_for(at, total);
-        split.expected_chunk = Some(total.min(split::first_chunk_capacity(self.opts.mtu)));
-        split.sender_mtu_hint = mtu_hint(&split, c.payload.len(), total, FIRST_HEADER_LEN);
+        split.containers = self.containers_for(at, total, large);
+        split.expected_chunk = Some(total.min(first_cap));
+        split.sender_mtu_hint = mtu_hint(&split, c.payload.len(), total, header_len);
         if c.payload.len() > total {
             self.assembler.discard(tid);
             self.error(diag(
                 at,
                 Layer::Container,
                 Some("payload_len"),
-                Some(FIRST_HEADER_LEN - 1),
+                Some(header_len - 1),
                 format!(
                     "field `payload_len` at byte {} is {} but total_length is {total}: a FIRST container cannot carry more than the whole message",
-                    FIRST_HEADER_LEN - 1,
+                    header_len - 1,
                     c.payload.len()
                 ),
             ));
@@ -498,6 +526,7 @@ impl Dissector<'_> {
                 total,
                 received: 0,
                 next_seq: 0,
+                large,
                 pdus: Vec::new(),
             },
             split,
@@ -517,8 +546,14 @@ impl Dissector<'_> {
             // The assembler reports UnknownTransaction; let it say so.
             return self.feed_untracked(at, c, split);
         };
+        // Counted, not read from seq: a LARGE FIRST transaction's seq wraps.
+        split.position = Some(track.pdus.len() + 1);
         split.total_length = Some(track.total);
-        split.containers = split::container_count(track.total, self.opts.mtu).ok();
+        split.containers = if track.large {
+            large_container_count(track.total, self.opts.mtu).ok()
+        } else {
+            split::container_count(track.total, self.opts.mtu).ok()
+        };
         let remaining = track.total.saturating_sub(track.received);
         if u16::from(c.seq) == track.next_seq {
             split.expected_chunk =
@@ -591,7 +626,11 @@ impl Dissector<'_> {
             }
             Ok(done) => {
                 track.received = (track.received + c.payload.len()).min(track.total);
-                track.next_seq = u16::from(c.seq) + 1;
+                track.next_seq = if track.large {
+                    u16::from(c.seq.wrapping_add(1))
+                } else {
+                    u16::from(c.seq) + 1
+                };
                 track.pdus.push(index);
                 split.received = Some(track.received);
                 if let Some(done) = done {
@@ -653,9 +692,9 @@ impl Dissector<'_> {
                 return;
             }
         }
-        let exact = Command::parse(msg)
-            .ok()
-            .filter(|c| Command::header_len(c.name.len()) + c.data.len() == msg.len());
+        let exact = parse_command(msg).ok().filter(|c| {
+            Command::header_len_large(c.name.len(), c.data.len()) + c.data.len() == msg.len()
+        });
         match (exact, &frame) {
             (Some(_), _) => {
                 if self.opts.key.is_some() && frame.is_some() {
@@ -709,9 +748,10 @@ impl Dissector<'_> {
         dir: Option<Dir>,
         unit: &str,
     ) {
-        match Command::parse(plain) {
+        match parse_command(plain) {
             Ok(cmd) => {
-                let used = Command::header_len(cmd.name.len()) + cmd.data.len();
+                let used =
+                    Command::header_len_large(cmd.name.len(), cmd.data.len()) + cmd.data.len();
                 if plain.len() > used {
                     self.warn(diag(
                         at,
@@ -800,6 +840,23 @@ fn mtu_hint(split: &SplitReport, chunk: usize, remaining: usize, header: usize) 
     let mismatch = split.expected_chunk.is_some_and(|e| e != chunk);
     (mismatch && chunk < remaining && chunk < MAX_CHUNK_LEN && chunk > 0)
         .then(|| chunk + header + ATT_OVERHEAD)
+}
+
+/// A command, in its large-message form (type bit 0, `u32` data_len) when that parses, else
+/// classic (reserved type bits ignored, as the reference does).
+fn parse_command(bytes: &[u8]) -> Result<Command<'_>, WireError> {
+    let large = bytes
+        .first()
+        .is_some_and(|t| t & blerpc_proto::wire::command::LARGE_DATA_FLAG != 0);
+    match Command::parse_large(bytes) {
+        Ok(cmd) if large => Ok(cmd),
+        _ => Command::parse(bytes),
+    }
+}
+
+/// Containers a large-message splitter at this MTU uses: classic when the message fits.
+fn large_container_count(total: usize, mtu: usize) -> Result<usize, split::SplitError> {
+    split::SplitCursor::new_large(0, total, mtu).map(|c| c.containers_left())
 }
 
 /// `#0, #1, #2`.

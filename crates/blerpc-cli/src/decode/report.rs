@@ -98,7 +98,8 @@ pub struct ContainerReport {
     pub tid: u8,
     /// Sequence number.
     pub seq: u8,
-    /// `FIRST`, `SUBSEQUENT`, `CONTROL` or `UNDEFINED` (type `0b10`).
+    /// `FIRST`, `LARGE_FIRST` (large-message extension), `SUBSEQUENT`, `CONTROL` or `UNDEFINED`
+    /// (type `0b10`).
     #[serde(rename = "type")]
     pub kind: &'static str,
     /// The raw flags byte.
@@ -106,9 +107,9 @@ pub struct ContainerReport {
     /// The control command name, for CONTROL containers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub control_cmd: Option<&'static str>,
-    /// `total_length`, for FIRST containers.
+    /// `total_length`, for FIRST and LARGE_FIRST containers.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub total_length: Option<u16>,
+    pub total_length: Option<u32>,
     /// `payload_len`.
     pub payload_len: usize,
     /// The payload bytes.
@@ -196,8 +197,14 @@ pub enum ControlReport {
         /// The flag bits.
         #[serde(skip_serializing_if = "Option::is_none")]
         flags: Option<u16>,
-        /// Names of the set flag bits (`ENCRYPTION_SUPPORTED`, or `BIT_n`).
+        /// Names of the set flag bits (`ENCRYPTION_SUPPORTED`, `LARGE_MESSAGES`, or `BIT_n`).
         flag_names: Vec<String>,
+        /// The large-message extension's `u32` `max_request` (a reply with `LARGE_MESSAGES`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        large_max_request: Option<u32>,
+        /// The large-message extension's `u32` `max_response`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        large_max_response: Option<u32>,
     },
     /// `0x5`: a one-byte error code.
     Error {

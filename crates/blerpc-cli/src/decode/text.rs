@@ -184,6 +184,8 @@ fn control_lines(out: &mut String, control: &ControlReport) {
             max_response,
             flags,
             flag_names,
+            large_max_request,
+            large_max_response,
         } => {
             let what = match kind {
                 ControlKind::Request => "request",
@@ -200,9 +202,15 @@ fn control_lines(out: &mut String, control: &ControlReport) {
                 ),
                 _ => "empty (the C central's form)".to_owned(),
             };
+            let large = match (large_max_request, large_max_response) {
+                (Some(req), Some(resp)) => {
+                    format!("; large messages: max_request={req} max_response={resp}")
+                }
+                _ => String::new(),
+            };
             writeln!(
                 out,
-                "    CAPABILITIES {what} ({}): {body}",
+                "    CAPABILITIES {what} ({}): {body}{large}",
                 dir_text(direction, *inferred)
             )
         }

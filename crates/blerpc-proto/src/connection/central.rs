@@ -9,7 +9,8 @@ use super::events::{Ring, Warning};
 use super::outbox::{ControlFrame, ControlQueue, Outbox};
 use super::{
     CallError, CloseReason, ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError,
-    EventQueueFull, MsgRef, Partials, TidSet, bytes, check_att_mtu, enqueue_command, wire_len,
+    EventQueueFull, MsgRef, Partials, TidSet, bytes, check_att_mtu, check_large_limit,
+    enqueue_command, outbox_limit, wire_len,
 };
 use crate::Instant;
 use crate::assemble::{AssembleError, Assembler, AssemblerConfig};
@@ -20,8 +21,8 @@ use crate::handshake::{
 };
 use crate::session::Session;
 use crate::split::max_message_len;
-use crate::wire::capabilities::{CAPABILITIES_LEN, Capabilities, CapabilityFlags};
-use crate::wire::command::{Command, CommandType, MAX_DATA_LEN, MAX_NAME_LEN};
+use crate::wire::capabilities::{CAPABILITIES_LEN, Capabilities, CapabilityFlags, LargeLimits};
+use crate::wire::command::{Command, CommandType, MAX_DATA_LEN, MAX_LARGE_DATA_LEN, MAX_NAME_LEN};
 use crate::wire::container::{Container, ContainerKind, ControlCmd};
 use crate::wire::control::ControlMessage;
 use crate::wire::error_code::ErrorCode;
@@ -80,8 +81,18 @@ pub struct CentralConfig {
     pub busy_retries: u8,
     /// Backoff before the first BUSY retry; doubles on each retry. Default 20 ms.
     pub busy_backoff: Duration,
-    /// Bytes of requests waiting for the link. Default 128 KiB.
+    /// Bytes of requests waiting for the link. Default 128 KiB (with `large_messages`, raised
+    /// to hold at least one message of `max_large_message_len`).
     pub max_outbox_bytes: usize,
+    /// Announce the large-message extension (flags bit 1 of the CAPABILITIES request; see
+    /// `docs/protocol.md`): `u32` message lengths, up to `max_large_message_len`. In force only
+    /// if the peripheral announces it too; otherwise the classic limits apply. Default `false`
+    /// (the reference centrals' bytes); the `blerpc` runtime turns it on. The request is then
+    /// always the 6-byte one, whatever `capabilities_payload` says.
+    pub large_messages: bool,
+    /// With the extension in force: the largest response accepted and the largest request sent,
+    /// in wire bytes (after encryption), at most `u32::MAX`. Default 16 MiB.
+    pub max_large_message_len: usize,
 }
 
 impl Default for CentralConfig {
@@ -102,6 +113,8 @@ impl Default for CentralConfig {
             busy_retries: 3,
             busy_backoff: Duration::from_millis(20),
             max_outbox_bytes: 128 * 1024,
+            large_messages: false,
+            max_large_message_len: super::DEFAULT_MAX_LARGE_MESSAGE_LEN,
         }
     }
 }
@@ -244,7 +257,7 @@ struct Call<O: Buffer> {
 
 impl<O: Buffer> Call<O> {
     fn name(&self) -> &str {
-        Command::parse(self.request.as_slice())
+        Command::parse_large(self.request.as_slice())
             .map(|c| c.name)
             .unwrap_or("")
     }
@@ -264,6 +277,8 @@ pub struct Central<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: usiz
     next_call: u32,
     session: Option<Session<P::Aead>>,
     capabilities: Option<Capabilities>,
+    /// The peripheral's limits while the large-message extension is in force.
+    large: Option<LargeLimits>,
     peer_timeout_ms: u16,
     identity: Option<[u8; 32]>,
     assembler: Assembler<A, SLOTS>,
@@ -303,9 +318,11 @@ where
                 field: "max_response_len",
             });
         }
+        check_large_limit(config.large_messages, config.max_large_message_len)?;
         let assembler = Assembler::new(AssemblerConfig {
             max_message_len: config.max_response_len,
             max_in_flight: SLOTS,
+            large_messages: false,
         });
         let mut central = Central {
             config,
@@ -316,11 +333,16 @@ where
             next_call: 0,
             session: None,
             capabilities: None,
+            large: None,
             peer_timeout_ms: 100,
             identity: None,
             assembler,
             partials: Partials::new(),
-            outbox: Outbox::new(config.max_outbox_bytes),
+            outbox: Outbox::new(outbox_limit(
+                config.max_outbox_bytes,
+                config.large_messages,
+                config.max_large_message_len,
+            )),
             controls: ControlQueue::new(),
             calls: core::array::from_fn(|_| None),
             events: Ring::new(),
@@ -362,6 +384,11 @@ where
     pub fn capabilities(&self) -> Option<Capabilities> {
         self.capabilities
     }
+    /// The peripheral's limits when the large-message extension is in force (both sides
+    /// announced it); `None` otherwise.
+    pub fn large_messages(&self) -> Option<LargeLimits> {
+        self.large
+    }
     /// The peripheral's TIMEOUT value in milliseconds (100 until it answers).
     pub fn peer_timeout_ms(&self) -> u16 {
         self.peer_timeout_ms
@@ -386,9 +413,17 @@ where
     /// `name_len` bytes, from the peripheral's `max_request` (wire length) and the MTU.
     pub fn max_request_data(&self, name_len: usize) -> usize {
         let overhead = wire_len(name_len, 0, self.session.is_some());
-        self.max_request_wire()
-            .saturating_sub(overhead)
-            .min(MAX_DATA_LEN)
+        let data = self.max_request_wire().saturating_sub(overhead);
+        if self.large.is_none() {
+            return data.min(MAX_DATA_LEN);
+        }
+        // Beyond 65,535 bytes the command header grows by two bytes (u32 data_len).
+        let data = if data > MAX_DATA_LEN {
+            data.saturating_sub(2).max(MAX_DATA_LEN)
+        } else {
+            data
+        };
+        data.min(MAX_LARGE_DATA_LEN)
     }
 
     /// Gives back the heap memory of buffers not in use. Buffers keep their capacity between
@@ -424,7 +459,7 @@ where
         if name.is_empty() || name.len() > MAX_NAME_LEN {
             return Err(CallError::InvalidName);
         }
-        if request.len() > MAX_DATA_LEN {
+        if request.len() > MAX_LARGE_DATA_LEN {
             return Err(CallError::DataTooLong { len: request.len() });
         }
         if kind == CallKind::ClientStream && !request.is_empty() {
@@ -449,6 +484,8 @@ where
             self.check_request_len(name.len(), request.len())?;
         }
         // Keep the plaintext command (the name alone for client streams).
+        // (In our own encoding: the extended header only for data beyond 65,535 bytes, which
+        // check_request_len allows only with the extension in force.)
         let mut stored = O::default();
         let cmd = Command {
             kind: CommandType::Request,
@@ -456,12 +493,12 @@ where
             data: request,
         };
         stored
-            .try_resize(cmd.emitted_len())
+            .try_resize(cmd.emitted_len_large())
             .map_err(|_| CallError::OutboxFull {
-                needed: cmd.emitted_len(),
+                needed: cmd.emitted_len_large(),
                 free: 0,
             })?;
-        cmd.emit(stored.as_mut_slice())
+        cmd.emit_large(stored.as_mut_slice())
             .map_err(|_| CallError::InvalidName)?;
 
         let id = CallId(self.next_call);
@@ -502,7 +539,7 @@ where
     ) -> Result<(), CallError> {
         let _ = now;
         self.check_ready()?;
-        if item.len() > MAX_DATA_LEN {
+        if item.len() > MAX_LARGE_DATA_LEN {
             return Err(CallError::DataTooLong { len: item.len() });
         }
         let idx = self.call_index(call).ok_or(CallError::UnknownCall)?;
@@ -518,12 +555,13 @@ where
         let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
             return Err(CallError::UnknownCall);
         };
-        let name = Command::parse(c.request.as_slice())
+        let name = Command::parse_large(c.request.as_slice())
             .map(|c| c.name)
             .unwrap_or("");
         enqueue_command(
             &mut self.outbox,
             self.session.as_mut(),
+            self.large.is_some(),
             tid,
             CommandType::Request,
             name,
@@ -632,9 +670,9 @@ where
             ContainerKind::Unknown => {
                 self.warn(Warning::UnknownContainerType { tid: container.tid })
             }
-            ContainerKind::First { .. } | ContainerKind::Subsequent => {
-                self.handle_data(now, &container)
-            }
+            ContainerKind::First { .. }
+            | ContainerKind::LargeFirst { .. }
+            | ContainerKind::Subsequent => self.handle_data(now, &container),
         }
         Ok(())
     }
@@ -705,7 +743,8 @@ where
         if self.is_closed() {
             return None;
         }
-        self.outbox.poll_transmit(self.config.att_mtu, out)
+        self.outbox
+            .poll_transmit(self.config.att_mtu, self.large.is_some(), out)
     }
 
     /// The next event, if any. Message bytes in the event stay valid until the next call.
@@ -779,8 +818,17 @@ where
 
     fn request_capabilities(&mut self, now: Instant) {
         let tid = self.alloc_tid();
-        let payload = [0u8; CAPABILITIES_LEN];
-        let payload: &[u8] = if self.config.capabilities_payload {
+        let payload = if self.config.large_messages {
+            // The announcement: flags bit 1, nothing else (no extension bytes in a request).
+            Capabilities {
+                flags: CapabilityFlags::LARGE_MESSAGES,
+                ..Capabilities::default()
+            }
+            .to_bytes()
+        } else {
+            [0u8; CAPABILITIES_LEN]
+        };
+        let payload: &[u8] = if self.config.capabilities_payload || self.config.large_messages {
             &payload
         } else {
             &[]
@@ -794,6 +842,18 @@ where
 
     fn on_capabilities(&mut self, now: Instant, caps: Option<Capabilities>) {
         self.capabilities = caps;
+        // In force only if we announced it and the reply carries the (complete) extension;
+        // `Capabilities::parse` already refused a reply with the bit but a truncated extension.
+        self.large = caps
+            .and_then(|c| c.large)
+            .filter(|_| self.config.large_messages);
+        if self.large.is_some() {
+            self.assembler.set_config(AssemblerConfig {
+                max_message_len: self.config.max_large_message_len,
+                max_in_flight: SLOTS,
+                large_messages: true,
+            });
+        }
         let offers = caps.is_some_and(|c| c.flags.contains(CapabilityFlags::ENCRYPTION_SUPPORTED));
         let mtu_ok = self.config.att_mtu >= MIN_ATT_MTU_FOR_KEY_EXCHANGE;
         if offers && mtu_ok {
@@ -931,6 +991,9 @@ where
     }
 
     fn max_request_wire(&self) -> usize {
+        if let Some(large) = self.large {
+            return (large.max_request as usize).min(self.config.max_large_message_len);
+        }
         let by_peer = self
             .capabilities
             .map_or(usize::MAX, |c| usize::from(c.max_request));
@@ -948,11 +1011,12 @@ where
 
     /// Encrypts and queues a stored request command under a fresh tid.
     fn send_request(&mut self, request: &mut O) -> Result<u8, CallError> {
-        let cmd = Command::parse(request.as_slice()).map_err(|_| CallError::InvalidName)?;
+        let cmd = Command::parse_large(request.as_slice()).map_err(|_| CallError::InvalidName)?;
         let tid = self.next_tid;
         enqueue_command(
             &mut self.outbox,
             self.session.as_mut(),
+            self.large.is_some(),
             tid,
             CommandType::Request,
             cmd.name,
@@ -1093,19 +1157,23 @@ where
             }
             Err(e) => {
                 self.partials.remove(tid);
-                if let AssembleError::TooLarge {
-                    tid,
-                    total_length,
-                    limit,
-                } = e
+                let too_large = match e {
+                    AssembleError::TooLarge {
+                        tid,
+                        total_length,
+                        limit,
+                    } => Some((tid, total_length, limit)),
+                    // Not negotiated: the classic limit is the one in force.
+                    AssembleError::LargeNotNegotiated { tid, total_length } => {
+                        Some((tid, total_length, self.assembler.config().max_message_len))
+                    }
+                    _ => None,
+                };
+                if let Some((tid, len, max)) = too_large
                     && let Some(idx) = self.unary_index(tid)
                     && let Some(id) = self.calls.get(idx).and_then(|c| c.as_ref()).map(|c| c.id)
                 {
-                    let error = CallError::ResponseTooLarge {
-                        len: total_length,
-                        max: limit,
-                    };
-                    self.fail_call(idx, id, error);
+                    self.fail_call(idx, id, CallError::ResponseTooLarge { len, max });
                 }
                 self.warn(Warning::Assembly(e));
             }
@@ -1138,7 +1206,12 @@ where
             .message(done)
             .get(range.clone())
             .unwrap_or(&[]);
-        let (kind, name_len, data_len) = match Command::parse(plain) {
+        let parsed = if self.large.is_some() {
+            Command::parse_large(plain)
+        } else {
+            Command::parse(plain)
+        };
+        let (kind, name_len, data_len) = match parsed {
             Ok(c) => (c.kind, c.name.len(), c.data.len()),
             Err(e) => {
                 self.assembler.release(done);
@@ -1152,7 +1225,8 @@ where
             return;
         }
         let name_start = range.start + 2;
-        let msg = MsgRef::new(done, range.start + Command::header_len(name_len), data_len);
+        let header_len = Command::header_len_large(name_len, data_len);
+        let msg = MsgRef::new(done, range.start + header_len, data_len);
         let name_matches = |call: &Call<O>, assembler: &Assembler<A, SLOTS>| {
             let name = assembler
                 .message(done)

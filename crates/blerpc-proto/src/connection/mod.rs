@@ -57,7 +57,8 @@ pub enum CallError {
     /// The connection is not ready (still in setup) or already closed.
     NotReady,
     /// The encrypted request is larger than the peripheral's advertised `max_request`
-    /// (or than one transaction at this MTU can carry).
+    /// (or than one transaction at this MTU can carry, or, with the large-message extension, than
+    /// [`CentralConfig::max_large_message_len`]).
     RequestTooLarge {
         /// Wire length of the request (after encryption).
         len: usize,
@@ -66,7 +67,9 @@ pub enum CallError {
     },
     /// The command name is empty or longer than 255 bytes.
     InvalidName,
-    /// Request data longer than 65,535 bytes.
+    /// Request data longer than the command layer can carry (4 GiB, the large-message
+    /// extension's `u32`; a request above 65,535 bytes without the extension fails with
+    /// [`CallError::RequestTooLarge`]).
     DataTooLong {
         /// The data length given.
         len: usize,
@@ -124,7 +127,7 @@ impl core::fmt::Display for CallError {
             }
             CallError::InvalidName => f.write_str("command name must be 1..=255 bytes"),
             CallError::DataTooLong { len } => {
-                write!(f, "request data is {len} bytes, at most 65535 allowed")
+                write!(f, "request data is {len} bytes, at most 4294967295 allowed")
             }
             CallError::TooManyCalls { limit } => write!(f, "more than {limit} calls in flight"),
             CallError::StreamActive => f.write_str("another stream is already active"),
@@ -219,7 +222,8 @@ pub enum SendError {
     },
     /// The message cannot be split at this MTU.
     Split(SplitError),
-    /// The command name is empty or longer than 255 bytes, or the data longer than 65,535.
+    /// The command name is empty or longer than 255 bytes, or the data longer than 65,535 (4 GiB
+    /// with the large-message extension).
     Invalid,
     /// The outbox is full; poll `poll_transmit` and retry.
     OutboxFull {
@@ -308,9 +312,11 @@ pub(crate) fn bytes(data: &[u8]) -> Payload<'_, fn(&mut [u8])> {
 
 /// Serialises a command into a new outbox data entry, encrypting it in place when a session is
 /// established.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn enqueue_command<B, A, F>(
     outbox: &mut outbox::Outbox<B>,
     session: Option<&mut crate::session::Session<A>>,
+    large: bool,
     tid: u8,
     kind: crate::wire::command::CommandType,
     name: &str,
@@ -329,7 +335,18 @@ where
         Payload::Bytes(d) => d.len(),
         Payload::Fill { len, .. } => *len,
     };
-    let header_len = Command::header_len(name.len());
+    let header_len = if large {
+        Command::header_len_large(name.len(), data_len)
+    } else {
+        Command::header_len(name.len())
+    };
+    let emit_header = |kind, name, len, out: &mut [u8]| {
+        if large {
+            Command::emit_header_large(kind, name, len, out)
+        } else {
+            Command::emit_header(kind, name, len, out)
+        }
+    };
     let cmd_len = header_len + data_len;
     let encrypted = session.is_some();
     let seal = |body: &mut [u8]| match session {
@@ -340,10 +357,9 @@ where
     };
     let result = match payload {
         Payload::Bytes(data) => {
-            let mut header = [0u8; Command::header_len(MAX_NAME_LEN)];
+            let mut header = [0u8; Command::header_len_large(MAX_NAME_LEN, usize::MAX)];
             let header = header.get_mut(..header_len).ok_or(EnqueueError::Invalid)?;
-            Command::emit_header(kind, name, data_len, header)
-                .map_err(|_| EnqueueError::Invalid)?;
+            emit_header(kind, name, data_len, header).map_err(|_| EnqueueError::Invalid)?;
             let parts: [&[u8]; 4] = if encrypted {
                 [&COUNTER_ROOM, header, data, &TAG_ROOM]
             } else {
@@ -361,7 +377,7 @@ where
                 let cmd = body
                     .get_mut(pre..pre + cmd_len)
                     .ok_or(EnqueueError::Internal)?;
-                Command::emit_header(kind, name, len, cmd).map_err(|_| EnqueueError::Invalid)?;
+                emit_header(kind, name, len, cmd).map_err(|_| EnqueueError::Invalid)?;
                 if let Some(data) = cmd.get_mut(header_len..) {
                     fill(data);
                 }
@@ -375,9 +391,11 @@ where
     })
 }
 
-/// Wire length of a command once (optionally) encrypted.
+/// Wire length of a command once (optionally) encrypted (with the large-message header when the
+/// data exceeds 65,535 bytes).
 pub(crate) fn wire_len(name_len: usize, data_len: usize, encrypted: bool) -> usize {
-    let cmd = crate::wire::command::Command::header_len(name_len).saturating_add(data_len);
+    let cmd = crate::wire::command::Command::header_len_large(name_len, data_len)
+        .saturating_add(data_len);
     if encrypted {
         cmd.saturating_add(crate::session::SESSION_OVERHEAD)
     } else {
@@ -525,6 +543,37 @@ pub(crate) fn check_att_mtu(att_mtu: usize) -> Result<(), ConfigError> {
         return Err(ConfigError::MtuTooSmall { att_mtu });
     }
     Ok(())
+}
+
+/// The default of [`CentralConfig::max_large_message_len`] and
+/// [`PeripheralConfig::max_large_message_len`]: 16 MiB.
+pub const DEFAULT_MAX_LARGE_MESSAGE_LEN: usize = 16 * 1024 * 1024;
+
+/// The smallest ATT MTU at which a peripheral agrees to the large-message extension: its
+/// 14-byte CAPABILITIES reply must fit one container (`4 + 14 <= ATT_MTU - 3`).
+pub const MIN_ATT_MTU_FOR_LARGE_MESSAGES: usize = crate::wire::container::ATT_OVERHEAD
+    + crate::wire::container::HEADER_LEN
+    + crate::wire::capabilities::CAPABILITIES_LARGE_LEN;
+
+/// Checks `max_large_message_len` (1..=u32::MAX) when the extension is enabled.
+pub(crate) fn check_large_limit(enabled: bool, limit: usize) -> Result<(), ConfigError> {
+    if enabled && (limit == 0 || limit > crate::split::MAX_LARGE_MESSAGE_LEN) {
+        return Err(ConfigError::Limit {
+            field: "max_large_message_len",
+        });
+    }
+    Ok(())
+}
+
+/// The outbox limit: with the extension enabled, at least one message of the large limit (plus
+/// its entry header) fits, so a request or response within the limit never fails as `OutboxFull`
+/// on an empty outbox.
+pub(crate) fn outbox_limit(max_outbox_bytes: usize, large: bool, large_limit: usize) -> usize {
+    if large {
+        max_outbox_bytes.max(large_limit.saturating_add(outbox::ENTRY_HEADER_LEN))
+    } else {
+        max_outbox_bytes
+    }
 }
 
 /// Events a connection can hold before `handle_input` asks the caller to poll.

@@ -20,7 +20,7 @@ use crate::wire::container::{Container, ControlCmd};
 use super::events::Ring;
 
 const KIND_DATA: u8 = 0xFF;
-const ENTRY_HEADER_LEN: usize = 6;
+pub(crate) const ENTRY_HEADER_LEN: usize = 6;
 
 /// The outbox could not take an entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -222,8 +222,15 @@ impl<B: Buffer> Outbox<B> {
         }
     }
 
-    /// Writes the next container into `out`. `out` must hold `att_mtu - 3` bytes.
-    pub(crate) fn poll_transmit(&mut self, att_mtu: usize, out: &mut [u8]) -> Option<usize> {
+    /// Writes the next container into `out`. `out` must hold `att_mtu - 3` bytes. With `large`
+    /// (the large-message extension in force), messages that do not fit a classic transaction
+    /// start with a LARGE FIRST container.
+    pub(crate) fn poll_transmit(
+        &mut self,
+        att_mtu: usize,
+        large: bool,
+        out: &mut [u8],
+    ) -> Option<usize> {
         loop {
             let (kind, tid, len) = self.entry_header()?;
             let body_start = self.head + ENTRY_HEADER_LEN;
@@ -238,7 +245,12 @@ impl<B: Buffer> Outbox<B> {
                 }
             }
             if self.cursor.is_none() {
-                match SplitCursor::new(tid, len, att_mtu) {
+                let cursor = if large {
+                    SplitCursor::new_large(tid, len, att_mtu)
+                } else {
+                    SplitCursor::new(tid, len, att_mtu)
+                };
+                match cursor {
                     Ok(c) => self.cursor = Some(c),
                     Err(_) => {
                         // Only possible if the MTU shrank after the entry was queued; the
@@ -336,20 +348,20 @@ mod tests {
             .unwrap();
         let mut out = [0u8; 20];
         // MTU 23: FIRST carries 14 bytes, SUBSEQUENT 16.
-        let n = ob.poll_transmit(23, &mut out).unwrap();
+        let n = ob.poll_transmit(23, false, &mut out).unwrap();
         assert_eq!(&out[..6], &[0x2a, 0x00, 0x00, 40, 0, 14]);
         assert_eq!(n, 20);
-        let n = ob.poll_transmit(23, &mut out).unwrap();
+        let n = ob.poll_transmit(23, false, &mut out).unwrap();
         assert_eq!(&out[..4], &[0x2a, 0x01, 0x40, 16]);
         assert_eq!(n, 20);
-        let n = ob.poll_transmit(23, &mut out).unwrap();
+        let n = ob.poll_transmit(23, false, &mut out).unwrap();
         assert_eq!(
             &out[..n],
             &[&[0x2a, 0x02, 0x40, 10][..], &msg[30..]].concat()[..]
         );
-        let n = ob.poll_transmit(23, &mut out).unwrap();
+        let n = ob.poll_transmit(23, false, &mut out).unwrap();
         assert_eq!(&out[..n], &[0x2b, 0x00, 0xc8, 0x00]);
-        assert_eq!(ob.poll_transmit(23, &mut out), None);
+        assert_eq!(ob.poll_transmit(23, false, &mut out), None);
         assert!(ob.is_empty());
     }
 
@@ -383,8 +395,8 @@ mod tests {
                 Ok(())
             })
             .unwrap();
-            assert!(ob.poll_transmit(247, &mut out).is_some());
-            assert!(ob.poll_transmit(247, &mut out).is_some());
+            assert!(ob.poll_transmit(247, false, &mut out).is_some());
+            assert!(ob.poll_transmit(247, false, &mut out).is_some());
             assert!(ob.is_empty());
         }
     }

@@ -8,8 +8,9 @@ use rand_core::CryptoRngCore;
 use super::events::{Ring, Warning};
 use super::outbox::{ControlFrame, ControlQueue, Outbox};
 use super::{
-    ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError, EventQueueFull, MsgRef, Partials,
-    Payload, SendError, TidSet, bytes, check_att_mtu, enqueue_command, wire_len,
+    ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError, EventQueueFull,
+    MIN_ATT_MTU_FOR_LARGE_MESSAGES, MsgRef, Partials, Payload, SendError, TidSet, bytes,
+    check_att_mtu, check_large_limit, enqueue_command, outbox_limit, wire_len,
 };
 use crate::Direction;
 use crate::Instant;
@@ -19,8 +20,8 @@ use crate::crypto::{CryptoProvider, X25519Secret};
 use crate::handshake::{PeripheralAwaitStep3, PeripheralHandshake};
 use crate::session::Session;
 use crate::split::max_message_len;
-use crate::wire::capabilities::{Capabilities, CapabilityFlags};
-use crate::wire::command::{Command, CommandType, MAX_DATA_LEN, MAX_NAME_LEN};
+use crate::wire::capabilities::{Capabilities, CapabilityFlags, LargeLimits};
+use crate::wire::command::{Command, CommandType, MAX_DATA_LEN, MAX_LARGE_DATA_LEN, MAX_NAME_LEN};
 use crate::wire::container::{Container, ContainerKind, ControlCmd};
 use crate::wire::control::ControlMessage;
 use crate::wire::error_code::ErrorCode;
@@ -49,8 +50,20 @@ pub struct PeripheralConfig {
     pub max_stream_items: u32,
     /// A partially received request idle this long is dropped. Default 10 s.
     pub reassembly_timeout: Duration,
-    /// Bytes of responses waiting for the link. Default 128 KiB.
+    /// Bytes of responses waiting for the link. Default 128 KiB (with `large_messages`, raised
+    /// to hold at least one message of `max_large_message_len`).
     pub max_outbox_bytes: usize,
+    /// Agree to the large-message extension when a central announces it in its CAPABILITIES
+    /// request (see `docs/protocol.md`): the reply then carries flags bit 1 and the `u32` limits,
+    /// and messages of up to `max_large_message_len` travel both ways. A central that does not
+    /// announce it gets the classic reply, byte for byte. Needs ATT MTU >=
+    /// [`MIN_ATT_MTU_FOR_LARGE_MESSAGES`] (the 14-byte reply must fit one container). Default
+    /// `false`; the `blerpc` runtime turns it on.
+    pub large_messages: bool,
+    /// With the extension in force: the largest request accepted and the largest response sent,
+    /// in wire bytes (after encryption), at most `u32::MAX`; advertised in the extension. Default
+    /// 16 MiB.
+    pub max_large_message_len: usize,
 }
 
 impl Default for PeripheralConfig {
@@ -66,6 +79,8 @@ impl Default for PeripheralConfig {
             max_stream_items: 10_000,
             reassembly_timeout: Duration::from_secs(10),
             max_outbox_bytes: 128 * 1024,
+            large_messages: false,
+            max_large_message_len: super::DEFAULT_MAX_LARGE_MESSAGE_LEN,
         }
     }
 }
@@ -137,6 +152,8 @@ pub struct Peripheral<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: u
     identity: Option<P::Identity>,
     kx: Kx<P>,
     session: Option<Session<P::Aead>>,
+    /// The large-message extension is in force (the central announced it and we agreed).
+    large: bool,
     next_tid: u8,
     assembler: Assembler<A, SLOTS>,
     partials: Partials<SLOTS>,
@@ -182,23 +199,26 @@ where
                 field: "max_pending_requests",
             });
         }
+        check_large_limit(config.large_messages, config.max_large_message_len)?;
         let kx = if identity.is_some() {
             Kx::AwaitStep1
         } else {
             Kx::Unavailable
         };
         Ok(Peripheral {
-            assembler: Assembler::new(AssemblerConfig {
-                max_message_len: config.max_request_len,
-                max_in_flight: SLOTS,
-            }),
-            outbox: Outbox::new(config.max_outbox_bytes),
+            assembler: Assembler::new(Self::assembler_config(&config, false)),
+            outbox: Outbox::new(outbox_limit(
+                config.max_outbox_bytes,
+                config.large_messages,
+                config.max_large_message_len,
+            )),
             config,
             provider,
             rng,
             identity,
             kx,
             session: None,
+            large: false,
             next_tid: 0,
             partials: Partials::new(),
             controls: ControlQueue::new(),
@@ -232,6 +252,29 @@ where
             max_request: u16::try_from(self.config.max_request_len).unwrap_or(u16::MAX),
             max_response: u16::try_from(self.config.max_response_len).unwrap_or(u16::MAX),
             flags,
+            large: None,
+        }
+    }
+    /// `true` while the large-message extension is in force (a central announced it in its
+    /// CAPABILITIES request and this peripheral agreed).
+    pub fn large_messages(&self) -> bool {
+        self.large
+    }
+    /// The CAPABILITIES reply with the large-message extension: the `u16` fields saturated, the
+    /// flag set and the `u32` limits ([`PeripheralConfig::max_large_message_len`] both ways).
+    pub fn capabilities_large(&self) -> Capabilities {
+        let limit = self.config.max_large_message_len;
+        let limit32 = u32::try_from(limit).unwrap_or(u32::MAX);
+        let limit16 = u16::try_from(limit).unwrap_or(u16::MAX);
+        let classic = self.capabilities();
+        Capabilities {
+            max_request: limit16,
+            max_response: limit16,
+            flags: classic.flags | CapabilityFlags::LARGE_MESSAGES,
+            large: Some(LargeLimits {
+                max_request: limit32,
+                max_response: limit32,
+            }),
         }
     }
     /// Requests handed to the application and not yet answered.
@@ -478,19 +521,19 @@ where
         match container.kind {
             ContainerKind::Control(cmd) => self.handle_control(now, tid, cmd, container.payload),
             ContainerKind::Unknown => self.warn(Warning::UnknownContainerType { tid }),
-            ContainerKind::First { .. } | ContainerKind::Subsequent => {
-                match self.assembler.feed(&container) {
-                    Ok(None) => self.partials.touch(tid, now),
-                    Ok(Some(done)) => {
-                        self.partials.remove(tid);
-                        self.on_request(done);
-                    }
-                    Err(e) => {
-                        self.partials.remove(tid);
-                        self.on_assembly_error(e);
-                    }
+            ContainerKind::First { .. }
+            | ContainerKind::LargeFirst { .. }
+            | ContainerKind::Subsequent => match self.assembler.feed(&container) {
+                Ok(None) => self.partials.touch(tid, now),
+                Ok(Some(done)) => {
+                    self.partials.remove(tid);
+                    self.on_request(done);
                 }
-            }
+                Err(e) => {
+                    self.partials.remove(tid);
+                    self.on_assembly_error(e);
+                }
+            },
         }
         Ok(())
     }
@@ -524,7 +567,8 @@ where
                 return Some(n);
             }
         }
-        self.outbox.poll_transmit(self.config.att_mtu, out)
+        self.outbox
+            .poll_transmit(self.config.att_mtu, self.large, out)
     }
 
     /// The next event, if any. Message bytes in the event stay valid until the next call.
@@ -576,6 +620,19 @@ where
 
     // ----- internals -------------------------------------------------------------------------
 
+    /// Reassembly limits: classic, or the large limit with LARGE FIRST accepted.
+    fn assembler_config(config: &PeripheralConfig, large: bool) -> AssemblerConfig {
+        AssemblerConfig {
+            max_message_len: if large {
+                config.max_large_message_len
+            } else {
+                config.max_request_len
+            },
+            max_in_flight: SLOTS,
+            large_messages: large,
+        }
+    }
+
     fn check_open(&self) -> Result<(), SendError> {
         if self.closed {
             Err(SendError::Closed)
@@ -585,10 +642,22 @@ where
     }
 
     fn check_response(&self, name: &str, data_len: usize) -> Result<(), SendError> {
-        if name.is_empty() || name.len() > MAX_NAME_LEN || data_len > MAX_DATA_LEN {
+        let max_data = if self.large {
+            MAX_LARGE_DATA_LEN
+        } else {
+            MAX_DATA_LEN
+        };
+        if name.is_empty() || name.len() > MAX_NAME_LEN || data_len > max_data {
             return Err(SendError::Invalid);
         }
         let len = wire_len(name.len(), data_len, self.session.is_some());
+        if self.large {
+            let max = self.config.max_large_message_len;
+            if len > max {
+                return Err(SendError::ResponseTooLarge { len, max });
+            }
+            return Ok(());
+        }
         if len > self.config.max_response_len {
             return Err(SendError::ResponseTooLarge {
                 len,
@@ -611,6 +680,7 @@ where
         enqueue_command(
             &mut self.outbox,
             self.session.as_mut(),
+            self.large,
             tid,
             CommandType::Response,
             name,
@@ -656,9 +726,24 @@ where
                 let reply = self.config.timeout_ms.to_le_bytes();
                 self.send_control(tid, ControlCmd::Timeout, &reply);
             }
-            ControlMessage::CapabilitiesRequest { .. } => {
-                let reply = self.capabilities().to_bytes();
-                self.send_control(tid, ControlCmd::Capabilities, &reply);
+            ControlMessage::CapabilitiesRequest { advertised } => {
+                let announced =
+                    advertised.is_some_and(|c| c.flags.contains(CapabilityFlags::LARGE_MESSAGES));
+                // Each request decides afresh: the reply states what is in force.
+                self.large = announced
+                    && self.config.large_messages
+                    && self.config.att_mtu >= MIN_ATT_MTU_FOR_LARGE_MESSAGES;
+                self.assembler
+                    .set_config(Self::assembler_config(&self.config, self.large));
+                let caps = if self.large {
+                    self.capabilities_large()
+                } else {
+                    self.capabilities()
+                };
+                let mut reply = [0u8; crate::wire::capabilities::CAPABILITIES_LARGE_LEN];
+                if let Ok(n) = caps.emit(&mut reply) {
+                    self.send_control(tid, ControlCmd::Capabilities, reply.get(..n).unwrap_or(&[]));
+                }
             }
             ControlMessage::KeyExchange(step) => self.on_key_exchange(now, tid, step),
             ControlMessage::StreamEndC2P => self.push(Record::StreamEndC2P { tid }),
@@ -732,7 +817,9 @@ where
     fn on_assembly_error(&mut self, e: AssembleError) {
         let reply = match e {
             AssembleError::SequenceGap { tid, .. } => Some((tid, ErrorCode::SequenceGap)),
-            AssembleError::TooLarge { tid, .. } | AssembleError::Capacity { tid } => {
+            AssembleError::TooLarge { tid, .. }
+            | AssembleError::Capacity { tid }
+            | AssembleError::LargeNotNegotiated { tid, .. } => {
                 Some((tid, ErrorCode::RequestTooLarge))
             }
             AssembleError::NoFreeSlot { tid } => Some((tid, ErrorCode::Busy)),
@@ -780,11 +867,17 @@ where
             .message(done)
             .get(range.clone())
             .unwrap_or(&[]);
-        let parsed = Command::parse(plain).map(|c| (c.kind, c.name.len(), c.data.len()));
+        let parsed = if self.large {
+            Command::parse_large(plain)
+        } else {
+            Command::parse(plain)
+        };
+        let parsed = parsed.map(|c| (c.kind, c.name.len(), c.data.len()));
         match parsed {
             Ok((CommandType::Request, name_len, data_len)) => {
                 self.pending.insert(tid);
-                let msg = MsgRef::new(done, range.start + Command::header_len(name_len), data_len);
+                let header_len = Command::header_len_large(name_len, data_len);
+                let msg = MsgRef::new(done, range.start + header_len, data_len);
                 let name_start = u32::try_from(range.start + 2).unwrap_or(u32::MAX);
                 let name_len = u8::try_from(name_len).unwrap_or(u8::MAX);
                 self.push(Record::Request {

@@ -5,19 +5,36 @@
 //!         +-------------+--------------+--------+
 //!         | max_request | max_response | flags  |      all u16 little-endian
 //!         +-------------+--------------+--------+
-//! flags: bit 0 = ENCRYPTION_SUPPORTED, bits 1..15 reserved (kept, not interpreted)
+//! flags: bit 0 = ENCRYPTION_SUPPORTED, bit 1 = LARGE_MESSAGES (blerpc-rs extension),
+//!        bits 2..15 reserved (kept, not interpreted)
+//!
+//! large-message extension (a peripheral's reply with LARGE_MESSAGES set, 14 bytes):
+//! offset  0             2              4        6                  10                 14
+//!         +-------------+--------------+--------+------------------+------------------+
+//!         | max_request | max_response | flags  | max_request u32  | max_response u32 |
+//!         +-------------+--------------+--------+------------------+------------------+
+//!           min(limit, 65535) as u16     bit 1     the limits in force (wire bytes, LE)
 //! ```
 //!
-//! The peripheral's response always carries all 6 bytes (`0030ffff0100` is the nRF firmware:
-//! 12288 / 65535 / encryption). Centrals send the same layout filled with zeros, except the C
+//! The peripheral's response always carries at least 6 bytes (`0030ffff0100` is the nRF firmware:
+//! 12288 / 65535 / encryption). Centrals send the 6-byte layout filled with zeros, except the C
 //! central, which sends an empty request (see [`crate::wire::control`]). Like the C central,
 //! [`Capabilities::parse`] accepts a 4-byte payload (flags then read as 0); bytes after the sixth
-//! are ignored.
+//! are ignored unless LARGE_MESSAGES is set.
+//!
+//! LARGE_MESSAGES (see `docs/protocol.md`, "Large messages"): a central that supports the
+//! extension sets the bit in its 6-byte request (no other byte changes); a peripheral that
+//! supports it too answers with the bit set **and** the 8 extension bytes above. A reply with the
+//! bit set but fewer than 14 bytes is malformed ([`Capabilities::parse`] fails), so a truncated
+//! extension can never be mistaken for a negotiated one. A reference peer never sets the bit, so
+//! it never sends or receives an extension byte.
 
-use super::{WireError, out_prefix, read_u16};
+use super::{WireError, out_prefix, read_u16, read_u32};
 
 /// Length of a complete CAPABILITIES payload.
 pub const CAPABILITIES_LEN: usize = 6;
+/// Length of a CAPABILITIES reply carrying the large-message extension.
+pub const CAPABILITIES_LARGE_LEN: usize = 14;
 
 /// The `flags` field of a CAPABILITIES payload. Unknown bits are retained.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -26,6 +43,10 @@ pub struct CapabilityFlags(u16);
 impl CapabilityFlags {
     /// Bit 0: the peripheral supports the encrypted session (KEY_EXCHANGE).
     pub const ENCRYPTION_SUPPORTED: Self = CapabilityFlags(0x0001);
+    /// Bit 1 (blerpc-rs extension): the sender supports large messages (u32 lengths, see the
+    /// module docs). In force only when both the central's request and the peripheral's reply
+    /// set it.
+    pub const LARGE_MESSAGES: Self = CapabilityFlags(0x0002);
     /// No flag set.
     pub const EMPTY: Self = CapabilityFlags(0);
 
@@ -54,6 +75,15 @@ impl core::ops::BitOr for CapabilityFlags {
     }
 }
 
+/// The limits a peripheral announces in the large-message extension of its CAPABILITIES reply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LargeLimits {
+    /// The largest request the peripheral reassembles, in wire bytes (after encryption).
+    pub max_request: u32,
+    /// The largest response the peripheral sends, in wire bytes.
+    pub max_response: u32,
+}
+
 /// A decoded CAPABILITIES payload.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Capabilities {
@@ -63,11 +93,30 @@ pub struct Capabilities {
     pub max_response: u16,
     /// Feature flags.
     pub flags: CapabilityFlags,
+    /// The large-message extension of a peripheral's reply (`Some` only with
+    /// [`CapabilityFlags::LARGE_MESSAGES`]; always `None` in a central's request). On emit,
+    /// `Some` also sets the flag.
+    pub large: Option<LargeLimits>,
 }
 
 impl Capabilities {
-    /// Decodes a payload of at least 4 bytes; `flags` is 0 when fewer than 6 are present.
+    /// Decodes a peripheral's reply: at least 4 bytes; `flags` is 0 when fewer than 6 are
+    /// present. With [`CapabilityFlags::LARGE_MESSAGES`] set, the 8 extension bytes must follow
+    /// (a shorter payload is [`WireError::Truncated`]).
     pub fn parse(payload: &[u8]) -> Result<Self, WireError> {
+        let mut caps = Self::parse_classic(payload)?;
+        if caps.flags.contains(CapabilityFlags::LARGE_MESSAGES) {
+            caps.large = Some(LargeLimits {
+                max_request: read_u32(payload, 6, "max_request_ext")?,
+                max_response: read_u32(payload, 10, "max_response_ext")?,
+            });
+        }
+        Ok(caps)
+    }
+
+    /// Decodes the classic 6 bytes only (a central's request: the LARGE_MESSAGES bit is an
+    /// announcement there and carries no extension bytes); anything after them is ignored.
+    pub fn parse_classic(payload: &[u8]) -> Result<Self, WireError> {
         let max_request = read_u16(payload, 0, "max_request")?;
         let max_response = read_u16(payload, 2, "max_response")?;
         let flags = if payload.len() >= CAPABILITIES_LEN {
@@ -79,21 +128,43 @@ impl Capabilities {
             max_request,
             max_response,
             flags: CapabilityFlags::from_bits_retain(flags),
+            large: None,
         })
     }
 
-    /// The 6-byte payload.
+    /// Bytes [`Capabilities::emit`] writes: 6, or 14 with the large-message extension.
+    pub fn encoded_len(&self) -> usize {
+        if self.large.is_some() {
+            CAPABILITIES_LARGE_LEN
+        } else {
+            CAPABILITIES_LEN
+        }
+    }
+
+    /// The classic 6 bytes (the flags include LARGE_MESSAGES when `large` is `Some`).
     pub fn to_bytes(&self) -> [u8; CAPABILITIES_LEN] {
         let [a, b] = self.max_request.to_le_bytes();
         let [c, d] = self.max_response.to_le_bytes();
-        let [e, f] = self.flags.bits().to_le_bytes();
+        let mut flags = self.flags;
+        if self.large.is_some() {
+            flags = flags | CapabilityFlags::LARGE_MESSAGES;
+        }
+        let [e, f] = flags.bits().to_le_bytes();
         [a, b, c, d, e, f]
     }
 
-    /// Writes the 6-byte payload to the start of `out` and returns 6.
+    /// Writes the payload ([`Capabilities::encoded_len`] bytes) to the start of `out`.
     pub fn emit(&self, out: &mut [u8]) -> Result<usize, WireError> {
-        out_prefix(out, CAPABILITIES_LEN)?.copy_from_slice(&self.to_bytes());
-        Ok(CAPABILITIES_LEN)
+        let len = self.encoded_len();
+        let buf = out_prefix(out, len)?;
+        let (classic, ext) = buf.split_at_mut(CAPABILITIES_LEN);
+        classic.copy_from_slice(&self.to_bytes());
+        if let Some(l) = self.large {
+            let [a, b, c, d] = l.max_request.to_le_bytes();
+            let [e, f, g, h] = l.max_response.to_le_bytes();
+            ext.copy_from_slice(&[a, b, c, d, e, f, g, h]);
+        }
+        Ok(len)
     }
 }
 
@@ -106,6 +177,7 @@ mod tests {
         max_request: 12288,
         max_response: 65535,
         flags: CapabilityFlags::ENCRYPTION_SUPPORTED,
+        large: None,
     };
 
     #[test]
@@ -148,8 +220,8 @@ mod tests {
             CapabilityFlags::EMPTY
         );
         // Trailing bytes are ignored; unknown flag bits are kept.
-        let caps = Capabilities::parse(&[1, 0, 2, 0, 0x03, 0x80, 0xee]).unwrap();
-        assert_eq!(caps.flags.bits(), 0x8003);
+        let caps = Capabilities::parse(&[1, 0, 2, 0, 0x05, 0x80, 0xee]).unwrap();
+        assert_eq!(caps.flags.bits(), 0x8005);
         assert!(caps.flags.contains(CapabilityFlags::ENCRYPTION_SUPPORTED));
     }
 
@@ -174,5 +246,67 @@ mod tests {
         assert!(f.contains(CapabilityFlags::EMPTY));
         assert!(!f.contains(CapabilityFlags::ENCRYPTION_SUPPORTED));
         assert_eq!(CapabilityFlags::default(), CapabilityFlags::EMPTY);
+    }
+
+    #[test]
+    fn large_reply_parse_and_emit() {
+        // 16 MiB both ways: u16 fields saturated, flags enc | large, then the two u32s.
+        let bytes = [
+            0xff, 0xff, 0xff, 0xff, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01,
+        ];
+        let caps = Capabilities {
+            max_request: 0xffff,
+            max_response: 0xffff,
+            flags: CapabilityFlags::ENCRYPTION_SUPPORTED,
+            large: Some(LargeLimits {
+                max_request: 0x0100_0000,
+                max_response: 0x0100_0000,
+            }),
+        };
+        let parsed = Capabilities::parse(&bytes).unwrap();
+        assert_eq!(parsed.large, caps.large);
+        assert_eq!(parsed.flags.bits(), 0x0003);
+        let mut out = [0u8; 16];
+        assert_eq!(caps.emit(&mut out), Ok(14));
+        assert_eq!(out.get(..14), Some(&bytes[..]));
+        assert_eq!(caps.encoded_len(), CAPABILITIES_LARGE_LEN);
+        assert_eq!(
+            caps.emit(&mut [0; 13]),
+            Err(WireError::BufferTooSmall {
+                needed: 14,
+                available: 13
+            })
+        );
+    }
+
+    #[test]
+    fn large_bit_without_extension_is_truncated() {
+        // A reply announcing the extension must carry all 14 bytes.
+        assert_eq!(
+            Capabilities::parse(&[0, 1, 0, 2, 0x02, 0x00]),
+            Err(WireError::Truncated {
+                field: "max_request_ext",
+                offset: 6,
+                needed: 4,
+                available: 0
+            })
+        );
+        assert_eq!(
+            Capabilities::parse(&[0, 1, 0, 2, 0x02, 0x00, 1, 2, 3, 4, 5, 6, 7]),
+            Err(WireError::Truncated {
+                field: "max_response_ext",
+                offset: 10,
+                needed: 4,
+                available: 3
+            })
+        );
+        // A central's request announces with the bit alone; parse_classic ignores the rest.
+        let req = Capabilities::parse_classic(&[0, 0, 0, 0, 0x02, 0x00]).unwrap();
+        assert!(req.flags.contains(CapabilityFlags::LARGE_MESSAGES));
+        assert_eq!(req.large, None);
+        assert_eq!(req.to_bytes(), [0, 0, 0, 0, 0x02, 0x00]);
+        // Extension bytes without the bit are trailing bytes: ignored.
+        let caps = Capabilities::parse(&[0, 1, 0, 2, 0x01, 0x00, 9, 9, 9, 9, 9, 9, 9, 9]).unwrap();
+        assert_eq!(caps.large, None);
     }
 }

@@ -8,18 +8,35 @@
 //! type:  bit 7 = 0 request / 1 response; bits 6..0 reserved (0 on emit, ignored on parse)
 //! name:  the routing key, e.g. "echo", "flash_read" (ASCII in the reference; UTF-8 accepted)
 //! data:  the protobuf-encoded request or response message, little-endian length
+//!
+//! large-message extension (only where negotiated; see docs/protocol.md):
+//!        +-------------+----------+----------------+--------------+----------------------+
+//!        | type | 0x01 | name_len | name (n bytes) | data_len u32 | data (data_len bytes) |
+//!        +-------------+----------+----------------+--------------+----------------------+
+//! type bit 0 = LARGE_DATA: data_len is a u32, used exactly when data_len > 65,535
 //! ```
+//!
+//! The extended form is read only by [`Command::parse_large`] (a connection with the extension
+//! in force); [`Command::parse`] keeps the reference behaviour of ignoring bits 6..0. Senders
+//! use it only when the data does not fit the classic `u16`, and [`Command::parse_large`]
+//! rejects an extended header whose length would have fitted, so every command has exactly one
+//! encoding.
 //!
 //! Unlike the reference's Python decoder (which slices silently), [`Command::parse`] requires all
 //! `data_len` bytes to be present, as the C and TypeScript decoders do. Bytes after the data are
 //! tolerated and ignored.
 
-use super::{WireError, out_prefix, read_slice, read_u8, read_u16};
+use super::{WireError, out_prefix, read_slice, read_u8, read_u16, read_u32};
 
 /// The longest command name (`name_len` is a `u8`).
 pub const MAX_NAME_LEN: usize = 255;
 /// The longest data (`data_len` is a `u16`).
 pub const MAX_DATA_LEN: usize = 65535;
+
+/// The longest data with the large-message extension (`data_len` is a `u32`).
+pub const MAX_LARGE_DATA_LEN: usize = u32::MAX as usize;
+/// Type-byte bit 0 of an extended command: `data_len` is a `u32` (large-message extension).
+pub const LARGE_DATA_FLAG: u8 = 0x01;
 
 const RESPONSE_BIT: u8 = 0x80;
 
@@ -66,17 +83,33 @@ impl<'a> Command<'a> {
     pub fn parse(bytes: &'a [u8]) -> Result<Self, WireError> {
         let kind = CommandType::from_byte(read_u8(bytes, 0, "type")?);
         let name_len = usize::from(read_u8(bytes, 1, "name_len")?);
-        let name_bytes = read_slice(bytes, 2, name_len, "name")?;
-        let name = core::str::from_utf8(name_bytes).map_err(|e| {
-            let at = e.valid_up_to();
-            WireError::InvalidValue {
-                field: "name",
-                offset: 2 + at,
-                value: name_bytes.get(at).copied().map_or(0, u32::from),
-            }
-        })?;
+        let name = parse_name(bytes, name_len)?;
         let data_len = usize::from(read_u16(bytes, 2 + name_len, "data_len")?);
         let data = read_slice(bytes, 4 + name_len, data_len, "data")?;
+        Ok(Command { kind, name, data })
+    }
+
+    /// Parses a command on a connection where the large-message extension is in force: a type
+    /// byte with [`LARGE_DATA_FLAG`] set announces a `u32` `data_len`, which must exceed 65,535
+    /// (otherwise [`WireError::InvalidValue`] on `data_len`: the classic form is the only
+    /// encoding of shorter data). Without the flag this is [`Command::parse`].
+    pub fn parse_large(bytes: &'a [u8]) -> Result<Self, WireError> {
+        let type_byte = read_u8(bytes, 0, "type")?;
+        if type_byte & LARGE_DATA_FLAG == 0 {
+            return Self::parse(bytes);
+        }
+        let kind = CommandType::from_byte(type_byte);
+        let name_len = usize::from(read_u8(bytes, 1, "name_len")?);
+        let name = parse_name(bytes, name_len)?;
+        let data_len = read_u32(bytes, 2 + name_len, "data_len")?;
+        if data_len as usize <= MAX_DATA_LEN {
+            return Err(WireError::InvalidValue {
+                field: "data_len",
+                offset: 2 + name_len,
+                value: data_len,
+            });
+        }
+        let data = read_slice(bytes, 6 + name_len, data_len as usize, "data")?;
         Ok(Command { kind, name, data })
     }
 
@@ -103,9 +136,72 @@ impl<'a> Command<'a> {
         1 + 1 + name_len + 2
     }
 
+    /// Header length with the large-message extension: the classic [`Command::header_len`] for
+    /// data up to 65,535 bytes, two bytes more (a `u32` `data_len`) beyond.
+    pub const fn header_len_large(name_len: usize, data_len: usize) -> usize {
+        if data_len > MAX_DATA_LEN {
+            Self::header_len(name_len) + 2
+        } else {
+            Self::header_len(name_len)
+        }
+    }
+
     /// Bytes [`Command::emit`] writes.
     pub fn emitted_len(&self) -> usize {
         Self::header_len(self.name.len()) + self.data.len()
+    }
+
+    /// Bytes [`Command::emit_large`] writes.
+    pub fn emitted_len_large(&self) -> usize {
+        Self::header_len_large(self.name.len(), self.data.len()) + self.data.len()
+    }
+
+    /// Like [`Command::emit`], with the extended header when the data exceeds 65,535 bytes
+    /// (only for a connection where the large-message extension is in force).
+    pub fn emit_large(&self, out: &mut [u8]) -> Result<usize, WireError> {
+        let header = Self::emit_header_large(self.kind, self.name, self.data.len(), out)?;
+        let len = header + self.data.len();
+        out_prefix(out, len)?
+            .get_mut(header..)
+            .ok_or(WireError::BufferTooSmall {
+                needed: len,
+                available: header,
+            })?
+            .copy_from_slice(self.data);
+        Ok(len)
+    }
+
+    /// Like [`Command::emit_header`], with the extended header (type bit 0, `u32` `data_len`)
+    /// when `data_len` exceeds 65,535; classic otherwise. Returns the header length.
+    pub fn emit_header_large(
+        kind: CommandType,
+        name: &str,
+        data_len: usize,
+        out: &mut [u8],
+    ) -> Result<usize, WireError> {
+        if data_len <= MAX_DATA_LEN {
+            return Self::emit_header(kind, name, data_len, out);
+        }
+        let name_len = u8::try_from(name.len()).map_err(|_| WireError::TooLong {
+            field: "name",
+            len: name.len(),
+            max: MAX_NAME_LEN,
+        })?;
+        let data_len = u32::try_from(data_len).map_err(|_| WireError::TooLong {
+            field: "data",
+            len: data_len,
+            max: MAX_LARGE_DATA_LEN,
+        })?;
+        let len = Self::header_len(name.len()) + 2;
+        let buf = out_prefix(out, len)?;
+        let bytes = [kind.to_byte() | LARGE_DATA_FLAG, name_len]
+            .into_iter()
+            .chain(name.bytes())
+            .chain(data_len.to_le_bytes());
+        for (dst, src) in buf.iter_mut().zip(bytes) {
+            *dst = src;
+        }
+        Ok(len)
     }
 
     /// Writes the packet to the start of `out` and returns its length.
@@ -152,6 +248,19 @@ impl<'a> Command<'a> {
         }
         Ok(len)
     }
+}
+
+/// The UTF-8 name at offset 2.
+fn parse_name(bytes: &[u8], name_len: usize) -> Result<&str, WireError> {
+    let name_bytes = read_slice(bytes, 2, name_len, "name")?;
+    core::str::from_utf8(name_bytes).map_err(|e| {
+        let at = e.valid_up_to();
+        WireError::InvalidValue {
+            field: "name",
+            offset: 2 + at,
+            value: name_bytes.get(at).copied().map_or(0, u32::from),
+        }
+    })
 }
 
 #[cfg(test)]
@@ -314,5 +423,68 @@ mod tests {
             out.get(..n + 7).unwrap(),
             hex("80046563686f07000a0568656c6c6f")
         );
+    }
+
+    #[test]
+    fn large_command_vector() {
+        // REQUEST "echo" with 65,536 data bytes: 01 04 "echo" 00 00 01 00 data.
+        let data = std::vec![0x5au8; 65_536];
+        let cmd = Command::request("echo", &data);
+        let mut out = std::vec![0u8; cmd.emitted_len_large()];
+        assert_eq!(cmd.emit_large(&mut out), Ok(10 + 65_536));
+        assert_eq!(out.get(..10), Some(&hex("01046563686f00000100")[..]));
+        assert_eq!(Command::parse_large(&out), Ok(cmd));
+        assert_eq!(Command::header_len_large(4, 65_536), 10);
+        // The classic parser cannot read it (it takes data_len = 0 and the rest as trailing).
+        assert_eq!(Command::parse(&out).map(|c| c.data.len()), Ok(0));
+        // A RESPONSE sets bit 7 too: 0x81.
+        let resp = Command::response("e", &data);
+        let mut out = std::vec![0u8; resp.emitted_len_large()];
+        resp.emit_large(&mut out).unwrap();
+        assert_eq!(out.get(..7), Some(&hex("81016500000100")[..]));
+        assert_eq!(Command::parse_large(&out), Ok(resp));
+        // Up to 65,535 the classic header is emitted, even by emit_large.
+        let small = Command::request("echo", b"hi");
+        let mut out = [0u8; 10];
+        assert_eq!(small.emit_large(&mut out), Ok(10));
+        assert_eq!(out, *b"\x00\x04echo\x02\x00hi");
+        assert_eq!(Command::parse_large(&out), Ok(small));
+    }
+
+    #[test]
+    fn large_command_errors() {
+        // Non-canonical: the extended form for data that fits a u16.
+        assert_eq!(
+            Command::parse_large(&hex("01046563686fffff0000")),
+            Err(WireError::InvalidValue {
+                field: "data_len",
+                offset: 6,
+                value: 0xffff
+            })
+        );
+        // Truncated data_len and data.
+        assert_eq!(
+            Command::parse_large(&hex("01046563686f000001")),
+            Err(WireError::Truncated {
+                field: "data_len",
+                offset: 6,
+                needed: 4,
+                available: 3
+            })
+        );
+        assert_eq!(
+            Command::parse_large(&hex("01046563686f00000100aabb")),
+            Err(WireError::Truncated {
+                field: "data",
+                offset: 10,
+                needed: 65_536,
+                available: 2
+            })
+        );
+        // The classic emitter refuses what only the extension can carry.
+        assert!(matches!(
+            Command::emit_header(CommandType::Request, "echo", 65_536, &mut [0; 16]),
+            Err(WireError::TooLong { field: "data", .. })
+        ));
     }
 }

@@ -2,13 +2,21 @@
 //!
 //! ```text
 //! FIRST      (type 0b00): [tid u8][seq u8][flags u8][total_length u16 LE][payload_len u8][payload]  header 6
+//! LARGE FIRST (type 0b00, flags bit 0 set; large-message extension only):
+//!                         [tid u8][seq u8][0x01][total_length u32 LE][payload_len u8][payload]       header 8
 //! SUBSEQUENT (type 0b01): [tid u8][seq u8][flags u8][payload_len u8][payload]                        header 4
 //! CONTROL    (type 0b11): [tid u8][seq u8][flags u8][payload_len u8][payload]                        header 4
 //! undefined  (type 0b10): parsed with the 4-byte header and reported as ContainerKind::Unknown
 //!
 //! flags:   bit 7 6 | 5 4 3 2     | 1 0
-//!          type    | control_cmd | reserved (0 on emit, ignored on parse)
+//!          type    | control_cmd | reserved (0 on emit, ignored on parse), except bit 0 of a
+//!                                  FIRST container: LARGE (u32 total_length, seq wraps mod 256)
 //! ```
+//!
+//! The LARGE FIRST variant belongs to the negotiated large-message extension (`docs/protocol.md`):
+//! a sender emits it only when both peers announced the extension in CAPABILITIES and the message
+//! does not fit a classic transaction (more than 65,535 bytes or 256 containers). The SUBSEQUENT
+//! containers of such a transaction are unchanged; their seq counts 1, 2, ..., 255, 0, 1, ...
 //!
 //! Flag bytes on the wire: FIRST `0x00`, SUBSEQUENT `0x40`, CONTROL `0xC0 | cmd << 2` (`0xC4`
 //! TIMEOUT, `0xC8` STREAM_END_C2P, `0xCC` STREAM_END_P2C, `0xD0` CAPABILITIES, `0xD4` ERROR,
@@ -19,12 +27,16 @@
 //! undefined type or control command is never an error: it is reported as `Unknown` so the caller
 //! can skip it.
 
-use super::{WireError, out_prefix, read_slice, read_u8, read_u16};
+use super::{WireError, out_prefix, read_slice, read_u8, read_u16, read_u32};
 
 /// Bytes the ATT layer takes from the MTU (opcode + handle); a container fits in `mtu - 3`.
 pub const ATT_OVERHEAD: usize = 3;
 /// Header length of a FIRST container.
 pub const FIRST_HEADER_LEN: usize = 6;
+/// Header length of a LARGE FIRST container (large-message extension).
+pub const LARGE_FIRST_HEADER_LEN: usize = 8;
+/// The flags bit (bit 0) marking a FIRST container as LARGE FIRST.
+pub const LARGE_FIRST_FLAG: u8 = 0x01;
 /// Header length of SUBSEQUENT, CONTROL and undefined-type (`0b10`) containers.
 pub const HEADER_LEN: usize = 4;
 /// The largest payload one container carries (`payload_len` is a `u8`).
@@ -94,6 +106,12 @@ pub enum ContainerKind {
         /// Length of the whole message the containers of this transaction carry.
         total_length: u16,
     },
+    /// The first container of a large-message transaction (flags `0x01`, 8-byte header); only
+    /// valid where the large-message extension is in force.
+    LargeFirst {
+        /// Length of the whole message (u32).
+        total_length: u32,
+    },
     /// A continuation of the message started by the FIRST container with the same tid.
     Subsequent,
     /// A control message; the payload is decoded by [`crate::wire::control`].
@@ -122,6 +140,10 @@ impl<'a> Container<'a> {
         let seq = read_u8(pdu, 1, "seq")?;
         let flags = read_u8(pdu, 2, "flags")?;
         let (kind, len_offset) = match flags >> 6 {
+            TYPE_FIRST if flags & LARGE_FIRST_FLAG != 0 => {
+                let total_length = read_u32(pdu, 3, "total_length")?;
+                (ContainerKind::LargeFirst { total_length }, 7)
+            }
             TYPE_FIRST => {
                 let total_length = read_u16(pdu, 3, "total_length")?;
                 (ContainerKind::First { total_length }, 5)
@@ -150,6 +172,16 @@ impl<'a> Container<'a> {
         }
     }
 
+    /// A LARGE FIRST container (seq 0; large-message extension).
+    pub const fn large_first(tid: u8, total_length: u32, payload: &'a [u8]) -> Self {
+        Container {
+            tid,
+            seq: 0,
+            kind: ContainerKind::LargeFirst { total_length },
+            payload,
+        }
+    }
+
     /// A SUBSEQUENT container.
     pub const fn subsequent(tid: u8, seq: u8, payload: &'a [u8]) -> Self {
         Container {
@@ -174,16 +206,19 @@ impl<'a> Container<'a> {
     pub const fn flags(&self) -> u8 {
         match self.kind {
             ContainerKind::First { .. } => TYPE_FIRST << 6,
+            ContainerKind::LargeFirst { .. } => (TYPE_FIRST << 6) | LARGE_FIRST_FLAG,
             ContainerKind::Subsequent => TYPE_SUBSEQUENT << 6,
             ContainerKind::Control(cmd) => (TYPE_CONTROL << 6) | (cmd.bits() << 2),
             ContainerKind::Unknown => TYPE_UNKNOWN << 6,
         }
     }
 
-    /// Header length: [`FIRST_HEADER_LEN`] for FIRST, [`HEADER_LEN`] otherwise.
+    /// Header length: [`FIRST_HEADER_LEN`] for FIRST, [`LARGE_FIRST_HEADER_LEN`] for LARGE
+    /// FIRST, [`HEADER_LEN`] otherwise.
     pub fn header_len(&self) -> usize {
         match self.kind {
             ContainerKind::First { .. } => FIRST_HEADER_LEN,
+            ContainerKind::LargeFirst { .. } => LARGE_FIRST_HEADER_LEN,
             _ => HEADER_LEN,
         }
     }
@@ -209,9 +244,13 @@ impl<'a> Container<'a> {
         let header = match self.kind {
             ContainerKind::First { total_length } => {
                 let [t0, t1] = total_length.to_le_bytes();
-                [tid, seq, flags, t0, t1, payload_len]
+                [tid, seq, flags, t0, t1, payload_len, 0, 0]
             }
-            _ => [tid, seq, flags, payload_len, 0, 0],
+            ContainerKind::LargeFirst { total_length } => {
+                let [t0, t1, t2, t3] = total_length.to_le_bytes();
+                [tid, seq, flags, t0, t1, t2, t3, payload_len]
+            }
+            _ => [tid, seq, flags, payload_len, 0, 0, 0, 0],
         };
         let header_len = self.header_len();
         let (head, body) = buf.split_at_mut(header_len);
@@ -398,5 +437,64 @@ mod tests {
         let mut out = [0u8; 261];
         assert_eq!(Container::first(1, 255, &max).emit(&mut out), Ok(261));
         assert_eq!(out.get(..6), Some(&[1, 0, 0, 0xff, 0, 0xff][..]));
+    }
+
+    #[test]
+    fn large_first_vector() {
+        // tid 0x2a, total 65,536 (00 00 01 00), payload_len 3.
+        let bytes = [
+            0x2a, 0x00, 0x01, 0x00, 0x00, 0x01, 0x00, 0x03, 0xaa, 0xbb, 0xcc,
+        ];
+        let c = Container::parse(&bytes).unwrap();
+        assert_eq!(c, Container::large_first(0x2a, 65_536, &[0xaa, 0xbb, 0xcc]));
+        assert_eq!(c.header_len(), LARGE_FIRST_HEADER_LEN);
+        assert_eq!(c.flags(), 0x01);
+        assert_eq!(emit_vec(&c), bytes);
+        // 16 MiB, empty payload; trailing bytes ignored.
+        let bytes = [0x07, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x00, 0xee];
+        assert_eq!(
+            Container::parse(&bytes),
+            Ok(Container::large_first(7, 0x0100_0000, &[]))
+        );
+        // Reserved bit 1 is still ignored; bit 0 alone selects the variant.
+        assert_eq!(
+            Container::parse(&[1, 0, 0x03, 4, 0, 0, 0, 0]).map(|c| c.kind),
+            Ok(ContainerKind::LargeFirst { total_length: 4 })
+        );
+        assert_eq!(
+            Container::parse(&[1, 0, 0x02, 4, 0, 0]).map(|c| c.kind),
+            Ok(ContainerKind::First { total_length: 4 })
+        );
+    }
+
+    #[test]
+    fn large_first_truncated_headers() {
+        assert_eq!(
+            Container::parse(&[0x2a, 0x00, 0x01, 0x00, 0x00, 0x01]),
+            Err(WireError::Truncated {
+                field: "total_length",
+                offset: 3,
+                needed: 4,
+                available: 3
+            })
+        );
+        assert_eq!(
+            Container::parse(&[0x2a, 0x00, 0x01, 0x00, 0x00, 0x01, 0x00]),
+            Err(WireError::Truncated {
+                field: "payload_len",
+                offset: 7,
+                needed: 1,
+                available: 0
+            })
+        );
+        assert_eq!(
+            Container::parse(&[0x2a, 0x00, 0x01, 0x00, 0x00, 0x01, 0x00, 0x02, 0xaa]),
+            Err(WireError::Truncated {
+                field: "payload",
+                offset: 8,
+                needed: 2,
+                available: 1
+            })
+        );
     }
 }

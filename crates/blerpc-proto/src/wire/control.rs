@@ -8,8 +8,10 @@
 //! 0x1  TIMEOUT         P→C  [timeout_ms u16 LE]                      e.g. 64 00 = 100 ms
 //! 0x2  STREAM_END_C2P  C→P  empty
 //! 0x3  STREAM_END_P2C  P→C  empty
-//! 0x4  CAPABILITIES    C→P  empty (C central) or 6 zero bytes (others); ignored by peripherals
+//! 0x4  CAPABILITIES    C→P  empty (C central) or 6 bytes (others: zeros; blerpc-rs sets flags
+//!                           bit 1 to announce large messages)
 //! 0x4  CAPABILITIES    P→C  [max_request u16][max_response u16][flags u16]   (see capabilities)
+//!                           + [max_request u32][max_response u32] with the large-message bit
 //! 0x5  ERROR           P→C  [code u8]                                  (see error_code)
 //! 0x6  KEY_EXCHANGE    both [step u8][...]                             (see key_exchange)
 //! 0x0, 0x7..=0xF       any  unassigned: reported as Unknown, never an error
@@ -80,7 +82,7 @@ impl<'a> ControlMessage<'a> {
             (ControlCmd::StreamEndP2C, _) => ControlMessage::StreamEndP2C,
             (ControlCmd::Capabilities, C2P) => ControlMessage::CapabilitiesRequest {
                 advertised: if payload.len() >= CAPABILITIES_LEN {
-                    Some(Capabilities::parse(payload)?)
+                    Some(Capabilities::parse_classic(payload)?)
                 } else {
                     None
                 },
@@ -137,9 +139,9 @@ impl<'a> ControlMessage<'a> {
             | ControlMessage::CapabilitiesRequest { advertised: None } => 0,
             ControlMessage::TimeoutResponse { .. } => TIMEOUT_RESPONSE_LEN,
             ControlMessage::CapabilitiesRequest {
-                advertised: Some(_),
+                advertised: Some(caps),
             }
-            | ControlMessage::CapabilitiesResponse(_) => CAPABILITIES_LEN,
+            | ControlMessage::CapabilitiesResponse(caps) => caps.encoded_len(),
             ControlMessage::Error(_) => 1,
             ControlMessage::KeyExchange(p) | ControlMessage::Unknown { payload: p, .. } => p.len(),
         }
@@ -156,7 +158,9 @@ impl<'a> ControlMessage<'a> {
             ControlMessage::CapabilitiesRequest {
                 advertised: Some(caps),
             }
-            | ControlMessage::CapabilitiesResponse(caps) => buf.copy_from_slice(&caps.to_bytes()),
+            | ControlMessage::CapabilitiesResponse(caps) => {
+                caps.emit(buf)?;
+            }
             ControlMessage::Error(code) => buf.copy_from_slice(&[code.to_byte()]),
             ControlMessage::KeyExchange(p) | ControlMessage::Unknown { payload: p, .. } => {
                 buf.copy_from_slice(p)
@@ -224,6 +228,7 @@ mod tests {
         max_request: 12288,
         max_response: 65535,
         flags: CapabilityFlags::ENCRYPTION_SUPPORTED,
+        large: None,
     };
 
     #[test]
@@ -284,6 +289,46 @@ mod tests {
     }
 
     #[test]
+    fn large_message_capabilities() {
+        use crate::wire::capabilities::LargeLimits;
+        // The central's announcement: the classic 6 bytes with flags bit 1.
+        let req = ControlMessage::CapabilitiesRequest {
+            advertised: Some(Capabilities {
+                flags: CapabilityFlags::LARGE_MESSAGES,
+                ..Capabilities::default()
+            }),
+        };
+        assert_eq!(emit(&req, 1), hex("0100d006000000000200"));
+        assert_eq!(parse(&hex("0100d006000000000200"), C2P), (1, Ok(req)));
+        // Extension bytes after a request's sixth byte are ignored (requests never carry them).
+        assert_eq!(
+            parse(&hex("0100d00e00000000020001020304050607ff"), C2P).1,
+            Ok(req)
+        );
+        // The peripheral's reply: 14 bytes, limits 65,536 / 16 MiB.
+        let reply = ControlMessage::CapabilitiesResponse(Capabilities {
+            max_request: 0xffff,
+            max_response: 0xffff,
+            flags: CapabilityFlags::ENCRYPTION_SUPPORTED | CapabilityFlags::LARGE_MESSAGES,
+            large: Some(LargeLimits {
+                max_request: 0x1_0000,
+                max_response: 0x100_0000,
+            }),
+        });
+        let bytes = hex("0100d00effffffff03000000010000000001");
+        assert_eq!(emit(&reply, 1), bytes);
+        assert_eq!(parse(&bytes, P2C), (1, Ok(reply)));
+        // Truncated extension: the reply is malformed.
+        assert!(matches!(
+            parse(&hex("0100d00affffffff030000000100"), P2C).1,
+            Err(WireError::Truncated {
+                field: "max_response_ext",
+                ..
+            })
+        ));
+    }
+
+    #[test]
     fn key_exchange_step_is_passed_through() {
         let mut bytes = hex("0200d821");
         bytes.extend(hex(
@@ -320,6 +365,7 @@ mod tests {
                 max_request: 256,
                 max_response: 65535,
                 flags: CapabilityFlags::EMPTY,
+                large: None,
             }))
         );
         // ERROR: extra bytes ignored, unknown codes kept.

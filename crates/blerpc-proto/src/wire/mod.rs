@@ -3,7 +3,7 @@
 //! - [`container`]: the container header (FIRST / SUBSEQUENT / CONTROL), one per link PDU.
 //! - [`control`]: the payloads of CONTROL containers (TIMEOUT, STREAM_END_*, CAPABILITIES, ERROR,
 //!   KEY_EXCHANGE).
-//! - [`capabilities`]: the 6-byte CAPABILITIES payload.
+//! - [`capabilities`]: the 6-byte CAPABILITIES payload (14 bytes with the large-message extension).
 //! - [`error_code`]: the one-byte ERROR codes, the reference's and ours.
 //! - [`command`]: the command packet carried (after reassembly and decryption) by data containers.
 //! - [`key_exchange`]: the four KEY_EXCHANGE step payloads.
@@ -123,6 +123,11 @@ pub(crate) fn read_array<const N: usize>(
 /// Reads a little-endian `u16` at `offset`.
 pub(crate) fn read_u16(input: &[u8], offset: usize, field: &'static str) -> Result<u16, WireError> {
     read_array::<2>(input, offset, field).map(u16::from_le_bytes)
+}
+
+/// Reads a little-endian `u32` at `offset`.
+pub(crate) fn read_u32(input: &[u8], offset: usize, field: &'static str) -> Result<u32, WireError> {
+    read_array::<4>(input, offset, field).map(u32::from_le_bytes)
 }
 
 /// Reads one byte at `offset`.
