@@ -642,29 +642,18 @@ where
     }
 
     fn check_response(&self, name: &str, data_len: usize) -> Result<(), SendError> {
-        let max_data = if self.large {
-            MAX_LARGE_DATA_LEN
-        } else {
-            MAX_DATA_LEN
-        };
-        if name.is_empty() || name.len() > MAX_NAME_LEN || data_len > max_data {
+        if name.is_empty() || name.len() > MAX_NAME_LEN || data_len > MAX_LARGE_DATA_LEN {
             return Err(SendError::Invalid);
         }
         let len = wire_len(name.len(), data_len, self.session.is_some());
-        if self.large {
-            let max = self.config.max_large_message_len;
-            if len > max {
-                return Err(SendError::ResponseTooLarge { len, max });
-            }
-            return Ok(());
-        }
-        if len > self.config.max_response_len {
-            return Err(SendError::ResponseTooLarge {
-                len,
-                max: self.config.max_response_len,
-            });
-        }
-        let max = max_message_len(self.config.att_mtu);
+        let max = if self.large {
+            self.config.max_large_message_len
+        } else {
+            // Data beyond 65,535 bytes always exceeds this (classic transactions end there).
+            self.config
+                .max_response_len
+                .min(max_message_len(self.config.att_mtu))
+        };
         if len > max {
             return Err(SendError::ResponseTooLarge { len, max });
         }

@@ -573,6 +573,26 @@ impl Pair {
                 self.upload_counts += 1;
                 p.ack(tid).unwrap();
             }
+            // Large-message tests: `big` answers `[len u32 LE]` with `len` pattern bytes (a
+            // response over the limit becomes ERROR RESPONSE_TOO_LARGE, sent by the core).
+            "big" => {
+                let len = u32::from_le_bytes(data[..4].try_into().unwrap()) as usize;
+                let _ = p.respond_with(now, tid, name, len, |out| {
+                    for (i, b) in out.iter_mut().enumerate() {
+                        *b = (i % 251) as u8;
+                    }
+                });
+            }
+            // `big_stream` answers `[count u8][len u32 LE]` with `count` items of `len` bytes
+            // (item i filled with i), then STREAM_END_P2C.
+            "big_stream" => {
+                let count = data[0];
+                let len = u32::from_le_bytes(data[1..5].try_into().unwrap()) as usize;
+                for i in 0..count {
+                    p.send_stream_item(now, tid, name, &vec![i; len]).unwrap();
+                }
+                p.end_stream(now, tid).unwrap();
+            }
             _ => p
                 .respond_error(now, tid, ErrorCode::UnknownCommand)
                 .unwrap(),
@@ -679,6 +699,11 @@ pub fn echo_req(msg: &str) -> Vec<u8> {
 }
 
 /// A random value for tests that need one.
+/// The `big` handler's response of `len` bytes.
+pub fn big_response(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
 pub fn random_bytes(rng: &mut ChaCha20Rng, n: usize) -> Vec<u8> {
     let mut v = vec![0u8; n];
     rng.fill_bytes(&mut v);
