@@ -1036,13 +1036,13 @@ impl WorldConfig {
             max_calls_in_flight: usize::from((c >> 5) & 3) + 1,
             busy_retries: self.limits & 3,
             max_response_len: [65_535, 300, 64, 20][usize::from((self.limits >> 2) & 3)],
+            // (65,535 also caps large responses; bit 5 turns the extension on.)
             max_outbox_bytes: if self.limits & 0x10 != 0 {
                 600
             } else {
                 128 * 1024
             },
             large_messages: self.limits & 0x20 != 0,
-            max_large_message_len: self.large_limit(),
             ..CentralConfig::default()
         }
     }
@@ -1057,19 +1057,16 @@ impl WorldConfig {
             max_stream_items: [10_000, 1, 3, 10][usize::from((p >> 4) & 3)],
             max_outbox_bytes: if p & 0x40 != 0 { 700 } else { 128 * 1024 },
             max_request_len: if p & 0x80 != 0 { 100 } else { 12_288 },
+            // Bit 7: a response limit between the classic and the stretched message sizes.
+            max_response_len: if self.limits & 0x80 != 0 {
+                5_000
+            } else {
+                64 * 1024
+            },
             large_messages: self.limits & 0x40 != 0,
-            max_large_message_len: self.large_limit(),
             ..PeripheralConfig::default()
         };
         (config, has_identity)
-    }
-    /// The large-message limit of both sides (`limits` bit 7: small, to hit the over-limit paths).
-    fn large_limit(&self) -> usize {
-        if self.limits & 0x80 != 0 {
-            5_000
-        } else {
-            64 * 1024
-        }
     }
 }
 

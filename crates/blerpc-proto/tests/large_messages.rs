@@ -10,19 +10,23 @@ use blerpc_proto::wire::capabilities::LargeLimits;
 use blerpc_proto::wire::error_code::ErrorCode;
 use common::*;
 
-/// Both sides announce the extension.
-fn large() -> PairBuilder {
-    let mut b = PairBuilder::default();
+/// Both sides announce the extension, with the runtime's limits: 16 MiB messages both ways
+/// (outboxes that hold one).
+fn with_large(mut b: PairBuilder) -> PairBuilder {
     b.central.large_messages = true;
     b.peripheral.large_messages = true;
+    b.peripheral.max_request_len = DEFAULT_MAX_LARGE_MESSAGE_LEN;
+    b.central.max_outbox_bytes = DEFAULT_MAX_LARGE_MESSAGE_LEN + 128 * 1024;
+    b.peripheral.max_outbox_bytes = DEFAULT_MAX_LARGE_MESSAGE_LEN + 128 * 1024;
     b
 }
 
+fn large() -> PairBuilder {
+    with_large(PairBuilder::default())
+}
+
 fn large_plaintext() -> PairBuilder {
-    let mut b = PairBuilder::plaintext();
-    b.central.large_messages = true;
-    b.peripheral.large_messages = true;
-    b
+    with_large(PairBuilder::plaintext())
 }
 
 /// `len` bytes of a fixed pattern.
@@ -183,7 +187,7 @@ fn client_stream_of_large_items() {
 #[test]
 fn request_over_the_peripherals_limit_fails_locally() {
     let mut b = large();
-    b.peripheral.max_large_message_len = 100_000;
+    b.peripheral.max_request_len = 100_000;
     let mut p = b.build();
     p.connect();
     assert_eq!(
@@ -223,22 +227,25 @@ fn request_over_the_peripherals_limit_fails_locally() {
 }
 
 #[test]
-fn request_over_the_centrals_own_limit_fails_locally() {
+fn request_over_the_centrals_outbox_fails_locally() {
+    // A request must fit the central's outbox (less its 6-byte entry header).
     let mut b = large();
-    b.central.max_large_message_len = 80_000;
+    b.central.max_outbox_bytes = 80_000;
     let mut p = b.build();
     p.connect();
     assert!(matches!(
         p.central
             .start_call(p.now, "echo", &pattern(80_000, 0), CallKind::Unary),
-        Err(CallError::RequestTooLarge { max: 80_000, .. })
+        Err(CallError::RequestTooLarge { max: 79_994, .. })
     ));
+    let fits = pattern(79_994 - 10 - SESSION_OVERHEAD, 0);
+    assert_eq!(p.call("echo", &fits).unwrap(), fits);
 }
 
 #[test]
 fn response_over_the_centrals_limit_is_refused_at_its_first_container() {
     let mut b = large();
-    b.central.max_large_message_len = 100_000;
+    b.central.max_response_len = 100_000;
     let mut p = b.build();
     p.connect();
     let err = p.call("big", &200_000u32.to_le_bytes()).unwrap_err();
@@ -260,9 +267,13 @@ fn response_over_the_centrals_limit_is_refused_at_its_first_container() {
 #[test]
 fn response_over_the_peripherals_limit_becomes_an_error_reply() {
     let mut b = large();
-    b.peripheral.max_large_message_len = 100_000;
+    b.peripheral.max_response_len = 100_000;
     let mut p = b.build();
     p.connect();
+    assert_eq!(
+        p.central.large_messages().map(|l| l.max_response),
+        Some(100_000)
+    );
     assert_eq!(
         p.call("big", &200_000u32.to_le_bytes()),
         Err(CallError::Peer(ErrorCode::ResponseTooLarge))

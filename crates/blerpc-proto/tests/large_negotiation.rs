@@ -21,6 +21,9 @@ fn builder(central: bool, peripheral: bool, encrypted: bool) -> PairBuilder {
     };
     b.central.large_messages = central;
     b.peripheral.large_messages = peripheral;
+    if peripheral {
+        b.peripheral.max_request_len = 16 << 20;
+    }
     b
 }
 
@@ -249,7 +252,7 @@ fn large_first_without_negotiation_gets_an_error_reply() {
 #[test]
 fn over_limit_and_garbled_large_headers_from_a_hostile_central() {
     let mut b = builder(true, true, false);
-    b.peripheral.max_large_message_len = 1 << 20;
+    b.peripheral.max_request_len = 1 << 20;
     let mut p = b.build();
     p.connect();
     assert!(p.peripheral.large_messages());
@@ -321,7 +324,7 @@ fn over_limit_and_garbled_large_headers_from_a_hostile_central() {
 fn config_limits_are_checked() {
     use blerpc_proto::connection::ConfigError;
     let mut b = builder(true, true, false);
-    b.central.max_large_message_len = 0;
+    b.central.max_response_len = usize::MAX;
     let r = TestCentral::new(
         b.central,
         blerpc_proto::crypto::RustCrypto,
@@ -331,11 +334,11 @@ fn config_limits_are_checked() {
     assert!(matches!(
         r.map(|_| ()),
         Err(ConfigError::Limit {
-            field: "max_large_message_len"
+            field: "max_response_len"
         })
     ));
     let mut b = builder(true, true, false);
-    b.peripheral.max_large_message_len = usize::MAX;
+    b.peripheral.max_request_len = 1 << 32;
     let r = TestPeripheral::new(
         b.peripheral,
         blerpc_proto::crypto::RustCrypto,
@@ -345,7 +348,19 @@ fn config_limits_are_checked() {
     assert!(matches!(
         r.map(|_| ()),
         Err(ConfigError::Limit {
-            field: "max_large_message_len"
+            field: "max_request_len"
         })
     ));
+    // Without the extension a large limit is fine: the classic wire never reaches it.
+    let mut b = builder(false, false, false);
+    b.peripheral.max_request_len = 1 << 32;
+    assert!(
+        TestPeripheral::new(
+            b.peripheral,
+            blerpc_proto::crypto::RustCrypto,
+            None,
+            rand_chacha::ChaCha20Rng::seed_from_u64(1),
+        )
+        .is_ok()
+    );
 }

@@ -61,4 +61,4 @@ fn peripheral_connection_ram() {
 
 const DOCUMENTED_FIRMWARE_PERIPHERAL: usize = 24_256;
 const DOCUMENTED_HOST_PERIPHERAL: usize = 3_744;
-const DOCUMENTED_HOST_CENTRAL: usize = 4_048;
+const DOCUMENTED_HOST_CENTRAL: usize = 4_032;

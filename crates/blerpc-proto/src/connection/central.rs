@@ -10,7 +10,7 @@ use super::outbox::{ControlFrame, ControlQueue, Outbox};
 use super::{
     CallError, CloseReason, ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError,
     EventQueueFull, MsgRef, Partials, TidSet, bytes, check_att_mtu, check_large_limit,
-    enqueue_command, outbox_limit, wire_len,
+    enqueue_command, wire_len,
 };
 use crate::Instant;
 use crate::assemble::{AssembleError, Assembler, AssemblerConfig};
@@ -73,7 +73,9 @@ pub struct CentralConfig {
     pub stream_idle_timeout: Duration,
     /// A partially received response idle this long is dropped. Default 10 s.
     pub reassembly_timeout: Duration,
-    /// Largest response accepted (wire bytes, after encryption). Default 65,535.
+    /// Largest response accepted (wire bytes, after encryption). Default 16 MiB
+    /// ([`super::DEFAULT_MAX_LARGE_MESSAGE_LEN`]); beyond 65,535 only reachable with the
+    /// large-message extension (at most `u32::MAX` then).
     pub max_response_len: usize,
     /// Calls in flight at once (at most the `SLOTS` of the central type). Default 4.
     pub max_calls_in_flight: usize,
@@ -81,18 +83,17 @@ pub struct CentralConfig {
     pub busy_retries: u8,
     /// Backoff before the first BUSY retry; doubles on each retry. Default 20 ms.
     pub busy_backoff: Duration,
-    /// Bytes of requests waiting for the link. Default 128 KiB (with `large_messages`, raised
-    /// to hold at least one message of `max_large_message_len`).
+    /// Bytes of requests waiting for the link. Default 128 KiB. With the large-message
+    /// extension, a request must also fit here (minus a 6-byte entry header), or it fails with
+    /// [`CallError::RequestTooLarge`](super::CallError::RequestTooLarge).
     pub max_outbox_bytes: usize,
     /// Announce the large-message extension (flags bit 1 of the CAPABILITIES request; see
-    /// `docs/protocol.md`): `u32` message lengths, up to `max_large_message_len`. In force only
-    /// if the peripheral announces it too; otherwise the classic limits apply. Default `false`
-    /// (the reference centrals' bytes); the `blerpc` runtime turns it on. The request is then
-    /// always the 6-byte one, whatever `capabilities_payload` says.
+    /// `docs/protocol.md`): `u32` message lengths, so requests up to the peripheral's announced
+    /// limit and responses up to `max_response_len`. In force only if the peripheral announces it
+    /// too; otherwise the classic limits apply. Default `false` (the reference centrals' bytes);
+    /// the `blerpc` runtime turns it on. The request is then always the 6-byte one, whatever
+    /// `capabilities_payload` says.
     pub large_messages: bool,
-    /// With the extension in force: the largest response accepted and the largest request sent,
-    /// in wire bytes (after encryption), at most `u32::MAX`. Default 16 MiB.
-    pub max_large_message_len: usize,
 }
 
 impl Default for CentralConfig {
@@ -108,13 +109,12 @@ impl Default for CentralConfig {
             call_timeout: Duration::from_secs(5),
             stream_idle_timeout: Duration::from_secs(2),
             reassembly_timeout: Duration::from_secs(10),
-            max_response_len: 65_535,
+            max_response_len: super::DEFAULT_MAX_LARGE_MESSAGE_LEN,
             max_calls_in_flight: 4,
             busy_retries: 3,
             busy_backoff: Duration::from_millis(20),
             max_outbox_bytes: 128 * 1024,
             large_messages: false,
-            max_large_message_len: super::DEFAULT_MAX_LARGE_MESSAGE_LEN,
         }
     }
 }
@@ -318,7 +318,11 @@ where
                 field: "max_response_len",
             });
         }
-        check_large_limit(config.large_messages, config.max_large_message_len)?;
+        check_large_limit(
+            config.large_messages,
+            config.max_response_len,
+            "max_response_len",
+        )?;
         let assembler = Assembler::new(AssemblerConfig {
             max_message_len: config.max_response_len,
             max_in_flight: SLOTS,
@@ -338,11 +342,7 @@ where
             identity: None,
             assembler,
             partials: Partials::new(),
-            outbox: Outbox::new(outbox_limit(
-                config.max_outbox_bytes,
-                config.large_messages,
-                config.max_large_message_len,
-            )),
+            outbox: Outbox::new(config.max_outbox_bytes),
             controls: ControlQueue::new(),
             calls: core::array::from_fn(|_| None),
             events: Ring::new(),
@@ -849,7 +849,7 @@ where
             .filter(|_| self.config.large_messages);
         if self.large.is_some() {
             self.assembler.set_config(AssemblerConfig {
-                max_message_len: self.config.max_large_message_len,
+                max_message_len: self.config.max_response_len,
                 max_in_flight: SLOTS,
                 large_messages: true,
             });
@@ -992,7 +992,7 @@ where
 
     fn max_request_wire(&self) -> usize {
         if let Some(large) = self.large {
-            return (large.max_request as usize).min(self.config.max_large_message_len);
+            return (large.max_request as usize).min(self.outbox.max_body());
         }
         let by_peer = self
             .capabilities
@@ -1163,9 +1163,10 @@ where
                         total_length,
                         limit,
                     } => Some((tid, total_length, limit)),
-                    // Not negotiated: the classic limit is the one in force.
+                    // Not negotiated: the classic limit (a u16 total) is the one in force.
                     AssembleError::LargeNotNegotiated { tid, total_length } => {
-                        Some((tid, total_length, self.assembler.config().max_message_len))
+                        let classic = self.assembler.config().max_message_len.min(65_535);
+                        Some((tid, total_length, classic))
                     }
                     _ => None,
                 };

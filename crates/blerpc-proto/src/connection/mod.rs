@@ -58,7 +58,7 @@ pub enum CallError {
     NotReady,
     /// The encrypted request is larger than the peripheral's advertised `max_request`
     /// (or than one transaction at this MTU can carry, or, with the large-message extension, than
-    /// [`CentralConfig::max_large_message_len`]).
+    /// the outbox can hold: [`CentralConfig::max_outbox_bytes`]).
     RequestTooLarge {
         /// Wire length of the request (after encryption).
         len: usize,
@@ -545,8 +545,9 @@ pub(crate) fn check_att_mtu(att_mtu: usize) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The default of [`CentralConfig::max_large_message_len`] and
-/// [`PeripheralConfig::max_large_message_len`]: 16 MiB.
+/// 16 MiB: the default of [`CentralConfig::max_response_len`] and
+/// [`PeripheralConfig::max_response_len`] (only reachable with the large-message extension; the
+/// classic wire stops at 65,535), and of the `blerpc` runtime's request limit.
 pub const DEFAULT_MAX_LARGE_MESSAGE_LEN: usize = 16 * 1024 * 1024;
 
 /// The smallest ATT MTU at which a peripheral agrees to the large-message extension: its
@@ -555,25 +556,16 @@ pub const MIN_ATT_MTU_FOR_LARGE_MESSAGES: usize = crate::wire::container::ATT_OV
     + crate::wire::container::HEADER_LEN
     + crate::wire::capabilities::CAPABILITIES_LARGE_LEN;
 
-/// Checks `max_large_message_len` (1..=u32::MAX) when the extension is enabled.
-pub(crate) fn check_large_limit(enabled: bool, limit: usize) -> Result<(), ConfigError> {
-    if enabled && (limit == 0 || limit > crate::split::MAX_LARGE_MESSAGE_LEN) {
-        return Err(ConfigError::Limit {
-            field: "max_large_message_len",
-        });
+/// With the extension enabled, a size limit must fit the extension's `u32`.
+pub(crate) fn check_large_limit(
+    enabled: bool,
+    limit: usize,
+    field: &'static str,
+) -> Result<(), ConfigError> {
+    if enabled && limit > crate::split::MAX_LARGE_MESSAGE_LEN {
+        return Err(ConfigError::Limit { field });
     }
     Ok(())
-}
-
-/// The outbox limit: with the extension enabled, at least one message of the large limit (plus
-/// its entry header) fits, so a request or response within the limit never fails as `OutboxFull`
-/// on an empty outbox.
-pub(crate) fn outbox_limit(max_outbox_bytes: usize, large: bool, large_limit: usize) -> usize {
-    if large {
-        max_outbox_bytes.max(large_limit.saturating_add(outbox::ENTRY_HEADER_LEN))
-    } else {
-        max_outbox_bytes
-    }
 }
 
 /// Events a connection can hold before `handle_input` asks the caller to poll.

@@ -65,6 +65,14 @@ impl<B: Buffer> Outbox<B> {
         self.queued() == 0
     }
 
+    /// The largest message body one entry can ever hold (the limit, or the buffer's own
+    /// capacity, minus the entry header): a larger message can never be queued.
+    pub(crate) fn max_body(&self) -> usize {
+        self.limit
+            .min(self.buf.capacity_limit())
+            .saturating_sub(ENTRY_HEADER_LEN)
+    }
+
     /// Bytes a new entry may still use (header included).
     pub(crate) fn free(&self) -> usize {
         self.limit

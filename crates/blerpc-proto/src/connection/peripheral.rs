@@ -10,7 +10,7 @@ use super::outbox::{ControlFrame, ControlQueue, Outbox};
 use super::{
     ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError, EventQueueFull,
     MIN_ATT_MTU_FOR_LARGE_MESSAGES, MsgRef, Partials, Payload, SendError, TidSet, bytes,
-    check_att_mtu, check_large_limit, enqueue_command, outbox_limit, wire_len,
+    check_att_mtu, check_large_limit, enqueue_command, wire_len,
 };
 use crate::Direction;
 use crate::Instant;
@@ -35,9 +35,12 @@ pub struct PeripheralConfig {
     /// The value answered to TIMEOUT requests, in ms. Default 100 (`CONFIG_BLERPC_TIMEOUT_MS`).
     pub timeout_ms: u16,
     /// Largest request accepted, in wire bytes (after encryption), advertised in CAPABILITIES
-    /// (capped at 65,535 there). Default 12,288 (the nRF firmware's assembler buffer).
+    /// (capped at 65,535 in the classic field; in full in the large-message extension, at most
+    /// `u32::MAX` then). Default 12,288 (the nRF firmware's assembler buffer).
     pub max_request_len: usize,
-    /// Largest response sent, in wire bytes, advertised in CAPABILITIES. Default 65,535.
+    /// Largest response sent, in wire bytes, advertised in CAPABILITIES like `max_request_len`.
+    /// Default 16 MiB ([`super::DEFAULT_MAX_LARGE_MESSAGE_LEN`]); without the large-message
+    /// extension one classic transaction (at most 65,535, advertised as such) is the limit.
     pub max_response_len: usize,
     /// Refuse plaintext requests (answer ERROR `ENCRYPTION_REQUIRED`). Default `true`.
     pub require_encryption: bool,
@@ -50,20 +53,16 @@ pub struct PeripheralConfig {
     pub max_stream_items: u32,
     /// A partially received request idle this long is dropped. Default 10 s.
     pub reassembly_timeout: Duration,
-    /// Bytes of responses waiting for the link. Default 128 KiB (with `large_messages`, raised
-    /// to hold at least one message of `max_large_message_len`).
+    /// Bytes of responses waiting for the link. Default 128 KiB. A response must also fit here
+    /// (minus a 6-byte entry header): a larger one is answered with ERROR `RESPONSE_TOO_LARGE`.
     pub max_outbox_bytes: usize,
     /// Agree to the large-message extension when a central announces it in its CAPABILITIES
-    /// request (see `docs/protocol.md`): the reply then carries flags bit 1 and the `u32` limits,
-    /// and messages of up to `max_large_message_len` travel both ways. A central that does not
-    /// announce it gets the classic reply, byte for byte. Needs ATT MTU >=
-    /// [`MIN_ATT_MTU_FOR_LARGE_MESSAGES`] (the 14-byte reply must fit one container). Default
-    /// `false`; the `blerpc` runtime turns it on.
+    /// request (see `docs/protocol.md`): the reply then carries flags bit 1 and the `u32` limits
+    /// (`max_request_len`, and `max_response_len` capped by the outbox), and messages beyond
+    /// 65,535 bytes travel both ways. A central that does not announce it gets the classic reply,
+    /// byte for byte. Needs ATT MTU >= [`MIN_ATT_MTU_FOR_LARGE_MESSAGES`] (the 14-byte reply must
+    /// fit one container). Default `false`; the `blerpc` runtime turns it on.
     pub large_messages: bool,
-    /// With the extension in force: the largest request accepted and the largest response sent,
-    /// in wire bytes (after encryption), at most `u32::MAX`; advertised in the extension. Default
-    /// 16 MiB.
-    pub max_large_message_len: usize,
 }
 
 impl Default for PeripheralConfig {
@@ -72,7 +71,7 @@ impl Default for PeripheralConfig {
             att_mtu: 247,
             timeout_ms: 100,
             max_request_len: 12_288,
-            max_response_len: 65_535,
+            max_response_len: super::DEFAULT_MAX_LARGE_MESSAGE_LEN,
             require_encryption: true,
             handshake_timeout: Duration::from_secs(5),
             max_pending_requests: 2,
@@ -80,7 +79,6 @@ impl Default for PeripheralConfig {
             reassembly_timeout: Duration::from_secs(10),
             max_outbox_bytes: 128 * 1024,
             large_messages: false,
-            max_large_message_len: super::DEFAULT_MAX_LARGE_MESSAGE_LEN,
         }
     }
 }
@@ -199,7 +197,16 @@ where
                 field: "max_pending_requests",
             });
         }
-        check_large_limit(config.large_messages, config.max_large_message_len)?;
+        check_large_limit(
+            config.large_messages,
+            config.max_request_len,
+            "max_request_len",
+        )?;
+        check_large_limit(
+            config.large_messages,
+            config.max_response_len,
+            "max_response_len",
+        )?;
         let kx = if identity.is_some() {
             Kx::AwaitStep1
         } else {
@@ -207,11 +214,7 @@ where
         };
         Ok(Peripheral {
             assembler: Assembler::new(Self::assembler_config(&config, false)),
-            outbox: Outbox::new(outbox_limit(
-                config.max_outbox_bytes,
-                config.large_messages,
-                config.max_large_message_len,
-            )),
+            outbox: Outbox::new(config.max_outbox_bytes),
             config,
             provider,
             rng,
@@ -261,19 +264,19 @@ where
         self.large
     }
     /// The CAPABILITIES reply with the large-message extension: the `u16` fields saturated, the
-    /// flag set and the `u32` limits ([`PeripheralConfig::max_large_message_len`] both ways).
+    /// flag set and the `u32` limits: [`PeripheralConfig::max_request_len`], and
+    /// [`PeripheralConfig::max_response_len`] capped by what the outbox can hold.
     pub fn capabilities_large(&self) -> Capabilities {
-        let limit = self.config.max_large_message_len;
-        let limit32 = u32::try_from(limit).unwrap_or(u32::MAX);
-        let limit16 = u16::try_from(limit).unwrap_or(u16::MAX);
+        let request = self.config.max_request_len;
+        let response = self.max_response_wire(true);
         let classic = self.capabilities();
         Capabilities {
-            max_request: limit16,
-            max_response: limit16,
+            max_request: u16::try_from(request).unwrap_or(u16::MAX),
+            max_response: u16::try_from(response).unwrap_or(u16::MAX),
             flags: classic.flags | CapabilityFlags::LARGE_MESSAGES,
             large: Some(LargeLimits {
-                max_request: limit32,
-                max_response: limit32,
+                max_request: u32::try_from(request).unwrap_or(u32::MAX),
+                max_response: u32::try_from(response).unwrap_or(u32::MAX),
             }),
         }
     }
@@ -623,11 +626,7 @@ where
     /// Reassembly limits: classic, or the large limit with LARGE FIRST accepted.
     fn assembler_config(config: &PeripheralConfig, large: bool) -> AssemblerConfig {
         AssemblerConfig {
-            max_message_len: if large {
-                config.max_large_message_len
-            } else {
-                config.max_request_len
-            },
+            max_message_len: config.max_request_len,
             max_in_flight: SLOTS,
             large_messages: large,
         }
@@ -646,18 +645,23 @@ where
             return Err(SendError::Invalid);
         }
         let len = wire_len(name.len(), data_len, self.session.is_some());
-        let max = if self.large {
-            self.config.max_large_message_len
-        } else {
-            // Data beyond 65,535 bytes always exceeds this (classic transactions end there).
-            self.config
-                .max_response_len
-                .min(max_message_len(self.config.att_mtu))
-        };
+        let max = self.max_response_wire(self.large);
         if len > max {
             return Err(SendError::ResponseTooLarge { len, max });
         }
         Ok(())
+    }
+
+    /// The largest response (wire bytes) this connection can send: the configured limit, what
+    /// the outbox can ever hold, and without the extension one classic transaction at this MTU
+    /// (data beyond 65,535 bytes always exceeds that).
+    fn max_response_wire(&self, large: bool) -> usize {
+        let max = self.config.max_response_len.min(self.outbox.max_body());
+        if large {
+            max
+        } else {
+            max.min(max_message_len(self.config.att_mtu))
+        }
     }
 
     fn enqueue<F: FnOnce(&mut [u8])>(
