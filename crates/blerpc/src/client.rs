@@ -17,7 +17,7 @@ use blerpc_proto::connection::{
 };
 use blerpc_proto::crypto::DefaultProvider;
 use blerpc_proto::handshake::{TofuError, tofu_verify};
-use blerpc_proto::wire::capabilities::Capabilities;
+use blerpc_proto::wire::capabilities::{Capabilities, LargeLimits};
 use rand_core::OsRng;
 use tokio::sync::{mpsc, oneshot};
 
@@ -79,11 +79,20 @@ pub enum PinPolicy {
     NoPin,
 }
 
+/// The runtime's outbox limit: one 16 MiB message plus the core's default 128 KiB.
+pub(crate) const LARGE_OUTBOX_BYTES: usize =
+    blerpc_proto::connection::DEFAULT_MAX_LARGE_MESSAGE_LEN + 128 * 1024;
+
 /// Configuration of a [`Client`].
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
     /// The protocol configuration. `att_mtu` is taken from the link; `pinning` from
-    /// [`ClientConfig::pinning`].
+    /// [`ClientConfig::pinning`]. Unlike the core's default, the large-message extension is on
+    /// (`central.large_messages`): with a server that announces it too, requests (up to the
+    /// server's limit and `central.max_outbox_bytes`, 16 MiB + 128 KiB by default) and responses
+    /// (up to `central.max_response_len`, 16 MiB) may exceed 65,535 bytes; with any other
+    /// peripheral the classic limits apply and larger requests fail with
+    /// [`CallError::RequestTooLarge`].
     pub central: CentralConfig,
     /// Identity policy. Default: trust on first use in the default known-keys file.
     pub pinning: PinPolicy,
@@ -100,7 +109,11 @@ pub struct ClientConfig {
 impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
-            central: CentralConfig::default(),
+            central: CentralConfig {
+                large_messages: true,
+                max_outbox_bytes: LARGE_OUTBOX_BYTES,
+                ..CentralConfig::default()
+            },
             pinning: PinPolicy::KnownKeys(KnownKeysFile::new(KnownKeysFile::default_path())),
             device_id: None,
             stream_buffer: 1024,
@@ -121,6 +134,9 @@ pub struct ConnectionInfo {
     pub capabilities: Option<Capabilities>,
     /// The peripheral's TIMEOUT value (ms).
     pub peer_timeout_ms: u16,
+    /// The peripheral's limits when the large-message extension is in force (both sides
+    /// announced it); `None` means the classic 65,535-byte limits.
+    pub large_messages: Option<LargeLimits>,
     /// The link's ATT MTU.
     pub att_mtu: usize,
     /// The link's peer id.
@@ -610,6 +626,7 @@ impl Task {
                         peer_identity: self.central.peer_identity(),
                         capabilities: self.central.capabilities(),
                         peer_timeout_ms: self.central.peer_timeout_ms(),
+                        large_messages: self.central.large_messages(),
                         att_mtu: self.att_mtu,
                         peer_id: self.peer_id.clone(),
                     };

@@ -137,7 +137,11 @@ impl<T: Dispatch + ?Sized> Dispatch for Arc<T> {
 /// Configuration of a [`Server`].
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
-    /// The protocol configuration (`att_mtu` is taken from each link).
+    /// The protocol configuration (`att_mtu` is taken from each link). Unlike the core's
+    /// defaults, the large-message extension is on (`peripheral.large_messages`) for every
+    /// client that announces it, with 16 MiB requests (`peripheral.max_request_len`) and
+    /// responses (`peripheral.max_response_len`; the outbox, `peripheral.max_outbox_bytes`, holds
+    /// one); other centrals see the classic bytes and limits (65,535 advertised).
     pub peripheral: PeripheralConfig,
     /// The Ed25519 identity seed. With one, encryption is offered (and required unless
     /// `peripheral.require_encryption` is false); without, the server runs in plaintext and
@@ -158,7 +162,9 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             peripheral: PeripheralConfig {
-                max_request_len: 65_535,
+                max_request_len: blerpc_proto::connection::DEFAULT_MAX_LARGE_MESSAGE_LEN,
+                max_outbox_bytes: crate::client::LARGE_OUTBOX_BYTES,
+                large_messages: true,
                 ..Default::default()
             },
             identity: None,

@@ -96,6 +96,9 @@ async fn serve(
 async fn every_call_shape(client: &Client) {
     let req = pb_bytes(1, b"hello");
     assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
+    // Default configs carry the large-message extension: 65,536 bytes each way.
+    let large: Vec<u8> = (0..65_536u32).map(|i| (i * 7) as u8).collect();
+    assert!(client.call("echo", large.clone()).await.unwrap() == large);
     let mut read = pb_uint(1, 0);
     read.extend(pb_uint(2, 8192));
     assert_eq!(

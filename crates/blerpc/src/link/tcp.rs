@@ -4,11 +4,13 @@
 //! ```text
 //! stream:  [container][container][container]...
 //! FIRST      (flags bits 7-6 = 0b00): [tid][seq][flags][total_length u16][payload_len][payload]  6 + payload_len
+//! LARGE FIRST (0b00, flags bit 0):    [tid][seq][flags][total_length u32][payload_len][payload]  8 + payload_len
 //! any other  (0b01, 0b10, 0b11):      [tid][seq][flags][payload_len][payload]                    4 + payload_len
 //! ```
 //!
 //! A container is self-delimiting: the receiver reads its header to learn its length (`6 +
-//! payload_len` for FIRST, `4 + payload_len` otherwise, `payload_len` at byte 5 or byte 3) and
+//! payload_len` for FIRST, `8 + payload_len` for the large-message extension's LARGE FIRST,
+//! `4 + payload_len` otherwise, `payload_len` at byte 5, 7 or 3) and
 //! hands exactly that many bytes to the protocol as one PDU. The link MTU is configured
 //! ([`TcpOptions::att_mtu`], 247 like BLE by default); both ends must agree on it.
 //!
@@ -37,7 +39,9 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use blerpc_proto::wire::container::{ATT_OVERHEAD, FIRST_HEADER_LEN, HEADER_LEN};
+use blerpc_proto::wire::container::{
+    ATT_OVERHEAD, FIRST_HEADER_LEN, HEADER_LEN, LARGE_FIRST_FLAG, LARGE_FIRST_HEADER_LEN,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream, ToSocketAddrs};
@@ -99,7 +103,9 @@ impl TcpOptions {
 /// header is incomplete. Bytes after the header are not looked at.
 pub(crate) fn container_len(buf: &[u8]) -> Option<usize> {
     let flags = *buf.get(2)?;
-    if flags >> 6 == 0 {
+    if flags >> 6 == 0 && flags & LARGE_FIRST_FLAG != 0 {
+        Some(LARGE_FIRST_HEADER_LEN + usize::from(*buf.get(LARGE_FIRST_HEADER_LEN - 1)?))
+    } else if flags >> 6 == 0 {
         Some(FIRST_HEADER_LEN + usize::from(*buf.get(FIRST_HEADER_LEN - 1)?))
     } else {
         Some(HEADER_LEN + usize::from(*buf.get(HEADER_LEN - 1)?))
@@ -212,8 +218,14 @@ pub(crate) fn halves<R, W>(r: R, w: W, options: &TcpOptions) -> (StreamTx<W>, St
         },
         StreamRx {
             io: r,
-            buf: vec![0; options.read_buffer_size.max(max).max(FIRST_HEADER_LEN)]
-                .into_boxed_slice(),
+            buf: vec![
+                0;
+                options
+                    .read_buffer_size
+                    .max(max)
+                    .max(LARGE_FIRST_HEADER_LEN)
+            ]
+            .into_boxed_slice(),
             start: 0,
             end: 0,
             returned: 0,
@@ -548,6 +560,11 @@ mod tests {
         // FIRST: 6 + payload_len (byte 5).
         assert_eq!(container_len(&[1, 0, 0x00, 5, 0, 5]), Some(11));
         assert_eq!(container_len(&[1, 0, 0x00, 5, 0]), None);
+        // LARGE FIRST (flags bit 0): 8 + payload_len (byte 7).
+        assert_eq!(container_len(&[1, 0, 0x01, 0, 0, 1, 0, 236]), Some(244));
+        assert_eq!(container_len(&[1, 0, 0x01, 0, 0, 1, 0]), None);
+        // Bit 1 alone is still reserved: a classic FIRST.
+        assert_eq!(container_len(&[1, 0, 0x02, 5, 0, 5]), Some(11));
         // SUBSEQUENT, CONTROL, undefined type: 4 + payload_len (byte 3); reserved bits ignored.
         assert_eq!(container_len(&[1, 1, 0x40, 240]), Some(244));
         assert_eq!(container_len(&[1, 0, 0xD4, 1]), Some(5));
