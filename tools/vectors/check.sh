@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # CI check: the committed vectors (testdata/vectors/*.json) are exactly what tools/vectors/gen.py
-# produces from the pinned reference (blerpc-protocol 0.8.0, tools/vectors/requirements.txt).
+# produces from the pinned reference (blerpc-protocol 0.8.0, tools/vectors/requirements.txt), and
+# large_messages.json exactly what tools/vectors/large.py builds from the documented layout of
+# the large-message extension (which the reference does not have).
 #
 # Uses the venv at $BLERPC_VENV (default: .venv at the repository root), creating it if needed, and
 # installs the pinned requirements into it. Exits non-zero if anything differs (gen.py prints the
@@ -19,4 +21,6 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$repo/tools/vectors/requirements.txt"
-exec "$venv/bin/python" "$repo/tools/vectors/gen.py" --check --out "$repo/testdata/vectors"
+"$venv/bin/python" "$repo/tools/vectors/gen.py" --check --out "$repo/testdata/vectors"
+# Our large-message extension (no reference exists): built from the documented layout.
+exec "$venv/bin/python" "$repo/tools/vectors/large.py" --check --out "$repo/testdata/vectors"
