@@ -1253,14 +1253,15 @@ impl Op {
     }
 }
 
-/// Request data whose first byte is above 0xF0 is repeated to `first * 80` bytes (up to 20 KB),
-/// so that messages beyond the classic limits (and LARGE FIRST transactions) are reachable.
+/// Request data whose first byte is above 0xF0 is repeated to `first * 40` bytes (9,640 to
+/// 10,200), so that messages beyond the classic limits of small MTUs (LARGE FIRST transactions at
+/// MTU 23 or 27) and within the default request limit (12,288) are reachable.
 fn stretch(data: Vec<u8>) -> Vec<u8> {
     match data.split_first() {
         Some((&rep, rest)) if rep > 0xF0 && !rest.is_empty() => rest
             .iter()
             .cycle()
-            .take(usize::from(rep) * 80)
+            .take(usize::from(rep) * 40)
             .copied()
             .collect(),
         _ => data,

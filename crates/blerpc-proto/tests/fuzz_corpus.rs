@@ -137,6 +137,16 @@ corpus_tests!(
 
 /// The seed corpus is real traffic: the echo program checks at least one response.
 #[test]
+fn large_seeds_complete_calls() {
+    // Both sides agree: the stretched (LARGE FIRST) echo and the small one complete.
+    let d = fs::read(fuzz_dir().join("corpus/two_party/large_plaintext_mtu23")).unwrap();
+    assert_eq!(fuzzing::two_party_responses(&d), 2);
+    // One side only: the stretched echo fails locally, the small one completes.
+    let d = fs::read(fuzz_dir().join("corpus/two_party/large_central_only")).unwrap();
+    assert_eq!(fuzzing::two_party_responses(&d), 1);
+}
+
+#[test]
 fn two_party_seed_completes_calls() {
     let data = fs::read(fuzz_dir().join("corpus/two_party/encrypted_echo_calls")).unwrap();
     assert!(fuzzing::two_party_responses(&data) >= 3);
@@ -195,6 +205,20 @@ impl Seeds {
     }
 }
 
+/// Cases of `large_messages.json` (tools/vectors/large.py) of the given kinds.
+fn large_vectors(kinds: &[&str]) -> Vec<Value> {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/vectors/large_messages.json");
+    let doc: Value = serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
+    doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| kinds.iter().any(|k| c["kind"] == *k))
+        .cloned()
+        .collect()
+}
+
 fn program(config: WorldConfig, ops: &[Op]) -> Vec<u8> {
     encode_program(&config, ops)
 }
@@ -245,6 +269,9 @@ fn generate_corpus() {
     {
         s.add(&format!("traffic_{i}"), pdu.clone());
     }
+    for c in large_vectors(&["container", "container_invalid"]) {
+        s.add(c["name"].as_str().unwrap(), unhex(&c["hex"]));
+    }
     s.write();
 
     // control_parse: [cmd][payload] of every control vector and captured control.
@@ -262,6 +289,12 @@ fn generate_corpus() {
             s.add(&format!("traffic_{i}"), d);
         }
     }
+    for c in large_vectors(&["control", "control_invalid"]) {
+        let bytes = unhex(&c["container_hex"]);
+        let mut d = vec![(bytes[2] >> 2) & 0x0F];
+        d.extend_from_slice(&bytes[4..]);
+        s.add(c["name"].as_str().unwrap(), d);
+    }
     s.write();
 
     // command_parse.
@@ -275,6 +308,14 @@ fn generate_corpus() {
     {
         s.add(c["name"].as_str().unwrap(), unhex(&c["input"]["hex"]));
     }
+    for c in large_vectors(&["command_invalid"]) {
+        s.add(c["name"].as_str().unwrap(), unhex(&c["hex"]));
+    }
+    s.add("large_command_70000", {
+        let mut d = hex::decode("8101657011010000").unwrap();
+        d.extend((0..70_000u32).map(|i| i as u8));
+        d
+    });
     s.write();
 
     // key_exchange_parse and capabilities_parse.
@@ -315,6 +356,12 @@ fn generate_corpus() {
             unhex(&c["container_hex"])[4..].to_vec(),
         );
     }
+    for c in large_vectors(&["control", "control_invalid"]) {
+        s.add(
+            c["name"].as_str().unwrap(),
+            unhex(&c["container_hex"])[4..].to_vec(),
+        );
+    }
     s.add("four_bytes", vec![0x00, 0x30, 0xff, 0xff]);
     s.add(
         "seven_bytes",
@@ -350,6 +397,32 @@ fn generate_corpus() {
         }
         s.add(c["name"].as_str().unwrap(), d);
     }
+    // Large mode (in_flight bit 7): a LARGE FIRST, seq through 255 and wrapping, a gap after the
+    // wrap; and the large split of a stretched message at MTU 13.
+    s.add("large_seq_wrap", {
+        let mut d = vec![0xE8, 0x03, 0x82, 3];
+        encode_chunk(&[0xF0, 1, 2, 3], &mut d);
+        d.push(0);
+        encode_chunk(&[0x21, 0, 0x01, 0x2c, 0x01, 0, 0, 1, 0xaa], &mut d);
+        for seq in 1..=300u32 {
+            d.push(0);
+            encode_chunk(&[0x21, seq as u8, 0x40, 0], &mut d);
+        }
+        d.push(0);
+        encode_chunk(&[0x21, 0x2e, 0x40, 1, 0xbb], &mut d);
+        d.push(0);
+        encode_chunk(&[0x22, 0, 0x01, 0xff, 0xff, 0, 0, 0], &mut d);
+        d
+    });
+    s.add("large_first_not_negotiated", {
+        let mut d = vec![0xE8, 0x03, 0x02, 3];
+        encode_chunk(&[], &mut d);
+        d.push(0);
+        encode_chunk(&[0x21, 0, 0x01, 0x05, 0, 0, 0, 1, 0xaa], &mut d);
+        d.push(0);
+        encode_chunk(&[0x21, 1, 0x40, 1, 0xbb], &mut d);
+        d
+    });
     s.add("stretched_split_mtu23", {
         let mut d = vec![0x00, 0x02, 1, 13];
         encode_chunk(&[0xF8, 1, 2, 3, 4, 5, 6, 7], &mut d);
@@ -518,8 +591,47 @@ fn generate_corpus() {
         ..enc
     };
 
+    // Large messages (WorldConfig.limits bit 5: central, bit 6: peripheral): a stretched echo
+    // (first byte > 0xF0: about 10 KB) needs a LARGE FIRST at MTU 23 in plaintext.
+    let large_calls: Vec<Op> = connect
+        .iter()
+        .cloned()
+        .chain([
+            echo(&[0xF8, 1, 2, 3, 4, 5, 6, 7]),
+            Op::Run,
+            echo(b"small"),
+            Op::Run,
+            echo(&[0xFF, 9, 8, 7]),
+            Op::C2P(Chan::Drop),
+            Op::Run,
+            Op::FireTimeout,
+            Op::Run,
+        ])
+        .collect();
+    let large_both = WorldConfig { limits: 0x60, ..pt };
+
     for target in ["connection_central", "connection_peripheral", "two_party"] {
         let mut s = Seeds::new(target);
+        s.add("large_plaintext_mtu23", program(large_both, &large_calls));
+        s.add(
+            "large_central_only",
+            program(WorldConfig { limits: 0x20, ..pt }, &large_calls),
+        );
+        s.add(
+            "large_peripheral_only",
+            program(WorldConfig { limits: 0x40, ..pt }, &large_calls),
+        );
+        s.add(
+            "large_small_response_limit_mtu27",
+            program(
+                WorldConfig {
+                    mtu: 2,
+                    limits: 0xE0,
+                    ..pt
+                },
+                &large_calls,
+            ),
+        );
         s.add("encrypted_setup", program(enc, &connect));
         s.add("encrypted_calls", program(enc, &calls));
         s.add("plaintext_calls", program(pt, &calls));
