@@ -590,3 +590,87 @@ fn json_shape() {
                "central_public": &STEP1[2..]})
     );
 }
+
+#[test]
+fn large_message_extension_is_dissected() {
+    use blerpc_proto::split::SplitCursor;
+    use blerpc_proto::wire::command::Command;
+    // The negotiation: the central's announcement and the 14-byte reply.
+    let r = default(&[
+        "0100d006000000000200",
+        "0100d00effffffff03000000000100000001",
+    ]);
+    assert!(r.ok && r.errors.is_empty(), "{r:#?}");
+    let ControlReport::Capabilities {
+        kind, flag_names, ..
+    } = control(&r, 0)
+    else {
+        panic!()
+    };
+    assert_eq!(
+        (*kind, flag_names.as_slice()),
+        (ControlKind::Request, &["LARGE_MESSAGES".to_owned()][..])
+    );
+    let ControlReport::Capabilities {
+        kind,
+        flag_names,
+        large_max_request,
+        large_max_response,
+        ..
+    } = control(&r, 1)
+    else {
+        panic!()
+    };
+    assert_eq!(*kind, ControlKind::Response);
+    assert_eq!(flag_names, &["ENCRYPTION_SUPPORTED", "LARGE_MESSAGES"]);
+    assert_eq!(
+        (*large_max_request, *large_max_response),
+        (Some(16 << 20), Some(16 << 20))
+    );
+    // A 70,000-byte REQUEST split at MTU 247: LARGE FIRST, then 291 SUBSEQUENTs (seq wraps).
+    let data: Vec<u8> = (0..70_000u32).map(|i| i as u8).collect();
+    let cmd = Command::request("echo", &data);
+    let mut msg = vec![0u8; cmd.emitted_len_large()];
+    cmd.emit_large(&mut msg).unwrap();
+    let mut cursor = SplitCursor::new_large(0x2a, msg.len(), 247).unwrap();
+    let mut pdus = Vec::new();
+    let mut buf = [0u8; 244];
+    while let Some(n) = cursor.emit_next(&msg, &mut buf).unwrap() {
+        pdus.push(hex::encode(&buf[..n]));
+    }
+    let refs: Vec<&str> = pdus.iter().map(String::as_str).collect();
+    let r = default(&refs);
+    assert!(
+        r.ok && r.errors.is_empty() && r.warnings.is_empty(),
+        "{:#?}",
+        (&r.errors, &r.warnings)
+    );
+    let first = r.pdus[0].container.as_ref().unwrap();
+    assert_eq!(
+        (
+            first.kind,
+            first.flags,
+            first.total_length,
+            first.payload_len
+        ),
+        ("LARGE_FIRST", 0x01, Some(70_010), 236)
+    );
+    let split = r.pdus[0].split.as_ref().unwrap();
+    assert_eq!(split.containers, Some(292));
+    assert_eq!(split.expected_chunk, Some(236));
+    // Container 257 carries seq 0 (wrapped) and is still placed by count.
+    assert_eq!(r.pdus[256].container.as_ref().unwrap().seq, 0);
+    assert_eq!(r.pdus[256].split.as_ref().unwrap().position, Some(257));
+    assert_eq!(r.messages.len(), 1);
+    let command = r.messages[0].command.as_ref().unwrap();
+    assert_eq!(
+        (command.kind, command.name.as_str(), command.data_len),
+        ("REQUEST", "echo", 70_000)
+    );
+    let text = blerpc_cli::decode::text::render(&r, false);
+    assert!(
+        text.contains("LARGE_FIRST") && text.contains("total_length=70010"),
+        "{}",
+        &text[..400.min(text.len())]
+    );
+}
