@@ -258,10 +258,9 @@ fn check_split(case: &Value) -> Check {
     for c in &containers {
         done = asm.feed(&Container::parse(c).unwrap()).unwrap();
     }
-    ensure(
-        done.is_some_and(|d| asm.message(d) == &message[..]),
-        || "reassembly".into(),
-    )
+    ensure(done.is_some_and(|d| asm.message(d) == &message[..]), || {
+        "reassembly".into()
+    })
 }
 
 #[test]
