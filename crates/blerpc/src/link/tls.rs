@@ -357,6 +357,24 @@ pub async fn connect(
     let peer = authority(host, port);
     tcp::timed(options.handshake_timeout, "TLS connect", async {
         let stream = TcpStream::connect(&peer).await?;
+        handshake_stream(host, stream, tls, options).await
+    })
+    .await
+}
+
+/// Runs the client's TLS handshake on an already connected TCP stream (setting `TCP_NODELAY`
+/// as configured): [`connect`] without the TCP connect, for callers that connect themselves or
+/// time the two steps apart. `host` is the server name unless [`TlsClientConfig::server_name`]
+/// sets one; the peer id is `tls://HOST:PORT` with the stream's remote port. Bounded by
+/// [`TcpOptions::handshake_timeout`].
+pub async fn handshake_stream(
+    host: &str,
+    stream: TcpStream,
+    tls: &TlsClientConfig,
+    options: &TcpOptions,
+) -> Result<TlsLink, LinkError> {
+    let peer = authority(host, stream.peer_addr()?.port());
+    tcp::timed(options.handshake_timeout, "TLS handshake", async {
         stream.set_nodelay(options.nodelay)?;
         let stream = tls.handshake(host, stream).await?;
         Ok(TlsLink {
