@@ -1,11 +1,13 @@
 //! A throwaway local PKI for TLS demos and tests: a CA and a server certificate it signs for
 //! `localhost`, `127.0.0.1` and `::1` (rcgen). The client verifies the server against the CA as it
-//! would a real one: chain, validity and name.
+//! would a real one: chain, validity and name. Keys are ECDSA P-256 ([`LocalPki::generate`]) or
+//! RSA-2048 ([`LocalPki::generate_rsa2048`], what `blerpc bench loopback` uses, as the published
+//! loopback figures did).
 
 use anyhow::Context as _;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
+    KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, PKCS_RSA_SHA256, SignatureAlgorithm,
 };
 
 /// PEM texts of a generated CA and server certificate.
@@ -20,8 +22,18 @@ pub struct LocalPki {
 }
 
 impl LocalPki {
-    /// Generates a CA and a server certificate for `localhost`, `127.0.0.1` and `::1`.
+    /// Generates a CA and a server certificate for `localhost`, `127.0.0.1` and `::1`, both with
+    /// ECDSA P-256 keys.
     pub fn generate() -> anyhow::Result<LocalPki> {
+        Self::generate_for(&PKCS_ECDSA_P256_SHA256)
+    }
+
+    /// The same with RSA-2048 keys (signatures RSA PKCS#1 SHA-256).
+    pub fn generate_rsa2048() -> anyhow::Result<LocalPki> {
+        Self::generate_for(&PKCS_RSA_SHA256)
+    }
+
+    fn generate_for(alg: &'static SignatureAlgorithm) -> anyhow::Result<LocalPki> {
         let mut ca = CertificateParams::new(Vec::<String>::new())?;
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca.distinguished_name
@@ -30,7 +42,7 @@ impl LocalPki {
             KeyUsagePurpose::KeyCertSign,
             KeyUsagePurpose::DigitalSignature,
         ];
-        let ca_key = KeyPair::generate().context("cannot generate the CA key")?;
+        let ca_key = KeyPair::generate_for(alg).context("cannot generate the CA key")?;
         let ca_cert = ca.self_signed(&ca_key)?;
         let issuer = Issuer::new(ca, ca_key);
 
@@ -41,7 +53,7 @@ impl LocalPki {
         leaf.use_authority_key_identifier_extension = true;
         leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let key = KeyPair::generate().context("cannot generate the server key")?;
+        let key = KeyPair::generate_for(alg).context("cannot generate the server key")?;
         let cert = leaf.signed_by(&key, &issuer)?;
         Ok(LocalPki {
             ca_pem: ca_cert.pem(),
