@@ -1,12 +1,425 @@
-//! `blerpc bench loopback` (being built: see issue 5).
+//! `blerpc bench loopback`: the loopback DATA→ACK matrix of benchmarks.md §2, reproduced.
+//!
+//! The server runs in a **separate process** (this executable, spawned with the hidden
+//! `--server-process` flag; see [`server`]) on 127.0.0.1, the client in this one, each on a
+//! current-thread tokio runtime. The matrix: {TCP, TLS 1.3 with a locally generated RSA-2048
+//! certificate the client verifies against its CA} × payloads {0 B, 64 B, 1 KiB, 64 KiB}, one
+//! client, plus a load row of 20 clients with 64 B. Every row runs three ways:
+//!
+//! - bleRPC with E2E encryption (the default), unary `data_write` whose response is an
+//!   acknowledgement of the length received (never an echo of the data);
+//! - bleRPC without E2E encryption;
+//! - the bare baseline ([`bare`]): plain tokio TCP or tokio-rustls, a length-prefixed DATA frame
+//!   and a 4-byte ACK, served by the same server process.
+//!
+//! Each client connects (TCP connect, TLS handshake, bleRPC setup and first call timed apart),
+//! sends one warm-up call, then times every round trip. The three variants of a row run back to
+//! back in a rotating order, and the whole matrix repeats `--reps` times; the tables show the
+//! medians across repetitions, the published figure beside each row, and blerpc/bare ratios
+//! (median of the per-repetition ratios). Then the target lines, PASS or MISS.
+//!
+//! A payload bleRPC cannot carry in one message (classic bleRPC stops at 65,535 bytes) is
+//! reported as "not supported: …" with the error the client gave, never with made-up figures.
 
-use clap::Args;
+use std::io::{IsTerminal as _, Write as _};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context as _, anyhow, bail};
+use blerpc::link::tls::TlsClientConfig;
+use clap::{Args, ValueEnum};
+
+mod bare;
+mod measure;
+mod report;
+mod server;
+mod stats;
+
+pub use measure::{Transport, Variant};
+pub use report::{Report, Row, RowKey, SetupRow, TargetCheck};
+pub use stats::Summary;
+
+use measure::Target;
+use report::{Collector, Targets};
+use server::ServerProcess;
 
 /// `blerpc bench loopback` options.
 #[derive(Debug, Args)]
-pub struct LoopbackArgs {}
+pub struct LoopbackArgs {
+    /// Timed messages per single-client row, after one warm-up call [default: 5000; --quick: 200].
+    #[arg(long, value_name = "N")]
+    pub messages: Option<usize>,
+    /// Interleaved repetitions of the whole matrix; the tables show medians [default: 3;
+    /// --quick: 1].
+    #[arg(long, value_name = "N")]
+    pub reps: Option<usize>,
+    /// Clients of the load row (64 B); 0 leaves the load row out.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub clients: usize,
+    /// Messages of the load row, in total over its clients [default: 10000; --quick: 400].
+    #[arg(long, value_name = "N")]
+    pub load_messages: Option<usize>,
+    /// Payload sizes, comma-separated: bytes, or with a K / KiB suffix.
+    #[arg(long, value_delimiter = ',', value_parser = parse_size, value_name = "SIZES",
+          default_value = "0,64,1K,64K")]
+    pub payloads: Vec<usize>,
+    /// Transports, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        default_value = "tcp,tls"
+    )]
+    pub transports: Vec<TransportArg>,
+    /// Also write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// A small run for CI: 200 messages per row, 1 repetition, 400 load messages (explicit
+    /// options still win).
+    #[arg(long)]
+    pub quick: bool,
+    /// Internal: run as the benchmark's server process.
+    #[arg(long, hide = true)]
+    pub server_process: bool,
+}
 
-/// Runs `blerpc bench loopback`.
-pub fn run(_args: &LoopbackArgs) -> anyhow::Result<bool> {
-    anyhow::bail!("blerpc bench loopback is not built yet")
+/// A transport on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TransportArg {
+    /// Plain TCP.
+    Tcp,
+    /// TLS 1.3 with an RSA-2048 certificate.
+    Tls,
+}
+
+impl From<TransportArg> for Transport {
+    fn from(t: TransportArg) -> Transport {
+        match t {
+            TransportArg::Tcp => Transport::Tcp,
+            TransportArg::Tls => Transport::Tls,
+        }
+    }
+}
+
+/// Parses `64`, `1K`, `1KiB`, `64k`.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let (digits, unit) = match lower
+        .strip_suffix("kib")
+        .or_else(|| lower.strip_suffix('k'))
+    {
+        Some(d) => (d.trim().to_string(), 1024),
+        None => (
+            lower.strip_suffix('b').unwrap_or(&lower).trim().to_string(),
+            1,
+        ),
+    };
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("`{t}` is not a size (bytes, or e.g. 1K, 64KiB)"))?;
+    n.checked_mul(unit)
+        .filter(|&b| b <= bare::MAX_FRAME)
+        .ok_or_else(|| format!("`{t}` is too large (at most 16 MiB)"))
+}
+
+/// The resolved plan.
+#[derive(Clone, Debug)]
+struct Plan {
+    messages: usize,
+    reps: usize,
+    clients: usize,
+    load_messages: usize,
+    payloads: Vec<usize>,
+    transports: Vec<Transport>,
+}
+
+impl Plan {
+    fn from_args(args: &LoopbackArgs) -> anyhow::Result<Plan> {
+        let pick = |v: Option<usize>, quick: usize, full: usize| {
+            v.unwrap_or(if args.quick { quick } else { full })
+        };
+        let plan = Plan {
+            messages: pick(args.messages, 200, 5000),
+            reps: pick(args.reps, 1, 3),
+            clients: args.clients,
+            load_messages: pick(args.load_messages, 400, 10_000),
+            payloads: dedup(args.payloads.clone()),
+            transports: dedup(args.transports.iter().map(|&t| t.into()).collect()),
+        };
+        if plan.messages == 0 || plan.messages > 10_000_000 {
+            bail!("--messages must be between 1 and 10,000,000");
+        }
+        if plan.reps == 0 || plan.reps > 100 {
+            bail!("--reps must be between 1 and 100");
+        }
+        if plan.clients > 1000 {
+            bail!("--clients is at most 1,000");
+        }
+        if plan.clients > 0 && plan.load_messages < plan.clients {
+            bail!("--load-messages must be at least --clients");
+        }
+        if plan.payloads.is_empty() || plan.transports.is_empty() {
+            bail!("--payloads and --transports must not be empty");
+        }
+        Ok(plan)
+    }
+
+    /// Every run of one repetition, in order: each row's three variants back to back, in an
+    /// order that rotates with the repetition.
+    fn runs(&self, rep: usize) -> Vec<report::RowKey> {
+        let mut order = Variant::ALL.to_vec();
+        let n = order.len();
+        order.rotate_left(rep % n);
+        let mut runs = Vec::new();
+        for &transport in &self.transports {
+            let mut rows: Vec<(usize, usize)> = self.payloads.iter().map(|&p| (1, p)).collect();
+            if self.clients > 0 {
+                rows.push((self.clients, 64));
+            }
+            for (clients, payload) in rows {
+                for &variant in &order {
+                    runs.push(report::RowKey {
+                        transport,
+                        clients,
+                        payload,
+                        variant,
+                    });
+                }
+            }
+        }
+        runs
+    }
+
+    fn messages_for(&self, key: &report::RowKey) -> usize {
+        if key.clients > 1 {
+            self.load_messages
+        } else {
+            self.messages
+        }
+    }
+}
+
+fn dedup<T: PartialEq>(v: Vec<T>) -> Vec<T> {
+    let mut out = Vec::with_capacity(v.len());
+    for x in v {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// Progress on stderr: one rewritten line on a terminal, one line per run otherwise.
+struct Progress {
+    tty: bool,
+    total: usize,
+    started: Instant,
+}
+
+impl Progress {
+    fn line(&self, done: usize, text: &str) {
+        let mut err = std::io::stderr().lock();
+        let head = format!(
+            "[{done:>3}/{} {:>5.1}s] {text}",
+            self.total,
+            self.started.elapsed().as_secs_f64()
+        );
+        if self.tty {
+            let _ = write!(err, "\r\x1b[2K{head}");
+        } else {
+            let _ = writeln!(err, "{head}");
+        }
+        let _ = err.flush();
+    }
+
+    fn finish(&self) {
+        if self.tty {
+            let _ = writeln!(std::io::stderr());
+        }
+    }
+}
+
+fn run_label(rep: usize, reps: usize, key: &report::RowKey) -> String {
+    format!(
+        "rep {}/{reps}  {} {:>6}  {:>2} client{}  {}",
+        rep + 1,
+        key.transport.label(),
+        report::size(key.payload),
+        key.clients,
+        if key.clients == 1 { " " } else { "s" },
+        key.variant.label()
+    )
+}
+
+/// Runs the matrix against a running server process and collects the report.
+async fn measure_all(plan: &Plan, target: &Target, command: String) -> Report {
+    let mut collector = Collector::new(plan.reps);
+    let total: usize = (0..plan.reps).map(|r| plan.runs(r).len()).sum();
+    let progress = Progress {
+        tty: std::io::stderr().is_terminal(),
+        total,
+        started: Instant::now(),
+    };
+    let payloads: Vec<(usize, Arc<Vec<u8>>)> = plan
+        .payloads
+        .iter()
+        .chain(std::iter::once(&64))
+        .map(|&p| (p, Arc::new((0..p).map(|i| (i % 251) as u8).collect())))
+        .collect();
+    let mut done = 0;
+    for rep in 0..plan.reps {
+        for key in plan.runs(rep) {
+            let label = run_label(rep, plan.reps, &key);
+            let messages = plan.messages_for(&key);
+            progress.line(done, &label);
+            let Some(payload) = payloads.iter().find(|(p, _)| *p == key.payload) else {
+                continue;
+            };
+            let tick = |n: usize| {
+                if progress.tty {
+                    progress.line(done, &format!("{label}  {n}/{messages}"));
+                }
+            };
+            let result = measure::run(
+                target,
+                key.transport,
+                key.variant,
+                &payload.1,
+                key.clients,
+                messages,
+                &tick,
+            )
+            .await;
+            done += 1;
+            let outcome = if let Some(why) = &result.unsupported {
+                format!("not supported: {why}")
+            } else if let Some(e) = &result.first_error {
+                format!("FAILED: {e}")
+            } else {
+                let s = Summary::from_nanos(&result.latencies_ns, result.wall_s);
+                format!(
+                    "p50 {:.4} ms  {} msg/s",
+                    s.p50_ms,
+                    report::thousands(s.msg_per_s, 0)
+                )
+            };
+            progress.line(done, &format!("{label}  {outcome}"));
+            collector.add(rep, key, result);
+        }
+    }
+    progress.finish();
+    let report = Report {
+        command,
+        messages: plan.messages,
+        load_messages: plan.load_messages,
+        load_clients: plan.clients,
+        reps: plan.reps,
+        release_build: !cfg!(debug_assertions),
+        rows: Vec::new(),
+        setup: Vec::new(),
+        targets: Vec::new(),
+        errors: 0,
+    };
+    collector.finish(report, &Targets::default())
+}
+
+fn parse_identity(hex_key: &str) -> anyhow::Result<[u8; 32]> {
+    let bytes = hex::decode(hex_key).context("the server's identity is not hex")?;
+    bytes
+        .try_into()
+        .map_err(|_| anyhow!("the server's identity is not 32 bytes"))
+}
+
+/// Runs `blerpc bench loopback`; `Ok(false)` if any run had errors (targets are only shown).
+pub fn run(args: &LoopbackArgs) -> anyhow::Result<bool> {
+    if args.server_process {
+        return server::run_child();
+    }
+    let plan = Plan::from_args(args)?;
+    let command = std::iter::once("blerpc".to_string())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ");
+    eprintln!(
+        "blerpc bench loopback: {} × {} × 3 variants, {} messages per row{}, {} rep{}; generating \
+         an RSA-2048 certificate",
+        plan.transports
+            .iter()
+            .map(|t| t.label())
+            .collect::<Vec<_>>()
+            .join("/"),
+        plan.payloads
+            .iter()
+            .map(|&p| report::size(p))
+            .collect::<Vec<_>>()
+            .join(", "),
+        plan.messages,
+        if plan.clients > 0 {
+            format!(
+                " (+ {} clients × 64 B, {} messages)",
+                plan.clients, plan.load_messages
+            )
+        } else {
+            String::new()
+        },
+        plan.reps,
+        if plan.reps == 1 { "" } else { "s" }
+    );
+    let pki = crate::certs::LocalPki::generate_rsa2048()
+        .context("cannot generate the RSA-2048 certificate")?;
+    let server = ServerProcess::spawn(&pki.cert_pem, &pki.key_pem)?;
+    let target = Target {
+        identity: parse_identity(&server.endpoints.identity)?,
+        endpoints: server.endpoints.clone(),
+        tls: TlsClientConfig::with_ca_pem(pki.ca_pem.as_bytes())?,
+    };
+    let report = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(measure_all(&plan, &target, command));
+    drop(server);
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", report.render()).context("cannot write to stdout")?;
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, json + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(report.errors == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("0").unwrap(), 0);
+        assert_eq!(parse_size("64").unwrap(), 64);
+        assert_eq!(parse_size("64B").unwrap(), 64);
+        assert_eq!(parse_size("1K").unwrap(), 1024);
+        assert_eq!(parse_size("64KiB").unwrap(), 65_536);
+        assert!(parse_size("x").is_err());
+        assert!(parse_size("1000000K").is_err());
+    }
+
+    #[test]
+    fn the_variants_rotate_between_repetitions() {
+        let plan = Plan {
+            messages: 1,
+            reps: 3,
+            clients: 20,
+            load_messages: 20,
+            payloads: vec![0, 64],
+            transports: vec![Transport::Tcp],
+        };
+        let first: Vec<Variant> = (0..3).map(|r| plan.runs(r)[0].variant).collect();
+        assert_eq!(first, Variant::ALL);
+        // Two payloads and the load row, three variants each.
+        assert_eq!(plan.runs(0).len(), 9);
+        assert_eq!(plan.runs(0)[6].clients, 20);
+    }
 }
