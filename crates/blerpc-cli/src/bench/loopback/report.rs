@@ -421,7 +421,7 @@ impl Targets {
 
 /// `0 B`, `64 B`, `1 KiB`, `64 KiB`, `1500 B`.
 pub fn size(bytes: usize) -> String {
-    if bytes >= 1024 && bytes % 1024 == 0 {
+    if bytes >= 1024 && bytes.is_multiple_of(1024) {
         format!("{} KiB", bytes / 1024)
     } else {
         format!("{bytes} B")
