@@ -1,16 +1,16 @@
 //! `blerpc bench loopback`: the loopback DATA→ACK matrix of benchmarks.md §2, reproduced.
 //!
 //! The server runs in a **separate process** (this executable, spawned with the hidden
-//! `--server-process` flag; see [`server`]) on 127.0.0.1, the client in this one, each on a
-//! current-thread tokio runtime. The matrix: {TCP, TLS 1.3 with a locally generated RSA-2048
+//! `--server-process` flag; see the `server` submodule) on 127.0.0.1, the client in this one,
+//! each on a current-thread tokio runtime. The matrix: {TCP, TLS 1.3 with a locally generated RSA-2048
 //! certificate the client verifies against its CA} × payloads {0 B, 64 B, 1 KiB, 64 KiB}, one
 //! client, plus a load row of 20 clients with 64 B. Every row runs three ways:
 //!
 //! - bleRPC with E2E encryption (the default), unary `data_write` whose response is an
 //!   acknowledgement of the length received (never an echo of the data);
 //! - bleRPC without E2E encryption;
-//! - the bare baseline ([`bare`]): plain tokio TCP or tokio-rustls, a length-prefixed DATA frame
-//!   and a 4-byte ACK, served by the same server process.
+//! - the bare baseline (the `bare` submodule): plain tokio TCP or tokio-rustls, a
+//!   length-prefixed DATA frame and a 4-byte ACK, served by the same server process.
 //!
 //! Each client connects (TCP connect, TLS handshake, bleRPC setup and first call timed apart),
 //! sends one warm-up call, then times every round trip. The three variants of a row run back to
