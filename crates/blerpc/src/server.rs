@@ -37,6 +37,9 @@ use crate::link::{Link, LinkError, LinkRx, LinkTx};
 /// Requests reassembled at once per connection.
 pub const SLOTS: usize = 4;
 
+/// PDUs already received that a connection handles in one go before it looks at its other work.
+const RECV_BATCH: usize = 64;
+
 type HostPeripheral = Peripheral<DefaultProvider, OsRng, Vec<u8>, Vec<u8>, SLOTS>;
 type Identity = <DefaultProvider as CryptoProvider>::Identity;
 
@@ -466,7 +469,22 @@ impl Connection {
                 flushed = tx.flush(), if tx.has_pending() => flushed?,
                 pdu = rx.recv() => match pdu? {
                     Some(pdu) => {
-                        let _ = self.peripheral.handle_input(self.clock.now(), pdu);
+                        let now = self.clock.now();
+                        let _ = self.peripheral.handle_input(now, pdu);
+                        // The containers already in the link's buffer (the rest of a long
+                        // request, more requests) are handled now rather than one turn of the
+                        // loop each. `recv` is cancel-safe; events are drained after each input.
+                        for _ in 0..RECV_BATCH {
+                            self.drain_events(draining);
+                            match rx.recv().now_or_never() {
+                                Some(Ok(Some(pdu))) => {
+                                    let _ = self.peripheral.handle_input(now, pdu);
+                                }
+                                Some(Ok(None)) => return Ok(()),
+                                Some(Err(e)) => return Err(e.into()),
+                                None => break,
+                            }
+                        }
                     }
                     None => return Ok(()),
                 },
