@@ -3,39 +3,24 @@
 //! data. Virtual time; each scenario is seeded and prints its seed.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::time::Duration;
 
-use blerpc::client::PinPolicy;
-use blerpc::{Client, ClientConfig, Server, ServerConfig};
-use blerpc_demo::{DemoService, pb};
+use blerpc_demo::pb;
 use blerpc_sim::profile;
-use blerpc_sim::{LinkParams, Monitor, pair};
+use blerpc_sim::{LinkParams, Monitor};
 use tokio::time::{Instant, timeout};
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 const STREAM_IDLE: Duration = Duration::from_secs(1);
 
 async fn connect(params: LinkParams) -> (pb::BlerpcClient, Monitor) {
-    let server = Server::new(
-        pb::BlerpcServer::new(DemoService::default()),
-        ServerConfig {
-            identity: Some([9; 32]),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let key = server.identity_public().unwrap();
-    let (central, peripheral) = pair(params).unwrap();
-    let monitor = central.monitor();
-    tokio::spawn(async move { server.serve_link(peripheral).await });
-    let mut config = ClientConfig {
-        pinning: PinPolicy::Trust(key),
-        ..Default::default()
-    };
-    config.central.call_timeout = CALL_TIMEOUT;
-    config.central.stream_idle_timeout = STREAM_IDLE;
-    let client = Client::connect(central, config).await.unwrap();
-    (pb::BlerpcClient::new(client), monitor)
+    common::connect_with(params, |config| {
+        config.central.call_timeout = CALL_TIMEOUT;
+        config.central.stream_idle_timeout = STREAM_IDLE;
+    })
+    .await
 }
 
 #[derive(Debug, Default)]

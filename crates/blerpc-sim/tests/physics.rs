@@ -1,36 +1,16 @@
 //! The real client and server over the simulated BLE link, on tokio's virtual time.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::time::Duration;
 
-use blerpc::client::PinPolicy;
-use blerpc::{Client, ClientConfig, Server, ServerConfig};
-use blerpc_demo::{DemoService, functional, pb};
-use blerpc_sim::{LinkParams, Phy, pair};
+use blerpc_demo::{functional, pb};
+use blerpc_sim::{LinkParams, Phy};
 use tokio::time::Instant;
 
 async fn connect(params: LinkParams) -> pb::BlerpcClient {
-    let server = Server::new(
-        pb::BlerpcServer::new(DemoService::default()),
-        ServerConfig {
-            identity: Some([3; 32]),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let key = server.identity_public().unwrap();
-    let (central, peripheral) = pair(params).unwrap();
-    tokio::spawn(async move { server.serve_link(peripheral).await });
-    let client = Client::connect(
-        central,
-        ClientConfig {
-            pinning: PinPolicy::Trust(key),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
-    pb::BlerpcClient::new(client)
+    common::connect(params).await.0
 }
 
 /// Mean virtual time of one echo, over 20 echoes after a warm-up.

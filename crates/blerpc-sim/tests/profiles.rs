@@ -2,44 +2,19 @@
 //! tests, and moves the way physics says when only the interval or the PHY changes.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::time::Duration;
 
-use blerpc::client::PinPolicy;
-use blerpc::{Client, ClientConfig, Server, ServerConfig};
 use blerpc_demo::bench::{self, BenchResult};
-use blerpc_demo::{DemoService, functional, pb};
+use blerpc_demo::functional;
 use blerpc_sim::profile::{self, Profile};
-use blerpc_sim::{LinkParams, Monitor, Phy, pair};
-
-async fn connect(params: LinkParams) -> (pb::BlerpcClient, Monitor) {
-    let server = Server::new(
-        pb::BlerpcServer::new(DemoService::default()),
-        ServerConfig {
-            identity: Some([5; 32]),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let key = server.identity_public().unwrap();
-    let (central, peripheral) = pair(params).unwrap();
-    let monitor = central.monitor();
-    tokio::spawn(async move { server.serve_link(peripheral).await });
-    let client = Client::connect(
-        central,
-        ClientConfig {
-            pinning: PinPolicy::Trust(key),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
-    (pb::BlerpcClient::new(client), monitor)
-}
+use blerpc_sim::{LinkParams, Phy};
 
 /// Connects, runs the functional tests, waits until 5.5 s after connect (as the published
 /// figures were taken), and runs the benchmarks.
 async fn suite(params: LinkParams) -> Vec<BenchResult> {
-    let (c, m) = connect(params).await;
+    let (c, m) = common::connect(params).await;
     for r in functional::run_all(&c).await {
         assert!(r.passed(), "{}: {:?}", r.name, r.outcome);
     }
