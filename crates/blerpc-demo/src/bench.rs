@@ -279,6 +279,15 @@ pub async fn run_all_reps(
     c: &pb::BlerpcClient,
     reps: u32,
 ) -> Vec<(&'static str, Result<BenchResult, String>)> {
+    run_all_reps_with(c, reps, |_, _| {}).await
+}
+
+/// [`run_all_reps`], calling `done(name, passed)` after each benchmark (a progress display).
+pub async fn run_all_reps_with(
+    c: &pb::BlerpcClient,
+    reps: u32,
+    mut done: impl FnMut(&'static str, bool),
+) -> Vec<(&'static str, Result<BenchResult, String>)> {
     let mut out = Vec::with_capacity(BENCHMARKS.len());
     for name in BENCHMARKS {
         let mut runs = Vec::new();
@@ -296,6 +305,7 @@ pub async fn run_all_reps(
             Some(e) => Err(e),
             None => BenchResult::mean(&runs).ok_or_else(|| "no runs".to_string()),
         };
+        done(name, result.is_ok());
         out.push((name, result));
     }
     out

@@ -261,27 +261,7 @@ async fn benchmarks_with_progress(
     c: &pb::BlerpcClient,
     reps: u32,
 ) -> Vec<(&'static str, Result<BenchResult, String>)> {
-    let mut out = Vec::new();
-    for name in BENCHMARKS {
-        let mut runs = Vec::new();
-        let mut failed = None;
-        for _ in 0..reps {
-            match bench::run_one(c, name).await {
-                Ok(r) => runs.push(r),
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            }
-        }
-        progress(if failed.is_none() { "." } else { "F" });
-        let r = match failed {
-            Some(e) => Err(e),
-            None => BenchResult::mean(&runs).ok_or_else(|| "no runs".to_string()),
-        };
-        out.push((name, r));
-    }
-    out
+    bench::run_all_reps_with(c, reps, |_, ok| progress(if ok { "." } else { "F" })).await
 }
 
 /// CPU time of the calling thread (the simulated runs are single-threaded, so this is all the

@@ -18,38 +18,33 @@ pub const PUBLISHED_PURE: Theirs = Theirs {
     p95: 0.0274,
 };
 
-/// Published handshake-storm upgrade latency, Linux (ms), by connection count.
-pub fn published_storm(connections: usize) -> Option<Theirs> {
-    let t = |avg, median, min, max, p90, p95| Theirs {
+fn theirs(avg: f64, median: f64, min: f64, max: f64, p90: f64, p95: f64) -> Theirs {
+    Theirs {
         avg,
         median,
         min,
         max,
         p90,
         p95,
-    };
+    }
+}
+
+/// Published handshake-storm upgrade latency, Linux (ms), by connection count.
+pub fn published_storm(connections: usize) -> Option<Theirs> {
     match connections {
-        10_000 => Some(t(11.14, 10.13, 0.08, 31.91, 22.75, 24.77)),
-        50_000 => Some(t(27.06, 25.95, 0.08, 85.12, 50.71, 53.96)),
-        100_000 => Some(t(51.02, 49.82, 0.18, 214.39, 91.41, 100.90)),
+        10_000 => Some(theirs(11.14, 10.13, 0.08, 31.91, 22.75, 24.77)),
+        50_000 => Some(theirs(27.06, 25.95, 0.08, 85.12, 50.71, 53.96)),
+        100_000 => Some(theirs(51.02, 49.82, 0.18, 214.39, 91.41, 100.90)),
         _ => None,
     }
 }
 
 /// Published endurance-round metric `floor(round ms) / connections`, Linux (ms).
 pub fn published_rounds(connections: usize) -> Option<Theirs> {
-    let t = |avg, median, min, max, p90, p95| Theirs {
-        avg,
-        median,
-        min,
-        max,
-        p90,
-        p95,
-    };
     match connections {
-        10_000 => Some(t(0.2269, 0.2272, 0.2039, 0.2639, 0.2320, 0.2361)),
-        50_000 => Some(t(0.3484, 0.3461, 0.3090, 0.4249, 0.3673, 0.3728)),
-        100_000 => Some(t(0.5531, 0.5506, 0.4930, 0.6975, 0.5753, 0.5847)),
+        10_000 => Some(theirs(0.2269, 0.2272, 0.2039, 0.2639, 0.2320, 0.2361)),
+        50_000 => Some(theirs(0.3484, 0.3461, 0.3090, 0.4249, 0.3673, 0.3728)),
+        100_000 => Some(theirs(0.5531, 0.5506, 0.4930, 0.6975, 0.5753, 0.5847)),
         _ => None,
     }
 }
