@@ -48,6 +48,20 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// A runtime on `threads` threads: the current thread alone for 1.
+fn runtime_with(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()?
+    })
+}
+
 fn run(command: Command) -> anyhow::Result<ExitCode> {
     let ok = ExitCode::SUCCESS;
     match command {
@@ -61,7 +75,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             let all_passed = blerpc_cli::bench::run(&args)?;
             Ok(if all_passed { ok } else { ExitCode::from(1) })
         }
-        Command::Serve(args) => runtime()?
+        Command::Serve(args) => runtime_with(args.runtime_threads())?
             .block_on(blerpc_cli::serve::run(&args))
             .map(|()| ok),
         Command::Call(args) => runtime()?

@@ -62,6 +62,11 @@ pub struct ServeArgs {
     /// open-file limit. All workers use the same identity.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub workers: usize,
+    /// Runtime threads per process (per worker with --workers). Default: 1 per worker when
+    /// --workers is above 1 (the workers are the parallelism; one thread each saves the
+    /// multi-threaded scheduler's wake-ups and hand-offs), otherwise one per CPU.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
     /// The listen backlog (capped by net.core.somaxconn).
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub backlog: u32,
@@ -72,6 +77,17 @@ pub struct ServeArgs {
     /// stdin, exit with the parent).
     #[arg(long, hide = true)]
     pub worker: bool,
+}
+
+impl ServeArgs {
+    /// Runtime threads this process runs on (see `--threads`).
+    pub fn runtime_threads(&self) -> usize {
+        match self.threads {
+            Some(n) => usize::from(n),
+            None if self.workers > 1 || self.worker => 1,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
 }
 
 fn parse_u32(s: &str) -> Result<u32, String> {
@@ -252,6 +268,7 @@ mod tests {
             baud: None,
             max_connections: 1024,
             workers: 1,
+            threads: None,
             backlog: 1024,
             read_buffer: 4096,
             worker: false,
@@ -261,5 +278,15 @@ mod tests {
         assert!(e.contains("0x3e8"), "{e}");
         args.readable = Some(2048..4096);
         assert!(build_server(&args).is_ok());
+        // Runtime threads: one per CPU alone, one per worker process, or as asked.
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(args.runtime_threads(), cpus);
+        args.workers = 6;
+        assert_eq!(args.runtime_threads(), 1);
+        args.workers = 1;
+        args.worker = true;
+        assert_eq!(args.runtime_threads(), 1);
+        args.threads = Some(3);
+        assert_eq!(args.runtime_threads(), 3);
     }
 }

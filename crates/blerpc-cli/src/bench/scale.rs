@@ -73,8 +73,9 @@ pub struct ScaleArgs {
     /// limit (at least 2).
     #[arg(long)]
     pub workers: Option<usize>,
-    /// Connections each client process opens at once during the storm.
-    #[arg(long, default_value_t = 128)]
+    /// Connections each client process opens at once during the storm. 64 opened 100,000
+    /// fastest here (docs/benchmarks/network.md has the sweep from 16 to 512).
+    #[arg(long, default_value_t = 64)]
     pub window: usize,
     /// Payload bytes of a ping, or of an echo message.
     #[arg(long, default_value_t = 100)]

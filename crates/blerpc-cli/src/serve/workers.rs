@@ -94,6 +94,9 @@ fn worker_command(args: &ServeArgs, url: &LinkUrl) -> anyhow::Result<Command> {
         .arg(args.backlog.to_string())
         .arg("--read-buffer")
         .arg(args.read_buffer.to_string());
+    if let Some(n) = args.threads {
+        c.arg("--threads").arg(n.to_string());
+    }
     if args.plaintext {
         c.arg("--plaintext");
     }

@@ -291,6 +291,14 @@ async fn step_timeout<T>(
 /// per destination at connect time) to `server`.
 async fn connect_from(source: Ipv4Addr, server: SocketAddr) -> io::Result<TcpStream> {
     use socket2::{Domain, Protocol, Socket, Type};
+    // Non-blocking from the start (SOCK_NONBLOCK): one system call fewer per connection.
+    #[cfg(target_os = "linux")]
+    let socket = Socket::new(
+        Domain::IPV4,
+        Type::STREAM.nonblocking(),
+        Some(Protocol::TCP),
+    )?;
+    #[cfg(not(target_os = "linux"))]
     let socket = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
     #[cfg(target_os = "linux")]
     nix::sys::socket::setsockopt(
@@ -300,6 +308,7 @@ async fn connect_from(source: Ipv4Addr, server: SocketAddr) -> io::Result<TcpStr
     )
     .map_err(io::Error::from)?;
     socket.bind(&SocketAddr::new(source.into(), 0).into())?;
+    #[cfg(not(target_os = "linux"))]
     socket.set_nonblocking(true)?;
     let socket = tokio::net::TcpSocket::from_std_stream(socket.into());
     let stream = socket.connect(server).await?;
