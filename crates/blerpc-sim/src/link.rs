@@ -39,6 +39,10 @@ pub(crate) struct Dir {
     pub(crate) rx_gone: bool,
     /// The latest `ready_at` handed out, so delayed writes stay in order.
     pub(crate) last_ready: Option<Instant>,
+    /// The host delay drawn for writes made at one instant: `(when, ready_at)`. Writes at the
+    /// same virtual instant share one draw, so the random sequence depends on when the runtime
+    /// writes, never on how many times it calls `flush` at that instant.
+    pub(crate) burst: Option<(Instant, Instant)>,
 }
 
 impl Dir {
@@ -357,11 +361,15 @@ impl LinkTx for SimTx {
                 let now = Instant::now();
                 // The central's writes cross its OS stack before reaching the controller.
                 let central = self.dir == C2P;
-                let ready_at = if central {
-                    let at = now + s.rng.delay(p.central_host_delay);
-                    s.dirs[C2P].last_ready.map_or(at, |l| l.max(at))
-                } else {
-                    now
+                let ready_at = match s.dirs[C2P].burst {
+                    _ if !central => now,
+                    Some((at, ready)) if at == now => ready,
+                    _ => {
+                        let at = now + s.rng.delay(p.central_host_delay);
+                        let ready = s.dirs[C2P].last_ready.map_or(at, |l| l.max(at));
+                        s.dirs[C2P].burst = Some((now, ready));
+                        ready
+                    }
                 };
                 let mut moved = false;
                 while s.dirs[self.dir].air.len() < self.limit
