@@ -18,10 +18,11 @@ use blerpc_proto::connection::{
 use blerpc_proto::crypto::DefaultProvider;
 use blerpc_proto::handshake::{TofuError, tofu_verify};
 use blerpc_proto::wire::capabilities::{Capabilities, LargeLimits};
+use futures_util::FutureExt as _;
 use rand_core::OsRng;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::clock::Clock;
+use crate::clock::{Clock, Timer};
 use crate::known_keys::{KnownKeysFile, to_hex};
 use crate::link::{Link, LinkError, LinkRx, LinkTx};
 
@@ -154,7 +155,9 @@ enum Cmd {
         request: Vec<u8>,
         kind: CallKind,
         sink: Sink,
-        reply: oneshot::Sender<Result<CallId, Error>>,
+        /// Where the call id goes; `None` for unary calls, whose failure to start goes to the
+        /// sink instead (one round trip through the task per call, not two).
+        reply: Option<oneshot::Sender<Result<CallId, Error>>>,
     },
     Item {
         call: CallId,
@@ -168,6 +171,8 @@ enum Cmd {
     Cancel {
         call: CallId,
     },
+    /// A unary call's future was dropped: cancel the calls whose receiver is gone.
+    Reap,
     Close {
         reply: oneshot::Sender<()>,
     },
@@ -252,7 +257,7 @@ impl Client {
             request,
             kind,
             sink,
-            reply,
+            reply: Some(reply),
         };
         self.cmds.send(cmd).await.map_err(|_| Error::Closed)?;
         rx.await.map_err(|_| Error::Closed)?
@@ -262,12 +267,19 @@ impl Client {
     /// response's protobuf bytes.
     pub async fn call(&self, name: &str, request: Vec<u8>) -> Result<Vec<u8>, Error> {
         let (tx, rx) = oneshot::channel();
-        let call = self
-            .start(name, request, CallKind::Unary, Sink::Unary(tx))
-            .await?;
-        let guard = CancelOnDrop {
-            cmds: self.cmds.clone(),
-            call: Some(call),
+        let cmd = Cmd::Start {
+            name: name.to_string(),
+            request,
+            kind: CallKind::Unary,
+            sink: Sink::Unary(tx),
+            reply: None,
+        };
+        self.cmds.send(cmd).await.map_err(|_| Error::Closed)?;
+        // A failure to start arrives here like a response. If this future is dropped, the task
+        // cancels the call once it sees the receiver gone.
+        let guard = ReapOnDrop {
+            cmds: &self.cmds,
+            armed: true,
         };
         let result = rx.await.map_err(|_| Error::Closed)?;
         guard.disarm();
@@ -332,17 +344,33 @@ struct CancelOnDrop {
     call: Option<CallId>,
 }
 
-impl CancelOnDrop {
-    fn disarm(mut self) {
-        self.call = None;
-    }
-}
-
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         if let Some(call) = self.call.take() {
             // Best effort: if the channel is full the call simply times out in the core.
             let _ = self.cmds.try_send(Cmd::Cancel { call });
+        }
+    }
+}
+
+/// Asks the task to cancel unary calls nobody waits for, if the call's future is dropped.
+#[derive(Debug)]
+struct ReapOnDrop<'a> {
+    cmds: &'a mpsc::Sender<Cmd>,
+    armed: bool,
+}
+
+impl ReapOnDrop<'_> {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for ReapOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            // Best effort, as for `CancelOnDrop`: the next reap or the call's deadline ends it.
+            let _ = self.cmds.try_send(Cmd::Reap);
         }
     }
 }
@@ -424,6 +452,10 @@ impl Upload {
     }
 }
 
+/// Writes the connection task makes at once per turn of its loop before it lets its other work
+/// (received PDUs, commands, timers) have a turn.
+pub(crate) const WRITE_ROUNDS: usize = 8;
+
 /// The connection task.
 struct Task {
     central: HostCentral,
@@ -446,18 +478,46 @@ impl Task {
         let mut buf = vec![0u8; self.att_mtu.max(4)];
         let mut idle_since: Option<tokio::time::Instant> = None;
         let mut released = false;
+        // When to look again whether the connection has been idle for `idle_release`. Armed once
+        // and not moved by each call: a timer earlier than the one the runtime parked on makes
+        // tokio wake its driver (an eventfd write and an extra epoll_wait), which re-arming the
+        // idle deadline after every response would cost on every call.
+        let mut idle_check: Option<tokio::time::Instant> = None;
+        let mut timer = Timer::new();
         loop {
             self.drain_events();
             self.retry_blocked();
-            // Move everything the protocol wants to send into the link's queue.
-            while !tx.is_full() {
-                let Some(n) = self.central.poll_transmit(self.clock.now(), &mut buf) else {
+            // One clock read per turn of the loop.
+            let tnow = tokio::time::Instant::now();
+            let now = self.clock.at(tnow);
+            // Move what the protocol wants to send into the link's queue and write it at once
+            // rather than on the next turn of the loop: a stream link almost always takes the
+            // bytes straight away. While a write finishes at once, refill and write again
+            // (bounded by WRITE_ROUNDS); the loop always ends with a refill, so whatever is left
+            // sits in the link's queue for the `flush` branch below, which is cancel-safe.
+            let mut rounds = 0;
+            loop {
+                while !tx.is_full() {
+                    let Some(n) = self.central.poll_transmit(now, &mut buf) else {
+                        break;
+                    };
+                    let pdu = buf.get(..n).unwrap_or(&[]);
+                    if let Err(e) = tx.queue(pdu) {
+                        self.fail_all(Error::Link(e));
+                        return;
+                    }
+                }
+                if !tx.has_pending() || rounds == WRITE_ROUNDS {
                     break;
-                };
-                let pdu = buf.get(..n).unwrap_or(&[]);
-                if let Err(e) = tx.queue(pdu) {
-                    self.fail_all(Error::Link(e));
-                    return;
+                }
+                rounds += 1;
+                match tx.flush().now_or_never() {
+                    Some(Ok(())) => {}
+                    Some(Err(e)) => {
+                        self.fail_all(Error::Link(e));
+                        return;
+                    }
+                    None => break,
                 }
             }
             if self.central.is_closed() && !tx.has_pending() {
@@ -466,24 +526,31 @@ impl Task {
                 return;
             }
             // Give buffers back once the connection has been idle for a while.
+            if idle_check.is_some_and(|c| c <= tnow) {
+                idle_check = None;
+            }
             if self.sinks.is_empty() && !tx.has_pending() {
-                let since = *idle_since.get_or_insert_with(tokio::time::Instant::now);
-                if !released && since.elapsed() >= self.idle_release {
-                    self.central.release_memory();
-                    released = true;
+                let since = *idle_since.get_or_insert(tnow);
+                if !released {
+                    if tnow >= since + self.idle_release {
+                        self.central.release_memory();
+                        released = true;
+                    } else if idle_check.is_none() {
+                        idle_check = Some(since + self.idle_release);
+                    }
                 }
             } else {
                 idle_since = None;
                 released = false;
             }
             let protocol_deadline = self.central.poll_timeout().map(|t| self.clock.to_tokio(t));
-            let idle_deadline = idle_since
-                .filter(|_| !released)
-                .map(|s| s + self.idle_release);
-            let deadline = [protocol_deadline, idle_deadline]
-                .into_iter()
-                .flatten()
-                .min();
+            let idle_deadline = idle_check.filter(|_| !released);
+            timer.set(
+                [protocol_deadline, idle_deadline]
+                    .into_iter()
+                    .flatten()
+                    .min(),
+            );
             tokio::select! {
                 flushed = tx.flush(), if tx.has_pending() => {
                     if let Err(e) = flushed {
@@ -505,7 +572,7 @@ impl Task {
                         return;
                     }
                 },
-                () = sleep_until(deadline), if deadline.is_some() => {
+                () = timer.fired(), if timer.is_armed() => {
                     self.central.handle_timeout(self.clock.now());
                 }
                 cmd = self.cmds.recv(), if self.blocked.is_empty() => match cmd {
@@ -541,7 +608,9 @@ impl Task {
             } => match self.central.start_call(now, &name, &request, kind) {
                 Ok(id) => {
                     self.sinks.insert(id, sink);
-                    let _ = reply.send(Ok(id));
+                    if let Some(reply) = reply {
+                        let _ = reply.send(Ok(id));
+                    }
                 }
                 Err(CallError::OutboxFull { .. }) => {
                     self.blocked.push_back(Cmd::Start {
@@ -553,7 +622,18 @@ impl Task {
                     });
                 }
                 Err(e) => {
-                    let _ = reply.send(Err(self.call_error(e)));
+                    let e = self.call_error(e);
+                    match (reply, sink) {
+                        (Some(reply), _) => {
+                            let _ = reply.send(Err(e));
+                        }
+                        (None, Sink::Unary(tx)) => {
+                            let _ = tx.send(Err(e));
+                        }
+                        (None, Sink::Stream(tx)) => {
+                            let _ = tx.try_send(Err(e));
+                        }
+                    }
                 }
             },
             Cmd::Item { call, data, reply } => {
@@ -583,6 +663,21 @@ impl Task {
             Cmd::Cancel { call } => {
                 let _ = self.central.cancel(call);
                 self.sinks.remove(&call);
+            }
+            Cmd::Reap => {
+                let gone: Vec<CallId> = self
+                    .sinks
+                    .iter()
+                    .filter(|(_, sink)| matches!(sink, Sink::Unary(tx) if tx.is_closed()))
+                    .map(|(id, _)| *id)
+                    .collect();
+                for id in gone {
+                    let _ = self.central.cancel(id);
+                    self.sinks.remove(&id);
+                }
+                self.blocked.retain(|cmd| {
+                    !matches!(cmd, Cmd::Start { sink: Sink::Unary(tx), .. } if tx.is_closed())
+                });
             }
             Cmd::Close { reply } => {
                 let _ = reply.send(());
@@ -768,25 +863,25 @@ impl Task {
         }
         for cmd in self.blocked.drain(..) {
             match cmd {
-                Cmd::Start { reply, .. } => {
-                    let _ = reply.send(Err(Error::Closed));
-                }
+                Cmd::Start { reply, sink, .. } => match (reply, sink) {
+                    (Some(reply), _) => {
+                        let _ = reply.send(Err(Error::Closed));
+                    }
+                    (None, Sink::Unary(tx)) => {
+                        let _ = tx.send(Err(Error::Closed));
+                    }
+                    (None, Sink::Stream(tx)) => {
+                        let _ = tx.try_send(Err(Error::Closed));
+                    }
+                },
                 Cmd::Item { reply, .. } | Cmd::Finish { reply, .. } => {
                     let _ = reply.send(Err(Error::Closed));
                 }
-                Cmd::Cancel { .. } => {}
+                Cmd::Cancel { .. } | Cmd::Reap => {}
                 Cmd::Close { reply } => {
                     let _ = reply.send(());
                 }
             }
         }
-    }
-}
-
-/// Sleeps until `deadline` (never, if `None`; the branch is disabled then).
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
     }
 }

@@ -31,7 +31,7 @@ use tokio::task::JoinSet;
 
 pub use blerpc_proto::connection::CallKind;
 
-use crate::clock::Clock;
+use crate::clock::{Clock, Timer};
 use crate::link::{Link, LinkError, LinkRx, LinkTx};
 
 /// Requests reassembled at once per connection.
@@ -427,11 +427,26 @@ impl Connection {
         let mut draining = false;
         let mut idle_since: Option<tokio::time::Instant> = None;
         let mut released = false;
+        // See the client's task: the idle check is armed once, not moved by every request, and
+        // the one timer is re-armed in place.
+        let mut idle_check: Option<tokio::time::Instant> = None;
+        let mut timer = Timer::new();
+        // One future for the whole connection (not a new waiter on the channel every turn).
+        let mut stopped = Box::pin(async move {
+            while stop.changed().await.is_ok() {
+                if *stop.borrow() {
+                    return;
+                }
+            }
+        });
         loop {
             self.drain_events(draining);
             self.flush_ready();
+            // One clock read per turn of the loop.
+            let tnow = tokio::time::Instant::now();
+            let now = self.clock.at(tnow);
             while !tx.is_full() {
-                let Some(n) = self.peripheral.poll_transmit(self.clock.now(), &mut buf) else {
+                let Some(n) = self.peripheral.poll_transmit(now, &mut buf) else {
                     break;
                 };
                 tx.queue(buf.get(..n).unwrap_or(&[]))?;
@@ -445,11 +460,18 @@ impl Connection {
                 let _ = tx.close().await;
                 return Ok(());
             }
+            if idle_check.is_some_and(|c| c <= tnow) {
+                idle_check = None;
+            }
             if !busy && !tx.has_pending() {
-                let since = *idle_since.get_or_insert_with(tokio::time::Instant::now);
-                if !released && since.elapsed() >= self.idle_release {
-                    self.peripheral.release_memory();
-                    released = true;
+                let since = *idle_since.get_or_insert(tnow);
+                if !released {
+                    if tnow >= since + self.idle_release {
+                        self.peripheral.release_memory();
+                        released = true;
+                    } else if idle_check.is_none() {
+                        idle_check = Some(since + self.idle_release);
+                    }
                 }
             } else {
                 idle_since = None;
@@ -459,10 +481,8 @@ impl Connection {
                 .peripheral
                 .poll_timeout()
                 .map(|t| self.clock.to_tokio(t));
-            let idle = idle_since
-                .filter(|_| !released)
-                .map(|s| s + self.idle_release);
-            let deadline = [protocol, idle].into_iter().flatten().min();
+            let idle = idle_check.filter(|_| !released);
+            timer.set([protocol, idle].into_iter().flatten().min());
             // Pull the next stream item only while the outbox can take it.
             let want_item = self.ready.is_empty() && self.peripheral.outbox_free() > buf.len() * 2;
             tokio::select! {
@@ -492,14 +512,10 @@ impl Connection {
                 item = next_item(&mut self.stream), if want_item && self.stream.is_some() => {
                     self.on_stream_item(item);
                 }
-                () = sleep_until(deadline), if deadline.is_some() => {
+                () = timer.fired(), if timer.is_armed() => {
                     self.peripheral.handle_timeout(self.clock.now());
                 }
-                changed = stop.changed(), if !draining => {
-                    if changed.is_err() || *stop.borrow() {
-                        draining = true;
-                    }
-                }
+                () = &mut stopped, if !draining => draining = true,
             }
         }
     }
@@ -584,13 +600,19 @@ impl Connection {
             None => refuse(&mut self.peripheral, ErrorCode::UnknownCommand),
             Some(CallKind::Unary) => {
                 let fut = self.dispatch.unary(&name, data);
-                self.pending.push(Box::pin(async move {
+                let mut done: BoxFuture<Done> = Box::pin(async move {
                     Done::Unary {
                         tid,
                         name,
                         result: fut.await,
                     }
-                }));
+                });
+                // Most handlers finish without waiting: answer those now, without a turn
+                // through `pending` (and the loop).
+                match (&mut done).now_or_never() {
+                    Some(done) => self.on_done(done),
+                    None => self.pending.push(done),
+                }
             }
             Some(CallKind::ServerStream) => {
                 if self.stream.is_some() {
@@ -727,13 +749,6 @@ impl Connection {
 async fn next_item(stream: &mut Option<ActiveStream>) -> Option<Result<Vec<u8>, Status>> {
     match stream {
         Some(s) => s.items.next().await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
     }
 }
