@@ -149,21 +149,12 @@ enum Sink {
     Stream(mpsc::Sender<Result<Vec<u8>, Error>>),
 }
 
+/// A command from a handle to the connection task. The large variants are boxed: the channel
+/// allocates its slots 32 at a time, and every idle connection keeps one such block (16 bytes a
+/// slot instead of 88: about 2.3 KB less per connection).
 enum Cmd {
-    Start {
-        name: String,
-        request: Vec<u8>,
-        kind: CallKind,
-        sink: Sink,
-        /// Where the call id goes; `None` for unary calls, whose failure to start goes to the
-        /// sink instead (one round trip through the task per call, not two).
-        reply: Option<oneshot::Sender<Result<CallId, Error>>>,
-    },
-    Item {
-        call: CallId,
-        data: Vec<u8>,
-        reply: oneshot::Sender<Result<(), Error>>,
-    },
+    Start(Box<Start>),
+    Item(Box<Item>),
     Finish {
         call: CallId,
         reply: oneshot::Sender<Result<(), Error>>,
@@ -185,6 +176,27 @@ pub struct Client {
     cmds: mpsc::Sender<Cmd>,
     info: Arc<ConnectionInfo>,
     stream_buffer: usize,
+}
+
+const _: () = assert!(
+    std::mem::size_of::<Cmd>() <= 16,
+    "keep Cmd small: box large variants"
+);
+
+struct Start {
+    name: String,
+    request: Vec<u8>,
+    kind: CallKind,
+    sink: Sink,
+    /// Where the call id goes; `None` for unary calls, whose failure to start goes to the sink
+    /// instead (one round trip through the task per call, not two).
+    reply: Option<oneshot::Sender<Result<CallId, Error>>>,
+}
+
+struct Item {
+    call: CallId,
+    data: Vec<u8>,
+    reply: oneshot::Sender<Result<(), Error>>,
 }
 
 impl std::fmt::Debug for Cmd {
@@ -252,13 +264,13 @@ impl Client {
         sink: Sink,
     ) -> Result<CallId, Error> {
         let (reply, rx) = oneshot::channel();
-        let cmd = Cmd::Start {
+        let cmd = Cmd::Start(Box::new(Start {
             name: name.to_string(),
             request,
             kind,
             sink,
             reply: Some(reply),
-        };
+        }));
         self.cmds.send(cmd).await.map_err(|_| Error::Closed)?;
         rx.await.map_err(|_| Error::Closed)?
     }
@@ -267,13 +279,13 @@ impl Client {
     /// response's protobuf bytes.
     pub async fn call(&self, name: &str, request: Vec<u8>) -> Result<Vec<u8>, Error> {
         let (tx, rx) = oneshot::channel();
-        let cmd = Cmd::Start {
+        let cmd = Cmd::Start(Box::new(Start {
             name: name.to_string(),
             request,
             kind: CallKind::Unary,
             sink: Sink::Unary(tx),
             reply: None,
-        };
+        }));
         self.cmds.send(cmd).await.map_err(|_| Error::Closed)?;
         // A failure to start arrives here like a response. If this future is dropped, the task
         // cancels the call once it sees the receiver gone.
@@ -407,11 +419,11 @@ impl Upload {
     /// Sends one item (protobuf bytes). Waits while the link is congested.
     pub async fn send(&mut self, item: Vec<u8>) -> Result<(), Error> {
         let (reply, rx) = oneshot::channel();
-        let cmd = Cmd::Item {
+        let cmd = Cmd::Item(Box::new(Item {
             call: self.call,
             data: item,
             reply,
-        };
+        }));
         self.cmds.send(cmd).await.map_err(|_| Error::Closed)?;
         match rx.await.map_err(|_| Error::Closed)? {
             Ok(()) => Ok(()),
@@ -599,56 +611,49 @@ impl Task {
     fn apply(&mut self, cmd: Cmd) {
         let now = self.clock.now();
         match cmd {
-            Cmd::Start {
-                name,
-                request,
-                kind,
-                sink,
-                reply,
-            } => match self.central.start_call(now, &name, &request, kind) {
-                Ok(id) => {
-                    self.sinks.insert(id, sink);
-                    if let Some(reply) = reply {
-                        let _ = reply.send(Ok(id));
-                    }
-                }
-                Err(CallError::OutboxFull { .. }) => {
-                    self.blocked.push_back(Cmd::Start {
-                        name,
-                        request,
-                        kind,
-                        sink,
-                        reply,
-                    });
-                }
-                Err(e) => {
-                    let e = self.call_error(e);
-                    match (reply, sink) {
-                        (Some(reply), _) => {
-                            let _ = reply.send(Err(e));
+            Cmd::Start(start) => {
+                match self
+                    .central
+                    .start_call(now, &start.name, &start.request, start.kind)
+                {
+                    Ok(id) => {
+                        let Start { sink, reply, .. } = *start;
+                        self.sinks.insert(id, sink);
+                        if let Some(reply) = reply {
+                            let _ = reply.send(Ok(id));
                         }
-                        (None, Sink::Unary(tx)) => {
-                            let _ = tx.send(Err(e));
-                        }
-                        (None, Sink::Stream(tx)) => {
-                            let _ = tx.try_send(Err(e));
-                        }
-                    }
-                }
-            },
-            Cmd::Item { call, data, reply } => {
-                match self.central.send_stream_item(now, call, &data) {
-                    Ok(()) => {
-                        let _ = reply.send(Ok(()));
                     }
                     Err(CallError::OutboxFull { .. }) => {
-                        self.blocked.push_back(Cmd::Item { call, data, reply });
+                        self.blocked.push_back(Cmd::Start(start));
                     }
                     Err(e) => {
-                        let _ = reply.send(Err(self.call_error(e)));
+                        let e = self.call_error(e);
+                        let Start { sink, reply, .. } = *start;
+                        match (reply, sink) {
+                            (Some(reply), _) => {
+                                let _ = reply.send(Err(e));
+                            }
+                            (None, Sink::Unary(tx)) => {
+                                let _ = tx.send(Err(e));
+                            }
+                            (None, Sink::Stream(tx)) => {
+                                let _ = tx.try_send(Err(e));
+                            }
+                        }
                     }
                 }
             }
+            Cmd::Item(item) => match self.central.send_stream_item(now, item.call, &item.data) {
+                Ok(()) => {
+                    let _ = item.reply.send(Ok(()));
+                }
+                Err(CallError::OutboxFull { .. }) => {
+                    self.blocked.push_back(Cmd::Item(item));
+                }
+                Err(e) => {
+                    let _ = item.reply.send(Err(self.call_error(e)));
+                }
+            },
             Cmd::Finish { call, reply } => match self.central.finish_stream(now, call) {
                 Ok(()) => {
                     let _ = reply.send(Ok(()));
@@ -676,7 +681,7 @@ impl Task {
                     self.sinks.remove(&id);
                 }
                 self.blocked.retain(|cmd| {
-                    !matches!(cmd, Cmd::Start { sink: Sink::Unary(tx), .. } if tx.is_closed())
+                    !matches!(cmd, Cmd::Start(start) if matches!(&start.sink, Sink::Unary(tx) if tx.is_closed()))
                 });
             }
             Cmd::Close { reply } => {
@@ -863,7 +868,7 @@ impl Task {
         }
         for cmd in self.blocked.drain(..) {
             match cmd {
-                Cmd::Start { reply, sink, .. } => match (reply, sink) {
+                Cmd::Start(start) => match (start.reply, start.sink) {
                     (Some(reply), _) => {
                         let _ = reply.send(Err(Error::Closed));
                     }
@@ -874,7 +879,10 @@ impl Task {
                         let _ = tx.try_send(Err(Error::Closed));
                     }
                 },
-                Cmd::Item { reply, .. } | Cmd::Finish { reply, .. } => {
+                Cmd::Item(item) => {
+                    let _ = item.reply.send(Err(Error::Closed));
+                }
+                Cmd::Finish { reply, .. } => {
                     let _ = reply.send(Err(Error::Closed));
                 }
                 Cmd::Cancel { .. } | Cmd::Reap => {}
