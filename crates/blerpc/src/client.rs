@@ -104,7 +104,8 @@ pub struct ClientConfig {
     pub stream_buffer: usize,
     /// Commands from handles waiting for the connection task. Default 64.
     pub command_buffer: usize,
-    /// Buffers are released after the connection has been idle this long. Default 1 s.
+    /// Buffers (the protocol's reassembly and outbox buffers, the connection task's transmit
+    /// buffer) are released after the connection has been idle this long. Default 1 s.
     pub idle_release: Duration,
 }
 
@@ -501,7 +502,8 @@ impl Task {
         mut rx: Rx,
     ) -> impl Future<Output = ()> + Send + 'static {
         async move {
-            let mut buf = vec![0u8; self.att_mtu.max(4)];
+            // The transmit buffer (one PDU); given back while the connection is idle.
+            let mut buf = Vec::new();
             let mut idle_since: Option<tokio::time::Instant> = None;
             let mut released = false;
             // When to look again whether the connection has been idle for `idle_release`. Armed once
@@ -513,6 +515,9 @@ impl Task {
             loop {
                 self.drain_events();
                 self.retry_blocked();
+                if buf.is_empty() {
+                    buf = vec![0u8; self.att_mtu.max(4)];
+                }
                 // One clock read per turn of the loop.
                 let tnow = tokio::time::Instant::now();
                 let now = self.clock.at(tnow);
@@ -568,6 +573,9 @@ impl Task {
                 } else {
                     idle_since = None;
                     released = false;
+                }
+                if released {
+                    buf = Vec::new();
                 }
                 let protocol_deadline = self.central.poll_timeout().map(|t| self.clock.to_tokio(t));
                 let idle_deadline = idle_check.filter(|_| !released);
