@@ -167,13 +167,13 @@ fn heap_per_idle_client_connection_by_size() {
     }
 }
 
-/// A generous bound (debug builds have larger futures than release ones): a regression that
-/// doubles an idle client's heap fails here.
+/// A bound with room to spare: about 8.1 KB measured (release and debug alike), 15.1 KB before
+/// the task future held its state once and the command channel's slots shrank.
 #[test]
 fn idle_client_heap_is_bounded() {
     let (total, rows) = measure(50);
     assert!(
-        total < 16_000.0,
+        total < 10_240.0,
         "{total:.0} B of heap per idle client connection: {rows:?}"
     );
 }
