@@ -23,7 +23,7 @@ use futures_util::FutureExt as _;
 use rand_core::OsRng;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::clock::{Clock, Timer};
+use crate::clock::{Clock, IdleRelease, Timer};
 use crate::known_keys::{KnownKeysFile, to_hex};
 use crate::link::{Link, LinkError, LinkRx, LinkTx};
 
@@ -504,13 +504,7 @@ impl Task {
         async move {
             // The transmit buffer (one PDU); given back while the connection is idle.
             let mut buf = Vec::new();
-            let mut idle_since: Option<tokio::time::Instant> = None;
-            let mut released = false;
-            // When to look again whether the connection has been idle for `idle_release`. Armed once
-            // and not moved by each call: a timer earlier than the one the runtime parked on makes
-            // tokio wake its driver (an eventfd write and an extra epoll_wait), which re-arming the
-            // idle deadline after every response would cost on every call.
-            let mut idle_check: Option<tokio::time::Instant> = None;
+            let mut idle = IdleRelease::new(self.idle_release);
             let mut timer = Timer::new();
             loop {
                 self.drain_events();
@@ -557,28 +551,14 @@ impl Task {
                     return;
                 }
                 // Give buffers back once the connection has been idle for a while.
-                if idle_check.is_some_and(|c| c <= tnow) {
-                    idle_check = None;
+                if idle.update(self.sinks.is_empty() && !tx.has_pending(), tnow) {
+                    self.central.release_memory();
                 }
-                if self.sinks.is_empty() && !tx.has_pending() {
-                    let since = *idle_since.get_or_insert(tnow);
-                    if !released {
-                        if tnow >= since + self.idle_release {
-                            self.central.release_memory();
-                            released = true;
-                        } else if idle_check.is_none() {
-                            idle_check = Some(since + self.idle_release);
-                        }
-                    }
-                } else {
-                    idle_since = None;
-                    released = false;
-                }
-                if released {
+                if idle.released() {
                     buf = Vec::new();
                 }
                 let protocol_deadline = self.central.poll_timeout().map(|t| self.clock.to_tokio(t));
-                let idle_deadline = idle_check.filter(|_| !released);
+                let idle_deadline = idle.deadline();
                 timer.set(
                     [protocol_deadline, idle_deadline]
                         .into_iter()

@@ -81,3 +81,93 @@ impl Timer {
         self.deadline = None;
     }
 }
+
+/// When a connection task gives its buffers back: once, after it has been idle for `after`
+/// without a break. The deadline to look again is armed once per idle period and not moved by
+/// each call: a timer earlier than the one the runtime parked on makes tokio wake its driver (an
+/// eventfd write and an extra `epoll_wait`), which re-arming after every response would cost on
+/// every call.
+#[derive(Debug)]
+pub(crate) struct IdleRelease {
+    after: Duration,
+    since: Option<tokio::time::Instant>,
+    check: Option<tokio::time::Instant>,
+    released: bool,
+}
+
+impl IdleRelease {
+    pub(crate) fn new(after: Duration) -> Self {
+        IdleRelease {
+            after,
+            since: None,
+            check: None,
+            released: false,
+        }
+    }
+
+    /// Called once per turn of the task's loop with whether the connection is idle now; `true`
+    /// when the buffers are to be released now (once per idle period).
+    pub(crate) fn update(&mut self, idle: bool, now: tokio::time::Instant) -> bool {
+        if self.check.is_some_and(|c| c <= now) {
+            self.check = None;
+        }
+        if !idle {
+            self.since = None;
+            self.released = false;
+            return false;
+        }
+        let since = *self.since.get_or_insert(now);
+        if self.released {
+            return false;
+        }
+        if now >= since + self.after {
+            self.released = true;
+            return true;
+        }
+        if self.check.is_none() {
+            self.check = Some(since + self.after);
+        }
+        false
+    }
+
+    /// `true` while the buffers are released (idle since the release).
+    pub(crate) fn released(&self) -> bool {
+        self.released
+    }
+
+    /// When to look again, if a release is still to come.
+    pub(crate) fn deadline(&self) -> Option<tokio::time::Instant> {
+        self.check.filter(|_| !self.released)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_release_fires_once_per_idle_period_and_calls_do_not_move_the_check() {
+        let t0 = tokio::time::Instant::now();
+        let ms = Duration::from_millis;
+        let mut idle = IdleRelease::new(ms(1000));
+        assert!(!idle.update(true, t0));
+        assert_eq!(idle.deadline(), Some(t0 + ms(1000)));
+        // A call (busy, then idle again) restarts the idle period but keeps the armed check.
+        assert!(!idle.update(false, t0 + ms(300)));
+        assert!(!idle.update(true, t0 + ms(400)));
+        assert_eq!(idle.deadline(), Some(t0 + ms(1000)));
+        // At the check the period is too short: the next check is its own end.
+        assert!(!idle.update(true, t0 + ms(1000)));
+        assert_eq!(idle.deadline(), Some(t0 + ms(1400)));
+        assert!(idle.update(true, t0 + ms(1400)));
+        assert!(idle.released());
+        assert_eq!(idle.deadline(), None);
+        // Once per idle period.
+        assert!(!idle.update(true, t0 + ms(5000)));
+        // Busy again: released no more; the next idle period releases again.
+        assert!(!idle.update(false, t0 + ms(5001)));
+        assert!(!idle.released());
+        assert!(!idle.update(true, t0 + ms(5002)));
+        assert!(idle.update(true, t0 + ms(6002)));
+    }
+}

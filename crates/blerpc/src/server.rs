@@ -31,7 +31,7 @@ use tokio::task::JoinSet;
 
 pub use blerpc_proto::connection::CallKind;
 
-use crate::clock::{Clock, Timer};
+use crate::clock::{Clock, IdleRelease, Timer};
 use crate::link::{Link, LinkError, LinkRx, LinkTx};
 
 /// Requests reassembled at once per connection.
@@ -425,11 +425,9 @@ impl Connection {
     ) -> Result<(), ServerError> {
         let mut buf = vec![0u8; self.peripheral.config().att_mtu.max(4)];
         let mut draining = false;
-        let mut idle_since: Option<tokio::time::Instant> = None;
-        let mut released = false;
-        // See the client's task: the idle check is armed once, not moved by every request, and
-        // the one timer is re-armed in place.
-        let mut idle_check: Option<tokio::time::Instant> = None;
+        // The idle check is armed once, not moved by every request (see `IdleRelease`), and the
+        // one timer is re-armed in place.
+        let mut idle = IdleRelease::new(self.idle_release);
         let mut timer = Timer::new();
         // One future for the whole connection (not a new waiter on the channel every turn).
         let mut stopped = Box::pin(async move {
@@ -460,29 +458,14 @@ impl Connection {
                 let _ = tx.close().await;
                 return Ok(());
             }
-            if idle_check.is_some_and(|c| c <= tnow) {
-                idle_check = None;
-            }
-            if !busy && !tx.has_pending() {
-                let since = *idle_since.get_or_insert(tnow);
-                if !released {
-                    if tnow >= since + self.idle_release {
-                        self.peripheral.release_memory();
-                        released = true;
-                    } else if idle_check.is_none() {
-                        idle_check = Some(since + self.idle_release);
-                    }
-                }
-            } else {
-                idle_since = None;
-                released = false;
+            if idle.update(!busy && !tx.has_pending(), tnow) {
+                self.peripheral.release_memory();
             }
             let protocol = self
                 .peripheral
                 .poll_timeout()
                 .map(|t| self.clock.to_tokio(t));
-            let idle = idle_check.filter(|_| !released);
-            timer.set([protocol, idle].into_iter().flatten().min());
+            timer.set([protocol, idle.deadline()].into_iter().flatten().min());
             // Pull the next stream item only while the outbox can take it.
             let want_item = self.ready.is_empty() && self.peripheral.outbox_free() > buf.len() * 2;
             tokio::select! {
