@@ -20,8 +20,6 @@ use std::time::Duration;
 
 use blerpc::Client;
 use blerpc::link::ws::{self, WsAcceptor, WsOptions};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// Live client-side allocations by size (sizes above the table share its last slot).
 struct BySide;
@@ -119,7 +117,7 @@ fn measure(n: usize) -> (f64, Vec<(usize, f64)>) {
         async move {
             let mut held = Vec::with_capacity(count);
             for _ in 0..count {
-                let stream = upgraded(addr).await;
+                let stream = common::ws_upgraded(addr).await;
                 let mut options = WsOptions::default();
                 options.tcp.read_buffer_size = READ_BUFFER;
                 let link =
@@ -176,23 +174,4 @@ fn idle_client_heap_is_bounded() {
         total < 10_240.0,
         "{total:.0} B of heap per idle client connection: {rows:?}"
     );
-}
-
-/// The client side of the WebSocket upgrade, by hand, as `blerpc bench scale` does it.
-async fn upgraded(addr: std::net::SocketAddr) -> TcpStream {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.set_nodelay(true).unwrap();
-    s.write_all(
-        b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-    )
-    .await
-    .unwrap();
-    let mut response = Vec::new();
-    while !response.ends_with(b"\r\n\r\n") {
-        let mut b = [0];
-        s.read_exact(&mut b).await.unwrap();
-        response.push(b[0]);
-    }
-    s
 }

@@ -9,8 +9,6 @@ use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 use std::time::Duration;
 
 use blerpc::link::ws::{WsAcceptor, WsOptions};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// Live allocations by size (sizes above the table share its last slot).
 struct BySize;
@@ -73,12 +71,12 @@ fn heap_per_idle_server_connection_by_size() {
         });
         let mut held = Vec::new();
         for _ in 0..20 {
-            held.push(raw(addr).await);
+            held.push(common::ws_upgraded(addr).await);
         }
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let before = snapshot();
         for _ in 0..N {
-            held.push(raw(addr).await);
+            held.push(common::ws_upgraded(addr).await);
         }
         tokio::time::sleep(Duration::from_millis(2500)).await;
         let after = snapshot();
@@ -97,21 +95,4 @@ fn heap_per_idle_server_connection_by_size() {
         }
         drop(held);
     });
-}
-
-async fn raw(addr: std::net::SocketAddr) -> TcpStream {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(
-        b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-    )
-    .await
-    .unwrap();
-    let mut response = Vec::new();
-    while !response.ends_with(b"\r\n\r\n") {
-        let mut b = [0];
-        s.read_exact(&mut b).await.unwrap();
-        response.push(b[0]);
-    }
-    s
 }

@@ -158,3 +158,24 @@ pub fn client_config(server: &Server) -> ClientConfig {
     }
     config
 }
+
+/// The client side of a WebSocket upgrade, by hand as `blerpc bench scale` does it: the TCP stream
+/// once the server's 101 response header has been read (nothing after it).
+pub async fn ws_upgraded(addr: std::net::SocketAddr) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    s.write_all(
+        b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut response = Vec::new();
+    while !response.ends_with(b"\r\n\r\n") {
+        let mut b = [0];
+        s.read_exact(&mut b).await.unwrap();
+        response.push(b[0]);
+    }
+    s
+}
