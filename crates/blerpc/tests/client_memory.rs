@@ -136,15 +136,7 @@ fn measure(n: usize) -> (f64, Vec<(usize, f64)>) {
     // Past the client's (and the server's) idle_release of 1 s.
     std::thread::sleep(Duration::from_millis(2500));
     let after = snapshot();
-    let mut rows: Vec<(usize, f64)> = before
-        .iter()
-        .zip(&after)
-        .enumerate()
-        .map(|(size, (b, a))| (size, (a - b) as f64 / n as f64))
-        .filter(|(_, per)| per.abs() >= 0.05)
-        .collect();
-    rows.sort_by(|x, y| ((y.0 as f64) * y.1).total_cmp(&((x.0 as f64) * x.1)));
-    let total: f64 = rows.iter().map(|(s, p)| *s as f64 * p).sum();
+    let (total, rows) = common::heap_per_connection(&before, &after, n);
     client_rt.block_on(async move {
         for c in &held {
             c.close().await;

@@ -67,15 +67,7 @@ async fn echo_65536_and_1_mib_over_tcp_encrypted() {
         .await
         .unwrap();
     let addr = acceptor.local_addr().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        server
-            .serve(acceptor, async {
-                let _ = stop_rx.await;
-            })
-            .await
-            .unwrap();
-    });
+    let (stop_tx, task) = common::serve_in_background(server, acceptor);
     timeout(LIMIT, async {
         let link = tcp::connect(addr, &TcpOptions::default()).await.unwrap();
         let client = Client::connect(link, config).await.unwrap();

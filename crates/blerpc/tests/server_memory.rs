@@ -80,15 +80,7 @@ fn heap_per_idle_server_connection_by_size() {
         }
         tokio::time::sleep(Duration::from_millis(2500)).await;
         let after = snapshot();
-        let mut rows: Vec<(usize, f64)> = before
-            .iter()
-            .zip(&after)
-            .enumerate()
-            .map(|(size, (b, a))| (size, (a - b) as f64 / N as f64))
-            .filter(|(_, per)| per.abs() >= 0.05)
-            .collect();
-        rows.sort_by(|x, y| ((y.0 as f64) * y.1).total_cmp(&((x.0 as f64) * x.1)));
-        let total: f64 = rows.iter().map(|(s, p)| *s as f64 * p).sum();
+        let (total, rows) = common::heap_per_connection(&before, &after, N);
         println!("heap per idle server connection: {total:.0} B");
         for (size, per) in rows.iter().take(30) {
             println!("{size:>7} B × {per:.2}");

@@ -32,15 +32,7 @@ async fn serve(
         .await
         .unwrap();
     let addr = acceptor.local_addr().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        server
-            .serve(acceptor, async {
-                let _ = stop_rx.await;
-            })
-            .await
-            .unwrap();
-    });
+    let (stop_tx, task) = common::serve_in_background(server, acceptor);
     (addr, stop_tx, task)
 }
 

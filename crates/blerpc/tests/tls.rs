@@ -81,15 +81,7 @@ async fn serve(
         .await
         .unwrap();
     let port = acceptor.local_addr().unwrap().port();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        server
-            .serve(acceptor, async {
-                let _ = stop_rx.await;
-            })
-            .await
-            .unwrap();
-    });
+    let (stop_tx, task) = common::serve_in_background(server, acceptor);
     (port, stop_tx, task)
 }
 

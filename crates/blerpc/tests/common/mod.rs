@@ -179,3 +179,47 @@ pub async fn ws_upgraded(addr: std::net::SocketAddr) -> tokio::net::TcpStream {
     }
     s
 }
+
+/// Heap per connection by allocation size, from two snapshots of live allocations counted per
+/// size (index = size) around opening `n` connections: `(total bytes, rows of (size, count per
+/// connection))`, largest contributions first, rows under 0.05 per connection left out.
+pub fn heap_per_connection(
+    before: &[isize],
+    after: &[isize],
+    n: usize,
+) -> (f64, Vec<(usize, f64)>) {
+    let mut rows: Vec<(usize, f64)> = before
+        .iter()
+        .zip(after)
+        .enumerate()
+        .map(|(size, (b, a))| (size, (a - b) as f64 / n as f64))
+        .filter(|(_, per)| per.abs() >= 0.05)
+        .collect();
+    rows.sort_by(|x, y| ((y.0 as f64) * y.1).total_cmp(&((x.0 as f64) * x.1)));
+    let total = rows.iter().map(|(s, p)| *s as f64 * p).sum();
+    (total, rows)
+}
+
+/// Serves `server` from `acceptor` on a spawned task until the returned sender is dropped (or
+/// used); the handle finishes when the server has shut down.
+pub fn serve_in_background<A>(
+    server: Server,
+    acceptor: A,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+)
+where
+    A: blerpc::server::Acceptor + Send + 'static,
+{
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        server
+            .serve(acceptor, async {
+                let _ = stop_rx.await;
+            })
+            .await
+            .unwrap();
+    });
+    (stop_tx, task)
+}
