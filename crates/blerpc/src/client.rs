@@ -469,7 +469,7 @@ impl Upload {
 
 /// Writes the connection task makes at once per turn of its loop before it lets its other work
 /// (received PDUs, commands, timers) have a turn.
-pub(crate) const WRITE_ROUNDS: usize = 8;
+const WRITE_ROUNDS: usize = 8;
 
 /// The connection task.
 struct Task {
