@@ -22,6 +22,9 @@ const ERROR: &str = "::blerpc::Error";
 /// The prost crate, as both prost's derives and the generated services name it.
 pub(crate) const PROST: &str = "::blerpc::__private::prost";
 const MESSAGE: &str = "::blerpc::__private::prost::Message";
+/// Messages are decoded from `Bytes` taking over the received `Vec` (no copy): prost then copies
+/// a `bytes` field once (from `&[u8]` it would copy it twice, through a temporary `Bytes`).
+const BYTES: &str = "::blerpc::__private::prost::bytes::Bytes";
 const RESULT: &str = "::core::result::Result";
 const SEND: &str = "::core::marker::Send";
 
@@ -204,7 +207,7 @@ fn client(
         let input = &method.input_type;
         let output = &method.output_type;
         let decode = format!(
-            "<{output} as {MESSAGE}>::decode(response.as_slice()).map_err({ERROR}::decode)"
+            "<{output} as {MESSAGE}>::decode({BYTES}::from(response)).map_err({ERROR}::decode)"
         );
         match command.kind {
             Kind::Unary => {
@@ -451,7 +454,7 @@ fn server(
         "::std::boxed::Box::pin(::core::future::ready(::core::result::Result::Err({STATUS}::unknown_command(name))))"
     );
     let decode_request = |input: &str| {
-        format!("<{input} as {MESSAGE}>::decode(request.as_slice()).map_err({STATUS}::decode)")
+        format!("<{input} as {MESSAGE}>::decode({BYTES}::from(request)).map_err({STATUS}::decode)")
     };
     let of = |kind| methods.iter().filter(move |(_, c)| c.kind == kind);
 
@@ -581,7 +584,7 @@ impl<T: {MESSAGE} + ::core::default::Default> ResponseStream<T> {{
         match ::core::future::poll_fn(|cx| {STREAM}::poll_next(::core::pin::Pin::new(&mut self.inner), cx)).await {{
             ::core::option::Option::Some(item) => {{
                 let bytes = item?;
-                <T as {MESSAGE}>::decode(bytes.as_slice()).map(::core::option::Option::Some).map_err({ERROR}::decode)
+                <T as {MESSAGE}>::decode({BYTES}::from(bytes)).map(::core::option::Option::Some).map_err({ERROR}::decode)
             }}
             ::core::option::Option::None => ::core::result::Result::Ok(::core::option::Option::None),
         }}
@@ -603,7 +606,7 @@ impl<T: {MESSAGE} + ::core::default::Default> {STREAM} for ResponseStream<T> {{
     ) -> ::core::task::Poll<::core::option::Option<Self::Item>> {{
         {STREAM}::poll_next(::core::pin::Pin::new(&mut self.get_mut().inner), cx).map(|item| {{
             item.map(|item| {{
-                item.and_then(|bytes| <T as {MESSAGE}>::decode(bytes.as_slice()).map_err({ERROR}::decode))
+                item.and_then(|bytes| <T as {MESSAGE}>::decode({BYTES}::from(bytes)).map_err({ERROR}::decode))
             }})
         }})
     }}
@@ -641,7 +644,7 @@ impl<T: {MESSAGE} + ::core::default::Default> Streaming<T> {{
     #[doc = " The next item, or `Ok(None)` once the central has ended the stream."]
     pub async fn message(&mut self) -> {RESULT}<::core::option::Option<T>, {STATUS}> {{
         match ::core::future::poll_fn(|cx| {STREAM}::poll_next(self.inner.as_mut(), cx)).await {{
-            ::core::option::Option::Some(bytes) => <T as {MESSAGE}>::decode(bytes.as_slice())
+            ::core::option::Option::Some(bytes) => <T as {MESSAGE}>::decode({BYTES}::from(bytes))
                 .map(::core::option::Option::Some)
                 .map_err({STATUS}::decode),
             ::core::option::Option::None => ::core::result::Result::Ok(::core::option::Option::None),
@@ -656,7 +659,7 @@ impl<T: {MESSAGE} + ::core::default::Default> {STREAM} for Streaming<T> {{
     ) -> ::core::task::Poll<::core::option::Option<Self::Item>> {{
         {STREAM}::poll_next(self.get_mut().inner.as_mut(), cx).map(|item| {{
             item.map(|bytes| {{
-                <T as {MESSAGE}>::decode(bytes.as_slice()).map_err({STATUS}::decode)
+                <T as {MESSAGE}>::decode({BYTES}::from(bytes)).map_err({STATUS}::decode)
             }})
         }})
     }}

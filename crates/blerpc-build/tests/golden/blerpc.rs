@@ -132,7 +132,7 @@ impl BlerpcClient {
             .call("echo", ::blerpc::__private::prost::Message::encode_to_vec(&request))
             .await?;
         <EchoResponse as ::blerpc::__private::prost::Message>::decode(
-                response.as_slice(),
+                ::blerpc::__private::prost::bytes::Bytes::from(response),
             )
             .map_err(::blerpc::Error::decode)
     }
@@ -151,7 +151,7 @@ impl BlerpcClient {
             )
             .await?;
         <FlashReadResponse as ::blerpc::__private::prost::Message>::decode(
-                response.as_slice(),
+                ::blerpc::__private::prost::bytes::Bytes::from(response),
             )
             .map_err(::blerpc::Error::decode)
     }
@@ -170,7 +170,7 @@ impl BlerpcClient {
             )
             .await?;
         <DataWriteResponse as ::blerpc::__private::prost::Message>::decode(
-                response.as_slice(),
+                ::blerpc::__private::prost::bytes::Bytes::from(response),
             )
             .map_err(::blerpc::Error::decode)
     }
@@ -218,7 +218,7 @@ impl BlerpcClient {
         }
         let response = upload.finish().await?;
         <CounterUploadResponse as ::blerpc::__private::prost::Message>::decode(
-                response.as_slice(),
+                ::blerpc::__private::prost::bytes::Bytes::from(response),
             )
             .map_err(::blerpc::Error::decode)
     }
@@ -248,7 +248,7 @@ impl BlerpcClient {
         }
         let response = upload.finish().await?;
         <CounterUploadResponse as ::blerpc::__private::prost::Message>::decode(
-                response.as_slice(),
+                ::blerpc::__private::prost::bytes::Bytes::from(response),
             )
             .map_err(::blerpc::Error::decode)
     }
@@ -384,7 +384,7 @@ impl<T: Blerpc> ::blerpc::server::Dispatch for BlerpcServer<T> {
                 let handler = ::std::sync::Arc::clone(&self.handler);
                 ::std::boxed::Box::pin(async move {
                     let request = <EchoRequest as ::blerpc::__private::prost::Message>::decode(
-                            request.as_slice(),
+                            ::blerpc::__private::prost::bytes::Bytes::from(request),
                         )
                         .map_err(::blerpc::server::Status::decode)?;
                     let response = handler.echo(request).await?;
@@ -397,7 +397,7 @@ impl<T: Blerpc> ::blerpc::server::Dispatch for BlerpcServer<T> {
                 let handler = ::std::sync::Arc::clone(&self.handler);
                 ::std::boxed::Box::pin(async move {
                     let request = <FlashReadRequest as ::blerpc::__private::prost::Message>::decode(
-                            request.as_slice(),
+                            ::blerpc::__private::prost::bytes::Bytes::from(request),
                         )
                         .map_err(::blerpc::server::Status::decode)?;
                     let response = handler.flash_read(request).await?;
@@ -410,7 +410,7 @@ impl<T: Blerpc> ::blerpc::server::Dispatch for BlerpcServer<T> {
                 let handler = ::std::sync::Arc::clone(&self.handler);
                 ::std::boxed::Box::pin(async move {
                     let request = <DataWriteRequest as ::blerpc::__private::prost::Message>::decode(
-                            request.as_slice(),
+                            ::blerpc::__private::prost::bytes::Bytes::from(request),
                         )
                         .map_err(::blerpc::server::Status::decode)?;
                     let response = handler.data_write(request).await?;
@@ -440,7 +440,7 @@ impl<T: Blerpc> ::blerpc::server::Dispatch for BlerpcServer<T> {
         match name {
             "counter_stream" => {
                 match <CounterStreamRequest as ::blerpc::__private::prost::Message>::decode(
-                        request.as_slice(),
+                        ::blerpc::__private::prost::bytes::Bytes::from(request),
                     )
                     .map_err(::blerpc::server::Status::decode)
                 {
@@ -534,7 +534,9 @@ impl<
         {
             ::core::option::Option::Some(item) => {
                 let bytes = item?;
-                <T as ::blerpc::__private::prost::Message>::decode(bytes.as_slice())
+                <T as ::blerpc::__private::prost::Message>::decode(
+                        ::blerpc::__private::prost::bytes::Bytes::from(bytes),
+                    )
                     .map(::core::option::Option::Some)
                     .map_err(::blerpc::Error::decode)
             }
@@ -570,7 +572,7 @@ impl<
                 item.map(|item| {
                     item.and_then(|bytes| {
                         <T as ::blerpc::__private::prost::Message>::decode(
-                                bytes.as_slice(),
+                                ::blerpc::__private::prost::bytes::Bytes::from(bytes),
                             )
                             .map_err(::blerpc::Error::decode)
                     })
@@ -615,7 +617,9 @@ impl<T: ::blerpc::__private::prost::Message + ::core::default::Default> Streamin
             .await
         {
             ::core::option::Option::Some(bytes) => {
-                <T as ::blerpc::__private::prost::Message>::decode(bytes.as_slice())
+                <T as ::blerpc::__private::prost::Message>::decode(
+                        ::blerpc::__private::prost::bytes::Bytes::from(bytes),
+                    )
                     .map(::core::option::Option::Some)
                     .map_err(::blerpc::server::Status::decode)
             }
@@ -639,7 +643,9 @@ impl<
             )
             .map(|item| {
                 item.map(|bytes| {
-                    <T as ::blerpc::__private::prost::Message>::decode(bytes.as_slice())
+                    <T as ::blerpc::__private::prost::Message>::decode(
+                            ::blerpc::__private::prost::bytes::Bytes::from(bytes),
+                        )
                         .map_err(::blerpc::server::Status::decode)
                 })
             })
