@@ -479,6 +479,9 @@ impl<R: LinkRx> LinkRx for TracedRx<R> {
         }
         r
     }
+    fn release_memory(&mut self) {
+        self.inner.release_memory();
+    }
 }
 
 /// An acceptor whose links are [`Traced`].

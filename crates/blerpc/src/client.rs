@@ -553,6 +553,7 @@ impl Task {
                 // Give buffers back once the connection has been idle for a while.
                 if idle.update(self.sinks.is_empty() && !tx.has_pending(), tnow) {
                     self.central.release_memory();
+                    rx.release_memory();
                 }
                 if idle.released() {
                     buf = Vec::new();

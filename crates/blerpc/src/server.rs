@@ -460,6 +460,7 @@ impl Connection {
             }
             if idle.update(!busy && !tx.has_pending(), tnow) {
                 self.peripheral.release_memory();
+                rx.release_memory();
             }
             let protocol = self
                 .peripheral

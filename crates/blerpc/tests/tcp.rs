@@ -191,6 +191,51 @@ async fn many_containers_in_one_read_come_out_one_at_a_time() {
 }
 
 #[tokio::test]
+async fn the_read_buffer_grows_under_bulk_and_shrinks_when_released() {
+    let options = TcpOptions {
+        read_buffer_size: 4096,
+        max_read_buffer_size: 32 * 1024,
+        ..TcpOptions::default()
+    };
+    let (link, mut raw) = raw_pair(options).await;
+    let (_tx, mut rx) = link.split();
+    assert_eq!(rx.buffer_size(), 4096);
+    let containers: Vec<Vec<u8>> = (0..40).flat_map(|_| sample_containers()).collect();
+    let writer = {
+        let bytes = containers.concat();
+        tokio::spawn(async move {
+            raw.write_all(&bytes).await.unwrap();
+            raw
+        })
+    };
+    let (first, rest) = containers.split_at(containers.len() / 2);
+    for c in first {
+        let got = timeout(LIMIT, rx.recv()).await.unwrap().unwrap().unwrap();
+        assert_eq!(got, &c[..]);
+    }
+    assert!(rx.buffer_size() > 4096, "still {} bytes", rx.buffer_size());
+    assert!(rx.buffer_size() <= 32 * 1024);
+    // Releasing with bytes still buffered loses none of them.
+    rx.release_memory();
+    for c in rest {
+        let got = timeout(LIMIT, rx.recv()).await.unwrap().unwrap().unwrap();
+        assert_eq!(got, &c[..]);
+    }
+    rx.release_memory();
+    assert_eq!(rx.buffer_size(), 4096);
+    let mut raw = writer.await.unwrap();
+    // The small buffer still carries whole containers.
+    let c = sample_containers();
+    raw.write_all(&c.concat()).await.unwrap();
+    raw.shutdown().await.unwrap();
+    for c in &c {
+        let got = timeout(LIMIT, rx.recv()).await.unwrap().unwrap().unwrap();
+        assert_eq!(got, &c[..]);
+    }
+    assert_eq!(rx.recv().await.unwrap(), None);
+}
+
+#[tokio::test]
 async fn recv_is_cancel_safe() {
     let (link, mut raw) = raw_pair(TcpOptions::default()).await;
     let (_tx, mut rx) = link.split();

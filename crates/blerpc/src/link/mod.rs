@@ -94,6 +94,10 @@ pub trait LinkTx: Send + 'static {
 pub trait LinkRx: Send + 'static {
     /// The next PDU, or `Ok(None)` once the peer has closed the link. Cancel-safe.
     fn recv(&mut self) -> impl Future<Output = Result<Option<&[u8]>, LinkError>> + Send;
+    /// Gives back memory the link grew under load (e.g. a read buffer enlarged for long
+    /// messages), keeping any received bytes. The connection tasks call it once the connection
+    /// has been idle for their idle-release time. The default does nothing.
+    fn release_memory(&mut self) {}
 }
 
 /// The ATT MTU stream links (TCP, TLS, WebSocket, serial) use unless configured: the value the

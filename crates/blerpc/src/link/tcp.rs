@@ -62,6 +62,11 @@ pub struct TcpOptions {
     /// The receive buffer per connection, in bytes (raised to one container if smaller). Default
     /// 4 KiB. Also the WebSocket read buffer.
     pub read_buffer_size: usize,
+    /// TCP and TLS: the receive buffer doubles, up to this many bytes, each time a read fills
+    /// it (long messages then take a few large reads instead of many small ones), and goes back
+    /// to `read_buffer_size` when the connection has been idle (see
+    /// [`LinkRx::release_memory`]). Default 64 KiB; at most `read_buffer_size` turns growth off.
+    pub max_read_buffer_size: usize,
     /// Acceptors only: set `SO_REUSEPORT` so several processes (or listeners) can bind the same
     /// address and the kernel spreads connections over them. Default `false`. Unix only; an
     /// error elsewhere.
@@ -84,6 +89,7 @@ impl Default for TcpOptions {
             nodelay: true,
             send_queue_limit: 16 * 1024,
             read_buffer_size: 4 * 1024,
+            max_read_buffer_size: 64 * 1024,
             reuse_port: false,
             handshake_timeout: Duration::from_secs(10),
             max_handshakes: 256,
@@ -207,6 +213,10 @@ impl Link for TcpLink {
 /// The framing halves over any byte stream's read and write halves.
 pub(crate) fn halves<R, W>(r: R, w: W, options: &TcpOptions) -> (StreamTx<W>, StreamRx<R>) {
     let max = options.max_container();
+    let base = options
+        .read_buffer_size
+        .max(max)
+        .max(LARGE_FIRST_HEADER_LEN);
     (
         StreamTx {
             io: w,
@@ -218,14 +228,9 @@ pub(crate) fn halves<R, W>(r: R, w: W, options: &TcpOptions) -> (StreamTx<W>, St
         },
         StreamRx {
             io: r,
-            buf: vec![
-                0;
-                options
-                    .read_buffer_size
-                    .max(max)
-                    .max(LARGE_FIRST_HEADER_LEN)
-            ]
-            .into_boxed_slice(),
+            buf: vec![0; base].into_boxed_slice(),
+            base,
+            grow_to: options.max_read_buffer_size.max(base),
             start: 0,
             end: 0,
             returned: 0,
@@ -323,6 +328,10 @@ fn broken_pipe_is_closed(e: io::Error) -> LinkError {
 pub struct StreamRx<R> {
     io: R,
     buf: Box<[u8]>,
+    /// The buffer's size when idle.
+    base: usize,
+    /// The largest the buffer grows to.
+    grow_to: usize,
     /// Unconsumed bytes are `buf[start..end]`.
     start: usize,
     end: usize,
@@ -378,7 +387,14 @@ impl<R: AsyncRead + Unpin + Send + 'static> LinkRx for StreamRx<R> {
             // `read` is cancel-safe: if this future is dropped, no bytes were taken.
             match self.io.read(space).await {
                 Ok(0) => self.eof = true,
-                Ok(n) => self.end += n,
+                Ok(n) => {
+                    self.end += n;
+                    // A read that filled the buffer: more is likely waiting, so read it in
+                    // larger pieces from now on (until the next idle release).
+                    if self.end == self.buf.len() && self.buf.len() < self.grow_to {
+                        self.resize(self.buf.len().saturating_mul(2).min(self.grow_to));
+                    }
+                }
                 // A TLS peer that closes without close_notify; containers are self-delimiting,
                 // so a truncation is still caught above.
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => self.eof = true,
@@ -386,6 +402,36 @@ impl<R: AsyncRead + Unpin + Send + 'static> LinkRx for StreamRx<R> {
                 Err(e) => return Err(LinkError::Io(e)),
             }
         }
+    }
+
+    fn release_memory(&mut self) {
+        // The slice the last `recv` returned is no longer borrowed.
+        self.start += std::mem::take(&mut self.returned);
+        // Only when the received bytes leave room in the small buffer (they always do between
+        // messages): a full buffer would read nothing.
+        if self.buf.len() > self.base && self.end - self.start < self.base {
+            self.resize(self.base);
+        }
+    }
+}
+
+impl<R> StreamRx<R> {
+    /// Moves the unconsumed bytes into a new buffer of `size` bytes (at least what they need).
+    fn resize(&mut self, size: usize) {
+        let pending = self.buf.get(self.start..self.end).unwrap_or(&[]);
+        let mut buf = vec![0u8; size.max(pending.len())].into_boxed_slice();
+        if let Some(dst) = buf.get_mut(..pending.len()) {
+            dst.copy_from_slice(pending);
+        }
+        self.end = pending.len();
+        self.start = 0;
+        self.buf = buf;
+    }
+
+    /// The receive buffer's current size (grows under load, see
+    /// [`TcpOptions::max_read_buffer_size`]).
+    pub fn buffer_size(&self) -> usize {
+        self.buf.len()
     }
 }
 
