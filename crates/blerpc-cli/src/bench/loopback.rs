@@ -64,6 +64,15 @@ pub struct LoopbackArgs {
     #[arg(long, value_delimiter = ',', value_parser = parse_size, value_name = "SIZES",
           default_value = "0,64,1K,64K")]
     pub payloads: Vec<usize>,
+    /// Payload sizes of the pipelined rows (one client, `--window` calls in flight on its one
+    /// connection), comma-separated; `--window 1` leaves these rows out.
+    #[arg(long, value_delimiter = ',', value_parser = parse_size, value_name = "SIZES",
+          default_value = "64K")]
+    pub pipelined: Vec<usize>,
+    /// Calls in flight on the pipelined rows' one connection (bleRPC's default limit of calls
+    /// in flight is 4); 1 leaves the pipelined rows out.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub window: usize,
     /// Transports, comma-separated.
     #[arg(
         long,
@@ -161,6 +170,8 @@ struct Plan {
     clients: usize,
     load_messages: usize,
     payloads: Vec<usize>,
+    pipelined: Vec<usize>,
+    window: usize,
     transports: Vec<Transport>,
     variants: Vec<Variant>,
 }
@@ -176,6 +187,12 @@ impl Plan {
             clients: args.clients,
             load_messages: pick(args.load_messages, 400, 10_000),
             payloads: dedup(args.payloads.clone()),
+            pipelined: if args.window > 1 {
+                dedup(args.pipelined.clone())
+            } else {
+                Vec::new()
+            },
+            window: args.window,
             transports: dedup(args.transports.iter().map(|&t| t.into()).collect()),
             variants: Variant::ALL
                 .into_iter()
@@ -187,6 +204,9 @@ impl Plan {
         }
         if plan.reps == 0 || plan.reps > 100 {
             bail!("--reps must be between 1 and 100");
+        }
+        if plan.window == 0 || plan.window > 64 {
+            bail!("--window must be between 1 and 64");
         }
         if plan.clients > 1000 {
             bail!("--clients is at most 1,000");
@@ -208,15 +228,18 @@ impl Plan {
         order.rotate_left(rep % n);
         let mut runs = Vec::new();
         for &transport in &self.transports {
-            let mut rows: Vec<(usize, usize)> = self.payloads.iter().map(|&p| (1, p)).collect();
+            let mut rows: Vec<(usize, usize, usize)> =
+                self.payloads.iter().map(|&p| (1, 1, p)).collect();
+            rows.extend(self.pipelined.iter().map(|&p| (1, self.window, p)));
             if self.clients > 0 {
-                rows.push((self.clients, 64));
+                rows.push((self.clients, 1, 64));
             }
-            for (clients, payload) in rows {
+            for (clients, window, payload) in rows {
                 for &variant in &order {
                     runs.push(report::RowKey {
                         transport,
                         clients,
+                        window,
                         payload,
                         variant,
                     });
@@ -277,12 +300,17 @@ impl Progress {
 
 fn run_label(rep: usize, reps: usize, key: &report::RowKey) -> String {
     format!(
-        "rep {}/{reps}  {} {:>6}  {:>2} client{}  {}",
+        "rep {}/{reps}  {} {:>6}  {:>2} client{}{}  {}",
         rep + 1,
         key.transport.label(),
         report::size(key.payload),
         key.clients,
         if key.clients == 1 { " " } else { "s" },
+        if key.window > 1 {
+            format!(" ({} in flight)", key.window)
+        } else {
+            String::new()
+        },
         key.variant.label()
     )
 }
@@ -300,6 +328,7 @@ async fn measure_all(plan: Plan, target: Target, command: String) -> Report {
     let payloads: Vec<(usize, Arc<Vec<u8>>)> = plan
         .payloads
         .iter()
+        .chain(&plan.pipelined)
         .chain(std::iter::once(&64))
         .map(|&p| (p, Arc::new((0..p).map(|i| (i % 251) as u8).collect())))
         .collect();
@@ -323,6 +352,7 @@ async fn measure_all(plan: Plan, target: Target, command: String) -> Report {
                 key.variant,
                 &payload.1,
                 key.clients,
+                key.window,
                 messages,
                 &tick,
             )
@@ -456,13 +486,16 @@ mod tests {
             clients: 20,
             load_messages: 20,
             payloads: vec![0, 64],
+            pipelined: vec![65_536],
+            window: 4,
             transports: vec![Transport::Tcp],
             variants: Variant::ALL.to_vec(),
         };
         let first: Vec<Variant> = (0..3).map(|r| plan.runs(r)[0].variant).collect();
         assert_eq!(first, Variant::ALL);
-        // Two payloads and the load row, three variants each.
-        assert_eq!(plan.runs(0).len(), 9);
-        assert_eq!(plan.runs(0)[6].clients, 20);
+        // Two payloads, the pipelined row and the load row, three variants each.
+        assert_eq!(plan.runs(0).len(), 12);
+        assert_eq!(plan.runs(0)[6].window, 4);
+        assert_eq!(plan.runs(0)[9].clients, 20);
     }
 }

@@ -138,6 +138,54 @@ impl<S: AsyncRead + AsyncWrite + Unpin> BareClient<S> {
         Ok(())
     }
 
+    /// `messages` DATA frames with up to `window` of them unacknowledged at once; returns each
+    /// message's round trip (from its write to its ACK), ns. The frames are written one after
+    /// the other and the ACKs read as they come; the server answers queued frames in order.
+    pub async fn pipelined(&mut self, messages: usize, window: usize) -> io::Result<Vec<u64>> {
+        let window = window.max(1);
+        let mut sent_at = std::collections::VecDeque::with_capacity(window);
+        let mut latencies = Vec::with_capacity(messages);
+        let mut buf = [0u8; 4096];
+        let mut have = 0;
+        let mut sent = 0;
+        while latencies.len() < messages {
+            while sent < messages && sent_at.len() < window {
+                self.io.write_all(&self.frame).await?;
+                self.io.flush().await?;
+                sent_at.push_back(std::time::Instant::now());
+                sent += 1;
+            }
+            let Some(space) = buf.get_mut(have..) else {
+                return Err(io::Error::other("ACK buffer overrun"));
+            };
+            match self.io.read(space).await? {
+                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+                n => have += n,
+            }
+            let mut off = 0;
+            while let Some(ack) = buf.get(off..have).and_then(|b| b.first_chunk::<4>()) {
+                let got = u32::from_le_bytes(*ack);
+                if got != self.payload_len {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("ACK for {got} bytes, sent {}", self.payload_len),
+                    ));
+                }
+                let Some(t) = sent_at.pop_front() else {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "an ACK for a frame that was not sent",
+                    ));
+                };
+                latencies.push(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX));
+                off += 4;
+            }
+            buf.copy_within(off..have, 0);
+            have -= off;
+        }
+        Ok(latencies)
+    }
+
     /// Closes the stream (FIN, and close_notify on TLS).
     pub async fn close(mut self) {
         let _ = self.io.shutdown().await;
@@ -167,6 +215,17 @@ mod tests {
         a.write_all(&u32::MAX.to_le_bytes()).await.unwrap();
         let e = server.await.unwrap().unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+    }
+
+    #[tokio::test]
+    async fn pipelined_calls_are_each_acknowledged() {
+        let (a, b) = tokio::io::duplex(1 << 16);
+        let server = tokio::spawn(serve(b));
+        let mut c = BareClient::new(a, &[5u8; 3000]).unwrap();
+        let lat = c.pipelined(50, 4).await.unwrap();
+        assert_eq!(lat.len(), 50);
+        c.close().await;
+        server.await.unwrap().unwrap();
     }
 
     #[tokio::test]

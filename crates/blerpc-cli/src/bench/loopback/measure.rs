@@ -227,23 +227,7 @@ impl Conn {
 
     async fn call(&mut self) -> Result<(), CallFailure> {
         match self {
-            Conn::Blerpc { api, payload, .. } => {
-                let request = pb::DataWriteRequest {
-                    data: payload.as_ref().clone(),
-                };
-                match api.data_write(request).await {
-                    Ok(ack) if ack.length as usize == payload.len() => Ok(()),
-                    Ok(ack) => Err(CallFailure::Failed(format!(
-                        "ACK for {} bytes, sent {}",
-                        ack.length,
-                        payload.len()
-                    ))),
-                    Err(blerpc::Error::Call(
-                        e @ (CallError::DataTooLong { .. } | CallError::RequestTooLarge { .. }),
-                    )) => Err(CallFailure::Unsupported(e.to_string())),
-                    Err(e) => Err(CallFailure::Failed(e.to_string())),
-                }
-            }
+            Conn::Blerpc { api, payload, .. } => blerpc_call(api, payload).await,
             Conn::BareTcp(c) => c
                 .call()
                 .await
@@ -272,6 +256,108 @@ impl Conn {
             Conn::BareTcp(c) => c.close().await,
             Conn::BareTls(c) => c.close().await,
         }
+    }
+}
+
+/// One bleRPC `data_write` of `payload`, checked against its ACK.
+async fn blerpc_call(api: &pb::BlerpcClient, payload: &Arc<Vec<u8>>) -> Result<(), CallFailure> {
+    let request = pb::DataWriteRequest {
+        data: payload.as_ref().clone(),
+    };
+    match api.data_write(request).await {
+        Ok(ack) if ack.length as usize == payload.len() => Ok(()),
+        Ok(ack) => Err(CallFailure::Failed(format!(
+            "ACK for {} bytes, sent {}",
+            ack.length,
+            payload.len()
+        ))),
+        Err(blerpc::Error::Call(
+            e @ (CallError::DataTooLong { .. } | CallError::RequestTooLarge { .. }),
+        )) => Err(CallFailure::Unsupported(e.to_string())),
+        Err(e) => Err(CallFailure::Failed(e.to_string())),
+    }
+}
+
+/// One bleRPC call timed, bounded by [`CALL_TIMEOUT`].
+async fn timed_blerpc_call(
+    api: &pb::BlerpcClient,
+    payload: &Arc<Vec<u8>>,
+) -> Result<u64, CallFailure> {
+    let t = Instant::now();
+    match tokio::time::timeout(CALL_TIMEOUT, blerpc_call(api, payload)).await {
+        Ok(Ok(())) => Ok(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(CallFailure::Failed(format!(
+            "no ACK within {CALL_TIMEOUT:?}"
+        ))),
+    }
+}
+
+/// `messages` calls on one connection with up to `window` in flight at once: bleRPC runs
+/// `window` callers on the same client (each one call at a time, so the window stays full), the
+/// bare client writes frames ahead of their ACKs. Each message's latency is its own round trip.
+async fn pipelined_loop(
+    conn: &mut Conn,
+    messages: usize,
+    window: usize,
+) -> Result<Vec<u64>, (Vec<u64>, String)> {
+    let window = window.clamp(1, messages.max(1));
+    match conn {
+        Conn::Blerpc { api, payload, .. } => {
+            let callers = (0..window).map(|i| {
+                let share = messages / window + usize::from(i < messages % window);
+                let (api, payload) = (&*api, &*payload);
+                async move {
+                    let mut latencies = Vec::with_capacity(share);
+                    for n in 0..share {
+                        match timed_blerpc_call(api, payload).await {
+                            Ok(ns) => latencies.push(ns),
+                            Err(CallFailure::Failed(e) | CallFailure::Unsupported(e)) => {
+                                return Err((
+                                    latencies,
+                                    format!("caller {i}, message {}: {e}", n + 1),
+                                ));
+                            }
+                        }
+                    }
+                    Ok(latencies)
+                }
+            });
+            let mut all = Vec::with_capacity(messages);
+            let mut error = None;
+            for r in futures_util::future::join_all(callers).await {
+                match r {
+                    Ok(l) => all.extend(l),
+                    Err((l, e)) => {
+                        all.extend(l);
+                        error.get_or_insert(e);
+                    }
+                }
+            }
+            match error {
+                None => Ok(all),
+                Some(e) => Err((all, e)),
+            }
+        }
+        Conn::BareTcp(c) => bare_pipelined(c, messages, window).await,
+        Conn::BareTls(c) => bare_pipelined(c, messages, window).await,
+    }
+}
+
+async fn bare_pipelined<S>(
+    c: &mut BareClient<S>,
+    messages: usize,
+    window: usize,
+) -> Result<Vec<u64>, (Vec<u64>, String)>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    // The whole run is bounded like one call per message.
+    let bound = CALL_TIMEOUT.saturating_mul(u32::try_from(messages.max(1)).unwrap_or(u32::MAX));
+    match tokio::time::timeout(bound, c.pipelined(messages, window)).await {
+        Ok(Ok(l)) => Ok(l),
+        Ok(Err(e)) => Err((Vec::new(), e.to_string())),
+        Err(_) => Err((Vec::new(), format!("not done within {bound:?}"))),
     }
 }
 
@@ -327,13 +413,19 @@ async fn prepare(
 }
 
 /// Runs one row with `clients` concurrent clients sending `messages` in total (spread evenly),
-/// each after its own warm-up call. `progress` gets the messages done so far.
+/// each after its own warm-up call, with `window` calls in flight per client (1: one call at a
+/// time; more: one client only). `progress` gets the messages done so far.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one row's parameters, named at the call site"
+)]
 pub async fn run(
     target: &Target,
     transport: Transport,
     variant: Variant,
     payload: &Arc<Vec<u8>>,
     clients: usize,
+    window: usize,
     messages: usize,
     progress: &(dyn Fn(usize) + Sync),
 ) -> RunResult {
@@ -368,7 +460,11 @@ pub async fn run(
         let mut conn = conns.pop();
         let mut out = Vec::new();
         if let Some(conn) = conn.as_mut() {
-            let r = timed_loop(conn, messages, progress).await;
+            let r = if window > 1 {
+                pipelined_loop(conn, messages, window).await
+            } else {
+                timed_loop(conn, messages, progress).await
+            };
             out.push(client_run(r));
         }
         if let Some(conn) = conn {
