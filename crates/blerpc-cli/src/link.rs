@@ -469,6 +469,9 @@ impl<T: LinkTx> LinkTx for TracedTx<T> {
     fn close(&mut self) -> impl Future<Output = Result<(), LinkError>> + Send {
         self.inner.close()
     }
+    fn release_memory(&mut self) {
+        self.inner.release_memory();
+    }
 }
 
 impl<R: LinkRx> LinkRx for TracedRx<R> {

@@ -554,6 +554,7 @@ impl Task {
                 if idle.update(self.sinks.is_empty() && !tx.has_pending(), tnow) {
                     self.central.release_memory();
                     rx.release_memory();
+                    tx.release_memory();
                 }
                 if idle.released() {
                     buf = Vec::new();

@@ -461,6 +461,7 @@ impl Connection {
             if idle.update(!busy && !tx.has_pending(), tnow) {
                 self.peripheral.release_memory();
                 rx.release_memory();
+                tx.release_memory();
             }
             let protocol = self
                 .peripheral

@@ -88,6 +88,10 @@ pub trait LinkTx: Send + 'static {
     fn flush(&mut self) -> impl Future<Output = Result<(), LinkError>> + Send;
     /// Flushes and closes the link.
     fn close(&mut self) -> impl Future<Output = Result<(), LinkError>> + Send;
+    /// Gives back memory the send queue grew to (it keeps its capacity between messages), when
+    /// nothing is queued. The connection tasks call it once the connection has been idle for
+    /// their idle-release time. The default does nothing.
+    fn release_memory(&mut self) {}
 }
 
 /// The receive half of a [`Link`].

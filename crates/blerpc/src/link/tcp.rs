@@ -56,8 +56,10 @@ pub struct TcpOptions {
     /// Sets `TCP_NODELAY` (disables Nagle's algorithm). Default `true`: a request is usually a
     /// single small write that must not wait for the previous segment's ACK.
     pub nodelay: bool,
-    /// Bytes queued for sending before [`LinkTx::is_full`] reports full. Default 16 KiB
-    /// (about 64 containers at MTU 247).
+    /// Bytes queued for sending before [`LinkTx::is_full`] reports full, which is also the
+    /// largest single write. Default 64 KiB (about 270 containers at MTU 247: a 64 KiB message
+    /// goes out in one write). The queue's memory is given back when the connection is idle
+    /// ([`LinkTx::release_memory`]).
     pub send_queue_limit: usize,
     /// The receive buffer per connection, in bytes (raised to one container if smaller). Default
     /// 4 KiB. Also the WebSocket read buffer.
@@ -87,7 +89,7 @@ impl Default for TcpOptions {
         TcpOptions {
             att_mtu: DEFAULT_STREAM_ATT_MTU,
             nodelay: true,
-            send_queue_limit: 16 * 1024,
+            send_queue_limit: 64 * 1024,
             read_buffer_size: 4 * 1024,
             max_read_buffer_size: 64 * 1024,
             reuse_port: false,
@@ -312,6 +314,12 @@ impl<W: AsyncWrite + Unpin + Send + 'static> LinkTx for StreamTx<W> {
         // FIN (and TLS close_notify); the peer's `recv` returns `Ok(None)`.
         let _ = self.io.shutdown().await;
         flushed
+    }
+    fn release_memory(&mut self) {
+        if !self.has_pending() {
+            self.buf = Vec::new();
+            self.sent = 0;
+        }
     }
 }
 
@@ -616,6 +624,35 @@ mod tests {
         assert_eq!(container_len(&[1, 0, 0xD4, 1]), Some(5));
         assert_eq!(container_len(&[1, 0, 0x83, 0]), Some(4));
         assert_eq!(container_len(&[1, 0]), None);
+    }
+
+    #[tokio::test]
+    async fn the_send_queue_gives_its_memory_back_when_released() {
+        let (a, mut b) = tokio::io::duplex(1 << 20);
+        let (mut tx, _rx) = halves(tokio::io::empty(), a, &TcpOptions::default());
+        let pdu = [7u8, 0, 0x40, 240]
+            .into_iter()
+            .chain([1u8; 240])
+            .collect::<Vec<u8>>();
+        while !tx.is_full() {
+            tx.queue(&pdu).unwrap_or_else(|e| panic!("{e}"));
+        }
+        // Nothing is released while bytes are queued.
+        tx.release_memory();
+        assert!(tx.has_pending());
+        assert!(tx.buf.capacity() >= 64 * 1024);
+        tx.flush().await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(tx.buf.capacity() >= 64 * 1024, "kept between messages");
+        tx.release_memory();
+        assert_eq!(tx.buf.capacity(), 0);
+        let mut got = vec![0u8; 64 * 1024];
+        tokio::io::AsyncReadExt::read_exact(&mut b, &mut got)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got.get(..244), Some(&pdu[..]));
+        // Still usable afterwards.
+        tx.queue(&pdu).unwrap_or_else(|e| panic!("{e}"));
+        assert!(tx.has_pending());
     }
 
     #[test]
