@@ -486,20 +486,19 @@ where
         // Keep the plaintext command (the name alone for client streams).
         // (In our own encoding: the extended header only for data beyond 65,535 bytes, which
         // check_request_len allows only with the extension in force.)
+        // Header and data appended (not a zero-filled buffer written over: for a long request
+        // that would be one more pass over every byte).
         let mut stored = O::default();
-        let cmd = Command {
-            kind: CommandType::Request,
-            name,
-            data: request,
-        };
-        stored
-            .try_resize(cmd.emitted_len_large())
-            .map_err(|_| CallError::OutboxFull {
-                needed: cmd.emitted_len_large(),
-                free: 0,
-            })?;
-        cmd.emit_large(stored.as_mut_slice())
+        let header_len = Command::header_len_large(name.len(), request.len());
+        let needed = header_len + request.len();
+        let mut header = [0u8; Command::header_len_large(MAX_NAME_LEN, usize::MAX)];
+        let header = header.get_mut(..header_len).ok_or(CallError::InvalidName)?;
+        Command::emit_header_large(CommandType::Request, name, request.len(), header)
             .map_err(|_| CallError::InvalidName)?;
+        let full = |_| CallError::OutboxFull { needed, free: 0 };
+        stored.try_reserve(needed).map_err(full)?;
+        stored.try_extend(header).map_err(full)?;
+        stored.try_extend(request).map_err(full)?;
 
         let id = CallId(self.next_call);
         let mut call = Call {
