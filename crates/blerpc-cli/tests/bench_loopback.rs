@@ -57,10 +57,24 @@ fn quick_run_has_every_row_with_sane_figures() {
         "bare baseline",
         "Connection setup",
         "0 errors",
-        "| TCP load  | 5 ",
-        "| TLS load  | 5 ",
+        "4 calls in flight",
     ] {
         assert!(stdout.contains(needle), "missing {needle:?}:\n{stdout}");
+    }
+    // Table rows by their first two cells (the column widths follow the contents).
+    let has_row = |label: &str, clients: &str| {
+        stdout.lines().any(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            cells.get(1) == Some(&label) && cells.get(2) == Some(&clients)
+        })
+    };
+    for (label, clients) in [
+        ("TCP load", "5"),
+        ("TLS load", "5"),
+        ("TCP pipelined", "1 (4 in flight)"),
+        ("TLS pipelined", "1 (4 in flight)"),
+    ] {
+        assert!(has_row(label, clients), "no {label} row:\n{stdout}");
     }
     let targets = stdout
         .lines()
@@ -73,8 +87,15 @@ fn quick_run_has_every_row_with_sane_figures() {
     assert_eq!(report["errors"], 0);
     assert_eq!(report["reps"], 1);
     let rows = report["rows"].as_array().unwrap();
-    // 2 transports × (4 payloads + the load row) × 3 variants.
-    assert_eq!(rows.len(), 30, "{report:#}");
+    // 2 transports × (4 payloads + the pipelined 64 KiB row + the load row) × 3 variants.
+    assert_eq!(rows.len(), 36, "{report:#}");
+    let pipelined: Vec<&Value> = rows.iter().filter(|r| r["window"] == 4).collect();
+    assert_eq!(pipelined.len(), 6, "{report:#}");
+    for row in pipelined {
+        assert_eq!(row["payload"], 65_536, "{row:#}");
+        assert_eq!(row["clients"], 1, "{row:#}");
+        assert!(row["published"].is_null(), "{row:#}");
+    }
     for row in rows {
         assert_eq!(row["errors"], 0, "{row:#}");
         let unsupported = !row["unsupported"].is_null();
