@@ -236,6 +236,54 @@ async fn the_read_buffer_grows_under_bulk_and_shrinks_when_released() {
 }
 
 #[tokio::test]
+async fn random_chunks_with_growth_and_releases_lose_no_container() {
+    // A fixed xorshift sequence: reproducible, no RNG dependency.
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    let options = TcpOptions {
+        read_buffer_size: 4096,
+        max_read_buffer_size: 64 * 1024,
+        ..TcpOptions::default()
+    };
+    let (link, mut raw) = raw_pair(options).await;
+    let (_tx, mut rx) = link.split();
+    let containers: Vec<Vec<u8>> = (0..60).flat_map(|_| sample_containers()).collect();
+    let bytes = containers.concat();
+    let chunks: Vec<usize> = (0..bytes.len()).map(|_| 1 + next(20_000)).collect();
+    let writer = tokio::spawn(async move {
+        let mut rest = &bytes[..];
+        for len in chunks {
+            if rest.is_empty() {
+                break;
+            }
+            let (chunk, tail) = rest.split_at(len.min(rest.len()));
+            raw.write_all(chunk).await.unwrap();
+            rest = tail;
+            tokio::task::yield_now().await;
+        }
+        raw.shutdown().await.unwrap();
+    });
+    let mut max_seen = 0;
+    for (i, c) in containers.iter().enumerate() {
+        let got = timeout(LIMIT, rx.recv()).await.unwrap().unwrap().unwrap();
+        assert_eq!(got, &c[..], "container {i}");
+        max_seen = max_seen.max(rx.buffer_size());
+        assert!((4096..=64 * 1024).contains(&rx.buffer_size()));
+        if next(7) == 0 {
+            rx.release_memory();
+        }
+    }
+    assert_eq!(rx.recv().await.unwrap(), None);
+    writer.await.unwrap();
+    assert!(max_seen > 4096, "the buffer never grew");
+}
+
+#[tokio::test]
 async fn recv_is_cancel_safe() {
     let (link, mut raw) = raw_pair(TcpOptions::default()).await;
     let (_tx, mut rx) = link.split();
