@@ -24,7 +24,9 @@
 //! **Buffers and backpressure.** The receive half owns one read buffer of
 //! [`TcpOptions::read_buffer_size`] bytes (at least one container) and returns slices of it, so
 //! many containers arriving in one read cost one system call and a container split over many
-//! reads is reassembled in place. The transmit half appends queued containers to one write buffer;
+//! reads is reassembled in place. A read that fills at least half of the buffer doubles it, up
+//! to [`TcpOptions::max_read_buffer_size`], so a long message is read in a few large pieces; it
+//! goes back to its first size on [`LinkRx::release_memory`] (an idle connection). The transmit half appends queued containers to one write buffer;
 //! [`LinkTx::is_full`] turns true at [`TcpOptions::send_queue_limit`] bytes, which is how a full
 //! socket buffer slows the protocol down. Both `flush` and `recv` are cancel-safe: their progress
 //! lives in these buffers, never in the future.
@@ -392,14 +394,20 @@ impl<R: AsyncRead + Unpin + Send + 'static> LinkRx for StreamRx<R> {
             let Some(space) = self.buf.get_mut(self.end..) else {
                 return Err(LinkError::Framing("receive buffer overrun".into()));
             };
+            let offered = space.len();
             // `read` is cancel-safe: if this future is dropped, no bytes were taken.
             match self.io.read(space).await {
                 Ok(0) => self.eof = true,
                 Ok(n) => {
                     self.end += n;
-                    // A read that filled the buffer: more is likely waiting, so read it in
-                    // larger pieces from now on (until the next idle release).
-                    if self.end == self.buf.len() && self.buf.len() < self.grow_to {
+                    // A read that filled at least half of the buffer: more is likely waiting,
+                    // so read in larger pieces from now on (until the next idle release). A
+                    // read that only filled a small tail left after earlier containers does not
+                    // count; the buffer is compacted instead.
+                    if n == offered
+                        && offered * 2 >= self.buf.len()
+                        && self.buf.len() < self.grow_to
+                    {
                         self.resize(self.buf.len().saturating_mul(2).min(self.grow_to));
                     }
                 }
