@@ -141,7 +141,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> BareClient<S> {
     /// `messages` DATA frames with up to `window` of them unacknowledged at once; returns each
     /// message's round trip (from its write to its ACK), ns. The frames are written one after
     /// the other and the ACKs read as they come; the server answers queued frames in order.
-    pub async fn pipelined(&mut self, messages: usize, window: usize) -> io::Result<Vec<u64>> {
+    /// Each write and each wait for an ACK is bounded by `stall` (`TimedOut` past it).
+    pub async fn pipelined(
+        &mut self,
+        messages: usize,
+        window: usize,
+        stall: std::time::Duration,
+    ) -> io::Result<Vec<u64>> {
+        let timed_out = |what: &str| {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("{what} took over {stall:?}"),
+            )
+        };
         let window = window.max(1);
         let mut sent_at = std::collections::VecDeque::with_capacity(window);
         let mut latencies = Vec::with_capacity(messages);
@@ -150,15 +162,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin> BareClient<S> {
         let mut sent = 0;
         while latencies.len() < messages {
             while sent < messages && sent_at.len() < window {
-                self.io.write_all(&self.frame).await?;
-                self.io.flush().await?;
+                tokio::time::timeout(stall, async {
+                    self.io.write_all(&self.frame).await?;
+                    self.io.flush().await
+                })
+                .await
+                .map_err(|_| timed_out("a DATA write"))??;
                 sent_at.push_back(std::time::Instant::now());
                 sent += 1;
             }
             let Some(space) = buf.get_mut(have..) else {
                 return Err(io::Error::other("ACK buffer overrun"));
             };
-            match self.io.read(space).await? {
+            match tokio::time::timeout(stall, self.io.read(space))
+                .await
+                .map_err(|_| timed_out("waiting for an ACK"))??
+            {
                 0 => return Err(io::ErrorKind::UnexpectedEof.into()),
                 n => have += n,
             }
@@ -222,10 +241,24 @@ mod tests {
         let (a, b) = tokio::io::duplex(1 << 16);
         let server = tokio::spawn(serve(b));
         let mut c = BareClient::new(a, &[5u8; 3000]).unwrap();
-        let lat = c.pipelined(50, 4).await.unwrap();
+        let lat = c
+            .pipelined(50, 4, std::time::Duration::from_secs(10))
+            .await
+            .unwrap();
         assert_eq!(lat.len(), 50);
         c.close().await;
         server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_silent_server_is_a_timeout_not_a_hang() {
+        let (a, _b) = tokio::io::duplex(1 << 16);
+        let mut c = BareClient::new(a, &[5u8; 100]).unwrap();
+        let e = c
+            .pipelined(10, 4, std::time::Duration::from_millis(50))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
     }
 
     #[tokio::test]

@@ -352,13 +352,10 @@ async fn bare_pipelined<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    // The whole run is bounded like one call per message.
-    let bound = CALL_TIMEOUT.saturating_mul(u32::try_from(messages.max(1)).unwrap_or(u32::MAX));
-    match tokio::time::timeout(bound, c.pipelined(messages, window)).await {
-        Ok(Ok(l)) => Ok(l),
-        Ok(Err(e)) => Err((Vec::new(), e.to_string())),
-        Err(_) => Err((Vec::new(), format!("not done within {bound:?}"))),
-    }
+    // Every write and every wait for an ACK is bounded like one call.
+    c.pipelined(messages, window, CALL_TIMEOUT)
+        .await
+        .map_err(|e| (Vec::new(), e.to_string()))
 }
 
 /// One client's connection, warm-up and `messages` timed calls (the loop starts at `start`).
