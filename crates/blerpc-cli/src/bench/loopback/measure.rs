@@ -240,14 +240,7 @@ impl Conn {
     }
 
     async fn timed_call(&mut self) -> Result<u64, CallFailure> {
-        let t = Instant::now();
-        match tokio::time::timeout(CALL_TIMEOUT, self.call()).await {
-            Ok(Ok(())) => Ok(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX)),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(CallFailure::Failed(format!(
-                "no ACK within {CALL_TIMEOUT:?}"
-            ))),
-        }
+        timed(self.call()).await
     }
 
     async fn close(self) {
@@ -278,13 +271,10 @@ async fn blerpc_call(api: &pb::BlerpcClient, payload: &Arc<Vec<u8>>) -> Result<(
     }
 }
 
-/// One bleRPC call timed, bounded by [`CALL_TIMEOUT`].
-async fn timed_blerpc_call(
-    api: &pb::BlerpcClient,
-    payload: &Arc<Vec<u8>>,
-) -> Result<u64, CallFailure> {
+/// One call's round trip in ns, bounded by [`CALL_TIMEOUT`].
+async fn timed(call: impl Future<Output = Result<(), CallFailure>>) -> Result<u64, CallFailure> {
     let t = Instant::now();
-    match tokio::time::timeout(CALL_TIMEOUT, blerpc_call(api, payload)).await {
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
         Ok(Ok(())) => Ok(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX)),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(CallFailure::Failed(format!(
@@ -310,7 +300,7 @@ async fn pipelined_loop(
                 async move {
                     let mut latencies = Vec::with_capacity(share);
                     for n in 0..share {
-                        match timed_blerpc_call(api, payload).await {
+                        match timed(blerpc_call(api, payload)).await {
                             Ok(ns) => latencies.push(ns),
                             Err(CallFailure::Failed(e) | CallFailure::Unsupported(e)) => {
                                 return Err((
