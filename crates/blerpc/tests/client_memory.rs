@@ -102,15 +102,13 @@ fn measure(n: usize) -> (f64, Vec<(usize, f64)>) {
         .unwrap();
     let server = common::server(true);
     let config = common::client_config(&server);
-    let addr = server_rt.block_on(async {
+    // The server lives until `_stop` is dropped at the end of the test.
+    let (addr, _stop) = server_rt.block_on(async {
         let acceptor = WsAcceptor::bind("127.0.0.1:0", WsOptions::default())
             .await
             .unwrap();
         let addr = acceptor.local_addr().unwrap();
-        tokio::spawn(async move {
-            let _ = server.serve(acceptor, std::future::pending()).await;
-        });
-        addr
+        (addr, common::serve_in_background(server, acceptor))
     });
     let open = move |count: usize| {
         let config = config.clone();

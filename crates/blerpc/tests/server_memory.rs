@@ -66,9 +66,7 @@ fn heap_per_idle_server_connection_by_size() {
             .await
             .unwrap();
         let addr = acceptor.local_addr().unwrap();
-        tokio::spawn(async move {
-            let _ = server.serve(acceptor, std::future::pending()).await;
-        });
+        let _server = common::serve_in_background(server, acceptor);
         let mut held = Vec::new();
         for _ in 0..20 {
             held.push(common::ws_upgraded(addr).await);

@@ -98,14 +98,7 @@ async fn ipv6_loopback_works_when_available() {
     let addr = acceptor.local_addr().unwrap();
     let server = server(true);
     let config = client_config(&server);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        server
-            .serve(acceptor, async {
-                let _ = stop_rx.await;
-            })
-            .await
-    });
+    let (stop_tx, task) = common::serve_in_background(server, acceptor);
     let link = tcp::connect(addr, &TcpOptions::default()).await.unwrap();
     assert!(
         link.peer_id().starts_with("tcp://[::1]:"),
@@ -115,7 +108,7 @@ async fn ipv6_loopback_works_when_available() {
     let client = Client::connect(link, config).await.unwrap();
     assert_eq!(client.call("echo", vec![1]).await.unwrap(), vec![1]);
     drop(stop_tx);
-    task.await.unwrap().unwrap();
+    task.await.unwrap();
 }
 
 /// A link-level pair: an accepted server link and a raw client socket.
