@@ -216,7 +216,7 @@ fn client(
                 let _ = write!(
                     out,
                     "pub async fn {ident}(&self, request: {input}) -> {RESULT}<{output}, {ERROR}> {{
-                        let response = self.inner.call({wire:?}, {MESSAGE}::encode_to_vec(&request)).await?;
+                        let response = self.inner.call({wire:?}, ::blerpc::__private::encode(&request)).await?;
                         {decode}
                     }}"
                 );
@@ -236,7 +236,7 @@ fn client(
                 let _ = write!(
                     out,
                     "pub async fn {ident}(&self, request: {input}) -> {RESULT}<ResponseStream<{output}>, {ERROR}> {{
-                        let stream = self.inner.server_stream({wire:?}, {MESSAGE}::encode_to_vec(&request)).await?;
+                        let stream = self.inner.server_stream({wire:?}, ::blerpc::__private::encode(&request)).await?;
                         ::core::result::Result::Ok(ResponseStream::new(stream))
                     }}"
                 );
@@ -260,7 +260,7 @@ fn client(
                     where I: ::core::iter::IntoIterator<Item = {input}> {{
                         let mut upload = self.inner.client_stream({wire:?}).await?;
                         for item in items {{
-                            upload.send({MESSAGE}::encode_to_vec(&item)).await?;
+                            upload.send(::blerpc::__private::encode(&item)).await?;
                         }}
                         let response = upload.finish().await?;
                         {decode}
@@ -284,7 +284,7 @@ fn client(
                         while let ::core::option::Option::Some(item) =
                             ::core::future::poll_fn(|cx| {STREAM}::poll_next(items.as_mut(), cx)).await
                         {{
-                            upload.send({MESSAGE}::encode_to_vec(&item)).await?;
+                            upload.send(::blerpc::__private::encode(&item)).await?;
                         }}
                         let response = upload.finish().await?;
                         {decode}
@@ -467,7 +467,7 @@ fn server(
                     ::std::boxed::Box::pin(async move {{
                         let request = {decode}?;
                         let response = handler.{ident}(request).await?;
-                        ::core::result::Result::Ok({MESSAGE}::encode_to_vec(&response))
+                        ::core::result::Result::Ok(::blerpc::__private::encode(&response))
                     }})
                 }}\n",
                 wire = c.name,
@@ -533,7 +533,7 @@ fn server(
                     let handler = ::std::sync::Arc::clone(&self.handler);
                     ::std::boxed::Box::pin(async move {{
                         let response = handler.{ident}(Streaming::new(items)).await?;
-                        ::core::result::Result::Ok({MESSAGE}::encode_to_vec(&response))
+                        ::core::result::Result::Ok(::blerpc::__private::encode(&response))
                     }})
                 }}\n",
                 wire = c.name,
@@ -692,7 +692,7 @@ where
         cx: &mut ::core::task::Context<'_>,
     ) -> ::core::task::Poll<::core::option::Option<Self::Item>> {{
         {STREAM}::poll_next(self.get_mut().0.as_mut(), cx)
-            .map(|item| item.map(|item| item.map(|message| {MESSAGE}::encode_to_vec(&message))))
+            .map(|item| item.map(|item| item.map(|message| ::blerpc::__private::encode(&message))))
     }}
     fn size_hint(&self) -> (usize, ::core::option::Option<usize>) {{
         {STREAM}::size_hint(&self.0)

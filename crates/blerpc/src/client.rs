@@ -741,7 +741,7 @@ impl Task {
                 }
                 CentralEvent::IdentityPresented { identity: key } => identity = Some(key),
                 CentralEvent::Response { call, data } => {
-                    let data = data.to_vec();
+                    let data = blerpc_proto::buf::to_vec_bytes(data);
                     match self.sinks.remove(&call) {
                         Some(Sink::Unary(tx)) => {
                             let _ = tx.send(Ok(data));
@@ -753,7 +753,7 @@ impl Task {
                     }
                 }
                 CentralEvent::StreamItem { call, data } => {
-                    let data = data.to_vec();
+                    let data = blerpc_proto::buf::to_vec_bytes(data);
                     if let Some(Sink::Stream(tx)) = self.sinks.get(&call) {
                         let capacity = tx.max_capacity();
                         match tx.try_send(Ok(data)) {

@@ -55,4 +55,90 @@ pub mod __private {
     pub use futures_core;
     pub use futures_util;
     pub use prost;
+
+    use prost::bytes::buf::UninitSlice;
+    use prost::bytes::{Buf, BufMut};
+
+    /// Encodes `message` into a new `Vec` of exactly its length, copying `bytes` fields with
+    /// [`blerpc_proto::buf::extend_bytes`] (a plain `Vec` copies them with one `memcpy`, which
+    /// is about 20 times slower on AMD Zen when the message was built just before; see
+    /// [`blerpc_proto::buf::copy_bytes`]).
+    pub fn encode(message: &impl prost::Message) -> Vec<u8> {
+        let mut out = EncodeBuf(Vec::with_capacity(message.encoded_len()));
+        message.encode_raw(&mut out);
+        out.0
+    }
+
+    /// A `Vec<u8>` whose slice copies go through [`blerpc_proto::buf::extend_bytes`].
+    struct EncodeBuf(Vec<u8>);
+
+    // SAFETY: every method that touches uninitialised memory is `Vec<u8>`'s own implementation;
+    // `put` and `put_slice` only append initialised bytes through safe `Vec` methods.
+    unsafe impl BufMut for EncodeBuf {
+        fn remaining_mut(&self) -> usize {
+            self.0.remaining_mut()
+        }
+
+        unsafe fn advance_mut(&mut self, cnt: usize) {
+            // SAFETY: the caller's contract (`cnt` bytes of `chunk_mut` initialised) is passed
+            // on unchanged to the `Vec` that handed out that chunk.
+            unsafe { self.0.advance_mut(cnt) }
+        }
+
+        fn chunk_mut(&mut self) -> &mut UninitSlice {
+            self.0.chunk_mut()
+        }
+
+        fn put<T: Buf>(&mut self, mut src: T)
+        where
+            Self: Sized,
+        {
+            while src.has_remaining() {
+                let chunk = src.chunk();
+                let n = chunk.len();
+                blerpc_proto::buf::extend_bytes(&mut self.0, chunk);
+                src.advance(n);
+            }
+        }
+
+        fn put_slice(&mut self, src: &[u8]) {
+            blerpc_proto::buf::extend_bytes(&mut self.0, src);
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use prost::Message;
+
+        #[derive(Clone, PartialEq, prost::Message)]
+        struct Sample {
+            #[prost(bytes = "vec", tag = "1")]
+            data: Vec<u8>,
+            #[prost(bytes = "bytes", tag = "2")]
+            shared: prost::bytes::Bytes,
+            #[prost(string, tag = "3")]
+            name: String,
+            #[prost(uint32, repeated, tag = "4")]
+            values: Vec<u32>,
+        }
+
+        #[test]
+        fn encode_matches_prost_byte_for_byte() {
+            for len in [0usize, 1, 1023, 1025, 65_536, 70_001] {
+                let message = Sample {
+                    data: (0..len).map(|i| (i % 251) as u8).collect(),
+                    shared: (0..len / 2)
+                        .map(|i| (i % 241) as u8)
+                        .collect::<Vec<_>>()
+                        .into(),
+                    name: "data_write".into(),
+                    values: vec![1, 300, 70_000],
+                };
+                let ours = super::encode(&message);
+                assert_eq!(ours, message.encode_to_vec(), "len {len}");
+                assert_eq!(ours.len(), ours.capacity());
+                assert_eq!(Sample::decode(ours.as_slice()).unwrap(), message);
+            }
+        }
+    }
 }

@@ -509,7 +509,7 @@ impl Connection {
         while let Some(event) = self.peripheral.poll_event() {
             match event {
                 PeripheralEvent::Request { tid, name, data } => {
-                    let (name, data) = (name.to_string(), data.to_vec());
+                    let (name, data) = (name.to_string(), blerpc_proto::buf::to_vec_bytes(data));
                     self.on_request(tid, name, data, draining);
                 }
                 PeripheralEvent::StreamEndC2P { tid } => self.on_stream_end(tid),

@@ -129,7 +129,7 @@ impl BlerpcClient {
     ) -> ::core::result::Result<EchoResponse, ::blerpc::Error> {
         let response = self
             .inner
-            .call("echo", ::blerpc::__private::prost::Message::encode_to_vec(&request))
+            .call("echo", ::blerpc::__private::encode(&request))
             .await?;
         <EchoResponse as ::blerpc::__private::prost::Message>::decode(
                 ::blerpc::__private::prost::bytes::Bytes::from(response),
@@ -145,10 +145,7 @@ impl BlerpcClient {
     ) -> ::core::result::Result<FlashReadResponse, ::blerpc::Error> {
         let response = self
             .inner
-            .call(
-                "flash_read",
-                ::blerpc::__private::prost::Message::encode_to_vec(&request),
-            )
+            .call("flash_read", ::blerpc::__private::encode(&request))
             .await?;
         <FlashReadResponse as ::blerpc::__private::prost::Message>::decode(
                 ::blerpc::__private::prost::bytes::Bytes::from(response),
@@ -164,10 +161,7 @@ impl BlerpcClient {
     ) -> ::core::result::Result<DataWriteResponse, ::blerpc::Error> {
         let response = self
             .inner
-            .call(
-                "data_write",
-                ::blerpc::__private::prost::Message::encode_to_vec(&request),
-            )
+            .call("data_write", ::blerpc::__private::encode(&request))
             .await?;
         <DataWriteResponse as ::blerpc::__private::prost::Message>::decode(
                 ::blerpc::__private::prost::bytes::Bytes::from(response),
@@ -188,10 +182,7 @@ impl BlerpcClient {
     ) -> ::core::result::Result<ResponseStream<CounterStreamResponse>, ::blerpc::Error> {
         let stream = self
             .inner
-            .server_stream(
-                "counter_stream",
-                ::blerpc::__private::prost::Message::encode_to_vec(&request),
-            )
+            .server_stream("counter_stream", ::blerpc::__private::encode(&request))
             .await?;
         ::core::result::Result::Ok(ResponseStream::new(stream))
     }
@@ -212,9 +203,7 @@ impl BlerpcClient {
     {
         let mut upload = self.inner.client_stream("counter_upload").await?;
         for item in items {
-            upload
-                .send(::blerpc::__private::prost::Message::encode_to_vec(&item))
-                .await?;
+            upload.send(::blerpc::__private::encode(&item)).await?;
         }
         let response = upload.finish().await?;
         <CounterUploadResponse as ::blerpc::__private::prost::Message>::decode(
@@ -242,9 +231,7 @@ impl BlerpcClient {
             ))
             .await
         {
-            upload
-                .send(::blerpc::__private::prost::Message::encode_to_vec(&item))
-                .await?;
+            upload.send(::blerpc::__private::encode(&item)).await?;
         }
         let response = upload.finish().await?;
         <CounterUploadResponse as ::blerpc::__private::prost::Message>::decode(
@@ -388,9 +375,7 @@ impl<T: Blerpc> ::blerpc::server::Dispatch for BlerpcServer<T> {
                         )
                         .map_err(::blerpc::server::Status::decode)?;
                     let response = handler.echo(request).await?;
-                    ::core::result::Result::Ok(
-                        ::blerpc::__private::prost::Message::encode_to_vec(&response),
-                    )
+                    ::core::result::Result::Ok(::blerpc::__private::encode(&response))
                 })
             }
             "flash_read" => {
@@ -401,9 +386,7 @@ impl<T: Blerpc> ::blerpc::server::Dispatch for BlerpcServer<T> {
                         )
                         .map_err(::blerpc::server::Status::decode)?;
                     let response = handler.flash_read(request).await?;
-                    ::core::result::Result::Ok(
-                        ::blerpc::__private::prost::Message::encode_to_vec(&response),
-                    )
+                    ::core::result::Result::Ok(::blerpc::__private::encode(&response))
                 })
             }
             "data_write" => {
@@ -414,9 +397,7 @@ impl<T: Blerpc> ::blerpc::server::Dispatch for BlerpcServer<T> {
                         )
                         .map_err(::blerpc::server::Status::decode)?;
                     let response = handler.data_write(request).await?;
-                    ::core::result::Result::Ok(
-                        ::blerpc::__private::prost::Message::encode_to_vec(&response),
-                    )
+                    ::core::result::Result::Ok(::blerpc::__private::encode(&response))
                 })
             }
             _ => {
@@ -481,9 +462,7 @@ impl<T: Blerpc> ::blerpc::server::Dispatch for BlerpcServer<T> {
                 let handler = ::std::sync::Arc::clone(&self.handler);
                 ::std::boxed::Box::pin(async move {
                     let response = handler.counter_upload(Streaming::new(items)).await?;
-                    ::core::result::Result::Ok(
-                        ::blerpc::__private::prost::Message::encode_to_vec(&response),
-                    )
+                    ::core::result::Result::Ok(::blerpc::__private::encode(&response))
                 })
             }
             _ => {
@@ -680,10 +659,7 @@ where
             .map(|item| {
                 item
                     .map(|item| {
-                        item
-                            .map(|message| ::blerpc::__private::prost::Message::encode_to_vec(
-                                &message,
-                            ))
+                        item.map(|message| ::blerpc::__private::encode(&message))
                     })
             })
     }
