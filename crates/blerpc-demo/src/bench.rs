@@ -171,7 +171,7 @@ async fn echo(c: &pb::BlerpcClient, message: &str) -> Result<(), String> {
 async fn data_write(c: &pb::BlerpcClient, data: &[u8]) -> Result<(), String> {
     let r = c
         .data_write(pb::DataWriteRequest {
-            data: data.to_vec(),
+            data: data.to_vec().into(),
         })
         .await
         .map_err(err)?;

@@ -71,7 +71,7 @@ async fn flash_read(c: &pb::BlerpcClient, length: u32) -> Result<(), String> {
 async fn data_write(c: &pb::BlerpcClient, data: Vec<u8>) -> Result<(), String> {
     let len = data.len();
     let r = c
-        .data_write(pb::DataWriteRequest { data })
+        .data_write(pb::DataWriteRequest { data: data.into() })
         .await
         .map_err(|e| e.to_string())?;
     check(r.length as usize == len, || {

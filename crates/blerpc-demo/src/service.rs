@@ -211,7 +211,7 @@ impl pb::Blerpc for DemoService {
             })?;
         Ok(pb::FlashReadResponse {
             address: request.address,
-            data: data.to_vec(),
+            data: data.to_vec().into(),
         })
     }
 

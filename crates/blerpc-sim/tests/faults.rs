@@ -51,7 +51,10 @@ async fn one_call(c: &pb::BlerpcClient, task: u32, i: u32) -> Result<Result<(), 
             // A unique length, several containers.
             let len = 300 + task * 97 + i;
             let data = vec![(i % 251) as u8; len as usize];
-            match c.data_write(pb::DataWriteRequest { data }).await {
+            match c
+                .data_write(pb::DataWriteRequest { data: data.into() })
+                .await
+            {
                 Ok(r) if r.length == len => Ok(()),
                 Ok(r) => return Err(format!("{tag}: data_write counted {} of {len}", r.length)),
                 Err(e) => Err(e.to_string()),

@@ -11,6 +11,7 @@ use blerpc::link::tls::{self, TlsClientConfig};
 use blerpc::{Client, ClientConfig};
 use blerpc_demo::pb;
 use blerpc_proto::connection::CallError;
+use bytes::Bytes;
 use serde::Serialize;
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
@@ -114,7 +115,9 @@ enum Conn {
     Blerpc {
         client: Client,
         api: pb::BlerpcClient,
-        payload: Arc<Vec<u8>>,
+        /// The payload as the `Bytes` the request's `data` field is: each call sends it
+        /// without copying it, as the bare clients write theirs.
+        payload: Bytes,
     },
     BareTcp(BareClient<TcpStream>),
     BareTls(Box<BareClient<TlsStream<TcpStream>>>),
@@ -221,7 +224,7 @@ impl Conn {
         Ok(Conn::Blerpc {
             api: pb::BlerpcClient::new(client.clone()),
             client,
-            payload: payload.clone(),
+            payload: Bytes::from(payload.as_ref().clone()),
         })
     }
 
@@ -253,9 +256,9 @@ impl Conn {
 }
 
 /// One bleRPC `data_write` of `payload`, checked against its ACK.
-async fn blerpc_call(api: &pb::BlerpcClient, payload: &Arc<Vec<u8>>) -> Result<(), CallFailure> {
+async fn blerpc_call(api: &pb::BlerpcClient, payload: &Bytes) -> Result<(), CallFailure> {
     let request = pb::DataWriteRequest {
-        data: payload.as_ref().clone(),
+        data: payload.clone(),
     };
     match api.data_write(request).await {
         Ok(ack) if ack.length as usize == payload.len() => Ok(()),
