@@ -96,9 +96,10 @@ pub fn copy_is_slow_case(dst: *const u8, src: *const u8, len: usize) -> bool {
 /// Copies the first `min(dst.len(), src.len())` bytes of `src` into `dst` and returns that count.
 ///
 /// Large copies are made of [`COPY_CHUNK`]-byte pieces when the destination lies 1 to 63 bytes
-/// past the source modulo 4 KiB. glibc's `memcpy` (up to at least 2.36) copies large blocks
-/// with `rep movsb` on CPUs that announce fast string moves, and on AMD Zen that instruction is
-/// about 20 times slower at this distance: 64 KiB take about 38 µs instead of 1.6 µs. Two heap
+/// past the source modulo 4 KiB. glibc's `memcpy` (up to at least 2.36) copies blocks from about
+/// 2 KiB up to the L2 cache size with `rep movsb` on CPUs that announce fast string moves, and on
+/// AMD Zen that instruction is 15 to 25 times slower at this distance: 64 KiB take about 23–38 µs
+/// instead of 1.4 µs (`cargo run --release -p blerpc-bench --bin copy` prints the table). Two heap
 /// buffers of the same size sit exactly 16 bytes apart modulo 4 KiB (glibc's chunk header), so
 /// copying a large message from one buffer to the next hits it every time. Pieces below glibc's
 /// `rep movsb` threshold are copied with vector moves at full speed on every CPU.
