@@ -122,6 +122,11 @@ pub fn copy_bytes(dst: &mut [u8], src: &[u8]) -> usize {
 /// be slow.
 #[cfg(feature = "alloc")]
 pub fn extend_bytes(v: &mut alloc::vec::Vec<u8>, src: &[u8]) {
+    if src.len() <= COPY_CHUNK {
+        // Never the slow case; most calls (one container's payload) end here.
+        v.extend_from_slice(src);
+        return;
+    }
     v.reserve(src.len());
     let dst = v.as_ptr().wrapping_add(v.len());
     if copy_is_slow_case(dst, src.as_ptr(), src.len()) {
