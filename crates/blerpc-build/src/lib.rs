@@ -56,6 +56,16 @@
 //! crate needs no other dependency (`prost-types` only if its files import the
 //! `google/protobuf` well-known types).
 //!
+//! # Large `bytes` fields
+//!
+//! prost maps `bytes` to `Vec<u8>` by default: a received message's field is then a copy of the
+//! request buffer, and a caller builds a new `Vec` for every call. For fields that carry bulk
+//! data, ask prost for `bytes::Bytes` through [`Builder::compile_with_config`]
+//! (`config.bytes([".pkg.Message.field"])`): the decoded field shares the received buffer and
+//! one payload can be sent many times without a copy (the demo service does this for its flash
+//! reads and data writes; 64 KiB calls over loopback TCP are measured in
+//! `docs/benchmarks/network.md`).
+//!
 //! Alongside `<package>.rs`, each package with commands gets `<package>_descriptor.bin`: the
 //! encoded `FileDescriptorSet` of everything compiled, as bleRPC sees it (services synthesized
 //! from message pairs included, streaming flags set from the side file). Tools embed it with
