@@ -72,8 +72,22 @@ fn main() -> Result<()> {
             let mut plain = Vec::with_capacity(args.reps);
             let mut ours = Vec::with_capacity(args.reps);
             for _ in 0..args.reps {
-                plain.push(batch(&mut arena, start, gap + distance, size, copies, false)?);
-                ours.push(batch(&mut arena, start, gap + distance, size, copies, true)?);
+                plain.push(batch(
+                    &mut arena,
+                    start,
+                    gap + distance,
+                    size,
+                    copies,
+                    false,
+                )?);
+                ours.push(batch(
+                    &mut arena,
+                    start,
+                    gap + distance,
+                    size,
+                    copies,
+                    true,
+                )?);
             }
             let (p, o) = (median(&mut plain), median(&mut ours));
             println!(

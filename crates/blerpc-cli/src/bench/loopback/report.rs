@@ -303,18 +303,26 @@ impl Default for Targets {
 }
 
 impl Targets {
+    /// Judges `ratio` of every selected row against `limit`. A row whose ratio is missing
+    /// because its `baseline` row was not part of the run (`--variants`) is reported as such and
+    /// does not count; one that failed is a MISS.
     fn ratio_check(
         rows: &[Row],
         target: String,
         limit: f64,
         select: impl Fn(&Row) -> bool,
         ratio: fn(&Row) -> Option<f64>,
+        baseline: Variant,
     ) -> TargetCheck {
         let mut parts = Vec::new();
         let mut ok = true;
         let mut any = false;
         for row in rows.iter().filter(|r| select(r)) {
             let label = format!("{} {}", row.key.transport.label(), size(row.key.payload));
+            let compared = RowKey {
+                variant: baseline,
+                ..row.key
+            };
             match (&row.unsupported, ratio(row)) {
                 (Some(_), _) => {
                     ok = false;
@@ -327,6 +335,9 @@ impl Targets {
                     }
                     parts.push(format!("{label} {r:.2}×"));
                 }
+                (None, None) if !rows.iter().any(|r| r.key == compared) => {
+                    parts.push(format!("{label} no {} row to compare", baseline.label()));
+                }
                 (None, None) => {
                     ok = false;
                     parts.push(format!("{label} not measured (errors)"));
@@ -336,9 +347,9 @@ impl Targets {
         TargetCheck {
             target,
             verdict: match (any, ok) {
-                (false, _) if parts.is_empty() => "N/A",
-                (_, true) => "PASS",
-                _ => "MISS",
+                (true, true) => "PASS",
+                (false, true) => "N/A",
+                (_, false) => "MISS",
             },
             detail: if parts.is_empty() {
                 "no such rows in this run".into()
@@ -415,6 +426,7 @@ impl Targets {
                 self.vs_bare_tcp,
                 single_e2e(Transport::Tcp),
                 |r| r.p50_vs_bare,
+                Variant::Bare,
             ),
             Self::ratio_check(
                 rows,
@@ -425,6 +437,7 @@ impl Targets {
                 self.vs_bare_tls,
                 single_e2e(Transport::Tls),
                 |r| r.p50_vs_bare,
+                Variant::Bare,
             ),
             Self::ratio_check(
                 rows,
@@ -435,6 +448,7 @@ impl Targets {
                 self.e2e_cost,
                 |r| r.key.clients == 1 && r.key.window == 1 && r.key.variant == Variant::BlerpcE2e,
                 |r| r.p50_vs_plain,
+                Variant::BlerpcPlain,
             ),
         ];
         let target = format!(
@@ -687,5 +701,68 @@ mod tests {
         assert_eq!(size(1500), "1500 B");
         assert!(published_for(Transport::Tls, 1, 65_536).is_some());
         assert!(published_for(Transport::Tls, 20, 64).is_none());
+    }
+
+    fn row(variant: Variant, p50_ms: Option<f64>, vs_plain: Option<f64>) -> Row {
+        let summary = p50_ms.map(|p50_ms| Summary {
+            messages: 10,
+            p50_ms,
+            ..Summary::default()
+        });
+        Row {
+            key: RowKey {
+                transport: Transport::Tcp,
+                clients: 1,
+                window: 1,
+                payload: 64,
+                variant,
+            },
+            reps: vec![summary],
+            median: summary,
+            errors: usize::from(summary.is_none()),
+            first_error: summary.is_none().then(|| "refused".to_string()),
+            unsupported: None,
+            published: None,
+            p50_vs_bare: None,
+            p50_vs_plain: vs_plain,
+            rate_vs_bare: None,
+        }
+    }
+
+    fn e2e_cost(rows: &[Row]) -> TargetCheck {
+        Targets::default()
+            .check(rows)
+            .into_iter()
+            .find(|c| c.target.starts_with("E2E encryption adds"))
+            .expect("the E2E target is always checked")
+    }
+
+    #[test]
+    fn a_variant_left_out_of_the_run_is_not_an_error() {
+        // E2E only: nothing to compare with, so neither PASS nor MISS.
+        let check = e2e_cost(&[row(Variant::BlerpcE2e, Some(0.2), None)]);
+        assert_eq!(check.verdict, "N/A");
+        assert_eq!(check.detail, "TCP 64 B no bleRPC plain row to compare");
+        // The plaintext row ran but failed: the ratio is missing because of errors.
+        let check = e2e_cost(&[
+            row(Variant::BlerpcE2e, Some(0.2), None),
+            row(Variant::BlerpcPlain, None, None),
+        ]);
+        assert_eq!(check.verdict, "MISS");
+        assert_eq!(check.detail, "TCP 64 B not measured (errors)");
+        // Both ran.
+        let check = e2e_cost(&[
+            row(Variant::BlerpcE2e, Some(0.2), Some(1.05)),
+            row(Variant::BlerpcPlain, Some(0.19), None),
+        ]);
+        assert_eq!(
+            (check.verdict, check.detail.as_str()),
+            ("PASS", "TCP 64 B 1.05×")
+        );
+        let check = e2e_cost(&[
+            row(Variant::BlerpcE2e, Some(0.2), Some(1.2)),
+            row(Variant::BlerpcPlain, Some(0.16), None),
+        ]);
+        assert_eq!(check.verdict, "MISS");
     }
 }
