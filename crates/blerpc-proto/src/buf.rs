@@ -298,11 +298,13 @@ mod tests {
         let mut arena = [0u8; 3 * 4096 + 256];
         for len in [0, 1, COPY_CHUNK - 1, COPY_CHUNK, COPY_CHUNK + 1, 4097] {
             for distance in 0..128 {
-                for (i, b) in arena.iter_mut().enumerate() {
+                // The destination starts `distance` bytes past the source modulo 4 KiB, and
+                // holds a byte the source never has before the copy.
+                let (src_part, dst_part) = arena.split_at_mut(8192);
+                for (i, b) in src_part.iter_mut().enumerate() {
                     *b = (i % 251) as u8;
                 }
-                // The destination starts `distance` bytes past the source modulo 4 KiB.
-                let (src_part, dst_part) = arena.split_at_mut(8192);
+                dst_part.fill(0xEE);
                 let src = &src_part[..len];
                 let expected: [u8; 4097] =
                     core::array::from_fn(|i| src.get(i).copied().unwrap_or(0));
@@ -318,6 +320,7 @@ mod tests {
                     &expected[..len],
                     "len {len} distance {distance}"
                 );
+                assert_eq!(dst[len..], [0xEE; 3], "wrote past the source's length");
             }
         }
     }
