@@ -551,14 +551,7 @@ async fn measure_nodelay() {
             .await
             .unwrap();
         let addr = acceptor.local_addr().unwrap();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            server
-                .serve(acceptor, async {
-                    let _ = stop_rx.await;
-                })
-                .await
-        });
+        let (stop_tx, task) = common::serve_in_background(server, acceptor);
         let client = Client::connect(tcp::connect(addr, &options).await.unwrap(), config)
             .await
             .unwrap();
@@ -601,6 +594,6 @@ async fn measure_nodelay() {
         );
         drop(client);
         drop(stop_tx);
-        task.await.unwrap().unwrap();
+        task.await.unwrap();
     }
 }
