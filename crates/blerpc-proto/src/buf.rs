@@ -364,6 +364,24 @@ mod tests {
 
     #[cfg(feature = "alloc")]
     #[test]
+    fn extend_bytes_takes_the_piecewise_path_when_the_distance_is_slow() {
+        // The destination's address is fixed once the Vec has its capacity; the source is put
+        // where the append lands 16 bytes past it modulo 4 KiB, so the piecewise path runs.
+        let len = 3 * COPY_CHUNK + 17;
+        let mut v: alloc::vec::Vec<u8> = alloc::vec::Vec::with_capacity(len + 5);
+        v.extend_from_slice(&[0xAA; 5]);
+        let dst = v.as_ptr() as usize + v.len();
+        let arena: alloc::vec::Vec<u8> = (0..len + 8192).map(|i| (i % 239) as u8).collect();
+        let off = dst.wrapping_sub(16).wrapping_sub(arena.as_ptr() as usize) % 4096;
+        let src = &arena[off..off + len];
+        assert!(copy_is_slow_case(dst as *const u8, src.as_ptr(), len));
+        extend_bytes(&mut v, src);
+        assert_eq!(&v[..5], &[0xAA; 5]);
+        assert_eq!(&v[5..], src);
+    }
+
+    #[cfg(feature = "alloc")]
+    #[test]
     fn vec_release_frees_memory() {
         let mut v: alloc::vec::Vec<u8> = alloc::vec::Vec::new();
         v.try_extend(&[9; 100]).unwrap();

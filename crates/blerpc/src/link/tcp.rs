@@ -26,8 +26,8 @@
 //! many containers arriving in one read cost one system call and a container split over many
 //! reads is reassembled in place. A read that fills at least half of the buffer doubles it, up
 //! to [`TcpOptions::max_read_buffer_size`], so a long message is read in a few large pieces; it
-//! goes back to its first size on [`LinkRx::release_memory`] (an idle connection). The transmit half appends queued containers to one write buffer;
-//! [`LinkTx::is_full`] turns true at [`TcpOptions::send_queue_limit`] bytes, which is how a full
+//! goes back to its first size on [`LinkRx::release_memory`] (an idle connection). The transmit
+//! half appends queued containers to one write buffer; [`LinkTx::is_full`] turns true at [`TcpOptions::send_queue_limit`] bytes, which is how a full
 //! socket buffer slows the protocol down. Both `flush` and `recv` are cancel-safe: their progress
 //! lives in these buffers, never in the future.
 //!
@@ -436,9 +436,8 @@ impl<R> StreamRx<R> {
     fn resize(&mut self, size: usize) {
         let pending = self.buf.get(self.start..self.end).unwrap_or(&[]);
         let mut buf = vec![0u8; size.max(pending.len())].into_boxed_slice();
-        if let Some(dst) = buf.get_mut(..pending.len()) {
-            dst.copy_from_slice(pending);
-        }
+        // Up to a whole grown buffer into a fresh allocation: the copy that can be slow.
+        let _ = blerpc_proto::buf::copy_bytes(&mut buf, pending);
         self.end = pending.len();
         self.start = 0;
         self.buf = buf;
