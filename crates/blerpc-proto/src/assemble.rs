@@ -23,6 +23,9 @@
 //! - Unlike the C assembler, a 256-container message (seq 0..=255) assembles, and a CONTROL or
 //!   undefined-type container is never taken for a SUBSEQUENT one (Python 0.8.0 does that).
 //! - A failed feed leaves no partial state behind for that tid.
+//! - Long-container extension: a LONG container (payload above 255 bytes) is accepted only when
+//!   [`AssemblerConfig::long_containers`] is set, and never above [`MAX_LONG_CONTAINER_LEN`]
+//!   bytes ([`AssembleError::ContainerTooLong`]; the transaction of its tid is dropped).
 //! - Large-message extension: a LARGE FIRST container is accepted only when
 //!   [`AssemblerConfig::large_messages`] is set (otherwise
 //!   [`AssembleError::LargeNotNegotiated`]); its SUBSEQUENT containers count seq 1..=255, 0, 1, ...
@@ -35,7 +38,7 @@
 //! then, so idle slots hold no heap memory.
 
 use crate::buf::Buffer;
-use crate::wire::container::{Container, ContainerKind};
+use crate::wire::container::{Container, ContainerKind, MAX_CHUNK_LEN, MAX_LONG_CONTAINER_LEN};
 
 /// Limits of an [`Assembler`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +50,9 @@ pub struct AssemblerConfig {
     pub max_in_flight: usize,
     /// Accept LARGE FIRST containers (the large-message extension is in force). Default `false`.
     pub large_messages: bool,
+    /// Accept LONG containers, up to [`MAX_LONG_CONTAINER_LEN`] bytes (the long-container
+    /// extension is in force). Default `false`.
+    pub long_containers: bool,
 }
 
 impl Default for AssemblerConfig {
@@ -55,6 +61,7 @@ impl Default for AssemblerConfig {
             max_message_len: 65_535,
             max_in_flight: 4,
             large_messages: false,
+            long_containers: false,
         }
     }
 }
@@ -108,6 +115,16 @@ pub enum AssembleError {
         /// The transaction.
         tid: u8,
     },
+    /// A LONG container arrived while the long-container extension is not in force, or one
+    /// longer than [`MAX_LONG_CONTAINER_LEN`].
+    ContainerTooLong {
+        /// The transaction.
+        tid: u8,
+        /// Its payload length.
+        payload_len: usize,
+        /// The longest payload accepted in a container of its kind.
+        max: usize,
+    },
     /// A LARGE FIRST container arrived, but the large-message extension is not in force.
     LargeNotNegotiated {
         /// The transaction.
@@ -126,6 +143,7 @@ impl AssembleError {
             | AssembleError::NoFreeSlot { tid }
             | AssembleError::UnknownTransaction { tid, .. }
             | AssembleError::Capacity { tid }
+            | AssembleError::ContainerTooLong { tid, .. }
             | AssembleError::LargeNotNegotiated { tid, .. } => tid,
         }
     }
@@ -155,6 +173,15 @@ impl core::fmt::Display for AssembleError {
             AssembleError::Capacity { tid } => {
                 write!(f, "transaction {tid}: reassembly buffer could not grow")
             }
+            AssembleError::ContainerTooLong {
+                tid,
+                payload_len,
+                max,
+            } => write!(
+                f,
+                "transaction {tid}: a container with {payload_len} payload bytes, at most {max} \
+                 accepted"
+            ),
             AssembleError::LargeNotNegotiated { tid, total_length } => write!(
                 f,
                 "transaction {tid}: LARGE FIRST container ({total_length} bytes) without the \
@@ -271,6 +298,21 @@ impl<B: Buffer + Default, const SLOTS: usize> Assembler<B, SLOTS> {
     /// Takes one container; returns the completed message's handle when this container finished
     /// it. CONTROL and undefined-type containers are ignored (`Ok(None)`).
     pub fn feed(&mut self, c: &Container<'_>) -> Result<Option<Completed>, AssembleError> {
+        if c.is_long() {
+            let max = if self.config.long_containers {
+                MAX_LONG_CONTAINER_LEN - c.header_len()
+            } else {
+                MAX_CHUNK_LEN
+            };
+            if c.payload.len() > max {
+                self.discard(c.tid);
+                return Err(AssembleError::ContainerTooLong {
+                    tid: c.tid,
+                    payload_len: c.payload.len(),
+                    max,
+                });
+            }
+        }
         match c.kind {
             ContainerKind::First { total_length } => {
                 self.feed_first(c.tid, usize::from(total_length), c.payload, false)
@@ -543,6 +585,7 @@ mod tests {
             max_message_len: 100,
             max_in_flight: 4,
             large_messages: false,
+            long_containers: false,
         };
         let mut a = VecAssembler::<2>::new(config);
         assert_eq!(
@@ -577,6 +620,7 @@ mod tests {
             max_message_len: 10,
             max_in_flight: 2,
             large_messages: false,
+            long_containers: false,
         });
         assert_eq!(feed_bytes(&mut a, b"\x01\x00\x00\x04\x00\x02ab"), Ok(None));
         assert_eq!(feed_bytes(&mut a, b"\x01\x00\x00\x03\x00\x01x"), Ok(None));
@@ -624,6 +668,7 @@ mod tests {
             max_message_len: 100,
             max_in_flight: 2,
             large_messages: false,
+            long_containers: false,
         });
         assert_eq!(a.config().max_in_flight, 2);
         assert_eq!(feed_bytes(&mut a, b"\x01\x00\x00\x04\x00\x02ab"), Ok(None));
@@ -788,6 +833,7 @@ mod tests {
             max_message_len,
             max_in_flight: 2,
             large_messages: true,
+            long_containers: false,
         }
     }
 

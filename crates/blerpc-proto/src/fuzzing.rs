@@ -42,7 +42,9 @@ use crate::handshake::{CentralHandshake, PeripheralHandshake};
 use crate::session::{COUNTER_LEN, SESSION_OVERHEAD, Session, SessionError};
 use crate::wire::capabilities::Capabilities;
 use crate::wire::command::Command;
-use crate::wire::container::{Container, ContainerKind, ControlCmd};
+use crate::wire::container::{
+    Container, ContainerKind, ControlCmd, LONG_FLAG, MAX_CHUNK_LEN, MAX_LONG_CONTAINER_LEN,
+};
 use crate::wire::control::ControlMessage;
 use crate::wire::error_code::ErrorCode;
 use crate::wire::key_exchange::{KeyExchangeStep, STEP2_LEN, STEP4_LEN};
@@ -417,13 +419,16 @@ pub fn assembler(data: &[u8]) {
     let in_flight_byte = cur.u8();
     // Bit 7: the large-message extension is in force (LARGE FIRST accepted, seq wraps).
     let large = in_flight_byte & 0x80 != 0;
-    let max_in_flight = usize::from((in_flight_byte & 0x7F) % 5);
+    // Bit 6: the long-container extension is in force (LONG containers up to 16 KiB).
+    let long = in_flight_byte & 0x40 != 0;
+    let max_in_flight = usize::from((in_flight_byte & 0x3F) % 5);
     let mtu = 10 + usize::from(cur.u8());
     let split_part = cur.chunk();
     let config = AssemblerConfig {
         max_message_len,
         max_in_flight,
         large_messages: large,
+        long_containers: long,
     };
     let mut asm: Assembler<Vec<u8>, SLOTS> = Assembler::new(config);
     let max_in_flight = max_in_flight.min(SLOTS);
@@ -452,7 +457,20 @@ pub fn assembler(data: &[u8]) {
         };
         let result = asm.feed(&c);
         let in_flight = receiving.len() + held.len();
+        let long_max = if long {
+            MAX_LONG_CONTAINER_LEN - c.header_len()
+        } else {
+            MAX_CHUNK_LEN
+        };
         let expected: Result<Option<Vec<u8>>, AssembleError> = match c.kind {
+            _ if c.is_long() && c.payload.len() > long_max => {
+                receiving.remove(&c.tid);
+                Err(AssembleError::ContainerTooLong {
+                    tid: c.tid,
+                    payload_len: c.payload.len(),
+                    max: long_max,
+                })
+            }
             ContainerKind::Control(_) | ContainerKind::Unknown => Ok(None),
             ContainerKind::LargeFirst { total_length } if !large => {
                 receiving.remove(&c.tid);
@@ -563,6 +581,7 @@ pub fn assembler(data: &[u8]) {
 
     split_roundtrip(split_part, mtu, release_tid(data));
     split_roundtrip_large(split_part, mtu, release_tid(data));
+    split_roundtrip_long(split_part, release_tid(data), large);
 }
 
 fn release_tid(data: &[u8]) -> u8 {
@@ -642,6 +661,7 @@ fn split_roundtrip_large(message: &[u8], mtu: usize, tid: u8) {
         max_message_len: message.len(),
         max_in_flight: 1,
         large_messages,
+        long_containers: false,
     };
     let mut asm: Assembler<Vec<u8>, 1> = Assembler::new(config(true));
     let mut classic: Assembler<Vec<u8>, 1> = Assembler::new(config(false));
@@ -667,6 +687,59 @@ fn split_roundtrip_large(message: &[u8], mtu: usize, tid: u8) {
         }
         assert!(completed.is_none(), "completed before the last container");
         completed = asm.feed(&c).expect("large split output assembles");
+        i += 1;
+    }
+    let done = completed.expect("last container completes the message");
+    assert_eq!(asm.message(done), message.as_slice());
+}
+
+/// The long-container split ([`crate::split::SplitCursor::new_long`]) of the same (stretched)
+/// message, with and without the large-message extension: every container at most 16 KiB, LONG
+/// exactly when its payload is above 255 bytes; reassembles with the extension in force, and a
+/// LONG container is refused without it.
+fn split_roundtrip_long(message: &[u8], tid: u8, large: bool) {
+    use crate::split::SplitCursor;
+    let message: Vec<u8> = match message.split_first() {
+        // Stretched so that some splits need several LONG containers or a LARGE FIRST.
+        Some((&rep, rest)) if rep > 0x80 && !rest.is_empty() => rest
+            .iter()
+            .cycle()
+            .take(usize::from(rep) * 600)
+            .copied()
+            .collect(),
+        _ => message.to_vec(),
+    };
+    let Ok(mut cursor) = SplitCursor::new_long(tid, message.len(), large) else {
+        assert!(!large && message.len() > 65_535);
+        return;
+    };
+    assert_eq!(cursor.is_large(), message.len() > 65_535);
+    let config = |long_containers| AssemblerConfig {
+        max_message_len: message.len(),
+        max_in_flight: 1,
+        large_messages: large,
+        long_containers,
+    };
+    let mut asm: Assembler<Vec<u8>, 1> = Assembler::new(config(true));
+    let mut classic: Assembler<Vec<u8>, 1> = Assembler::new(config(false));
+    let mut buf = vec![0u8; MAX_LONG_CONTAINER_LEN];
+    let mut completed = None;
+    let mut i = 0usize;
+    while let Some(n) = cursor.emit_next(&message, &mut buf).expect("planned split") {
+        let c = Container::parse(&buf[..n]).expect("split output parses");
+        assert_eq!(c.emitted_len(), n);
+        assert!(n <= MAX_LONG_CONTAINER_LEN);
+        assert_eq!(c.is_long(), c.payload.len() > MAX_CHUNK_LEN);
+        assert_eq!(buf[2] & LONG_FLAG != 0, c.is_long());
+        assert_eq!((c.tid, c.seq), (tid, (i % 256) as u8));
+        if c.is_long() {
+            assert!(matches!(
+                classic.feed(&c),
+                Err(AssembleError::ContainerTooLong { max: 255, .. })
+            ));
+        }
+        assert!(completed.is_none(), "completed before the last container");
+        completed = asm.feed(&c).expect("long split output assembles");
         i += 1;
     }
     let done = completed.expect("last container completes the message");
@@ -1043,6 +1116,8 @@ impl WorldConfig {
                 128 * 1024
             },
             large_messages: self.limits & 0x20 != 0,
+            // Bits 4 and 5 of the MTU byte: the long-container extension on each side.
+            long_containers: self.mtu & 0x10 != 0,
             ..CentralConfig::default()
         }
     }
@@ -1064,6 +1139,7 @@ impl WorldConfig {
                 64 * 1024
             },
             large_messages: self.limits & 0x40 != 0,
+            long_containers: self.mtu & 0x20 != 0,
             ..PeripheralConfig::default()
         };
         (config, has_identity)
@@ -1314,9 +1390,10 @@ pub struct World {
     pub responses: usize,
 }
 
-/// The largest PDU buffer handed to `poll_transmit`: bigger than any MTU we configure, so an
-/// oversize PDU is caught by the assertion rather than hidden by a short buffer.
-const TX_BUF: usize = 1024;
+/// The largest PDU buffer handed to `poll_transmit`: bigger than any MTU we configure and than a
+/// LONG container, so an oversize PDU is caught by the assertion rather than hidden by a short
+/// buffer.
+const TX_BUF: usize = MAX_LONG_CONTAINER_LEN + 1024;
 /// Bounds the loops of one op, so a livelock fails loudly instead of hanging.
 const MAX_ROUNDS: usize = 10_000;
 
@@ -1471,24 +1548,36 @@ impl World {
                         .respond_upload(self.now, "counter_upload", &[8, 1]);
                 }
             }
-            let mut buf = [0u8; TX_BUF];
+            let mut buf = vec![0u8; TX_BUF];
             let mut progressed = false;
             let cmtu = self.central.config().att_mtu;
+            // A LONG container only once both sides agreed; otherwise the MTU binds.
+            let long = self.central.long_containers();
+            let cmax = if long {
+                MAX_LONG_CONTAINER_LEN
+            } else {
+                cmtu - 3
+            };
             for _ in 0..MAX_ROUNDS * 100 {
                 let Some(n) = self.central.poll_transmit(self.now, &mut buf) else {
                     break;
                 };
-                assert!(n <= cmtu - 3, "central PDU of {n} bytes at ATT MTU {cmtu}");
+                assert!(n <= cmax, "central PDU of {n} bytes at ATT MTU {cmtu}");
                 self.c2p.push_back(buf[..n].to_vec());
                 progressed = true;
             }
             let pmtu = self.periph.config().att_mtu;
+            let pmax = if self.periph.long_containers() {
+                MAX_LONG_CONTAINER_LEN
+            } else {
+                pmtu - 3
+            };
             for _ in 0..MAX_ROUNDS * 100 {
                 let Some(n) = self.periph.poll_transmit(self.now, &mut buf) else {
                     break;
                 };
                 assert!(
-                    n <= pmtu - 3,
+                    n <= pmax,
                     "peripheral PDU of {n} bytes at ATT MTU {pmtu}: {:02x?}",
                     &buf[..n.min(8)]
                 );

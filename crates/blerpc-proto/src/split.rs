@@ -29,6 +29,21 @@
 //! Messages that fit classically are split classically even then, so small messages look the
 //! same on a negotiated link as on any other.
 //!
+//! With the long-container extension in force ([`SplitCursor::new_long`], links without an ATT
+//! MTU), every container may be up to [`MAX_LONG_CONTAINER_LEN`] bytes, whatever the ATT MTU:
+//!
+//! ```text
+//!   FIRST       [tid][seq 0][0x02][total_length u16][payload_len u16][chunk 0]   (7-byte header)
+//!   LARGE FIRST [tid][seq 0][0x03][total_length u32][payload_len u16][chunk 0]   (9-byte header)
+//!   SUBSEQUENT  [tid][seq n][0x42][payload_len u16][chunk n]                     (5-byte header)
+//!
+//! first = 16,377   large first = 16,375   subsequent = 16,379   (16,384 - header)
+//! ```
+//!
+//! A chunk of 255 bytes or fewer (a short message, the last chunk) keeps the classic header. A
+//! message of up to 65,535 bytes is one classic transaction (at most 5 containers); larger ones
+//! need the large-message extension as well.
+//!
 //! Every chunk is capped at 255 bytes (`payload_len` is a `u8`), as in the C reference, so an ATT
 //! MTU above 262 still produces valid frames (the reference's other splitters emit corrupt ones).
 //! An empty message is one FIRST container with `total_length = 0`. The smallest usable ATT MTU is
@@ -41,6 +56,7 @@
 use crate::wire::WireError;
 use crate::wire::container::{
     ATT_OVERHEAD, Container, FIRST_HEADER_LEN, HEADER_LEN, LARGE_FIRST_HEADER_LEN, MAX_CHUNK_LEN,
+    MAX_LONG_CONTAINER_LEN,
 };
 
 /// The largest `total_length` (a `u16`).
@@ -90,6 +106,16 @@ pub fn subsequent_chunk_capacity(att_mtu: usize) -> usize {
 pub fn max_message_len(att_mtu: usize) -> usize {
     let subsequent = subsequent_chunk_capacity(att_mtu) * (MAX_CONTAINERS - 1);
     (first_chunk_capacity(att_mtu) + subsequent).min(MAX_TOTAL_LEN)
+}
+
+/// The largest message one classic transaction (`u16` `total_length`, 256 containers) carries:
+/// [`max_message_len`] at this ATT MTU, or 65,535 with long containers in force.
+pub fn classic_max_message_len(att_mtu: usize, long_containers: bool) -> usize {
+    if long_containers {
+        MAX_TOTAL_LEN
+    } else {
+        max_message_len(att_mtu)
+    }
 }
 
 /// Number of containers a message of `message_len` bytes needs at this ATT MTU.
@@ -239,6 +265,53 @@ impl SplitCursor {
         })
     }
 
+    /// Plans the split with the long-container extension in force: containers of up to
+    /// [`MAX_LONG_CONTAINER_LEN`] bytes (LONG headers for chunks above 255 bytes), whatever the
+    /// ATT MTU. With `large` (the large-message extension also in force) a message above 65,535
+    /// bytes starts with a LARGE FIRST container; without it, such a message is refused.
+    pub fn new_long(tid: u8, message_len: usize, large: bool) -> Result<Self, SplitError> {
+        // The LONG headers are one byte longer than the classic ones.
+        let first_cap = MAX_LONG_CONTAINER_LEN - FIRST_HEADER_LEN - 1;
+        let subsequent_cap = MAX_LONG_CONTAINER_LEN - HEADER_LEN - 1;
+        let classic_max = (first_cap + subsequent_cap * (MAX_CONTAINERS - 1)).min(MAX_TOTAL_LEN);
+        if message_len <= classic_max {
+            let rest = message_len.saturating_sub(first_cap);
+            return Ok(SplitCursor {
+                tid,
+                total: message_len as u32,
+                large: false,
+                first_cap,
+                subsequent_cap,
+                emitted: 0,
+                offset: 0,
+                count: 1 + rest.div_ceil(subsequent_cap),
+            });
+        }
+        let max = if large {
+            MAX_LARGE_MESSAGE_LEN
+        } else {
+            classic_max
+        };
+        let total = u32::try_from(message_len).ok().filter(|_| large).ok_or(
+            SplitError::MessageTooLarge {
+                len: message_len,
+                max,
+            },
+        )?;
+        let first_cap = MAX_LONG_CONTAINER_LEN - LARGE_FIRST_HEADER_LEN - 1;
+        let rest = message_len.saturating_sub(first_cap);
+        Ok(SplitCursor {
+            tid,
+            total,
+            large: true,
+            first_cap,
+            subsequent_cap,
+            emitted: 0,
+            offset: 0,
+            count: 1 + rest.div_ceil(subsequent_cap),
+        })
+    }
+
     /// `true` when this split starts with a LARGE FIRST container.
     pub fn is_large(&self) -> bool {
         self.large
@@ -270,13 +343,15 @@ impl SplitCursor {
             return None;
         }
         let remaining = self.message_len().saturating_sub(self.offset);
-        Some(if self.emitted == 0 && self.large {
+        let (header, chunk) = if self.emitted == 0 && self.large {
             (LARGE_FIRST_HEADER_LEN, remaining.min(self.first_cap))
         } else if self.emitted == 0 {
             (FIRST_HEADER_LEN, remaining.min(self.first_cap))
         } else {
             (HEADER_LEN, remaining.min(self.subsequent_cap))
-        })
+        };
+        // A LONG container (long-container extension) has a two-byte payload_len.
+        Some((header + usize::from(chunk > MAX_CHUNK_LEN), chunk))
     }
 
     /// Size of the next container, or `None` when done.
@@ -413,6 +488,73 @@ mod tests {
         }
         assert!(splitter.cursor().is_done());
         out
+    }
+
+    /// Every container of a long split, as bytes.
+    fn split_long(tid: u8, message: &[u8], large: bool) -> Vec<Vec<u8>> {
+        let mut cursor = SplitCursor::new_long(tid, message.len(), large).unwrap();
+        let mut out = Vec::new();
+        let mut buf = std::vec![0u8; MAX_LONG_CONTAINER_LEN];
+        while let Some(want) = cursor.next_len() {
+            let n = cursor.emit_next(message, &mut buf).unwrap().unwrap();
+            assert_eq!(n, want);
+            out.push(buf.get(..n).unwrap().to_vec());
+        }
+        out
+    }
+
+    #[test]
+    fn long_split_plans() {
+        // Up to 255 bytes: one classic FIRST.
+        let m: Vec<u8> = (0..255u8).collect();
+        let c = split_long(1, &m, false);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].get(..6), Some(&[1, 0, 0x00, 0xff, 0x00, 0xff][..]));
+        // 256 bytes: one LONG FIRST [01 00 02 0001 0001].
+        let m = std::vec![7u8; 256];
+        let c = split_long(1, &m, false);
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            c[0].get(..7),
+            Some(&[1, 0, 0x02, 0x00, 0x01, 0x00, 0x01][..])
+        );
+        assert_eq!(c[0].len(), 7 + 256);
+        // 16,378 bytes: a full LONG FIRST (16,377) and a 1-byte classic SUBSEQUENT.
+        let m = std::vec![7u8; 16_378];
+        let c = split_long(2, &m, false);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0].len(), MAX_LONG_CONTAINER_LEN);
+        assert_eq!(c[1], [2, 1, 0x40, 1, 7]);
+        // 65,535 bytes: classic transaction, 5 containers; the last 21 bytes keep the classic
+        // header.
+        let m = std::vec![3u8; 65_535];
+        let c = split_long(3, &m, false);
+        let lens: Vec<usize> = c.iter().map(Vec::len).collect();
+        assert_eq!(lens, [16_384, 16_384, 16_384, 16_384, 4 + 21]);
+        assert_eq!(c[4].get(..4), Some(&[3, 4, 0x40, 21][..]));
+        // 65,536 bytes: refused without the large-message extension, a LONG LARGE FIRST with it.
+        assert_eq!(
+            SplitCursor::new_long(0, 65_536, false).err(),
+            Some(SplitError::MessageTooLarge {
+                len: 65_536,
+                max: 65_535
+            })
+        );
+        let m = std::vec![5u8; 65_536];
+        let c = split_long(4, &m, true);
+        assert_eq!(c.len(), 5);
+        assert_eq!(
+            c[0].get(..9),
+            Some(&[4, 0, 0x03, 0x00, 0x00, 0x01, 0x00, 0xf7, 0x3f][..])
+        );
+        assert_eq!(c[4].len(), 4 + (65_536 - 16_375 - 3 * 16_379));
+        // 5 MB: seq wraps after 255.
+        let m = std::vec![1u8; 5_000_000];
+        let c = split_long(5, &m, true);
+        assert_eq!(c.len(), 1 + (5_000_000 - 16_375usize).div_ceil(16_379));
+        assert_eq!((c[256][1], c[257][1]), (0, 1));
+        // Empty message: one empty classic FIRST.
+        assert_eq!(split_long(6, &[], false), [std::vec![6, 0, 0, 0, 0, 0]]);
     }
 
     #[test]

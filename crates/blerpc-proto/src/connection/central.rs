@@ -20,8 +20,8 @@ use crate::handshake::{
     CentralAwaitStep2, CentralAwaitStep4, CentralHandshake, CentralVerifyIdentity,
 };
 use crate::session::Session;
-use crate::split::max_message_len;
-use crate::wire::capabilities::{CAPABILITIES_LEN, Capabilities, CapabilityFlags, LargeLimits};
+use crate::split::classic_max_message_len;
+use crate::wire::capabilities::{Capabilities, CapabilityFlags, LargeLimits};
 use crate::wire::command::{Command, CommandType, MAX_DATA_LEN, MAX_LARGE_DATA_LEN, MAX_NAME_LEN};
 use crate::wire::container::{Container, ContainerKind, ControlCmd};
 use crate::wire::control::ControlMessage;
@@ -94,6 +94,13 @@ pub struct CentralConfig {
     /// the `blerpc` runtime turns it on. The request is then always the 6-byte one, whatever
     /// `capabilities_payload` says.
     pub large_messages: bool,
+    /// Announce the long-container extension (flags bit 2 of the CAPABILITIES request; see
+    /// `docs/protocol.md`): containers of up to
+    /// [`MAX_LONG_CONTAINER_LEN`](crate::wire::container::MAX_LONG_CONTAINER_LEN) bytes both ways,
+    /// whatever `att_mtu`, in force only if the peripheral announces it too. Only for links that
+    /// carry such PDUs (TCP, TLS, WebSocket, memory), never BLE. Default `false`; the `blerpc`
+    /// runtime turns it on for stream links. The request is then always the 6-byte one.
+    pub long_containers: bool,
 }
 
 impl Default for CentralConfig {
@@ -115,6 +122,7 @@ impl Default for CentralConfig {
             busy_backoff: Duration::from_millis(20),
             max_outbox_bytes: 128 * 1024,
             large_messages: false,
+            long_containers: false,
         }
     }
 }
@@ -279,6 +287,8 @@ pub struct Central<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: usiz
     capabilities: Option<Capabilities>,
     /// The peripheral's limits while the large-message extension is in force.
     large: Option<LargeLimits>,
+    /// The long-container extension is in force (both sides announced it).
+    long: bool,
     peer_timeout_ms: u16,
     identity: Option<[u8; 32]>,
     assembler: Assembler<A, SLOTS>,
@@ -327,6 +337,7 @@ where
             max_message_len: config.max_response_len,
             max_in_flight: SLOTS,
             large_messages: false,
+            long_containers: false,
         });
         let mut central = Central {
             config,
@@ -338,6 +349,7 @@ where
             session: None,
             capabilities: None,
             large: None,
+            long: false,
             peer_timeout_ms: 100,
             identity: None,
             assembler,
@@ -388,6 +400,23 @@ where
     /// announced it); `None` otherwise.
     pub fn large_messages(&self) -> Option<LargeLimits> {
         self.large
+    }
+    /// `true` when the long-container extension is in force (both sides announced it).
+    pub fn long_containers(&self) -> bool {
+        self.long
+    }
+    /// The longest container [`Central::poll_transmit`] can write: `att_mtu - 3`, or
+    /// [`MAX_LONG_CONTAINER_LEN`](crate::wire::container::MAX_LONG_CONTAINER_LEN) when
+    /// `long_containers` is configured. Size its output buffer to this.
+    pub fn max_container_len(&self) -> usize {
+        super::max_container_len(self.config.att_mtu, self.config.long_containers)
+    }
+    /// The output buffer [`Central::poll_transmit`] needs for what is queued now: `att_mtu - 3`,
+    /// or, while long containers are in force, enough for the longest container the queued data
+    /// makes (at most [`Central::max_container_len`]). Idle connections thus keep a small
+    /// buffer; a shorter buffer only makes `poll_transmit` return `None`, losing nothing.
+    pub fn transmit_len(&self) -> usize {
+        super::transmit_len(self.config.att_mtu, self.long, self.outbox.queued())
     }
     /// The peripheral's TIMEOUT value in milliseconds (100 until it answers).
     pub fn peer_timeout_ms(&self) -> u16 {
@@ -743,7 +772,7 @@ where
             return None;
         }
         self.outbox
-            .poll_transmit(self.config.att_mtu, self.large.is_some(), out)
+            .poll_transmit(self.config.att_mtu, self.large.is_some(), self.long, out)
     }
 
     /// The next event, if any. Message bytes in the event stay valid until the next call.
@@ -817,17 +846,21 @@ where
 
     fn request_capabilities(&mut self, now: Instant) {
         let tid = self.alloc_tid();
-        let payload = if self.config.large_messages {
-            // The announcement: flags bit 1, nothing else (no extension bytes in a request).
-            Capabilities {
-                flags: CapabilityFlags::LARGE_MESSAGES,
-                ..Capabilities::default()
-            }
-            .to_bytes()
-        } else {
-            [0u8; CAPABILITIES_LEN]
-        };
-        let payload: &[u8] = if self.config.capabilities_payload || self.config.large_messages {
+        let mut flags = CapabilityFlags::EMPTY;
+        if self.config.large_messages {
+            flags = flags | CapabilityFlags::LARGE_MESSAGES;
+        }
+        if self.config.long_containers {
+            flags = flags | CapabilityFlags::LONG_CONTAINERS;
+        }
+        // The announcement: flags bits 1 and 2, nothing else (no extension bytes in a request).
+        let payload = Capabilities {
+            flags,
+            ..Capabilities::default()
+        }
+        .to_bytes();
+        let announce = self.config.large_messages || self.config.long_containers;
+        let payload: &[u8] = if self.config.capabilities_payload || announce {
             &payload
         } else {
             &[]
@@ -846,11 +879,14 @@ where
         self.large = caps
             .and_then(|c| c.large)
             .filter(|_| self.config.large_messages);
-        if self.large.is_some() {
+        self.long = self.config.long_containers
+            && caps.is_some_and(|c| c.flags.contains(CapabilityFlags::LONG_CONTAINERS));
+        if self.large.is_some() || self.long {
             self.assembler.set_config(AssemblerConfig {
                 max_message_len: self.config.max_response_len,
                 max_in_flight: SLOTS,
-                large_messages: true,
+                large_messages: self.large.is_some(),
+                long_containers: self.long,
             });
         }
         let offers = caps.is_some_and(|c| c.flags.contains(CapabilityFlags::ENCRYPTION_SUPPORTED));
@@ -996,7 +1032,7 @@ where
         let by_peer = self
             .capabilities
             .map_or(usize::MAX, |c| usize::from(c.max_request));
-        by_peer.min(max_message_len(self.config.att_mtu))
+        by_peer.min(classic_max_message_len(self.config.att_mtu, self.long))
     }
 
     fn check_request_len(&self, name_len: usize, data_len: usize) -> Result<(), CallError> {
@@ -1167,6 +1203,12 @@ where
                         let classic = self.assembler.config().max_message_len.min(65_535);
                         Some((tid, total_length, classic))
                     }
+                    // A container longer than this side accepts: the response cannot arrive.
+                    AssembleError::ContainerTooLong {
+                        tid,
+                        payload_len,
+                        max,
+                    } => Some((tid, payload_len, max)),
                     _ => None,
                 };
                 if let Some((tid, len, max)) = too_large

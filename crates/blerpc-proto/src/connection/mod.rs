@@ -538,6 +538,34 @@ impl std::error::Error for EventQueueFull {}
 pub const MIN_CONNECTION_ATT_MTU: usize = 13;
 
 /// Fails with [`ConfigError::MtuTooSmall`] below [`MIN_CONNECTION_ATT_MTU`].
+/// The longest container a connection writes: `att_mtu - 3`, or the long-container maximum when
+/// that extension is configured (it may come into force at CAPABILITIES).
+pub(crate) fn max_container_len(att_mtu: usize, long_containers: bool) -> usize {
+    let classic = att_mtu.saturating_sub(crate::wire::container::ATT_OVERHEAD);
+    if long_containers {
+        classic.max(crate::wire::container::MAX_LONG_CONTAINER_LEN)
+    } else {
+        classic
+    }
+}
+
+/// The output buffer `poll_transmit` needs for what the outbox holds (`queued` bytes, entry
+/// headers included): `att_mtu - 3`, or with long containers in force enough for the longest
+/// container that data can make (a chunk plus at most a 9-byte header), at most 16 KiB.
+pub(crate) fn transmit_len(att_mtu: usize, long: bool, queued: usize) -> usize {
+    use crate::wire::container::{LARGE_FIRST_HEADER_LEN, MAX_LONG_CONTAINER_LEN};
+    let classic = att_mtu.saturating_sub(crate::wire::container::ATT_OVERHEAD);
+    if long {
+        classic.max(
+            queued
+                .saturating_add(LARGE_FIRST_HEADER_LEN + 1)
+                .min(MAX_LONG_CONTAINER_LEN),
+        )
+    } else {
+        classic
+    }
+}
+
 pub(crate) fn check_att_mtu(att_mtu: usize) -> Result<(), ConfigError> {
     if att_mtu < MIN_CONNECTION_ATT_MTU {
         return Err(ConfigError::MtuTooSmall { att_mtu });

@@ -230,13 +230,15 @@ impl<B: Buffer> Outbox<B> {
         }
     }
 
-    /// Writes the next container into `out`. `out` must hold `att_mtu - 3` bytes. With `large`
-    /// (the large-message extension in force), messages that do not fit a classic transaction
-    /// start with a LARGE FIRST container.
+    /// Writes the next container into `out`. `out` must hold `att_mtu - 3` bytes, or
+    /// `MAX_LONG_CONTAINER_LEN` with `long`. With `large` (the large-message extension in force),
+    /// messages that do not fit a classic transaction start with a LARGE FIRST container; with
+    /// `long` (the long-container extension in force), containers are up to 16 KiB.
     pub(crate) fn poll_transmit(
         &mut self,
         att_mtu: usize,
         large: bool,
+        long: bool,
         out: &mut [u8],
     ) -> Option<usize> {
         loop {
@@ -253,7 +255,9 @@ impl<B: Buffer> Outbox<B> {
                 }
             }
             if self.cursor.is_none() {
-                let cursor = if large {
+                let cursor = if long {
+                    SplitCursor::new_long(tid, len, large)
+                } else if large {
                     SplitCursor::new_large(tid, len, att_mtu)
                 } else {
                     SplitCursor::new(tid, len, att_mtu)
@@ -356,20 +360,20 @@ mod tests {
             .unwrap();
         let mut out = [0u8; 20];
         // MTU 23: FIRST carries 14 bytes, SUBSEQUENT 16.
-        let n = ob.poll_transmit(23, false, &mut out).unwrap();
+        let n = ob.poll_transmit(23, false, false, &mut out).unwrap();
         assert_eq!(&out[..6], &[0x2a, 0x00, 0x00, 40, 0, 14]);
         assert_eq!(n, 20);
-        let n = ob.poll_transmit(23, false, &mut out).unwrap();
+        let n = ob.poll_transmit(23, false, false, &mut out).unwrap();
         assert_eq!(&out[..4], &[0x2a, 0x01, 0x40, 16]);
         assert_eq!(n, 20);
-        let n = ob.poll_transmit(23, false, &mut out).unwrap();
+        let n = ob.poll_transmit(23, false, false, &mut out).unwrap();
         assert_eq!(
             &out[..n],
             &[&[0x2a, 0x02, 0x40, 10][..], &msg[30..]].concat()[..]
         );
-        let n = ob.poll_transmit(23, false, &mut out).unwrap();
+        let n = ob.poll_transmit(23, false, false, &mut out).unwrap();
         assert_eq!(&out[..n], &[0x2b, 0x00, 0xc8, 0x00]);
-        assert_eq!(ob.poll_transmit(23, false, &mut out), None);
+        assert_eq!(ob.poll_transmit(23, false, false, &mut out), None);
         assert!(ob.is_empty());
     }
 
@@ -403,8 +407,8 @@ mod tests {
                 Ok(())
             })
             .unwrap();
-            assert!(ob.poll_transmit(247, false, &mut out).is_some());
-            assert!(ob.poll_transmit(247, false, &mut out).is_some());
+            assert!(ob.poll_transmit(247, false, false, &mut out).is_some());
+            assert!(ob.poll_transmit(247, false, false, &mut out).is_some());
             assert!(ob.is_empty());
         }
     }

@@ -19,7 +19,7 @@ use crate::buf::Buffer;
 use crate::crypto::{CryptoProvider, X25519Secret};
 use crate::handshake::{PeripheralAwaitStep3, PeripheralHandshake};
 use crate::session::Session;
-use crate::split::max_message_len;
+use crate::split::classic_max_message_len;
 use crate::wire::capabilities::{Capabilities, CapabilityFlags, LargeLimits};
 use crate::wire::command::{Command, CommandType, MAX_DATA_LEN, MAX_LARGE_DATA_LEN, MAX_NAME_LEN};
 use crate::wire::container::{Container, ContainerKind, ControlCmd};
@@ -63,6 +63,12 @@ pub struct PeripheralConfig {
     /// byte for byte. Needs ATT MTU >= [`MIN_ATT_MTU_FOR_LARGE_MESSAGES`] (the 14-byte reply must
     /// fit one container). Default `false`; the `blerpc` runtime turns it on.
     pub large_messages: bool,
+    /// Agree to the long-container extension when a central announces it (CAPABILITIES flags
+    /// bit 2, see `docs/protocol.md`): containers of up to
+    /// [`MAX_LONG_CONTAINER_LEN`](crate::wire::container::MAX_LONG_CONTAINER_LEN) bytes both ways,
+    /// whatever `att_mtu`. Only for links that carry such PDUs (TCP, TLS, WebSocket, memory),
+    /// never BLE. Default `false`; the `blerpc` runtime turns it on for stream links.
+    pub long_containers: bool,
 }
 
 impl Default for PeripheralConfig {
@@ -79,6 +85,7 @@ impl Default for PeripheralConfig {
             reassembly_timeout: Duration::from_secs(10),
             max_outbox_bytes: 128 * 1024,
             large_messages: false,
+            long_containers: false,
         }
     }
 }
@@ -152,6 +159,8 @@ pub struct Peripheral<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: u
     session: Option<Session<P::Aead>>,
     /// The large-message extension is in force (the central announced it and we agreed).
     large: bool,
+    /// The long-container extension is in force (likewise).
+    long: bool,
     next_tid: u8,
     assembler: Assembler<A, SLOTS>,
     partials: Partials<SLOTS>,
@@ -213,7 +222,7 @@ where
             Kx::Unavailable
         };
         Ok(Peripheral {
-            assembler: Assembler::new(Self::assembler_config(&config, false)),
+            assembler: Assembler::new(Self::assembler_config(&config, false, false)),
             outbox: Outbox::new(config.max_outbox_bytes),
             config,
             provider,
@@ -222,6 +231,7 @@ where
             kx,
             session: None,
             large: false,
+            long: false,
             next_tid: 0,
             partials: Partials::new(),
             controls: ControlQueue::new(),
@@ -263,12 +273,30 @@ where
     pub fn large_messages(&self) -> bool {
         self.large
     }
+    /// `true` while the long-container extension is in force (a central announced it in its
+    /// CAPABILITIES request and this peripheral agreed).
+    pub fn long_containers(&self) -> bool {
+        self.long
+    }
+    /// The longest container [`Peripheral::poll_transmit`] can write: `att_mtu - 3`, or
+    /// [`MAX_LONG_CONTAINER_LEN`](crate::wire::container::MAX_LONG_CONTAINER_LEN) when
+    /// `long_containers` is configured. Size its output buffer to this.
+    pub fn max_container_len(&self) -> usize {
+        super::max_container_len(self.config.att_mtu, self.config.long_containers)
+    }
+    /// The output buffer [`Peripheral::poll_transmit`] needs for what is queued now: `att_mtu - 3`,
+    /// or, while long containers are in force, enough for the longest container the queued data
+    /// makes (at most [`Peripheral::max_container_len`]). Idle connections thus keep a small
+    /// buffer; a shorter buffer only makes `poll_transmit` return `None`, losing nothing.
+    pub fn transmit_len(&self) -> usize {
+        super::transmit_len(self.config.att_mtu, self.long, self.outbox.queued())
+    }
     /// The CAPABILITIES reply with the large-message extension: the `u16` fields saturated, the
     /// flag set and the `u32` limits: [`PeripheralConfig::max_request_len`], and
     /// [`PeripheralConfig::max_response_len`] capped by what the outbox can hold.
     pub fn capabilities_large(&self) -> Capabilities {
         let request = self.config.max_request_len;
-        let response = self.max_response_wire(true);
+        let response = self.max_response_wire(true, self.long);
         let classic = self.capabilities();
         Capabilities {
             max_request: u16::try_from(request).unwrap_or(u16::MAX),
@@ -571,7 +599,7 @@ where
             }
         }
         self.outbox
-            .poll_transmit(self.config.att_mtu, self.large, out)
+            .poll_transmit(self.config.att_mtu, self.large, self.long, out)
     }
 
     /// The next event, if any. Message bytes in the event stay valid until the next call.
@@ -623,12 +651,14 @@ where
 
     // ----- internals -------------------------------------------------------------------------
 
-    /// Reassembly limits: classic, or the large limit with LARGE FIRST accepted.
-    fn assembler_config(config: &PeripheralConfig, large: bool) -> AssemblerConfig {
+    /// Reassembly limits: classic, or the large limit with LARGE FIRST accepted, and LONG
+    /// containers accepted with that extension in force.
+    fn assembler_config(config: &PeripheralConfig, large: bool, long: bool) -> AssemblerConfig {
         AssemblerConfig {
             max_message_len: config.max_request_len,
             max_in_flight: SLOTS,
             large_messages: large,
+            long_containers: long,
         }
     }
 
@@ -645,7 +675,7 @@ where
             return Err(SendError::Invalid);
         }
         let len = wire_len(name.len(), data_len, self.session.is_some());
-        let max = self.max_response_wire(self.large);
+        let max = self.max_response_wire(self.large, self.long);
         if len > max {
             return Err(SendError::ResponseTooLarge { len, max });
         }
@@ -655,12 +685,12 @@ where
     /// The largest response (wire bytes) this connection can send: the configured limit, what
     /// the outbox can ever hold, and without the extension one classic transaction at this MTU
     /// (data beyond 65,535 bytes always exceeds that).
-    fn max_response_wire(&self, large: bool) -> usize {
+    fn max_response_wire(&self, large: bool, long: bool) -> usize {
         let max = self.config.max_response_len.min(self.outbox.max_body());
         if large {
             max
         } else {
-            max.min(max_message_len(self.config.att_mtu))
+            max.min(classic_max_message_len(self.config.att_mtu, long))
         }
     }
 
@@ -726,13 +756,22 @@ where
                 self.large = announced
                     && self.config.large_messages
                     && self.config.att_mtu >= MIN_ATT_MTU_FOR_LARGE_MESSAGES;
-                self.assembler
-                    .set_config(Self::assembler_config(&self.config, self.large));
-                let caps = if self.large {
+                self.long = self.config.long_containers
+                    && advertised
+                        .is_some_and(|c| c.flags.contains(CapabilityFlags::LONG_CONTAINERS));
+                self.assembler.set_config(Self::assembler_config(
+                    &self.config,
+                    self.large,
+                    self.long,
+                ));
+                let mut caps = if self.large {
                     self.capabilities_large()
                 } else {
                     self.capabilities()
                 };
+                if self.long {
+                    caps.flags = caps.flags | CapabilityFlags::LONG_CONTAINERS;
+                }
                 let mut reply = [0u8; crate::wire::capabilities::CAPABILITIES_LARGE_LEN];
                 if let Ok(n) = caps.emit(&mut reply) {
                     self.send_control(tid, ControlCmd::Capabilities, reply.get(..n).unwrap_or(&[]));
@@ -812,6 +851,7 @@ where
             AssembleError::SequenceGap { tid, .. } => Some((tid, ErrorCode::SequenceGap)),
             AssembleError::TooLarge { tid, .. }
             | AssembleError::Capacity { tid }
+            | AssembleError::ContainerTooLong { tid, .. }
             | AssembleError::LargeNotNegotiated { tid, .. } => {
                 Some((tid, ErrorCode::RequestTooLarge))
             }

@@ -5,8 +5,8 @@
 //!         +-------------+--------------+--------+
 //!         | max_request | max_response | flags  |      all u16 little-endian
 //!         +-------------+--------------+--------+
-//! flags: bit 0 = ENCRYPTION_SUPPORTED, bit 1 = LARGE_MESSAGES (blerpc-rs extension),
-//!        bits 2..15 reserved (kept, not interpreted)
+//! flags: bit 0 = ENCRYPTION_SUPPORTED, bit 1 = LARGE_MESSAGES, bit 2 = LONG_CONTAINERS
+//!        (blerpc-rs extensions), bits 3..15 reserved (kept, not interpreted)
 //!
 //! large-message extension (a peripheral's reply with LARGE_MESSAGES set, 14 bytes):
 //! offset  0             2              4        6                  10                 14
@@ -47,6 +47,12 @@ impl CapabilityFlags {
     /// module docs). In force only when both the central's request and the peripheral's reply
     /// set it.
     pub const LARGE_MESSAGES: Self = CapabilityFlags(0x0002);
+    /// Bit 2 (blerpc-rs extension): the sender sends and accepts long containers (`u16`
+    /// `payload_len`, up to
+    /// [`MAX_LONG_CONTAINER_LEN`](crate::wire::container::MAX_LONG_CONTAINER_LEN) bytes). In force
+    /// only when both the central's request and the peripheral's reply set it; no other byte
+    /// changes.
+    pub const LONG_CONTAINERS: Self = CapabilityFlags(0x0004);
     /// No flag set.
     pub const EMPTY: Self = CapabilityFlags(0);
 

@@ -5,18 +5,28 @@
 //! LARGE FIRST (type 0b00, flags bit 0 set; large-message extension only):
 //!                         [tid u8][seq u8][0x01][total_length u32 LE][payload_len u8][payload]       header 8
 //! SUBSEQUENT (type 0b01): [tid u8][seq u8][flags u8][payload_len u8][payload]                        header 4
+//! LONG (flags bit 1 set on FIRST, LARGE FIRST or SUBSEQUENT; long-container extension only):
+//!                         the same header with payload_len a u16 LE (headers 7, 9 and 5 bytes),
+//!                         used exactly when the payload is longer than 255 bytes
 //! CONTROL    (type 0b11): [tid u8][seq u8][flags u8][payload_len u8][payload]                        header 4
 //! undefined  (type 0b10): parsed with the 4-byte header and reported as ContainerKind::Unknown
 //!
 //! flags:   bit 7 6 | 5 4 3 2     | 1 0
 //!          type    | control_cmd | reserved (0 on emit, ignored on parse), except bit 0 of a
-//!                                  FIRST container: LARGE (u32 total_length, seq wraps mod 256)
+//!                                  FIRST container: LARGE (u32 total_length, seq wraps mod 256),
+//!                                  and bit 1 of FIRST and SUBSEQUENT: LONG (u16 payload_len)
 //! ```
 //!
 //! The LARGE FIRST variant belongs to the negotiated large-message extension (`docs/protocol.md`):
 //! a sender emits it only when both peers announced the extension in CAPABILITIES and the message
 //! does not fit a classic transaction (more than 65,535 bytes or 256 containers). The SUBSEQUENT
 //! containers of such a transaction are unchanged; their seq counts 1, 2, ..., 255, 0, 1, ...
+//!
+//! The LONG variants belong to the negotiated long-container extension (`docs/protocol.md`), for
+//! links without an ATT MTU (TCP, TLS, WebSocket): a container then carries up to
+//! [`MAX_LONG_CONTAINER_LEN`] bytes. A payload of at most 255 bytes always uses the classic
+//! one-byte `payload_len`, so every container has exactly one encoding: a LONG header announcing
+//! 255 bytes or fewer is rejected ([`WireError::InvalidValue`]).
 //!
 //! Flag bytes on the wire: FIRST `0x00`, SUBSEQUENT `0x40`, CONTROL `0xC0 | cmd << 2` (`0xC4`
 //! TIMEOUT, `0xC8` STREAM_END_C2P, `0xCC` STREAM_END_P2C, `0xD0` CAPABILITIES, `0xD4` ERROR,
@@ -41,6 +51,12 @@ pub const LARGE_FIRST_FLAG: u8 = 0x01;
 pub const HEADER_LEN: usize = 4;
 /// The largest payload one container carries (`payload_len` is a `u8`).
 pub const MAX_CHUNK_LEN: usize = 255;
+/// The flags bit (bit 1) marking a FIRST, LARGE FIRST or SUBSEQUENT container as LONG: its
+/// `payload_len` is a `u16` (long-container extension).
+pub const LONG_FLAG: u8 = 0x02;
+/// The largest container (header included) a peer that announced long containers must accept,
+/// and the largest one blerpc-rs sends: 16 KiB, one TLS record.
+pub const MAX_LONG_CONTAINER_LEN: usize = 16_384;
 
 const TYPE_FIRST: u8 = 0b00;
 const TYPE_SUBSEQUENT: u8 = 0b01;
@@ -139,6 +155,7 @@ impl<'a> Container<'a> {
         let tid = read_u8(pdu, 0, "tid")?;
         let seq = read_u8(pdu, 1, "seq")?;
         let flags = read_u8(pdu, 2, "flags")?;
+        let long = flags & LONG_FLAG != 0 && flags >> 6 <= TYPE_SUBSEQUENT;
         let (kind, len_offset) = match flags >> 6 {
             TYPE_FIRST if flags & LARGE_FIRST_FLAG != 0 => {
                 let total_length = read_u32(pdu, 3, "total_length")?;
@@ -152,8 +169,24 @@ impl<'a> Container<'a> {
             TYPE_CONTROL => (ContainerKind::Control(ControlCmd::from_bits(flags >> 2)), 3),
             _ => (ContainerKind::Unknown, 3),
         };
-        let payload_len = usize::from(read_u8(pdu, len_offset, "payload_len")?);
-        let payload = read_slice(pdu, len_offset + 1, payload_len, "payload")?;
+        let (payload_len, payload_at) = if long {
+            let n = read_u16(pdu, len_offset, "payload_len")?;
+            if usize::from(n) <= MAX_CHUNK_LEN {
+                // Not the canonical encoding: short payloads use the one-byte length.
+                return Err(WireError::InvalidValue {
+                    field: "payload_len",
+                    offset: len_offset,
+                    value: u32::from(n),
+                });
+            }
+            (usize::from(n), len_offset + 2)
+        } else {
+            (
+                usize::from(read_u8(pdu, len_offset, "payload_len")?),
+                len_offset + 1,
+            )
+        };
+        let payload = read_slice(pdu, payload_at, payload_len, "payload")?;
         Ok(Container {
             tid,
             seq,
@@ -202,25 +235,39 @@ impl<'a> Container<'a> {
         }
     }
 
+    /// `true` for a LONG container: a FIRST, LARGE FIRST or SUBSEQUENT one whose payload is
+    /// longer than [`MAX_CHUNK_LEN`] (long-container extension; `u16` `payload_len`).
+    pub const fn is_long(&self) -> bool {
+        self.payload.len() > MAX_CHUNK_LEN
+            && matches!(
+                self.kind,
+                ContainerKind::First { .. }
+                    | ContainerKind::LargeFirst { .. }
+                    | ContainerKind::Subsequent
+            )
+    }
+
     /// The flags byte this container is emitted with.
     pub const fn flags(&self) -> u8 {
+        let long = if self.is_long() { LONG_FLAG } else { 0 };
         match self.kind {
-            ContainerKind::First { .. } => TYPE_FIRST << 6,
-            ContainerKind::LargeFirst { .. } => (TYPE_FIRST << 6) | LARGE_FIRST_FLAG,
-            ContainerKind::Subsequent => TYPE_SUBSEQUENT << 6,
+            ContainerKind::First { .. } => (TYPE_FIRST << 6) | long,
+            ContainerKind::LargeFirst { .. } => (TYPE_FIRST << 6) | LARGE_FIRST_FLAG | long,
+            ContainerKind::Subsequent => (TYPE_SUBSEQUENT << 6) | long,
             ContainerKind::Control(cmd) => (TYPE_CONTROL << 6) | (cmd.bits() << 2),
             ContainerKind::Unknown => TYPE_UNKNOWN << 6,
         }
     }
 
     /// Header length: [`FIRST_HEADER_LEN`] for FIRST, [`LARGE_FIRST_HEADER_LEN`] for LARGE
-    /// FIRST, [`HEADER_LEN`] otherwise.
+    /// FIRST, [`HEADER_LEN`] otherwise; one more for a LONG container ([`Container::is_long`]).
     pub fn header_len(&self) -> usize {
-        match self.kind {
+        let base = match self.kind {
             ContainerKind::First { .. } => FIRST_HEADER_LEN,
             ContainerKind::LargeFirst { .. } => LARGE_FIRST_HEADER_LEN,
             _ => HEADER_LEN,
-        }
+        };
+        base + usize::from(self.is_long())
     }
 
     /// Header plus payload: the bytes [`Container::emit`] writes.
@@ -230,27 +277,42 @@ impl<'a> Container<'a> {
 
     /// Writes the container to the start of `out` and returns its length.
     ///
-    /// Fails with [`WireError::TooLong`] when the payload exceeds [`MAX_CHUNK_LEN`] and with
-    /// [`WireError::BufferTooSmall`] when `out` is shorter than [`Container::emitted_len`].
+    /// Payloads above [`MAX_CHUNK_LEN`] are written as LONG containers (FIRST, LARGE FIRST and
+    /// SUBSEQUENT only; the sender must have the long-container extension in force). Fails with
+    /// [`WireError::TooLong`] when the payload exceeds [`MAX_CHUNK_LEN`] (CONTROL, undefined
+    /// type) or `u16::MAX`, and with [`WireError::BufferTooSmall`] when `out` is shorter than
+    /// [`Container::emitted_len`].
     pub fn emit(&self, out: &mut [u8]) -> Result<usize, WireError> {
-        let payload_len = u8::try_from(self.payload.len()).map_err(|_| WireError::TooLong {
-            field: "payload",
-            len: self.payload.len(),
-            max: MAX_CHUNK_LEN,
-        })?;
+        let max = if matches!(
+            self.kind,
+            ContainerKind::Control(_) | ContainerKind::Unknown
+        ) {
+            MAX_CHUNK_LEN
+        } else {
+            usize::from(u16::MAX)
+        };
+        let payload_len = u16::try_from(self.payload.len())
+            .ok()
+            .filter(|&n| usize::from(n) <= max)
+            .ok_or(WireError::TooLong {
+                field: "payload",
+                len: self.payload.len(),
+                max,
+            })?;
         let len = self.emitted_len();
         let buf = out_prefix(out, len)?;
         let [tid, seq, flags] = [self.tid, self.seq, self.flags()];
+        let [n0, n1] = payload_len.to_le_bytes();
         let header = match self.kind {
             ContainerKind::First { total_length } => {
                 let [t0, t1] = total_length.to_le_bytes();
-                [tid, seq, flags, t0, t1, payload_len, 0, 0]
+                [tid, seq, flags, t0, t1, n0, n1, 0, 0]
             }
             ContainerKind::LargeFirst { total_length } => {
                 let [t0, t1, t2, t3] = total_length.to_le_bytes();
-                [tid, seq, flags, t0, t1, t2, t3, payload_len]
+                [tid, seq, flags, t0, t1, t2, t3, n0, n1]
             }
-            _ => [tid, seq, flags, payload_len, 0, 0, 0, 0],
+            _ => [tid, seq, flags, n0, n1, 0, 0, 0, 0],
         };
         let header_len = self.header_len();
         let (head, body) = buf.split_at_mut(header_len);
@@ -379,14 +441,19 @@ mod tests {
 
     #[test]
     fn reserved_bits_unknown_type_and_cmd() {
-        // Reserved flag bits 1..0 are ignored.
+        // Reserved flag bits 1..0 are ignored on CONTROL, bit 0 on SUBSEQUENT.
         assert_eq!(
             Container::parse(&[0x00, 0x00, 0xc7, 0x00]),
             Ok(Container::control(0, ControlCmd::Timeout, &[]))
         );
         assert_eq!(
-            Container::parse(&[1, 1, 0x43, 0]),
+            Container::parse(&[1, 1, 0x41, 0]),
             Ok(Container::subsequent(1, 1, &[]))
+        );
+        // Bit 1 of the undefined type is ignored too (no LONG form there).
+        assert_eq!(
+            Container::parse(&[1, 1, 0x82, 0]).map(|c| c.kind),
+            Ok(ContainerKind::Unknown)
         );
         // Type 0b10 parses with a 4-byte header.
         let c = Container::parse(&[0x01, 0x01, 0x80, 0x02, 0x63, 0x64]).unwrap();
@@ -419,11 +486,20 @@ mod tests {
     fn emit_errors() {
         let big = [0u8; 256];
         assert_eq!(
-            Container::subsequent(0, 1, &big).emit(&mut [0; 300]),
+            Container::control(0, ControlCmd::Error, &big).emit(&mut [0; 300]),
             Err(WireError::TooLong {
                 field: "payload",
                 len: 256,
                 max: 255
+            })
+        );
+        let huge = std::vec![0u8; 65_536];
+        assert_eq!(
+            Container::subsequent(0, 1, &huge).emit(&mut std::vec![0; 70_000]),
+            Err(WireError::TooLong {
+                field: "payload",
+                len: 65_536,
+                max: 65_535
             })
         );
         assert_eq!(
@@ -456,14 +532,99 @@ mod tests {
             Container::parse(&bytes),
             Ok(Container::large_first(7, 0x0100_0000, &[]))
         );
-        // Reserved bit 1 is still ignored; bit 0 alone selects the variant.
+        // Bit 0 alone selects the variant; bit 1 (LONG) changes only the length field.
         assert_eq!(
-            Container::parse(&[1, 0, 0x03, 4, 0, 0, 0, 0]).map(|c| c.kind),
-            Ok(ContainerKind::LargeFirst { total_length: 4 })
+            Container::parse(&[1, 0, 0x00, 4, 0, 0]).map(|c| c.kind),
+            Ok(ContainerKind::First { total_length: 4 })
+        );
+    }
+
+    #[test]
+    fn long_container_vectors() {
+        // SUBSEQUENT, tid 0x2a, seq 3, 256 bytes of 0x5a: [2a 03 42 00 01] + payload.
+        let payload = [0x5au8; 256];
+        let mut bytes = std::vec![0x2a, 0x03, 0x42, 0x00, 0x01];
+        bytes.extend_from_slice(&payload);
+        let c = Container::subsequent(0x2a, 3, &payload);
+        assert!(c.is_long());
+        assert_eq!(c.flags(), 0x42);
+        assert_eq!(c.header_len(), 5);
+        assert_eq!(Container::parse(&bytes), Ok(c));
+        assert_eq!(emit_vec(&c), bytes);
+        // FIRST, total 1,000, 300-byte chunk: [07 00 02 e8 03 2c 01].
+        let payload = [0x11u8; 300];
+        let mut bytes = std::vec![0x07, 0x00, 0x02, 0xe8, 0x03, 0x2c, 0x01];
+        bytes.extend_from_slice(&payload);
+        let c = Container::first(7, 1000, &payload);
+        assert_eq!(c.header_len(), 7);
+        assert_eq!(Container::parse(&bytes), Ok(c));
+        assert_eq!(emit_vec(&c), bytes);
+        // LARGE FIRST, total 100,000 (a0 86 01 00), 16,375-byte chunk (f7 3f): header 9.
+        let payload = std::vec![0x22u8; 16_375];
+        let mut bytes = std::vec![0x01, 0x00, 0x03, 0xa0, 0x86, 0x01, 0x00, 0xf7, 0x3f];
+        bytes.extend_from_slice(&payload);
+        let c = Container::large_first(1, 100_000, &payload);
+        assert_eq!(c.flags(), 0x03);
+        assert_eq!(c.emitted_len(), MAX_LONG_CONTAINER_LEN);
+        assert_eq!(Container::parse(&bytes), Ok(c));
+        assert_eq!(emit_vec(&c), bytes);
+        // 255 bytes or fewer: always the classic header, whatever the link.
+        let c = Container::subsequent(1, 1, &[0u8; 255]);
+        assert!(!c.is_long());
+        assert_eq!(c.header_len(), HEADER_LEN);
+        assert_eq!(emit_vec(&c).get(..4), Some(&[1, 1, 0x40, 0xff][..]));
+        // CONTROL never has a LONG form: bit 1 is reserved and ignored there.
+        assert!(!Container::control(0, ControlCmd::Error, &[0; 3]).is_long());
+    }
+
+    #[test]
+    fn long_container_rejects_short_lengths_and_truncation() {
+        // A LONG header announcing 255 bytes: not canonical.
+        let mut bytes = std::vec![0x2a, 0x01, 0x42, 0xff, 0x00];
+        bytes.extend_from_slice(&[0; 255]);
+        assert_eq!(
+            Container::parse(&bytes),
+            Err(WireError::InvalidValue {
+                field: "payload_len",
+                offset: 3,
+                value: 255
+            })
+        );
+        // ... or 0 (FIRST, LARGE FIRST).
+        assert_eq!(
+            Container::parse(&[0, 0, 0x02, 0, 0, 0, 0]),
+            Err(WireError::InvalidValue {
+                field: "payload_len",
+                offset: 5,
+                value: 0
+            })
         );
         assert_eq!(
-            Container::parse(&[1, 0, 0x02, 4, 0, 0]).map(|c| c.kind),
-            Ok(ContainerKind::First { total_length: 4 })
+            Container::parse(&[0, 0, 0x03, 0, 0, 0, 0, 0, 0]),
+            Err(WireError::InvalidValue {
+                field: "payload_len",
+                offset: 7,
+                value: 0
+            })
+        );
+        // Half a length, and a payload shorter than announced.
+        assert_eq!(
+            Container::parse(&[0x2a, 0x01, 0x42, 0x00]),
+            Err(WireError::Truncated {
+                field: "payload_len",
+                offset: 3,
+                needed: 2,
+                available: 1
+            })
+        );
+        assert_eq!(
+            Container::parse(&[0x2a, 0x01, 0x42, 0x00, 0x01, 0xaa]),
+            Err(WireError::Truncated {
+                field: "payload",
+                offset: 5,
+                needed: 256,
+                available: 1
+            })
         );
     }
 

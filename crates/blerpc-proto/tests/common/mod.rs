@@ -421,14 +421,18 @@ impl Pair {
             self.drain_peripheral();
             self.pump_streams();
             let mut progressed = false;
-            let mut buf = [0u8; 1024];
+            let (cmax, pmax) = (
+                self.central.max_container_len(),
+                self.peripheral.max_container_len(),
+            );
+            let mut buf = vec![0u8; cmax.max(pmax)];
             while let Some(n) = self.central.poll_transmit(self.now, &mut buf) {
-                assert!(n <= self.central.config().att_mtu - 3, "PDU above MTU");
+                assert!(n <= cmax, "PDU above MTU");
                 self.send(Dir::C2P, buf[..n].to_vec());
                 progressed = true;
             }
             while let Some(n) = self.peripheral.poll_transmit(self.now, &mut buf) {
-                assert!(n <= self.peripheral.config().att_mtu - 3, "PDU above MTU");
+                assert!(n <= pmax, "PDU above MTU");
                 self.send(Dir::P2C, buf[..n].to_vec());
                 progressed = true;
             }
