@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # CI check: the committed vectors (testdata/vectors/*.json) are exactly what tools/vectors/gen.py
-# produces from the pinned reference (blerpc-protocol 0.8.0, tools/vectors/requirements.txt), and
+# produces from the pinned reference (blerpc-protocol 0.8.0, tools/vectors/requirements.txt),
 # large_messages.json exactly what tools/vectors/large.py builds from the documented layout of
-# the large-message extension (which the reference does not have).
+# the large-message extension, and long_containers.json what tools/vectors/long.py builds from
+# the layout of the long-container extension (the reference has neither extension).
 #
 # Uses the venv at $BLERPC_VENV (default: .venv at the repository root), creating it if needed, and
 # installs the pinned requirements into it. Exits non-zero if anything differs (gen.py prints the
@@ -22,5 +23,6 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$repo/tools/vectors/requirements.txt"
 "$venv/bin/python" "$repo/tools/vectors/gen.py" --check --out "$repo/testdata/vectors"
-# Our large-message extension (no reference exists): built from the documented layout.
-exec "$venv/bin/python" "$repo/tools/vectors/large.py" --check --out "$repo/testdata/vectors"
+# Our extensions (no reference exists): built from the documented layouts.
+"$venv/bin/python" "$repo/tools/vectors/large.py" --check --out "$repo/testdata/vectors"
+exec "$venv/bin/python" "$repo/tools/vectors/long.py" --check --out "$repo/testdata/vectors"

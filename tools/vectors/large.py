@@ -9,6 +9,8 @@ docs/protocol.md ("Large messages"):
     CAPABILITIES reply     [max_request u16][max_response u16][flags u16 | 0x0002]
                            [max_request u32][max_response u32]                 (14 bytes, LE)
     LARGE FIRST container  [tid][seq 0][flags 0x01][total_length u32][payload_len u8][payload]
+                           (flags bit 1 is not reserved: it selects the u16 payload_len of the
+                           long-container extension, see tools/vectors/long.py)
     SUBSEQUENT             unchanged; seq counts 1..255, 0, 1, ... (mod 256)
     command, data > 65535  [type | 0x01][name_len][name][data_len u32][data]
 
@@ -41,6 +43,8 @@ DEFAULT_OUT = Path(__file__).resolve().parents[2] / "testdata" / "vectors"
 LARGE_BIT = 0x0002
 ENC_BIT = 0x0001
 LARGE_FIRST_FLAG = 0x01
+# Flags bit 1 on FIRST / SUBSEQUENT: the long-container extension's u16 payload_len (tools/vectors/long.py).
+LONG_BIT = 0x02
 SUBSEQUENT_FLAGS = 0x40
 CAPS_FLAGS = 0xC0 | (0x4 << 2)  # 0xD0
 LARGE_DATA_FLAG = 0x01
@@ -196,16 +200,28 @@ def container_cases() -> list[dict]:
                 "fields": {"tid": tid, "seq": 0, "total_length": total, "payload_len": len(payload)},
             }
         )
-    reserved = bytearray(large_first(0x11, 70_000, b"xy"))
-    reserved[2] = 0x03
     cases.append(
         {
-            "name": "large_first_reserved_bit1_ignored",
+            "name": "large_first_bit0_alone_selects_large",
             "kind": "container",
-            "hex": bytes(reserved).hex(),
+            "hex": large_first(0x11, 70_000, b"xy").hex(),
             "fields": {"tid": 0x11, "seq": 0, "total_length": 70_000, "payload_len": 2},
-            "emit_hex": large_first(0x11, 70_000, b"xy").hex(),
-            "note": "bit 0 selects LARGE FIRST; reserved bit 1 is ignored and emitted as 0",
+            "note": "flags 0x01: bit 0 alone selects LARGE FIRST, with a u8 payload_len; bit 1 is not "
+            "reserved (it marks the LONG form of the long-container extension, long_containers.json)",
+        }
+    )
+    # The same bytes with flags 0x03 are a LONG LARGE FIRST: payload_len is the u16 at 7..9
+    # (02 78 = 30,722 bytes), of which one is present.
+    as_long = bytearray(large_first(0x11, 70_000, b"xy"))
+    as_long[2] = LARGE_FIRST_FLAG | LONG_BIT
+    cases.append(
+        {
+            "name": "large_first_bit1_reads_u16_payload_len",
+            "kind": "container_invalid",
+            "hex": bytes(as_long).hex(),
+            "error": {"kind": "truncated", "field": "payload", "offset": 9},
+            "note": "flags 0x03 is LONG LARGE FIRST: bytes 7..9 are a u16 payload_len (30,722), so this "
+            "container is truncated; bit 1 is never an ignored reserved bit on FIRST",
         }
     )
     whole = large_first(0x2A, 65_536, bytes.fromhex("aabbcc"))

@@ -253,6 +253,7 @@ fn check_split(case: &Value) -> Check {
         max_message_len: message.len(),
         max_in_flight: 1,
         large_messages: true,
+        long_containers: false,
     });
     let mut done = None;
     for c in &containers {
