@@ -412,6 +412,9 @@ impl<L: Link> Link for Traced<L> {
     fn att_mtu(&self) -> usize {
         self.inner.att_mtu()
     }
+    fn long_containers(&self) -> bool {
+        self.inner.long_containers()
+    }
     fn peer_id(&self) -> String {
         self.inner.peer_id()
     }

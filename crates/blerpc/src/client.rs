@@ -114,6 +114,7 @@ impl Default for ClientConfig {
         ClientConfig {
             central: CentralConfig {
                 large_messages: true,
+                long_containers: true,
                 max_outbox_bytes: LARGE_OUTBOX_BYTES,
                 ..CentralConfig::default()
             },
@@ -140,6 +141,9 @@ pub struct ConnectionInfo {
     /// The peripheral's limits when the large-message extension is in force (both sides
     /// announced it); `None` means the classic 65,535-byte limits.
     pub large_messages: Option<LargeLimits>,
+    /// `true` when the long-container extension is in force (both sides announced it: 16 KiB
+    /// containers on a stream link, see [`Link::long_containers`]).
+    pub long_containers: bool,
     /// The link's ATT MTU.
     pub att_mtu: usize,
     /// The link's peer id.
@@ -213,6 +217,8 @@ impl Client {
     pub async fn connect<L: Link>(link: L, config: ClientConfig) -> Result<Client, Error> {
         let mut central_config = config.central;
         central_config.att_mtu = link.att_mtu();
+        // Long containers only where the link carries them (never BLE).
+        central_config.long_containers &= link.long_containers();
         central_config.pinning = match &config.pinning {
             PinPolicy::KnownKeys(_) => Pinning::Decide,
             PinPolicy::Trust(key) => Pinning::Expect(*key),
@@ -509,8 +515,11 @@ impl Task {
             loop {
                 self.drain_events();
                 self.retry_blocked();
-                if buf.is_empty() {
-                    buf = vec![0u8; self.att_mtu.max(4)];
+                // Sized for what is queued: a long container (long-container extension) only
+                // when a long message is waiting.
+                let need = self.central.transmit_len().max(4);
+                if buf.len() < need {
+                    buf.resize(need, 0);
                 }
                 // One clock read per turn of the loop.
                 let tnow = tokio::time::Instant::now();
@@ -732,6 +741,7 @@ impl Task {
                         capabilities: self.central.capabilities(),
                         peer_timeout_ms: self.central.peer_timeout_ms(),
                         large_messages: self.central.large_messages(),
+                        long_containers: self.central.long_containers(),
                         att_mtu: self.att_mtu,
                         peer_id: self.peer_id.clone(),
                     };

@@ -144,7 +144,9 @@ pub struct ServerConfig {
     /// defaults, the large-message extension is on (`peripheral.large_messages`) for every
     /// client that announces it, with 16 MiB requests (`peripheral.max_request_len`) and
     /// responses (`peripheral.max_response_len`; the outbox, `peripheral.max_outbox_bytes`, holds
-    /// one); other centrals see the classic bytes and limits (65,535 advertised).
+    /// one); other centrals see the classic bytes and limits (65,535 advertised). The
+    /// long-container extension is on too (`peripheral.long_containers`), on links that carry
+    /// long containers ([`Link::long_containers`]: TCP, TLS, WebSocket).
     pub peripheral: PeripheralConfig,
     /// The Ed25519 identity seed. With one, encryption is offered (and required unless
     /// `peripheral.require_encryption` is false); without, the server runs in plaintext and
@@ -168,6 +170,7 @@ impl Default for ServerConfig {
                 max_request_len: blerpc_proto::connection::DEFAULT_MAX_LARGE_MESSAGE_LEN,
                 max_outbox_bytes: crate::client::LARGE_OUTBOX_BYTES,
                 large_messages: true,
+                long_containers: true,
                 ..Default::default()
             },
             identity: None,
@@ -327,6 +330,8 @@ impl Server {
     ) -> Result<impl Future<Output = Result<(), ServerError>> + Send + 'static, ServerError> {
         let mut pconfig = self.config.peripheral;
         pconfig.att_mtu = link.att_mtu();
+        // Long containers only where the link carries them (never BLE).
+        pconfig.long_containers &= link.long_containers();
         let peripheral = HostPeripheral::new(
             pconfig,
             DefaultProvider::default(),
@@ -423,7 +428,8 @@ impl Connection {
         mut rx: Rx,
         mut stop: watch::Receiver<bool>,
     ) -> Result<(), ServerError> {
-        let mut buf = vec![0u8; self.peripheral.config().att_mtu.max(4)];
+        let classic_len = self.peripheral.config().att_mtu.max(4);
+        let mut buf = vec![0u8; classic_len];
         let mut draining = false;
         // The idle check is armed once, not moved by every request (see `IdleRelease`), and the
         // one timer is re-armed in place.
@@ -443,6 +449,11 @@ impl Connection {
             // One clock read per turn of the loop.
             let tnow = tokio::time::Instant::now();
             let now = self.clock.at(tnow);
+            // Sized for what is queued: a long container only when a long response waits.
+            let need = self.peripheral.transmit_len().max(4);
+            if buf.len() < need {
+                buf.resize(need, 0);
+            }
             while !tx.is_full() {
                 let Some(n) = self.peripheral.poll_transmit(now, &mut buf) else {
                     break;
@@ -462,6 +473,9 @@ impl Connection {
                 self.peripheral.release_memory();
                 rx.release_memory();
                 tx.release_memory();
+                if buf.len() > classic_len {
+                    buf = vec![0u8; classic_len];
+                }
             }
             let protocol = self
                 .peripheral

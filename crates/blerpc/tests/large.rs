@@ -72,12 +72,71 @@ async fn echo_65536_and_1_mib_over_tcp_encrypted() {
         let link = tcp::connect(addr, &TcpOptions::default()).await.unwrap();
         let client = Client::connect(link, config).await.unwrap();
         assert!(client.info().encrypted);
+        // TCP carries long containers: both sides announce the extension by default.
+        assert!(client.info().long_containers);
         echo_large(&client).await;
     })
     .await
     .unwrap();
     drop(stop_tx);
     task.await.unwrap();
+}
+
+/// Long containers on or off at either end of a TCP link: in force only when both links carry
+/// them (`TcpOptions::long_containers`) and the server's config allows them; every combination
+/// carries 65,536-byte and 1 MiB echoes. The in-memory link never announces them.
+#[cfg(feature = "tcp")]
+#[tokio::test]
+async fn long_containers_are_negotiated_per_connection_over_tcp() {
+    use blerpc::link::tcp::{self, TcpAcceptor, TcpOptions};
+    for (client_long, server_long, server_config_long) in [
+        (true, true, true),
+        (false, true, true),
+        (true, false, true),
+        (true, true, false),
+    ] {
+        let mut config = ServerConfig {
+            identity: Some(SEED),
+            ..ServerConfig::default()
+        };
+        config.peripheral.long_containers = server_config_long;
+        let server = Server::new(Demo, config).unwrap();
+        let config = client_config(&server);
+        let options = |long_containers| TcpOptions {
+            long_containers,
+            ..TcpOptions::default()
+        };
+        let acceptor = TcpAcceptor::bind("127.0.0.1:0", options(server_long))
+            .await
+            .unwrap();
+        let addr = acceptor.local_addr().unwrap();
+        let (stop_tx, task) = common::serve_in_background(server, acceptor);
+        timeout(LIMIT, async {
+            let link = tcp::connect(addr, &options(client_long)).await.unwrap();
+            let client = Client::connect(link, config).await.unwrap();
+            let want = client_long && server_long && server_config_long;
+            assert_eq!(
+                client.info().long_containers,
+                want,
+                "client {client_long} server {server_long} config {server_config_long}"
+            );
+            echo_large(&client).await;
+        })
+        .await
+        .unwrap();
+        drop(stop_tx);
+        task.await.unwrap();
+    }
+    // The in-memory link keeps classic containers.
+    let server = server(true);
+    let config = client_config(&server);
+    let (a, b) = mem::pair(247);
+    tokio::spawn(async move { server.serve_link(b).await });
+    let client = timeout(LIMIT, Client::connect(a, config))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!client.info().long_containers);
 }
 
 #[tokio::test]

@@ -134,13 +134,29 @@ fn sample_containers() -> Vec<Vec<u8>> {
         c.extend((0..len).map(|b| b as u8));
         out.push(c);
     }
-    for (i, flags) in [0x40u8, 0xC4, 0xD8, 0x80, 0x43].into_iter().enumerate() {
+    for (i, flags) in [0x40u8, 0xC4, 0xD8, 0x80, 0x41, 0xC6]
+        .into_iter()
+        .enumerate()
+    {
         for len in [0usize, 1, 129, 240] {
             let mut c = vec![i as u8, 1, flags, len as u8];
             c.extend((0..len).map(|b| (b * 7) as u8));
             out.push(c);
         }
     }
+    // LONG containers (long-container extension): FIRST, LARGE FIRST, SUBSEQUENT.
+    for (i, len) in [256usize, 1000, 16_377].into_iter().enumerate() {
+        let [l0, l1] = (len as u16).to_le_bytes();
+        let mut c = vec![i as u8, 0, 0x02, l0, l1, l0, l1];
+        c.extend((0..len).map(|b| (b * 3) as u8));
+        out.push(c);
+    }
+    let mut c = vec![9u8, 0, 0x03, 0, 0, 2, 0, 0x2c, 0x01];
+    c.extend((0..300).map(|b| b as u8));
+    out.push(c);
+    let mut c = vec![9u8, 1, 0x42, 0xfb, 0x3f];
+    c.extend((0..16_379).map(|b| (b * 5) as u8));
+    out.push(c);
     out
 }
 
@@ -305,18 +321,31 @@ async fn recv_is_cancel_safe() {
 
 #[tokio::test]
 async fn an_oversize_container_is_a_framing_error() {
-    // At MTU 247 a container is at most 244 bytes; this FIRST declares 6 + 250.
-    let (link, mut raw) = raw_pair(TcpOptions::default()).await;
+    // Without long containers, at MTU 247 a container is at most 244 bytes; this FIRST
+    // declares 6 + 250.
+    let classic = TcpOptions {
+        long_containers: false,
+        ..TcpOptions::default()
+    };
+    let (link, mut raw) = raw_pair(classic.clone()).await;
     let (_tx, mut rx) = link.split();
     raw.write_all(&[1, 0, 0x00, 250, 0, 250]).await.unwrap();
     let err = timeout(LIMIT, rx.recv()).await.unwrap().unwrap_err();
     assert!(matches!(err, LinkError::Framing(_)), "{err}");
     assert!(err.to_string().contains("at most 244"), "{err}");
 
-    // A smaller configured MTU lowers the limit: 23 → 20 bytes.
+    // With them (the default), 16 KiB: a LONG SUBSEQUENT declaring 5 + 16,380 is refused at its
+    // header.
+    let (link, mut raw) = raw_pair(TcpOptions::default()).await;
+    let (_tx, mut rx) = link.split();
+    raw.write_all(&[1, 0, 0x42, 0xfc, 0x3f]).await.unwrap();
+    let err = timeout(LIMIT, rx.recv()).await.unwrap().unwrap_err();
+    assert!(err.to_string().contains("at most 16384"), "{err}");
+
+    // A smaller configured MTU lowers the classic limit: 23 → 20 bytes.
     let options = TcpOptions {
         att_mtu: 23,
-        ..Default::default()
+        ..classic
     };
     let (link, mut raw) = raw_pair(options).await;
     let (_tx, mut rx) = link.split();
@@ -342,7 +371,11 @@ async fn a_peer_that_disconnects_mid_container_is_a_framing_error() {
 
 #[tokio::test]
 async fn queue_refuses_what_is_not_one_container() {
-    let (link, _raw) = raw_pair(TcpOptions::default()).await;
+    let classic = TcpOptions {
+        long_containers: false,
+        ..TcpOptions::default()
+    };
+    let (link, _raw) = raw_pair(classic).await;
     let (mut tx, _rx) = link.split();
     assert!(matches!(
         tx.queue(&[0; 245]),

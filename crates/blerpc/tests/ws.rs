@@ -247,8 +247,9 @@ async fn one_binary_message_is_one_container() {
         client.next().await.unwrap().unwrap(),
         Message::Binary(Bytes::from_static(&[9, 0, 0xC4, 0]))
     );
+    // Over the link's largest container (16 KiB with long containers, the default).
     assert!(matches!(
-        tx.queue(&[0; 245]),
+        tx.queue(&[0; 16_385]),
         Err(LinkError::TooLarge { .. })
     ));
     assert!(matches!(
@@ -285,7 +286,7 @@ async fn a_message_that_is_not_exactly_one_container_is_a_framing_error() {
 async fn an_oversize_message_is_refused_before_it_is_buffered() {
     let (link, mut client) = raw_pair(WsOptions::default(), "/").await;
     let (_tx, mut rx) = link.split();
-    // Far beyond one container (244 bytes at MTU 247): refused from the frame header.
+    // Far beyond one container (16 KiB with long containers): refused from the frame header.
     let _ = client.send(Message::binary(vec![0x40; 100_000])).await;
     let err = rx.recv().await.unwrap_err();
     assert!(matches!(err, LinkError::Framing(_)), "{err}");

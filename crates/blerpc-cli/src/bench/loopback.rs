@@ -89,6 +89,11 @@ pub struct LoopbackArgs {
         default_value = "e2e,plain,bare"
     )]
     pub variants: Vec<VariantArg>,
+    /// bleRPC clients do not announce the long-container extension, so every message travels
+    /// in classic containers of at most 244 bytes (as on BLE at MTU 247): for comparing with
+    /// the default, where TCP and TLS carry 16 KiB containers.
+    #[arg(long)]
+    pub classic_containers: bool,
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -441,7 +446,13 @@ pub fn run(args: &LoopbackArgs) -> anyhow::Result<bool> {
         identity: parse_identity(&server.endpoints.identity)?,
         endpoints: server.endpoints.clone(),
         tls: TlsClientConfig::with_ca_pem(pki.ca_pem.as_bytes())?,
+        long_containers: !args.classic_containers,
     };
+    if args.classic_containers {
+        println!("bleRPC containers: classic (at most 244 bytes; --classic-containers)");
+    } else {
+        println!("bleRPC containers: long-container extension (up to 16 KiB on TCP and TLS)");
+    }
     // The measurement runs as a task, not as the `block_on` future itself: waking that future
     // from another task costs an eventfd write and an extra epoll_wait per wake-up, which is
     // runtime overhead rather than what is measured (it would hit bleRPC's two wake-ups per

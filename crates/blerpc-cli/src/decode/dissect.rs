@@ -18,7 +18,7 @@ use blerpc_proto::wire::WireError;
 use blerpc_proto::wire::command::{Command, CommandType};
 use blerpc_proto::wire::container::{
     ATT_OVERHEAD, Container, ContainerKind, FIRST_HEADER_LEN, HEADER_LEN, LARGE_FIRST_HEADER_LEN,
-    MAX_CHUNK_LEN,
+    MAX_CHUNK_LEN, MAX_LONG_CONTAINER_LEN,
 };
 
 use super::control::control_cmd_name;
@@ -62,12 +62,14 @@ impl Default for DecodeOptions {
 pub fn decode(inputs: &[PduInput], opts: &DecodeOptions) -> Report {
     let mut d = Dissector {
         opts,
-        // A capture may hold large-message transactions (LARGE FIRST, seq wrapping): follow
-        // them whatever was negotiated; memory grows only with the bytes actually captured.
+        // A capture may hold large-message transactions (LARGE FIRST, seq wrapping) and LONG
+        // containers: follow them whatever was negotiated; memory grows only with the bytes
+        // actually captured.
         assembler: Box::new(Assembler::new(AssemblerConfig {
             max_message_len: split::MAX_LARGE_MESSAGE_LEN,
             max_in_flight: SLOTS,
             large_messages: true,
+            long_containers: true,
         })),
         tracks: BTreeMap::new(),
         step1: None,
@@ -97,6 +99,8 @@ struct Track {
     next_seq: u16,
     /// Started by a LARGE FIRST container.
     large: bool,
+    /// Started by a LONG container (long-container extension: 16 KiB containers, no MTU).
+    long: bool,
     pdus: Vec<usize>,
 }
 
@@ -446,9 +450,12 @@ impl Dissector<'_> {
         }
     }
 
-    /// The number of containers a splitter at this MTU uses, or a warning if it cannot split it.
-    fn containers_for(&mut self, at: At, total: usize, large: bool) -> Option<usize> {
-        let count = if large {
+    /// The number of containers a splitter at this MTU uses (or, `long`, a long-container
+    /// splitter), or a warning if it cannot split it.
+    fn containers_for(&mut self, at: At, total: usize, large: bool, long: bool) -> Option<usize> {
+        let count = if long {
+            long_container_count(total, large)
+        } else if large {
             large_container_count(total, self.opts.mtu)
         } else {
             split::container_count(total, self.opts.mtu)
@@ -478,11 +485,21 @@ impl Dissector<'_> {
         mut split: SplitReport,
     ) -> SplitReport {
         let tid = c.tid;
-        let (header_len, first_cap) = if large {
-            let cap = split::large_first_chunk_capacity(self.opts.mtu);
-            (LARGE_FIRST_HEADER_LEN, cap)
-        } else {
-            (FIRST_HEADER_LEN, split::first_chunk_capacity(self.opts.mtu))
+        let long = c.is_long();
+        let (header_len, first_cap) = match (large, long) {
+            (true, true) => (
+                LARGE_FIRST_HEADER_LEN + 1,
+                MAX_LONG_CONTAINER_LEN - LARGE_FIRST_HEADER_LEN - 1,
+            ),
+            (false, true) => (
+                FIRST_HEADER_LEN + 1,
+                MAX_LONG_CONTAINER_LEN - FIRST_HEADER_LEN - 1,
+            ),
+            (true, false) => (
+                LARGE_FIRST_HEADER_LEN,
+                split::large_first_chunk_capacity(self.opts.mtu),
+            ),
+            (false, false) => (FIRST_HEADER_LEN, split::first_chunk_capacity(self.opts.mtu)),
         };
         if let Some(old) = self.tracks.remove(&tid) {
             self.warn(diag(
@@ -500,7 +517,7 @@ impl Dissector<'_> {
         }
         split.position = Some(1);
         split.total_length = Some(total);
-        split.containers = self.containers_for(at, total, large);
+        split.containers = self.containers_for(at, total, large, long);
         split.expected_chunk = Some(total.min(first_cap));
         split.sender_mtu_hint = mtu_hint(&split, c.payload.len(), total, header_len);
         if c.payload.len() > total {
@@ -527,6 +544,7 @@ impl Dissector<'_> {
                 received: 0,
                 next_seq: 0,
                 large,
+                long,
                 pdus: Vec::new(),
             },
             split,
@@ -549,15 +567,21 @@ impl Dissector<'_> {
         // Counted, not read from seq: a LARGE FIRST transaction's seq wraps.
         split.position = Some(track.pdus.len() + 1);
         split.total_length = Some(track.total);
-        split.containers = if track.large {
+        split.containers = if track.long {
+            long_container_count(track.total, track.large).ok()
+        } else if track.large {
             large_container_count(track.total, self.opts.mtu).ok()
         } else {
             split::container_count(track.total, self.opts.mtu).ok()
         };
         let remaining = track.total.saturating_sub(track.received);
         if u16::from(c.seq) == track.next_seq {
-            split.expected_chunk =
-                Some(remaining.min(split::subsequent_chunk_capacity(self.opts.mtu)));
+            let cap = if track.long {
+                MAX_LONG_CONTAINER_LEN - HEADER_LEN - 1
+            } else {
+                split::subsequent_chunk_capacity(self.opts.mtu)
+            };
+            split.expected_chunk = Some(remaining.min(cap));
             split.sender_mtu_hint = mtu_hint(&split, c.payload.len(), remaining, HEADER_LEN);
             if c.payload.len() > remaining {
                 self.assembler.discard(tid);
@@ -857,6 +881,11 @@ fn parse_command(bytes: &[u8]) -> Result<Command<'_>, WireError> {
 /// Containers a large-message splitter at this MTU uses: classic when the message fits.
 fn large_container_count(total: usize, mtu: usize) -> Result<usize, split::SplitError> {
     split::SplitCursor::new_large(0, total, mtu).map(|c| c.containers_left())
+}
+
+/// Containers a long-container splitter uses (16 KiB containers, whatever the MTU).
+fn long_container_count(total: usize, large: bool) -> Result<usize, split::SplitError> {
+    split::SplitCursor::new_long(0, total, large).map(|c| c.containers_left())
 }
 
 /// `#0, #1, #2`.

@@ -67,6 +67,13 @@ pub trait Link: Send + 'static {
     /// The ATT MTU of the link: PDUs are at most `att_mtu - 3` bytes. BLE links report the
     /// negotiated MTU; stream links use a configured value (247 by default).
     fn att_mtu(&self) -> usize;
+    /// `true` when the link carries containers of up to 16 KiB whatever its ATT MTU, so the
+    /// connection may announce the long-container extension (`docs/protocol.md`). Stream links
+    /// (TCP, TLS, WebSocket) return their [`TcpOptions::long_containers`](tcp::TcpOptions)
+    /// option; BLE and serial links keep the default `false`.
+    fn long_containers(&self) -> bool {
+        false
+    }
     /// A stable identifier of the peer, used as the key for identity pinning (e.g.
     /// `tcp://127.0.0.1:9000`, a BLE address).
     fn peer_id(&self) -> String;

@@ -6,6 +6,7 @@
 //! FIRST      (flags bits 7-6 = 0b00): [tid][seq][flags][total_length u16][payload_len][payload]  6 + payload_len
 //! LARGE FIRST (0b00, flags bit 0):    [tid][seq][flags][total_length u32][payload_len][payload]  8 + payload_len
 //! any other  (0b01, 0b10, 0b11):      [tid][seq][flags][payload_len][payload]                    4 + payload_len
+//! LONG (FIRST / SUBSEQUENT, flags bit 1): the same with payload_len a u16 LE     7, 9 or 5 + payload_len
 //! ```
 //!
 //! A container is self-delimiting: the receiver reads its header to learn its length (`6 +
@@ -14,7 +15,11 @@
 //! hands exactly that many bytes to the protocol as one PDU. The link MTU is configured
 //! ([`TcpOptions::att_mtu`], 247 like BLE by default); both ends must agree on it.
 //!
-//! **Errors.** A container longer than `att_mtu - 3` breaks the link contract (the protocol never
+//! **Long containers.** With [`TcpOptions::long_containers`] (the default) the link carries
+//! containers of up to 16 KiB whatever the MTU, and the connection announces the long-container
+//! extension (`docs/protocol.md`); they are sent only once both peers announced it.
+//!
+//! **Errors.** A container longer than [`TcpOptions::max_container`] breaks the link contract (the protocol never
 //! emits one): the receiver fails with [`LinkError::Framing`] and the connection ends, because a
 //! byte stream cannot resynchronise. The same happens when the peer closes the stream inside a
 //! container. A close between containers is the normal end: [`LinkRx::recv`] returns `Ok(None)`.
@@ -43,6 +48,7 @@ use std::time::Duration;
 
 use blerpc_proto::wire::container::{
     ATT_OVERHEAD, FIRST_HEADER_LEN, HEADER_LEN, LARGE_FIRST_FLAG, LARGE_FIRST_HEADER_LEN,
+    LONG_FLAG, MAX_LONG_CONTAINER_LEN,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -59,8 +65,8 @@ pub struct TcpOptions {
     /// single small write that must not wait for the previous segment's ACK.
     pub nodelay: bool,
     /// Bytes queued for sending before [`LinkTx::is_full`] reports full, which is also the
-    /// largest single write. Default 64 KiB (about 270 containers at MTU 247: a 64 KiB message
-    /// goes out in one write). The queue's memory is given back when the connection is idle
+    /// largest single write. Default 128 KiB (a 64 KiB message with its container headers goes
+    /// out in one write, in classic or long containers). The queue's memory is given back when the connection is idle
     /// ([`LinkTx::release_memory`]).
     pub send_queue_limit: usize,
     /// The receive buffer per connection, in bytes (raised to one container if smaller). Default
@@ -84,6 +90,14 @@ pub struct TcpOptions {
     /// Acceptors only: the listen backlog (connections the kernel completes before they are
     /// accepted; capped by `net.core.somaxconn`). Default 1,024. Raise it for connection storms.
     pub listen_backlog: u32,
+    /// Carry long containers (up to
+    /// [`MAX_LONG_CONTAINER_LEN`](blerpc_proto::wire::container::MAX_LONG_CONTAINER_LEN) = 16 KiB,
+    /// whatever `att_mtu`) and let the connection announce the long-container extension
+    /// (`docs/protocol.md`): a 64 KiB message then takes 4 containers instead of ~270. It is
+    /// used only when both peers announce it, so a peer without it sees classic containers.
+    /// Default `true`. The read buffer still starts at `read_buffer_size` and grows to a long
+    /// container only when one arrives.
+    pub long_containers: bool,
 }
 
 impl Default for TcpOptions {
@@ -91,20 +105,32 @@ impl Default for TcpOptions {
         TcpOptions {
             att_mtu: DEFAULT_STREAM_ATT_MTU,
             nodelay: true,
-            send_queue_limit: 64 * 1024,
+            send_queue_limit: 128 * 1024,
             read_buffer_size: 4 * 1024,
             max_read_buffer_size: 64 * 1024,
             reuse_port: false,
             handshake_timeout: Duration::from_secs(10),
             max_handshakes: 256,
             listen_backlog: 1024,
+            long_containers: true,
         }
     }
 }
 
 impl TcpOptions {
-    /// The largest container the link carries: `att_mtu - 3`.
+    /// The largest container the link carries: `att_mtu - 3`, or 16 KiB with
+    /// [`TcpOptions::long_containers`] (the long-container extension).
     pub fn max_container(&self) -> usize {
+        let classic = self.classic_max_container();
+        if self.long_containers {
+            classic.max(MAX_LONG_CONTAINER_LEN)
+        } else {
+            classic
+        }
+    }
+
+    /// The largest classic container: `att_mtu - 3` (what the buffers start with).
+    pub(crate) fn classic_max_container(&self) -> usize {
         self.att_mtu.saturating_sub(ATT_OVERHEAD)
     }
 }
@@ -113,12 +139,19 @@ impl TcpOptions {
 /// header is incomplete. Bytes after the header are not looked at.
 pub(crate) fn container_len(buf: &[u8]) -> Option<usize> {
     let flags = *buf.get(2)?;
-    if flags >> 6 == 0 && flags & LARGE_FIRST_FLAG != 0 {
-        Some(LARGE_FIRST_HEADER_LEN + usize::from(*buf.get(LARGE_FIRST_HEADER_LEN - 1)?))
-    } else if flags >> 6 == 0 {
-        Some(FIRST_HEADER_LEN + usize::from(*buf.get(FIRST_HEADER_LEN - 1)?))
+    let kind = flags >> 6;
+    // Where payload_len sits: FIRST 5, LARGE FIRST 7, every other type 3.
+    let len_at = match kind {
+        0 if flags & LARGE_FIRST_FLAG != 0 => LARGE_FIRST_HEADER_LEN - 1,
+        0 => FIRST_HEADER_LEN - 1,
+        _ => HEADER_LEN - 1,
+    };
+    // LONG (FIRST and SUBSEQUENT only): a u16 payload_len.
+    if kind <= 1 && flags & LONG_FLAG != 0 {
+        let n = u16::from_le_bytes([*buf.get(len_at)?, *buf.get(len_at + 1)?]);
+        Some(len_at + 2 + usize::from(n))
     } else {
-        Some(HEADER_LEN + usize::from(*buf.get(HEADER_LEN - 1)?))
+        Some(len_at + 1 + usize::from(*buf.get(len_at)?))
     }
 }
 
@@ -205,6 +238,9 @@ impl Link for TcpLink {
     fn att_mtu(&self) -> usize {
         self.options.att_mtu
     }
+    fn long_containers(&self) -> bool {
+        self.options.long_containers
+    }
     fn peer_id(&self) -> String {
         format!("tcp://{}", self.peer)
     }
@@ -217,10 +253,11 @@ impl Link for TcpLink {
 /// The framing halves over any byte stream's read and write halves.
 pub(crate) fn halves<R, W>(r: R, w: W, options: &TcpOptions) -> (StreamTx<W>, StreamRx<R>) {
     let max = options.max_container();
+    // A long container grows the buffer when it arrives; idle connections keep the small one.
     let base = options
         .read_buffer_size
-        .max(max)
-        .max(LARGE_FIRST_HEADER_LEN);
+        .max(options.classic_max_container())
+        .max(LARGE_FIRST_HEADER_LEN + 1);
     (
         StreamTx {
             io: w,
@@ -234,7 +271,7 @@ pub(crate) fn halves<R, W>(r: R, w: W, options: &TcpOptions) -> (StreamTx<W>, St
             io: r,
             buf: vec![0; base].into_boxed_slice(),
             base,
-            grow_to: options.max_read_buffer_size.max(base),
+            grow_to: options.max_read_buffer_size.max(base).max(max),
             start: 0,
             end: 0,
             returned: 0,
@@ -274,7 +311,8 @@ impl<W: AsyncWrite + Unpin + Send + 'static> LinkTx for StreamTx<W> {
             self.buf.clear();
             self.sent = 0;
         }
-        self.buf.extend_from_slice(pdu);
+        // Up to a 16 KiB container: the copy that can hit the slow `rep movsb` case.
+        blerpc_proto::buf::extend_bytes(&mut self.buf, pdu);
         Ok(())
     }
     fn is_full(&self) -> bool {
@@ -372,6 +410,12 @@ impl<R: AsyncRead + Unpin + Send + 'static> LinkRx for StreamRx<R> {
                 if pending.len() >= len {
                     self.returned = len;
                     return Ok(self.buf.get(self.start..self.start + len));
+                }
+                if len > self.buf.len() {
+                    // A long container larger than the buffer starts a long message: grow to
+                    // the largest size at once (it covers `max`, so the container fits) and read
+                    // the rest in large pieces; an idle release shrinks it again.
+                    self.resize(self.grow_to.max(len));
                 }
             }
             if self.eof {
@@ -624,13 +668,63 @@ mod tests {
         // LARGE FIRST (flags bit 0): 8 + payload_len (byte 7).
         assert_eq!(container_len(&[1, 0, 0x01, 0, 0, 1, 0, 236]), Some(244));
         assert_eq!(container_len(&[1, 0, 0x01, 0, 0, 1, 0]), None);
-        // Bit 1 alone is still reserved: a classic FIRST.
-        assert_eq!(container_len(&[1, 0, 0x02, 5, 0, 5]), Some(11));
-        // SUBSEQUENT, CONTROL, undefined type: 4 + payload_len (byte 3); reserved bits ignored.
+        // LONG (flags bit 1): a u16 payload_len at bytes 5-6 (FIRST), 7-8 (LARGE FIRST) or
+        // 3-4 (SUBSEQUENT).
+        assert_eq!(
+            container_len(&[1, 0, 0x02, 0, 1, 0x00, 0x01]),
+            Some(7 + 256)
+        );
+        assert_eq!(container_len(&[1, 0, 0x02, 0, 1, 0x00]), None);
+        assert_eq!(
+            container_len(&[1, 0, 0x03, 0, 0, 1, 0, 0xf7, 0x3f]),
+            Some(16_384)
+        );
+        assert_eq!(container_len(&[1, 0, 0x03, 0, 0, 1, 0, 0xf7]), None);
+        assert_eq!(container_len(&[1, 3, 0x42, 0xfb, 0x3f]), Some(16_384));
+        assert_eq!(container_len(&[1, 3, 0x42, 0xfb]), None);
+        // SUBSEQUENT, CONTROL, undefined type: 4 + payload_len (byte 3); reserved bits ignored
+        // (bit 1 of CONTROL and of the undefined type is not LONG).
         assert_eq!(container_len(&[1, 1, 0x40, 240]), Some(244));
+        assert_eq!(container_len(&[1, 1, 0x41, 240]), Some(244));
         assert_eq!(container_len(&[1, 0, 0xD4, 1]), Some(5));
+        assert_eq!(container_len(&[1, 0, 0xD6, 1]), Some(5));
         assert_eq!(container_len(&[1, 0, 0x83, 0]), Some(4));
         assert_eq!(container_len(&[1, 0]), None);
+    }
+
+    #[tokio::test]
+    async fn a_long_container_grows_the_read_buffer_and_idle_shrinks_it() {
+        let (mut a, b) = tokio::io::duplex(1 << 20);
+        let options = TcpOptions::default();
+        let (_tx, mut rx) = halves(b, tokio::io::sink(), &options);
+        assert_eq!(rx.buffer_size(), 4 * 1024);
+        // A 16,384-byte LONG SUBSEQUENT, then a small one.
+        let mut long = vec![9u8, 1, 0x42, 0xfb, 0x3f];
+        long.extend(std::iter::repeat_n(0xab, 16_379));
+        let small = [9u8, 2, 0x40, 2, 1, 2];
+        a.write_all(&long).await.unwrap_or_else(|e| panic!("{e}"));
+        a.write_all(&small).await.unwrap_or_else(|e| panic!("{e}"));
+        let got = rx.recv().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got, Some(&long[..]));
+        assert!(rx.buffer_size() >= 16_384);
+        let got = rx.recv().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got, Some(&small[..]));
+        rx.release_memory();
+        assert_eq!(rx.buffer_size(), 4 * 1024);
+        // One byte over the link's maximum: a framing error, not a hang.
+        let mut over = vec![9u8, 3, 0x42, 0xfc, 0x3f];
+        over.extend(std::iter::repeat_n(0, 16_380));
+        a.write_all(&over).await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(rx.recv().await, Err(LinkError::Framing(_))));
+        // Without long containers, a LONG header over att_mtu - 3 is refused the same way.
+        let (mut a, b) = tokio::io::duplex(1 << 20);
+        let classic = TcpOptions {
+            long_containers: false,
+            ..TcpOptions::default()
+        };
+        let (_tx, mut rx) = halves(b, tokio::io::sink(), &classic);
+        a.write_all(&long).await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(rx.recv().await, Err(LinkError::Framing(_))));
     }
 
     #[tokio::test]

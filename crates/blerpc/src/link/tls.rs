@@ -416,6 +416,9 @@ impl Link for TlsLink {
     fn att_mtu(&self) -> usize {
         self.options.att_mtu
     }
+    fn long_containers(&self) -> bool {
+        self.options.long_containers
+    }
     fn peer_id(&self) -> String {
         self.peer.clone()
     }

@@ -60,7 +60,13 @@ pub struct WsOptions {
 impl WsOptions {
     fn ws_config(&self) -> WebSocketConfig {
         let max = self.tcp.max_container();
-        let buffer = self.tcp.read_buffer_size.max(max).max(64);
+        // Buffers sized for classic containers: they grow for a long one when it arrives, so
+        // idle connections stay small.
+        let buffer = self
+            .tcp
+            .read_buffer_size
+            .max(self.tcp.classic_max_container())
+            .max(64);
         WebSocketConfig::default()
             .read_buffer_size(buffer)
             .write_buffer_size(buffer)
@@ -244,6 +250,9 @@ impl Link for WsLink {
     type Rx = WsRx;
     fn att_mtu(&self) -> usize {
         self.options.att_mtu
+    }
+    fn long_containers(&self) -> bool {
+        self.options.long_containers
     }
     fn peer_id(&self) -> String {
         self.peer.clone()

@@ -79,6 +79,8 @@ pub struct Target {
     pub identity: [u8; 32],
     /// Trust for TLS: the local CA.
     pub tls: TlsClientConfig,
+    /// bleRPC clients announce the long-container extension (`--classic-containers` clears it).
+    pub long_containers: bool,
 }
 
 /// The connection steps of one client, each timed on its own.
@@ -158,7 +160,10 @@ impl Conn {
             .set_nodelay(true)
             .map_err(|e| format!("TCP_NODELAY: {e}"))?;
         setup.tcp_connect_ms = ms(t0.elapsed());
-        let options = TcpOptions::default();
+        let options = TcpOptions {
+            long_containers: target.long_containers,
+            ..TcpOptions::default()
+        };
         let conn = match (transport, variant) {
             (Transport::Tcp, Variant::Bare) => {
                 Conn::BareTcp(BareClient::new(stream, payload).map_err(|e| e.to_string())?)
