@@ -212,8 +212,8 @@ fn identity() -> <RustCrypto as CryptoProvider>::Identity {
 // ----- 1..5: codecs -----------------------------------------------------------------------------
 
 /// Container parse → emit → re-parse. The emitted bytes equal the parsed prefix of the input,
-/// except the flag bits the parser ignores (reserved bits 1–0, and the command bits 5–2 of
-/// non-CONTROL types).
+/// except the flag bits the parser ignores (reserved bits 1–0 where they mean nothing, and the
+/// command bits 5–2 of non-CONTROL types).
 pub fn container_parse(data: &[u8]) {
     let Ok(c) = Container::parse(data) else {
         return;
@@ -223,11 +223,14 @@ pub fn container_parse(data: &[u8]) {
     let mut out = vec![0u8; len];
     assert_eq!(c.emit(&mut out), Ok(len));
     let mut expected = data[..len].to_vec();
+    // Bit 1 of FIRST, LARGE FIRST and SUBSEQUENT marks a LONG container (kept exactly when the
+    // payload is over 255 bytes: the parser rejects a non-canonical LONG header).
+    let long = if c.is_long() { LONG_FLAG } else { 0 };
     expected[2] &= match c.kind {
         ContainerKind::Control(_) => 0xFC,
-        // Bit 0 of a FIRST container selects LARGE FIRST; bit 1 stays ignored.
-        ContainerKind::LargeFirst { .. } => 0xC1,
-        _ => 0xC0,
+        // Bit 0 of a FIRST container selects LARGE FIRST.
+        ContainerKind::LargeFirst { .. } => 0xC1 | long,
+        _ => 0xC0 | long,
     };
     assert_eq!(out, expected, "emit is not the parsed prefix");
     assert_eq!(Container::parse(&out), Ok(c));
