@@ -533,6 +533,13 @@ impl Task {
                 loop {
                     while !tx.is_full() {
                         let Some(n) = self.central.poll_transmit(now, &mut buf) else {
+                            // Never stop with queued data the buffer is too short for (the
+                            // buffer is sized once per turn; this keeps it right regardless).
+                            let need = self.central.transmit_len();
+                            if need > buf.len() {
+                                buf.resize(need, 0);
+                                continue;
+                            }
                             break;
                         };
                         let pdu = buf.get(..n).unwrap_or(&[]);

@@ -456,6 +456,12 @@ impl Connection {
             }
             while !tx.is_full() {
                 let Some(n) = self.peripheral.poll_transmit(now, &mut buf) else {
+                    // Never stop with queued data the buffer is too short for.
+                    let need = self.peripheral.transmit_len();
+                    if need > buf.len() {
+                        buf.resize(need, 0);
+                        continue;
+                    }
                     break;
                 };
                 tx.queue(buf.get(..n).unwrap_or(&[]))?;
