@@ -73,6 +73,10 @@ pub struct ServeArgs {
     /// The read buffer per connection in bytes (raised to one container if smaller).
     #[arg(long, value_name = "BYTES", default_value_t = 4096)]
     pub read_buffer: usize,
+    /// Do not agree to the long-container extension on `tcp://`, `tls://` and `ws://`
+    /// listeners: every client then gets classic containers of at most 244 bytes, as on BLE.
+    #[arg(long)]
+    pub classic_containers: bool,
     /// Internal: run as one worker of `--workers` (SO_REUSEPORT, the identity seed in hex on
     /// stdin, exit with the parent).
     #[arg(long, hide = true)]
@@ -192,6 +196,7 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
                 reuse_port: args.worker,
                 listen_backlog: args.backlog,
                 read_buffer_size: args.read_buffer,
+                long_containers: !args.classic_containers,
                 ..Default::default()
             },
         },
@@ -271,6 +276,7 @@ mod tests {
             threads: None,
             backlog: 1024,
             read_buffer: 4096,
+            classic_containers: false,
             worker: false,
         };
         let e = format!("{:#}", build_server(&args).unwrap_err());

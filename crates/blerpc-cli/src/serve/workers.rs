@@ -100,6 +100,9 @@ fn worker_command(args: &ServeArgs, url: &LinkUrl) -> anyhow::Result<Command> {
     if args.plaintext {
         c.arg("--plaintext");
     }
+    if args.classic_containers {
+        c.arg("--classic-containers");
+    }
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         c.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
     }
