@@ -90,10 +90,9 @@ pub struct TcpOptions {
     /// Acceptors only: the listen backlog (connections the kernel completes before they are
     /// accepted; capped by `net.core.somaxconn`). Default 1,024. Raise it for connection storms.
     pub listen_backlog: u32,
-    /// Carry long containers (up to
-    /// [`MAX_LONG_CONTAINER_LEN`](blerpc_proto::wire::container::MAX_LONG_CONTAINER_LEN) = 16 KiB,
-    /// whatever `att_mtu`) and let the connection announce the long-container extension
-    /// (`docs/protocol.md`): a 64 KiB message then takes 4 containers instead of ~270. It is
+    /// Carry long containers (up to [`MAX_LONG_CONTAINER_LEN`] = 16 KiB, whatever `att_mtu`)
+    /// and let the connection announce the long-container extension (`docs/protocol.md`): a
+    /// 64 KiB message then takes 5 containers instead of ~270. It is
     /// used only when both peers announce it, so a peer without it sees classic containers.
     /// Default `true`. The read buffer still starts at `read_buffer_size` and grows to a long
     /// container only when one arrives.
