@@ -39,6 +39,10 @@ pub const SLOTS: usize = 4;
 
 /// PDUs already received that a connection handles in one go before it looks at its other work.
 const RECV_BATCH: usize = 64;
+/// ... and at most this many bytes of them (about 64 classic containers), so a batch of long
+/// containers (16 KiB each) does not take in several pipelined requests before the first one's
+/// handler runs and its response leaves.
+const RECV_BATCH_BYTES: usize = 16 * 1024;
 
 type HostPeripheral = Peripheral<DefaultProvider, OsRng, Vec<u8>, Vec<u8>, SLOTS>;
 type Identity = <DefaultProvider as CryptoProvider>::Identity;
@@ -495,14 +499,20 @@ impl Connection {
                 pdu = rx.recv() => match pdu? {
                     Some(pdu) => {
                         let now = self.clock.now();
+                        let mut batch_bytes = pdu.len();
                         let _ = self.peripheral.handle_input(now, pdu);
                         // The containers already in the link's buffer (the rest of a long
                         // request, more requests) are handled now rather than one turn of the
-                        // loop each. `recv` is cancel-safe; events are drained after each input.
+                        // loop each, up to RECV_BATCH PDUs and RECV_BATCH_BYTES bytes. `recv` is
+                        // cancel-safe; events are drained after each input.
                         for _ in 0..RECV_BATCH {
                             self.drain_events(draining);
+                            if batch_bytes >= RECV_BATCH_BYTES {
+                                break;
+                            }
                             match rx.recv().now_or_never() {
                                 Some(Ok(Some(pdu))) => {
+                                    batch_bytes += pdu.len();
                                     let _ = self.peripheral.handle_input(now, pdu);
                                 }
                                 Some(Ok(None)) => return Ok(()),
