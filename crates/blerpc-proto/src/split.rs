@@ -250,19 +250,29 @@ impl SplitCursor {
             len: message_len,
             max: MAX_LARGE_MESSAGE_LEN,
         })?;
-        let first_cap = large_first_chunk_capacity(att_mtu);
-        let subsequent_cap = subsequent_chunk_capacity(att_mtu);
-        let rest = message_len.saturating_sub(first_cap);
-        Ok(SplitCursor {
+        Ok(Self::plan(
             tid,
             total,
-            large: true,
+            true,
+            large_first_chunk_capacity(att_mtu),
+            subsequent_chunk_capacity(att_mtu),
+        ))
+    }
+
+    /// A split of `total` bytes with these chunk capacities (the first container's, then every
+    /// other's), starting with a LARGE FIRST when `large`.
+    fn plan(tid: u8, total: u32, large: bool, first_cap: usize, subsequent_cap: usize) -> Self {
+        let rest = (total as usize).saturating_sub(first_cap);
+        SplitCursor {
+            tid,
+            total,
+            large,
             first_cap,
             subsequent_cap,
             emitted: 0,
             offset: 0,
             count: 1 + rest.div_ceil(subsequent_cap),
-        })
+        }
     }
 
     /// Plans the split with the long-container extension in force: containers of up to
@@ -275,17 +285,9 @@ impl SplitCursor {
         let subsequent_cap = MAX_LONG_CONTAINER_LEN - HEADER_LEN - 1;
         let classic_max = (first_cap + subsequent_cap * (MAX_CONTAINERS - 1)).min(MAX_TOTAL_LEN);
         if message_len <= classic_max {
-            let rest = message_len.saturating_sub(first_cap);
-            return Ok(SplitCursor {
-                tid,
-                total: message_len as u32,
-                large: false,
-                first_cap,
-                subsequent_cap,
-                emitted: 0,
-                offset: 0,
-                count: 1 + rest.div_ceil(subsequent_cap),
-            });
+            // At most 65,535 bytes: fits the u32.
+            let total = message_len as u32;
+            return Ok(Self::plan(tid, total, false, first_cap, subsequent_cap));
         }
         let max = if large {
             MAX_LARGE_MESSAGE_LEN
@@ -299,17 +301,7 @@ impl SplitCursor {
             },
         )?;
         let first_cap = MAX_LONG_CONTAINER_LEN - LARGE_FIRST_HEADER_LEN - 1;
-        let rest = message_len.saturating_sub(first_cap);
-        Ok(SplitCursor {
-            tid,
-            total,
-            large: true,
-            first_cap,
-            subsequent_cap,
-            emitted: 0,
-            offset: 0,
-            count: 1 + rest.div_ceil(subsequent_cap),
-        })
+        Ok(Self::plan(tid, total, true, first_cap, subsequent_cap))
     }
 
     /// `true` when this split starts with a LARGE FIRST container.
