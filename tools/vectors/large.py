@@ -18,7 +18,8 @@ Splitting: eff = mtu - 3; a message that fits a classic transaction (<= 65,535 b
 containers) is split classically; otherwise the LARGE FIRST carries min(eff - 8, 255) bytes and
 each SUBSEQUENT min(eff - 4, 255).
 
-Only the standard library is used, plus AES-GCM from ``cryptography`` (already in the vectors
+Only the standard library is used (and ext_common.py, the helpers shared with the other
+extension generator), plus AES-GCM from ``cryptography`` (already in the vectors
 venv) for the encrypted case (nonce = counter u32 LE || direction byte || 7 zero bytes, empty AAD,
 frame = counter || ciphertext || tag).
 
@@ -30,15 +31,13 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import json
 import struct
 import sys
-from pathlib import Path
+
+from ext_common import SESSION_KEY, caps_request, command, control, pattern, run, seal, sha
 
 FILE = "large_messages.json"
-DEFAULT_OUT = Path(__file__).resolve().parents[2] / "testdata" / "vectors"
 
 LARGE_BIT = 0x0002
 ENC_BIT = 0x0001
@@ -47,28 +46,9 @@ LARGE_FIRST_FLAG = 0x01
 LONG_BIT = 0x02
 SUBSEQUENT_FLAGS = 0x40
 CAPS_FLAGS = 0xC0 | (0x4 << 2)  # 0xD0
-LARGE_DATA_FLAG = 0x01
-# The session key of the key-exchange vectors (wire.md 6.5).
-SESSION_KEY = bytes.fromhex("12e68d830b3802896b9f0948a4f5fe5a")
-
-
-def sha(b: bytes) -> str:
-    return hashlib.sha256(b).hexdigest()
-
-
-def pattern(n: int, mul: int, add: int) -> bytes:
-    return bytes((i * mul + add) & 0xFF for i in range(n))
 
 
 # ----- layout -------------------------------------------------------------------------------------
-
-
-def control(tid: int, flags: int, payload: bytes) -> bytes:
-    return bytes([tid, 0, flags, len(payload)]) + payload
-
-
-def caps_request(flags: int) -> bytes:
-    return struct.pack("<HHH", 0, 0, flags)
 
 
 def caps_reply(max_request: int, max_response: int, flags: int) -> bytes:
@@ -94,13 +74,6 @@ def subsequent(tid: int, seq: int, chunk: bytes) -> bytes:
     return bytes([tid, seq & 0xFF, SUBSEQUENT_FLAGS, len(chunk)]) + chunk
 
 
-def command(response: bool, name: bytes, data: bytes) -> bytes:
-    kind = 0x80 if response else 0x00
-    if len(data) > 0xFFFF:
-        return bytes([kind | LARGE_DATA_FLAG, len(name)]) + name + struct.pack("<I", len(data)) + data
-    return bytes([kind, len(name)]) + name + struct.pack("<H", len(data)) + data
-
-
 def split(tid: int, message: bytes, mtu: int) -> tuple[bool, list[bytes]]:
     eff = mtu - 3
     sub = min(eff - 4, 255)
@@ -117,13 +90,6 @@ def split(tid: int, message: bytes, mtu: int) -> tuple[bool, list[bytes]]:
         out.append(subsequent(tid, seq, chunk))
         seq += 1
     return large, out
-
-
-def seal(key: bytes, counter: int, direction: int, plaintext: bytes) -> bytes:
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-    nonce = struct.pack("<I", counter) + bytes([direction]) + bytes(7)
-    return struct.pack("<I", counter) + AESGCM(key).encrypt(nonce, plaintext, None)
 
 
 # ----- cases --------------------------------------------------------------------------------------
@@ -347,23 +313,5 @@ def render() -> str:
     return json.dumps(document(), indent=1) + "\n"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--check", action="store_true", help="compare with the committed file")
-    args = parser.parse_args()
-    path = args.out / FILE
-    text = render()
-    if args.check:
-        if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            print(f"{path} is out of date; run: python tools/vectors/large.py --out {args.out}", file=sys.stderr)
-            return 1
-        print(f"ok: {path} matches the documented layout")
-        return 0
-    path.write_text(text, encoding="utf-8")
-    print(f"wrote {path} ({path.stat().st_size} bytes)")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(__doc__, FILE, "tools/vectors/large.py", render))

@@ -3,7 +3,7 @@
 
 The reference (blerpc-protocol 0.8.0) has no long-container extension, so these bytes cannot come
 from it. They are built here, independently of the Rust code, from the byte layout of the
-extension (CAPABILITIES flags bit 2, LONG_CONTAINERS; crates/blerpc-proto/src/wire/container.rs):
+extension (CAPABILITIES flags bit 2, LONG_CONTAINERS; docs/protocol.md, "Long containers"):
 
     LONG FIRST        [tid][seq 0][flags 0x02][total_length u16][payload_len u16][payload]   header 7
     LONG LARGE FIRST  [tid][seq 0][flags 0x03][total_length u32][payload_len u16][payload]   header 9
@@ -26,7 +26,8 @@ seq 0, 1, ...). With the large-message extension also in force, a longer message
 LONG LARGE FIRST (chunk 16,375) and the SUBSEQUENT seq wraps mod 256; without it, such a message
 is refused.
 
-Only the standard library is used, plus AES-GCM from ``cryptography`` (already in the vectors
+Only the standard library is used (and ext_common.py, the helpers shared with the other
+extension generator), plus AES-GCM from ``cryptography`` (already in the vectors
 venv) for the encrypted cases (nonce = counter u32 LE || direction byte || 7 zero bytes, empty
 AAD, frame = counter || ciphertext || tag).
 
@@ -38,15 +39,13 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import json
 import struct
 import sys
-from pathlib import Path
+
+from ext_common import SESSION_KEY, caps_request, command, control, pattern, run, seal, sha
 
 FILE = "long_containers.json"
-DEFAULT_OUT = Path(__file__).resolve().parents[2] / "testdata" / "vectors"
 
 ENC_BIT = 0x0001
 LARGE_BIT = 0x0002
@@ -72,18 +71,6 @@ LARGE_FIRST_CAP = MAX_CONTAINER - HEADER["LARGE_FIRST"][1]  # 16,375
 SUBSEQUENT_CAP = MAX_CONTAINER - HEADER["SUBSEQUENT"][1]  # 16,379
 # Containers up to this many bytes are also recorded in full (hex).
 FULL_HEX_MAX = 600
-# The session key of the key-exchange vectors (wire.md 6.5).
-SESSION_KEY = bytes.fromhex("12e68d830b3802896b9f0948a4f5fe5a")
-
-
-def sha(b: bytes) -> str:
-    return hashlib.sha256(b).hexdigest()
-
-
-def pattern(n: int, mul: int, add: int) -> bytes:
-    """``n`` bytes, byte i = (i * mul + add) mod 256 (period 256, so built from one period)."""
-    period = bytes((i * mul + add) & 0xFF for i in range(256))
-    return (period * (n // 256 + 1))[:n]
 
 
 def pattern_desc(n: int, mul: int, add: int) -> dict:
@@ -112,32 +99,10 @@ def container(kind: str, tid: int, seq: int, payload: bytes, total: int = 0) -> 
     return head + payload
 
 
-def control(tid: int, flags: int, payload: bytes) -> bytes:
-    return bytes([tid, 0, flags, len(payload)]) + payload
-
-
-def caps_request(flags: int) -> bytes:
-    return struct.pack("<HHH", 0, 0, flags)
-
-
 def caps_reply(max_request: int, max_response: int, flags: int, large: tuple[int, int] | None) -> bytes:
     if large is None:
         return struct.pack("<HHH", max_request, max_response, flags)
     return struct.pack("<HHHII", max_request, max_response, flags | LARGE_BIT, *large)
-
-
-def command(response: bool, name: bytes, data: bytes) -> bytes:
-    kind = 0x80 if response else 0x00
-    if len(data) > 0xFFFF:
-        return bytes([kind | 0x01, len(name)]) + name + struct.pack("<I", len(data)) + data
-    return bytes([kind, len(name)]) + name + struct.pack("<H", len(data)) + data
-
-
-def seal(key: bytes, counter: int, direction: int, plaintext: bytes) -> bytes:
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-    nonce = struct.pack("<I", counter) + bytes([direction]) + bytes(7)
-    return struct.pack("<I", counter) + AESGCM(key).encrypt(nonce, plaintext, None)
 
 
 class Refused(Exception):
@@ -586,7 +551,7 @@ def document() -> dict:
         "family": "long_containers",
         "schema_version": 1,
         "generator": "tools/vectors/long.py",
-        "layout": "crates/blerpc-proto/src/wire/container.rs (module docs)",
+        "layout": "docs/protocol.md#long-containers-blerpc-rs-extension-negotiated",
         "reference": None,
         "note": "blerpc-rs extension; the reference cannot produce these bytes. "
         "Built from the documented layout, not from the Rust code.",
@@ -608,23 +573,5 @@ def render() -> str:
     return json.dumps(doc, indent=1) + "\n"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--check", action="store_true", help="compare with the committed file")
-    args = parser.parse_args()
-    path = args.out / FILE
-    text = render()
-    if args.check:
-        if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            print(f"{path} is out of date; run: python tools/vectors/long.py --out {args.out}", file=sys.stderr)
-            return 1
-        print(f"ok: {path} matches the documented layout")
-        return 0
-    path.write_text(text, encoding="utf-8")
-    print(f"wrote {path} ({path.stat().st_size} bytes)")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(__doc__, FILE, "tools/vectors/long.py", render))
