@@ -453,22 +453,17 @@ impl Connection {
             // One clock read per turn of the loop.
             let tnow = tokio::time::Instant::now();
             let now = self.clock.at(tnow);
-            // Sized for what is queued: a long container only when a long response waits.
-            let need = self.peripheral.transmit_len().max(4);
-            if buf.len() < need {
-                buf.resize(need, 0);
-            }
+            // Each PDU written where the link queues it (no copy on stream links), with room for
+            // what is queued: a long container only when a long response waits.
             while !tx.is_full() {
-                let Some(n) = self.peripheral.poll_transmit(now, &mut buf) else {
-                    // Never stop with queued data the buffer is too short for.
-                    let need = self.peripheral.transmit_len();
-                    if need > buf.len() {
-                        buf.resize(need, 0);
-                        continue;
-                    }
+                let len = self.peripheral.transmit_len().max(4);
+                let peripheral = &mut self.peripheral;
+                if tx
+                    .queue_with(len, &mut buf, |out| peripheral.poll_transmit(now, out))?
+                    .is_none()
+                {
                     break;
-                };
-                tx.queue(buf.get(..n).unwrap_or(&[]))?;
+                }
             }
             let busy = !self.pending.is_empty()
                 || self.stream.is_some()
@@ -493,7 +488,8 @@ impl Connection {
                 .map(|t| self.clock.to_tokio(t));
             timer.set([protocol, idle.deadline()].into_iter().flatten().min());
             // Pull the next stream item only while the outbox can take it.
-            let want_item = self.ready.is_empty() && self.peripheral.outbox_free() > buf.len() * 2;
+            let container = buf.len().max(self.peripheral.transmit_len());
+            let want_item = self.ready.is_empty() && self.peripheral.outbox_free() > container * 2;
             tokio::select! {
                 flushed = tx.flush(), if tx.has_pending() => flushed?,
                 pdu = rx.recv() => match pdu? {

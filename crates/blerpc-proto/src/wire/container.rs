@@ -319,7 +319,9 @@ impl<'a> Container<'a> {
         if let Some(h) = header.get(..header_len) {
             head.copy_from_slice(h);
         }
-        body.copy_from_slice(self.payload);
+        // Up to a 16 KiB payload (long containers): the copy that can hit the slow `rep movsb`
+        // case.
+        let _ = crate::buf::copy_bytes(body, self.payload);
         Ok(len)
     }
 }

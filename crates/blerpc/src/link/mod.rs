@@ -86,6 +86,26 @@ pub trait LinkTx: Send + 'static {
     /// Appends one PDU to the send queue. Never blocks; fails only if the PDU is larger than the
     /// link carries or the link is closed.
     fn queue(&mut self, pdu: &[u8]) -> Result<(), LinkError>;
+    /// Appends the PDU `fill` writes, without a copy where the link can: `fill` gets a buffer
+    /// of `len` bytes and returns the PDU's length, or `None` when it has nothing to send (then
+    /// nothing is queued). Returns the PDU's length. Stream links (TCP, TLS) hand `fill` the
+    /// free end of their send queue; the default writes into `scratch` (grown to `len`, kept by
+    /// the caller between PDUs) and calls [`LinkTx::queue`].
+    fn queue_with(
+        &mut self,
+        len: usize,
+        scratch: &mut Vec<u8>,
+        fill: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Result<Option<usize>, LinkError> {
+        if scratch.len() < len {
+            scratch.resize(len, 0);
+        }
+        let Some(n) = scratch.get_mut(..len).and_then(fill) else {
+            return Ok(None);
+        };
+        self.queue(scratch.get(..n).unwrap_or(&[]))?;
+        Ok(Some(n))
+    }
     /// `true` when the queue is at its limit: [`LinkTx::flush`] before queueing more.
     fn is_full(&self) -> bool;
     /// `true` when PDUs are queued and not yet handed to the transport.

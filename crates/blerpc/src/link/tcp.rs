@@ -261,6 +261,7 @@ pub(crate) fn halves<R, W>(r: R, w: W, options: &TcpOptions) -> (StreamTx<W>, St
         StreamTx {
             io: w,
             buf: Vec::new(),
+            filled: 0,
             sent: 0,
             limit: options.send_queue_limit.max(1),
             max,
@@ -292,7 +293,12 @@ enum TxState {
 #[derive(Debug)]
 pub struct StreamTx<W> {
     io: W,
+    /// The send queue: `buf[sent..filled]` waits to be written. Its length is kept between
+    /// messages (only `filled` moves), so [`LinkTx::queue_with`] can hand out its free end
+    /// without zeroing it first.
     buf: Vec<u8>,
+    /// Bytes of `buf` queued.
+    filled: usize,
     /// Bytes of `buf` already written.
     sent: usize,
     limit: usize,
@@ -300,28 +306,60 @@ pub struct StreamTx<W> {
     state: TxState,
 }
 
-impl<W: AsyncWrite + Unpin + Send + 'static> LinkTx for StreamTx<W> {
-    fn queue(&mut self, pdu: &[u8]) -> Result<(), LinkError> {
-        check_pdu(pdu, self.max)?;
+impl<W> StreamTx<W> {
+    /// Checks the link is open, empties the queue if all of it was written, and makes room for
+    /// `len` more bytes; the free end `buf[filled..filled + len]`.
+    fn reserve(&mut self, len: usize) -> Result<&mut [u8], LinkError> {
         if self.state == TxState::Closed {
             return Err(LinkError::Closed);
         }
-        if self.sent == self.buf.len() {
-            self.buf.clear();
+        if self.sent == self.filled {
+            self.filled = 0;
             self.sent = 0;
         }
+        let end = self.filled.saturating_add(len);
+        if self.buf.len() < end {
+            self.buf.resize(end, 0);
+        }
+        Ok(self.buf.get_mut(self.filled..end).unwrap_or_default())
+    }
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> LinkTx for StreamTx<W> {
+    fn queue(&mut self, pdu: &[u8]) -> Result<(), LinkError> {
+        check_pdu(pdu, self.max)?;
         // Up to a 16 KiB container: the copy that can hit the slow `rep movsb` case.
-        blerpc_proto::buf::extend_bytes(&mut self.buf, pdu);
+        let n = blerpc_proto::buf::copy_bytes(self.reserve(pdu.len())?, pdu);
+        self.filled += n;
         Ok(())
     }
+    fn queue_with(
+        &mut self,
+        len: usize,
+        _scratch: &mut Vec<u8>,
+        fill: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Result<Option<usize>, LinkError> {
+        let max = self.max;
+        let free = self.reserve(len)?;
+        let Some(n) = fill(free) else {
+            return Ok(None);
+        };
+        check_pdu(free.get(..n).unwrap_or(&[]), max)?;
+        self.filled += n;
+        Ok(Some(n))
+    }
     fn is_full(&self) -> bool {
-        self.buf.len() - self.sent >= self.limit
+        self.filled - self.sent >= self.limit
     }
     fn has_pending(&self) -> bool {
-        self.sent < self.buf.len()
+        self.sent < self.filled
     }
     async fn flush(&mut self) -> Result<(), LinkError> {
-        while let Some(rest) = self.buf.get(self.sent..).filter(|r| !r.is_empty()) {
+        while let Some(rest) = self
+            .buf
+            .get(self.sent..self.filled)
+            .filter(|r| !r.is_empty())
+        {
             // One `write` at a time: each is cancel-safe, and `sent` records what it wrote.
             match self.io.write(rest).await {
                 Ok(0) => {
@@ -335,7 +373,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> LinkTx for StreamTx<W> {
                 }
             }
         }
-        self.buf.clear();
+        self.filled = 0;
         self.sent = 0;
         // TLS holds records until flushed; a no-op on TCP.
         self.io.flush().await.map_err(|e| {
@@ -357,6 +395,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> LinkTx for StreamTx<W> {
     fn release_memory(&mut self) {
         if !self.has_pending() {
             self.buf = Vec::new();
+            self.filled = 0;
             self.sent = 0;
         }
     }
@@ -753,6 +792,97 @@ mod tests {
         // Still usable afterwards.
         tx.queue(&pdu).unwrap_or_else(|e| panic!("{e}"));
         assert!(tx.has_pending());
+    }
+
+    #[tokio::test]
+    async fn queue_with_writes_into_the_send_queue_in_order_with_queue() {
+        let (a, mut b) = tokio::io::duplex(1 << 16);
+        let (mut tx, _rx) = halves(tokio::io::empty(), a, &TcpOptions::default());
+        let mut scratch = Vec::new();
+        // A CONTROL container copied in, then a SUBSEQUENT one written in place.
+        tx.queue(&[9, 0, 0xD4, 1, 2])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let n = tx.queue_with(16, &mut scratch, |out| {
+            assert_eq!(out.len(), 16);
+            out.get_mut(..6)?
+                .copy_from_slice(&[3, 1, 0x40, 2, 0xAA, 0xBB]);
+            Some(6)
+        });
+        assert_eq!(n.unwrap_or_else(|e| panic!("{e}")), Some(6));
+        // Nothing to send: nothing queued.
+        let none = tx.queue_with(16, &mut scratch, |_| None);
+        assert_eq!(none.unwrap_or_else(|e| panic!("{e}")), None);
+        // A PDU whose header disagrees with its length is refused and not queued.
+        let bad = tx.queue_with(16, &mut scratch, |out| {
+            out.get_mut(..5)?.copy_from_slice(&[3, 2, 0x40, 9, 0xAA]);
+            Some(5)
+        });
+        assert!(matches!(bad, Err(LinkError::Framing(_))));
+        // Longer than the link carries: refused before it is queued.
+        let max = tx.max;
+        let long = tx.queue_with(max + 1, &mut scratch, |out| Some(out.len()));
+        assert!(matches!(long, Err(LinkError::TooLarge { .. })));
+        assert!(
+            scratch.is_empty(),
+            "stream links never use the scratch buffer"
+        );
+        tx.flush().await.unwrap_or_else(|e| panic!("{e}"));
+        let mut got = [0u8; 11];
+        tokio::io::AsyncReadExt::read_exact(&mut b, &mut got)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got, [9, 0, 0xD4, 1, 2, 3, 1, 0x40, 2, 0xAA, 0xBB]);
+        // After the flush the queue starts over at the front of the kept buffer.
+        tx.queue_with(8, &mut scratch, |out| {
+            out.get_mut(..4)?.copy_from_slice(&[4, 0, 0xD4, 0]);
+            Some(4)
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((tx.sent, tx.filled), (0, 4));
+        tx.close().await.unwrap_or_else(|e| panic!("{e}"));
+        let closed = tx.queue_with(8, &mut scratch, |_| Some(4));
+        assert!(matches!(closed, Err(LinkError::Closed)));
+        let mut tail = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut b, &mut tail)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(tail, [4, 0, 0xD4, 0]);
+    }
+
+    #[test]
+    fn the_default_queue_with_goes_through_the_scratch_buffer() {
+        /// A link that records what `queue` got.
+        struct Recorder(Vec<Vec<u8>>);
+        impl LinkTx for Recorder {
+            fn queue(&mut self, pdu: &[u8]) -> Result<(), LinkError> {
+                self.0.push(pdu.to_vec());
+                Ok(())
+            }
+            fn is_full(&self) -> bool {
+                false
+            }
+            fn has_pending(&self) -> bool {
+                !self.0.is_empty()
+            }
+            async fn flush(&mut self) -> Result<(), LinkError> {
+                Ok(())
+            }
+            async fn close(&mut self) -> Result<(), LinkError> {
+                Ok(())
+            }
+        }
+        let mut link = Recorder(Vec::new());
+        let mut scratch = Vec::new();
+        let n = link.queue_with(10, &mut scratch, |out| {
+            assert_eq!(out.len(), 10);
+            out.get_mut(..3)?.copy_from_slice(&[1, 2, 3]);
+            Some(3)
+        });
+        assert_eq!(n.unwrap_or_else(|e| panic!("{e}")), Some(3));
+        assert_eq!(scratch.len(), 10, "kept for the next PDU");
+        let none = link.queue_with(4, &mut scratch, |_| None);
+        assert_eq!(none.unwrap_or_else(|e| panic!("{e}")), None);
+        assert_eq!(link.0, [vec![1, 2, 3]]);
     }
 
     #[test]
