@@ -216,7 +216,7 @@ fn client(
                 let _ = write!(
                     out,
                     "pub async fn {ident}(&self, request: {input}) -> {RESULT}<{output}, {ERROR}> {{
-                        let response = self.inner.call({wire:?}, ::blerpc::__private::encode(&request)).await?;
+                        let response = self.inner.call_message({wire:?}, &request).await?;
                         {decode}
                     }}"
                 );
@@ -236,7 +236,7 @@ fn client(
                 let _ = write!(
                     out,
                     "pub async fn {ident}(&self, request: {input}) -> {RESULT}<ResponseStream<{output}>, {ERROR}> {{
-                        let stream = self.inner.server_stream({wire:?}, ::blerpc::__private::encode(&request)).await?;
+                        let stream = self.inner.server_stream_message({wire:?}, &request).await?;
                         ::core::result::Result::Ok(ResponseStream::new(stream))
                     }}"
                 );

@@ -307,7 +307,7 @@ fn keywords_and_client_only_or_server_only() {
     let code = read(out.join("k.rs"));
     assert!(code.contains("pub async fn r#type("), "{code}");
     assert!(code.contains("pub async fn self_("), "{code}");
-    assert!(code.contains(".call(\"type\","), "{code}");
+    assert!(code.contains(".call_message(\"type\","), "{code}");
     assert!(!code.contains("Dispatch"));
 
     let out = generate("server-only", &[("k.proto", proto)], |b, _| {

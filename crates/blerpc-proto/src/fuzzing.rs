@@ -1773,6 +1773,7 @@ impl World {
             Op::C2P(c) => self.channel(true, c),
             Op::P2C(c) => self.channel(false, c),
             Op::StartCall { kind, name, data } => {
+                let kind_bits = kind;
                 let kind = match (kind % 3, self.target) {
                     (_, Target::TwoParty) => CallKind::Unary,
                     (0, _) => CallKind::Unary,
@@ -1791,7 +1792,39 @@ impl World {
                     stretch(data)
                 };
                 let ready = self.central.is_ready();
-                match self.central.start_call(now, name, &data, kind) {
+                // Other bits of `kind`: start it framed (`start_call_framed`), and then now and
+                // then from a buffer that is not one REQUEST command.
+                let started = match kind_bits / 3 % 4 {
+                    0 => self.central.start_call(now, name, &data, kind),
+                    variant => {
+                        let header_len = Command::header_len_large(name.len(), data.len());
+                        let mut command = vec![0u8; header_len];
+                        let emitted = Command::emit_header_large(
+                            crate::wire::command::CommandType::Request,
+                            name,
+                            data.len(),
+                            &mut command,
+                        );
+                        assert!(emitted.is_ok(), "{emitted:?}");
+                        command.extend_from_slice(&data);
+                        let malformed = variant == 3;
+                        if malformed {
+                            // A trailing byte: never exactly one command.
+                            command.push(0);
+                        }
+                        let given = command.clone();
+                        let result = self.central.start_call_framed(now, &mut command, kind);
+                        match &result {
+                            Ok(_) => assert!(command.is_empty(), "the call takes the buffer"),
+                            Err(_) => assert_eq!(command, given, "refused: given back unchanged"),
+                        }
+                        if malformed {
+                            assert_eq!(result, Err(CallError::MalformedCommand));
+                        }
+                        result
+                    }
+                };
+                match started {
                     Ok(id) => {
                         assert!(ready, "call started before the connection was ready");
                         assert!(!self.calls.iter().any(|c| c.id == id), "call id reused");
@@ -1805,7 +1838,12 @@ impl World {
                     Err(e) => {
                         if !ready {
                             assert!(
-                                matches!(e, CallError::NotReady | CallError::Closed),
+                                matches!(
+                                    e,
+                                    CallError::NotReady
+                                        | CallError::Closed
+                                        | CallError::MalformedCommand
+                                ),
                                 "{e:?}"
                             );
                         }

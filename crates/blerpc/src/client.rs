@@ -189,9 +189,19 @@ const _: () = assert!(
     "keep Cmd small: box large variants"
 );
 
+/// A call's request as handed to the connection task.
+enum Request {
+    /// The protobuf data; the task frames it behind the command header (one copy).
+    Data(Vec<u8>),
+    /// The whole REQUEST command, the data encoded behind its header (`Client::call_message`):
+    /// the call takes the buffer as it is.
+    Framed(Vec<u8>),
+}
+
 struct Start {
+    /// The command name (empty for a framed request, whose command carries it).
     name: String,
-    request: Vec<u8>,
+    request: Request,
     kind: CallKind,
     sink: Sink,
     /// Where the call id goes; `None` for unary calls, whose failure to start goes to the sink
@@ -268,7 +278,7 @@ impl Client {
     async fn start(
         &self,
         name: &str,
-        request: Vec<u8>,
+        request: Request,
         kind: CallKind,
         sink: Sink,
     ) -> Result<CallId, Error> {
@@ -287,9 +297,26 @@ impl Client {
     /// A unary call: sends `request` (protobuf bytes) to command `name` and returns the
     /// response's protobuf bytes.
     pub async fn call(&self, name: &str, request: Vec<u8>) -> Result<Vec<u8>, Error> {
+        self.unary(name.to_string(), Request::Data(request)).await
+    }
+
+    /// A unary call with a protobuf message: encodes `request` straight behind the command
+    /// header, so the connection takes the buffer as it is (one copy of the request fewer than
+    /// [`Client::call`] with the encoded bytes; the generated clients use this). Returns the
+    /// response's protobuf bytes.
+    pub async fn call_message(
+        &self,
+        name: &str,
+        request: &impl prost::Message,
+    ) -> Result<Vec<u8>, Error> {
+        self.unary(String::new(), Request::Framed(frame(name, request)?))
+            .await
+    }
+
+    async fn unary(&self, name: String, request: Request) -> Result<Vec<u8>, Error> {
         let (tx, rx) = oneshot::channel();
         let cmd = Cmd::Start(Box::new(Start {
-            name: name.to_string(),
+            name,
             request,
             kind: CallKind::Unary,
             sink: Sink::Unary(tx),
@@ -316,22 +343,55 @@ impl Client {
     ) -> Result<ResponseStream, Error> {
         let (tx, rx) = mpsc::channel(self.stream_buffer);
         let call = self
-            .start(name, request, CallKind::ServerStream, Sink::Stream(tx))
+            .start(
+                name,
+                Request::Data(request),
+                CallKind::ServerStream,
+                Sink::Stream(tx),
+            )
             .await?;
-        Ok(ResponseStream {
+        Ok(self.response_stream(rx, call))
+    }
+
+    /// [`Client::server_stream`] with a protobuf message, encoded straight behind the command
+    /// header as [`Client::call_message`] does.
+    pub async fn server_stream_message(
+        &self,
+        name: &str,
+        request: &impl prost::Message,
+    ) -> Result<ResponseStream, Error> {
+        let (tx, rx) = mpsc::channel(self.stream_buffer);
+        let request = Request::Framed(frame(name, request)?);
+        let call = self
+            .start("", request, CallKind::ServerStream, Sink::Stream(tx))
+            .await?;
+        Ok(self.response_stream(rx, call))
+    }
+
+    fn response_stream(
+        &self,
+        rx: mpsc::Receiver<Result<Vec<u8>, Error>>,
+        call: CallId,
+    ) -> ResponseStream {
+        ResponseStream {
             rx,
             guard: CancelOnDrop {
                 cmds: self.cmds.clone(),
                 call: Some(call),
             },
-        })
+        }
     }
 
     /// A central→peripheral stream: returns an [`Upload`] to send items on and finish.
     pub async fn client_stream(&self, name: &str) -> Result<Upload, Error> {
         let (tx, rx) = oneshot::channel();
         let call = self
-            .start(name, Vec::new(), CallKind::ClientStream, Sink::Unary(tx))
+            .start(
+                name,
+                Request::Data(Vec::new()),
+                CallKind::ClientStream,
+                Sink::Unary(tx),
+            )
             .await?;
         Ok(Upload {
             cmds: self.cmds.clone(),
@@ -394,6 +454,21 @@ impl Drop for ReapOnDrop<'_> {
             let _ = self.cmds.try_send(Cmd::Reap);
         }
     }
+}
+
+/// `request` encoded straight behind `name`'s REQUEST command header (the form
+/// `Central::start_call_framed` takes): one buffer of exactly the command's length, the data
+/// copied once.
+fn frame(name: &str, request: &impl prost::Message) -> Result<Vec<u8>, Error> {
+    use blerpc_proto::wire::command::{Command, CommandType};
+    let data_len = request.encoded_len();
+    let header_len = Command::header_len_large(name.len(), data_len);
+    // One allocation of the whole command: the header written in place, the data appended.
+    let mut command = Vec::with_capacity(header_len.saturating_add(data_len));
+    command.resize(header_len, 0);
+    Command::emit_header_large(CommandType::Request, name, data_len, &mut command)
+        .map_err(|_| Error::Call(CallError::InvalidName))?;
+    Ok(crate::__private::encode_into(request, command))
 }
 
 /// The responses of a peripheral→central stream ([`Client::server_stream`]).
@@ -515,12 +590,6 @@ impl Task {
             loop {
                 self.drain_events();
                 self.retry_blocked();
-                // Sized for what is queued: a long container (long-container extension) only
-                // when a long message is waiting.
-                let need = self.central.transmit_len().max(4);
-                if buf.len() < need {
-                    buf.resize(need, 0);
-                }
                 // One clock read per turn of the loop.
                 let tnow = tokio::time::Instant::now();
                 let now = self.clock.at(tnow);
@@ -532,20 +601,18 @@ impl Task {
                 let mut rounds = 0;
                 loop {
                     while !tx.is_full() {
-                        let Some(n) = self.central.poll_transmit(now, &mut buf) else {
-                            // Never stop with queued data the buffer is too short for (the
-                            // buffer is sized once per turn; this keeps it right regardless).
-                            let need = self.central.transmit_len();
-                            if need > buf.len() {
-                                buf.resize(need, 0);
-                                continue;
+                        // Each PDU written where the link queues it (no copy on stream links),
+                        // with room for what is queued: a long container (long-container
+                        // extension) only when a long message is waiting.
+                        let len = self.central.transmit_len().max(4);
+                        let central = &mut self.central;
+                        match tx.queue_with(len, &mut buf, |out| central.poll_transmit(now, out)) {
+                            Ok(Some(_)) => {}
+                            Ok(None) => break,
+                            Err(e) => {
+                                self.fail_all(Error::Link(e));
+                                return;
                             }
-                            break;
-                        };
-                        let pdu = buf.get(..n).unwrap_or(&[]);
-                        if let Err(e) = tx.queue(pdu) {
-                            self.fail_all(Error::Link(e));
-                            return;
                         }
                     }
                     if !tx.has_pending() || rounds == WRITE_ROUNDS {
@@ -632,11 +699,16 @@ impl Task {
     fn apply(&mut self, cmd: Cmd) {
         let now = self.clock.now();
         match cmd {
-            Cmd::Start(start) => {
-                match self
-                    .central
-                    .start_call(now, &start.name, &start.request, start.kind)
-                {
+            Cmd::Start(mut start) => {
+                let result = match &mut start.request {
+                    Request::Data(data) => {
+                        self.central.start_call(now, &start.name, data, start.kind)
+                    }
+                    Request::Framed(command) => {
+                        self.central.start_call_framed(now, command, start.kind)
+                    }
+                };
+                match result {
                     Ok(id) => {
                         let Start { sink, reply, .. } = *start;
                         self.sinks.insert(id, sink);

@@ -399,3 +399,67 @@ async fn an_empty_upload_to_a_service_that_cannot_tell_its_command_gets_an_error
     );
     assert!(start.elapsed() < Duration::from_secs(2));
 }
+
+/// The request message of the demo's `echo` (field 1, bytes) and `counter_stream` (field 1,
+/// count), for the `*_message` calls.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Request {
+    #[prost(bytes = "vec", tag = "1")]
+    data: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Count {
+    #[prost(uint32, tag = "1")]
+    count: u32,
+}
+
+#[tokio::test]
+async fn message_calls_frame_the_request_and_match_byte_calls() {
+    let key = server().identity_public().unwrap();
+    let (client, _s) = connect_pair(PinPolicy::Trust(key)).await;
+    let client = client.unwrap();
+    // Below and above one classic transaction's data (the in-memory link is classic: 61 KB at
+    // MTU 247 is the most one transaction carries).
+    for len in [0usize, 5, 1_000, 20_000] {
+        let message = Request {
+            data: (0..len).map(|i| (i % 251) as u8).collect(),
+        };
+        let bytes = prost::Message::encode_to_vec(&message);
+        let by_message = client.call_message("echo", &message).await.unwrap();
+        let by_bytes = client.call("echo", bytes.clone()).await.unwrap();
+        assert_eq!(by_message, bytes, "{len}");
+        assert_eq!(by_bytes, bytes, "{len}");
+    }
+    let items: Vec<_> = client
+        .server_stream_message("counter_stream", &Count { count: 3 })
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    assert_eq!(items.len(), 3);
+    assert!(items.iter().all(Result::is_ok));
+    // A name the command header cannot carry fails before anything is sent; an empty one is
+    // refused by the connection; unknown commands are the peer's answer, as with `call`.
+    let long = "n".repeat(256);
+    let message = Request { data: vec![1] };
+    for name in [long.as_str(), ""] {
+        assert!(matches!(
+            client.call_message(name, &message).await,
+            Err(Error::Call(CallError::InvalidName))
+        ));
+        assert!(matches!(
+            client.server_stream_message(name, &message).await,
+            Err(Error::Call(CallError::InvalidName))
+        ));
+    }
+    assert!(matches!(
+        client.call_message("nope", &message).await,
+        Err(Error::Call(CallError::Peer(ErrorCode::UnknownCommand)))
+    ));
+    // Still fine afterwards.
+    assert_eq!(
+        client.call_message("echo", &message).await.unwrap(),
+        prost::Message::encode_to_vec(&message)
+    );
+}

@@ -127,10 +127,7 @@ impl BlerpcClient {
         &self,
         request: EchoRequest,
     ) -> ::core::result::Result<EchoResponse, ::blerpc::Error> {
-        let response = self
-            .inner
-            .call("echo", ::blerpc::__private::encode(&request))
-            .await?;
+        let response = self.inner.call_message("echo", &request).await?;
         <EchoResponse as ::blerpc::__private::prost::Message>::decode(
                 ::blerpc::__private::prost::bytes::Bytes::from(response),
             )
@@ -143,10 +140,7 @@ impl BlerpcClient {
         &self,
         request: FlashReadRequest,
     ) -> ::core::result::Result<FlashReadResponse, ::blerpc::Error> {
-        let response = self
-            .inner
-            .call("flash_read", ::blerpc::__private::encode(&request))
-            .await?;
+        let response = self.inner.call_message("flash_read", &request).await?;
         <FlashReadResponse as ::blerpc::__private::prost::Message>::decode(
                 ::blerpc::__private::prost::bytes::Bytes::from(response),
             )
@@ -159,10 +153,7 @@ impl BlerpcClient {
         &self,
         request: DataWriteRequest,
     ) -> ::core::result::Result<DataWriteResponse, ::blerpc::Error> {
-        let response = self
-            .inner
-            .call("data_write", ::blerpc::__private::encode(&request))
-            .await?;
+        let response = self.inner.call_message("data_write", &request).await?;
         <DataWriteResponse as ::blerpc::__private::prost::Message>::decode(
                 ::blerpc::__private::prost::bytes::Bytes::from(response),
             )
@@ -180,10 +171,7 @@ impl BlerpcClient {
         &self,
         request: CounterStreamRequest,
     ) -> ::core::result::Result<ResponseStream<CounterStreamResponse>, ::blerpc::Error> {
-        let stream = self
-            .inner
-            .server_stream("counter_stream", ::blerpc::__private::encode(&request))
-            .await?;
+        let stream = self.inner.server_stream_message("counter_stream", &request).await?;
         ::core::result::Result::Ok(ResponseStream::new(stream))
     }
     /// Uploads items to the peripheral; the reply counts them.

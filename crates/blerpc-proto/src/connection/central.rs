@@ -476,7 +476,8 @@ where
     // ----- user operations -------------------------------------------------------------------
 
     /// Starts a call. For [`CallKind::ClientStream`], `request` must be empty: the items are sent
-    /// with [`Central::send_stream_item`].
+    /// with [`Central::send_stream_item`]. The call keeps its own copy of the request command
+    /// (for BUSY retries); [`Central::start_call_framed`] takes one already framed instead.
     pub fn start_call(
         &mut self,
         now: Instant,
@@ -484,14 +485,63 @@ where
         request: &[u8],
         kind: CallKind,
     ) -> Result<CallId, CallError> {
+        self.check_call(name, request.len(), kind)?;
+        // Keep the plaintext command (the name alone for client streams).
+        // (In our own encoding: the extended header only for data beyond 65,535 bytes, which
+        // check_request_len allows only with the extension in force.)
+        // Header and data appended (not a zero-filled buffer written over: for a long request
+        // that would be one more pass over every byte).
+        let mut stored = O::default();
+        let header_len = Command::header_len_large(name.len(), request.len());
+        let needed = header_len + request.len();
+        let mut header = [0u8; Command::header_len_large(MAX_NAME_LEN, usize::MAX)];
+        let header = header.get_mut(..header_len).ok_or(CallError::InvalidName)?;
+        Command::emit_header_large(CommandType::Request, name, request.len(), header)
+            .map_err(|_| CallError::InvalidName)?;
+        let full = |_| CallError::OutboxFull { needed, free: 0 };
+        stored.try_reserve(needed).map_err(full)?;
+        stored.try_extend(header).map_err(full)?;
+        stored.try_extend(request).map_err(full)?;
+        self.insert_call(now, stored, kind).map_err(|(e, _)| e)
+    }
+
+    /// Starts a call whose request command is already framed in `command`: a REQUEST command
+    /// header as [`Command::emit_header_large`] writes it (the extended form only for data above
+    /// 65,535 bytes), followed by exactly its protobuf data. On success the call takes the buffer
+    /// (leaving `command` empty) instead of copying the request, so a runtime can encode the
+    /// protobuf message straight behind the header; on failure `command` is left as it was, to
+    /// retry after [`CallError::OutboxFull`]. A buffer that is not exactly one REQUEST command
+    /// is [`CallError::MalformedCommand`]; every other check is [`Central::start_call`]'s.
+    pub fn start_call_framed(
+        &mut self,
+        now: Instant,
+        command: &mut O,
+        kind: CallKind,
+    ) -> Result<CallId, CallError> {
+        let cmd =
+            Command::parse_large(command.as_slice()).map_err(|_| CallError::MalformedCommand)?;
+        let framed_len = Command::header_len_large(cmd.name.len(), cmd.data.len()) + cmd.data.len();
+        if cmd.kind != CommandType::Request || framed_len != command.len() {
+            return Err(CallError::MalformedCommand);
+        }
+        self.check_call(cmd.name, cmd.data.len(), kind)?;
+        let stored = core::mem::take(command);
+        self.insert_call(now, stored, kind).map_err(|(e, stored)| {
+            *command = stored;
+            e
+        })
+    }
+
+    /// The checks [`Central::start_call`] makes before it stores anything.
+    fn check_call(&self, name: &str, data_len: usize, kind: CallKind) -> Result<(), CallError> {
         self.check_ready()?;
         if name.is_empty() || name.len() > MAX_NAME_LEN {
             return Err(CallError::InvalidName);
         }
-        if request.len() > MAX_LARGE_DATA_LEN {
-            return Err(CallError::DataTooLong { len: request.len() });
+        if data_len > MAX_LARGE_DATA_LEN {
+            return Err(CallError::DataTooLong { len: data_len });
         }
-        if kind == CallKind::ClientStream && !request.is_empty() {
+        if kind == CallKind::ClientStream && data_len != 0 {
             return Err(CallError::WrongCallKind);
         }
         let in_flight = self.calls_in_flight();
@@ -510,25 +560,19 @@ where
             return Err(CallError::StreamActive);
         }
         if kind != CallKind::ClientStream {
-            self.check_request_len(name.len(), request.len())?;
+            self.check_request_len(name.len(), data_len)?;
         }
-        // Keep the plaintext command (the name alone for client streams).
-        // (In our own encoding: the extended header only for data beyond 65,535 bytes, which
-        // check_request_len allows only with the extension in force.)
-        // Header and data appended (not a zero-filled buffer written over: for a long request
-        // that would be one more pass over every byte).
-        let mut stored = O::default();
-        let header_len = Command::header_len_large(name.len(), request.len());
-        let needed = header_len + request.len();
-        let mut header = [0u8; Command::header_len_large(MAX_NAME_LEN, usize::MAX)];
-        let header = header.get_mut(..header_len).ok_or(CallError::InvalidName)?;
-        Command::emit_header_large(CommandType::Request, name, request.len(), header)
-            .map_err(|_| CallError::InvalidName)?;
-        let full = |_| CallError::OutboxFull { needed, free: 0 };
-        stored.try_reserve(needed).map_err(full)?;
-        stored.try_extend(header).map_err(full)?;
-        stored.try_extend(request).map_err(full)?;
+        Ok(())
+    }
 
+    /// Sends a checked call's stored request command (not for client streams) and records the
+    /// call; on failure the stored command comes back with the error.
+    fn insert_call(
+        &mut self,
+        now: Instant,
+        stored: O,
+        kind: CallKind,
+    ) -> Result<CallId, (CallError, O)> {
         let id = CallId(self.next_call);
         let mut call = Call {
             id,
@@ -541,19 +585,21 @@ where
             upload_tids: TidSet::default(),
             finished: false,
         };
+        let Some(slot) = self.calls.iter().position(Option::is_none) else {
+            let limit = self.config.max_calls_in_flight;
+            return Err((CallError::TooManyCalls { limit }, call.request));
+        };
         if kind != CallKind::ClientStream {
-            call.tid = self.send_request(&mut call.request)?;
+            match self.send_request(&mut call.request) {
+                Ok(tid) => call.tid = tid,
+                Err(e) => return Err((e, call.request)),
+            }
             call.attempts = 1;
             call.deadline = Some(now + self.config.call_timeout);
         }
-        let slot = self
-            .calls
-            .iter_mut()
-            .find(|c| c.is_none())
-            .ok_or(CallError::TooManyCalls {
-                limit: self.config.max_calls_in_flight,
-            })?;
-        *slot = Some(call);
+        if let Some(s) = self.calls.get_mut(slot) {
+            *s = Some(call);
+        }
         self.next_call = self.next_call.wrapping_add(1);
         Ok(id)
     }

@@ -67,6 +67,8 @@ pub enum CallError {
     },
     /// The command name is empty or longer than 255 bytes.
     InvalidName,
+    /// The buffer given to [`Central::start_call_framed`] is not exactly one REQUEST command.
+    MalformedCommand,
     /// Request data longer than the command layer can carry (4 GiB, the large-message
     /// extension's `u32`; a request above 65,535 bytes without the extension fails with
     /// [`CallError::RequestTooLarge`]).
@@ -126,6 +128,9 @@ impl core::fmt::Display for CallError {
                 )
             }
             CallError::InvalidName => f.write_str("command name must be 1..=255 bytes"),
+            CallError::MalformedCommand => {
+                f.write_str("the framed request is not exactly one REQUEST command")
+            }
             CallError::DataTooLong { len } => {
                 write!(f, "request data is {len} bytes, at most 4294967295 allowed")
             }
