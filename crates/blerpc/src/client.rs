@@ -462,6 +462,13 @@ impl Drop for ReapOnDrop<'_> {
 fn frame(name: &str, request: &impl prost::Message) -> Result<Vec<u8>, Error> {
     use blerpc_proto::wire::command::{Command, CommandType};
     let data_len = request.encoded_len();
+    // The connection's own checks, made before anything is allocated.
+    if name.is_empty() || name.len() > blerpc_proto::wire::command::MAX_NAME_LEN {
+        return Err(Error::Call(CallError::InvalidName));
+    }
+    if data_len > blerpc_proto::wire::command::MAX_LARGE_DATA_LEN {
+        return Err(Error::Call(CallError::DataTooLong { len: data_len }));
+    }
     let header_len = Command::header_len_large(name.len(), data_len);
     // One allocation of the whole command: the header written in place, the data appended.
     let mut command = Vec::with_capacity(header_len.saturating_add(data_len));
