@@ -454,7 +454,7 @@ fn server(
         "::std::boxed::Box::pin(::core::future::ready(::core::result::Result::Err({STATUS}::unknown_command(name))))"
     );
     let decode_request = |input: &str| {
-        format!("<{input} as {MESSAGE}>::decode({BYTES}::from(request)).map_err({STATUS}::decode)")
+        format!("<{input} as {MESSAGE}>::decode(request).map_err({STATUS}::decode)")
     };
     let of = |kind| methods.iter().filter(move |(_, c)| c.kind == kind);
 
@@ -486,7 +486,7 @@ fn server(
     };
     let _ = write!(
         out,
-        "fn unary(&self, name: &str, {param}: ::std::vec::Vec<u8>)
+        "fn unary(&self, name: &str, {param}: {BYTES})
             -> ::blerpc::server::BoxFuture<{RESULT}<::std::vec::Vec<u8>, {STATUS}>> {{ {body} }}\n"
     );
 
@@ -521,7 +521,7 @@ fn server(
     };
     let _ = write!(
         out,
-        "fn server_stream(&self, name: &str, {param}: ::std::vec::Vec<u8>)
+        "fn server_stream(&self, name: &str, {param}: {BYTES})
             -> ::blerpc::server::BoxStream<{RESULT}<::std::vec::Vec<u8>, {STATUS}>> {{ {body} }}\n"
     );
 
@@ -551,7 +551,7 @@ fn server(
     };
     let _ = write!(
         out,
-        "fn client_stream(&self, name: &str, {param}: ::blerpc::server::BoxStream<::std::vec::Vec<u8>>)
+        "fn client_stream(&self, name: &str, {param}: ::blerpc::server::BoxStream<{BYTES}>)
             -> ::blerpc::server::BoxFuture<{RESULT}<::std::vec::Vec<u8>, {STATUS}>> {{ {body} }}\n"
     );
     out.push_str("}\n");
@@ -631,12 +631,12 @@ fn streaming() -> String {
 #[doc = " Read it with `message`, or use it as a `Stream` of `Result<T, Status>`. An item that does"]
 #[doc = " not decode is a decode-error `Status`, which a handler can return with `?`."]
 pub struct Streaming<T> {{
-    inner: ::blerpc::server::BoxStream<::std::vec::Vec<u8>>,
+    inner: ::blerpc::server::BoxStream<{BYTES}>,
     _marker: ::core::marker::PhantomData<fn() -> T>,
 }}
 impl<T> Streaming<T> {{
     #[doc = " Wraps the runtime's stream of encoded items."]
-    pub fn new(inner: ::blerpc::server::BoxStream<::std::vec::Vec<u8>>) -> Self {{
+    pub fn new(inner: ::blerpc::server::BoxStream<{BYTES}>) -> Self {{
         Self {{ inner, _marker: ::core::marker::PhantomData }}
     }}
 }}
@@ -644,7 +644,7 @@ impl<T: {MESSAGE} + ::core::default::Default> Streaming<T> {{
     #[doc = " The next item, or `Ok(None)` once the central has ended the stream."]
     pub async fn message(&mut self) -> {RESULT}<::core::option::Option<T>, {STATUS}> {{
         match ::core::future::poll_fn(|cx| {STREAM}::poll_next(self.inner.as_mut(), cx)).await {{
-            ::core::option::Option::Some(bytes) => <T as {MESSAGE}>::decode({BYTES}::from(bytes))
+            ::core::option::Option::Some(bytes) => <T as {MESSAGE}>::decode(bytes)
                 .map(::core::option::Option::Some)
                 .map_err({STATUS}::decode),
             ::core::option::Option::None => ::core::result::Result::Ok(::core::option::Option::None),
@@ -659,7 +659,7 @@ impl<T: {MESSAGE} + ::core::default::Default> {STREAM} for Streaming<T> {{
     ) -> ::core::task::Poll<::core::option::Option<Self::Item>> {{
         {STREAM}::poll_next(self.get_mut().inner.as_mut(), cx).map(|item| {{
             item.map(|bytes| {{
-                <T as {MESSAGE}>::decode({BYTES}::from(bytes)).map_err({STATUS}::decode)
+                <T as {MESSAGE}>::decode(bytes).map_err({STATUS}::decode)
             }})
         }})
     }}

@@ -321,7 +321,10 @@ fn keywords_and_client_only_or_server_only() {
         "{code}"
     );
     // No stream commands: the stream entry points answer "unknown command" and ignore input.
-    assert!(code.contains("_request: ::std::vec::Vec<u8>"), "{code}");
+    assert!(
+        code.contains("_request: ::blerpc::__private::prost::bytes::Bytes"),
+        "{code}"
+    );
     assert!(
         code.contains("_items: ::blerpc::server::BoxStream"),
         "{code}"

@@ -436,6 +436,29 @@ impl<B: Buffer + Default, const SLOTS: usize> Assembler<B, SLOTS> {
         }
     }
 
+    /// Takes a completed message's buffer and frees its slot, instead of
+    /// [`Assembler::message`] and [`Assembler::release`]: the message leaves without a copy.
+    /// The slot gets a new buffer that has reserved what the old one held, so the next message
+    /// of that size reassembles without growing (for heap buffers, an allocation in place of the
+    /// copy; a fixed-capacity buffer would move whole, so take only heap buffers). Empty if
+    /// `done` was already released.
+    pub fn take_message(&mut self, done: Completed) -> B
+    where
+        B: Default,
+    {
+        match self.slots.get_mut(done.slot) {
+            Some(s) if s.state == (SlotState::Complete { tid: done.tid }) => {
+                let held = s.buf.len() + s.buf.spare_capacity();
+                let taken = core::mem::take(&mut s.buf);
+                s.free();
+                // Only a hint: a refusal leaves an empty buffer, which grows as messages arrive.
+                let _ = s.buf.try_reserve(held);
+                taken
+            }
+            _ => B::default(),
+        }
+    }
+
     /// Frees the slot of a completed message (no-op if already released).
     pub fn release(&mut self, done: Completed) {
         if let Some(s) = self.slots.get_mut(done.slot)
@@ -529,6 +552,45 @@ mod tests {
         a.release(done);
         assert_eq!(a.in_flight(), 0);
         assert_eq!(a.message(done), b"");
+    }
+
+    #[cfg(feature = "alloc")]
+    #[test]
+    fn take_message_hands_the_buffer_over_and_keeps_the_slots_size() {
+        let mut a = VecAssembler::<1>::new(AssemblerConfig::default());
+        assert_eq!(feed_bytes(&mut a, b"\x01\x00\x00\x06\x00\x03abc"), Ok(None));
+        let done = feed_bytes(&mut a, b"\x01\x01\x40\x03def").unwrap().unwrap();
+        let taken = a.take_message(done);
+        assert_eq!(taken, b"abcdef");
+        // The slot is free, the message gone: taking or releasing it again does nothing.
+        assert_eq!(a.in_flight(), 0);
+        assert_eq!(a.message(done), b"");
+        assert!(a.take_message(done).is_empty());
+        a.release(done);
+        // The slot's new buffer holds what the old one did, so the next message does not grow it.
+        let slot = a.slots.first().unwrap();
+        assert!(slot.buf.is_empty());
+        assert!(
+            slot.buf.capacity() >= taken.len(),
+            "{}",
+            slot.buf.capacity()
+        );
+        let ptr = slot.buf.as_ptr();
+        let done = feed_bytes(&mut a, b"\x02\x00\x00\x06\x00\x06uvwxyz")
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.message(done), b"uvwxyz");
+        assert_eq!(
+            a.slots.first().unwrap().buf.as_ptr(),
+            ptr,
+            "not reallocated"
+        );
+        // A message in progress cannot be taken.
+        a.release(done);
+        assert_eq!(feed_bytes(&mut a, b"\x03\x00\x00\x06\x00\x03abc"), Ok(None));
+        let unfinished = Completed { slot: 0, tid: 3 };
+        assert!(a.take_message(unfinished).is_empty());
+        assert_eq!(a.in_flight(), 1);
     }
 
     #[test]

@@ -11,9 +11,9 @@
 //! # struct Echo;
 //! # impl blerpc::server::Dispatch for Echo {
 //! #   fn kind(&self, _: &str) -> Option<blerpc::server::CallKind> { Some(blerpc::server::CallKind::Unary) }
-//! #   fn unary(&self, _: &str, r: Vec<u8>) -> blerpc::server::BoxFuture<Result<Vec<u8>, blerpc::server::Status>> { Box::pin(async move { Ok(r) }) }
-//! #   fn server_stream(&self, _: &str, _: Vec<u8>) -> blerpc::server::BoxStream<Result<Vec<u8>, blerpc::server::Status>> { unimplemented!() }
-//! #   fn client_stream(&self, _: &str, _: blerpc::server::BoxStream<Vec<u8>>) -> blerpc::server::BoxFuture<Result<Vec<u8>, blerpc::server::Status>> { unimplemented!() }
+//! #   fn unary(&self, _: &str, r: blerpc::server::Bytes) -> blerpc::server::BoxFuture<Result<Vec<u8>, blerpc::server::Status>> { Box::pin(async move { Ok(r.to_vec()) }) }
+//! #   fn server_stream(&self, _: &str, _: blerpc::server::Bytes) -> blerpc::server::BoxStream<Result<Vec<u8>, blerpc::server::Status>> { unimplemented!() }
+//! #   fn client_stream(&self, _: &str, _: blerpc::server::BoxStream<blerpc::server::Bytes>) -> blerpc::server::BoxFuture<Result<Vec<u8>, blerpc::server::Status>> { unimplemented!() }
 //! # }
 //! let (a, b) = mem::pair(247);
 //! let server = blerpc::Server::new(Echo, blerpc::ServerConfig {

@@ -25,6 +25,8 @@ use blerpc_proto::crypto::{CryptoProvider, DefaultProvider, IdentitySeed};
 use blerpc_proto::wire::error_code::ErrorCode;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt as _, StreamExt};
+/// The requests' buffer type: a long request is handed over in the buffer it was reassembled in.
+pub use prost::bytes::Bytes;
 use rand_core::OsRng;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
@@ -43,6 +45,16 @@ const RECV_BATCH: usize = 64;
 /// containers (16 KiB each) does not take in several pipelined requests before the first one's
 /// handler runs and its response leaves.
 const RECV_BATCH_BYTES: usize = 16 * 1024;
+
+/// Requests of at least this many bytes are handed to their handler in the buffer they were
+/// reassembled in ([`Peripheral::take_request`]); shorter ones are copied, so the assembler keeps
+/// its buffer for the next one (an allocation per message costs more than copying a short one).
+const TAKE_REQUEST_MIN: usize = 16 * 1024;
+
+/// `data` as [`Bytes`], copied the way [`blerpc_proto::buf::copy_bytes`] copies.
+fn copy_to_bytes(data: &[u8]) -> Bytes {
+    Bytes::from(blerpc_proto::buf::to_vec_bytes(data))
+}
 
 type HostPeripheral = Peripheral<DefaultProvider, OsRng, Vec<u8>, Vec<u8>, SLOTS>;
 type Identity = <DefaultProvider as CryptoProvider>::Identity;
@@ -100,15 +112,15 @@ pub trait Dispatch: Send + Sync + 'static {
     /// The shape of command `name`, or `None` if there is no such command.
     fn kind(&self, name: &str) -> Option<CallKind>;
     /// Handles a unary request.
-    fn unary(&self, name: &str, request: Vec<u8>) -> BoxFuture<Result<Vec<u8>, Status>>;
+    fn unary(&self, name: &str, request: Bytes) -> BoxFuture<Result<Vec<u8>, Status>>;
     /// Handles the request of a peripheral→central stream; the stream's items are the responses.
-    fn server_stream(&self, name: &str, request: Vec<u8>) -> BoxStream<Result<Vec<u8>, Status>>;
+    fn server_stream(&self, name: &str, request: Bytes) -> BoxStream<Result<Vec<u8>, Status>>;
     /// Handles a central→peripheral stream: `items` yields each uploaded request; the result is
     /// the final response.
     fn client_stream(
         &self,
         name: &str,
-        items: BoxStream<Vec<u8>>,
+        items: BoxStream<Bytes>,
     ) -> BoxFuture<Result<Vec<u8>, Status>>;
     /// The upload command to run when a STREAM_END_C2P arrives for an upload that sent no item
     /// (STREAM_END_C2P does not name its command). Services with exactly one upload command
@@ -123,16 +135,16 @@ impl<T: Dispatch + ?Sized> Dispatch for Arc<T> {
     fn kind(&self, name: &str) -> Option<CallKind> {
         (**self).kind(name)
     }
-    fn unary(&self, name: &str, request: Vec<u8>) -> BoxFuture<Result<Vec<u8>, Status>> {
+    fn unary(&self, name: &str, request: Bytes) -> BoxFuture<Result<Vec<u8>, Status>> {
         (**self).unary(name, request)
     }
-    fn server_stream(&self, name: &str, request: Vec<u8>) -> BoxStream<Result<Vec<u8>, Status>> {
+    fn server_stream(&self, name: &str, request: Bytes) -> BoxStream<Result<Vec<u8>, Status>> {
         (**self).server_stream(name, request)
     }
     fn client_stream(
         &self,
         name: &str,
-        items: BoxStream<Vec<u8>>,
+        items: BoxStream<Bytes>,
     ) -> BoxFuture<Result<Vec<u8>, Status>> {
         (**self).client_stream(name, items)
     }
@@ -404,7 +416,7 @@ struct ActiveStream {
 struct Upload {
     /// `None` once the handler has failed: later items are dropped and STREAM_END_C2P is
     /// answered with `failed`.
-    items: Option<mpsc::Sender<Vec<u8>>>,
+    items: Option<mpsc::Sender<Bytes>>,
     failed: Option<ErrorCode>,
     /// Shared with the handler's completion so the final reply can use the STREAM_END tid.
     end_tid: Arc<std::sync::Mutex<Option<u8>>>,
@@ -535,7 +547,14 @@ impl Connection {
         while let Some(event) = self.peripheral.poll_event() {
             match event {
                 PeripheralEvent::Request { tid, name, data } => {
-                    let (name, data) = (name.to_string(), blerpc_proto::buf::to_vec_bytes(data));
+                    let name = name.to_string();
+                    // Short requests are copied (the assembler keeps its buffer for the next
+                    // one); long ones leave with their buffer, without a copy.
+                    let copied = (data.len() < TAKE_REQUEST_MIN).then(|| copy_to_bytes(data));
+                    let data = match copied {
+                        Some(data) => data,
+                        None => self.take_request(),
+                    };
                     self.on_request(tid, name, data, draining);
                 }
                 PeripheralEvent::StreamEndC2P { tid } => self.on_stream_end(tid),
@@ -576,7 +595,7 @@ impl Connection {
     fn start_upload(&mut self, name: String) -> &mut Upload {
         let (items_tx, items_rx) = mpsc::channel(self.upload_buffer);
         let end_tid = Arc::new(std::sync::Mutex::new(None));
-        let items: BoxStream<Vec<u8>> = Box::pin(futures_util::stream::unfold(
+        let items: BoxStream<Bytes> = Box::pin(futures_util::stream::unfold(
             items_rx,
             |mut rx| async move { rx.recv().await.map(|item| (item, rx)) },
         ));
@@ -598,7 +617,18 @@ impl Connection {
         })
     }
 
-    fn on_request(&mut self, tid: u8, name: String, data: Vec<u8>, draining: bool) {
+    /// The request the last event carried, taken out of the assembler: its data as a slice of
+    /// the reassembled buffer.
+    fn take_request(&mut self) -> Bytes {
+        match self.peripheral.take_request() {
+            Some((buf, range)) if range.start <= range.end && range.end <= buf.len() => {
+                Bytes::from(buf).slice(range)
+            }
+            _ => Bytes::new(),
+        }
+    }
+
+    fn on_request(&mut self, tid: u8, name: String, data: Bytes, draining: bool) {
         let now = self.clock.now();
         let refuse = |p: &mut HostPeripheral, code| {
             let _ = p.respond_error(now, tid, code);

@@ -350,7 +350,7 @@ impl<T: Blerpc> ::blerpc::server::Dispatch for BlerpcServer<T> {
     fn unary(
         &self,
         name: &str,
-        request: ::std::vec::Vec<u8>,
+        request: ::blerpc::__private::prost::bytes::Bytes,
     ) -> ::blerpc::server::BoxFuture<
         ::core::result::Result<::std::vec::Vec<u8>, ::blerpc::server::Status>,
     > {
@@ -359,7 +359,7 @@ impl<T: Blerpc> ::blerpc::server::Dispatch for BlerpcServer<T> {
                 let handler = ::std::sync::Arc::clone(&self.handler);
                 ::std::boxed::Box::pin(async move {
                     let request = <EchoRequest as ::blerpc::__private::prost::Message>::decode(
-                            ::blerpc::__private::prost::bytes::Bytes::from(request),
+                            request,
                         )
                         .map_err(::blerpc::server::Status::decode)?;
                     let response = handler.echo(request).await?;
@@ -370,7 +370,7 @@ impl<T: Blerpc> ::blerpc::server::Dispatch for BlerpcServer<T> {
                 let handler = ::std::sync::Arc::clone(&self.handler);
                 ::std::boxed::Box::pin(async move {
                     let request = <FlashReadRequest as ::blerpc::__private::prost::Message>::decode(
-                            ::blerpc::__private::prost::bytes::Bytes::from(request),
+                            request,
                         )
                         .map_err(::blerpc::server::Status::decode)?;
                     let response = handler.flash_read(request).await?;
@@ -381,7 +381,7 @@ impl<T: Blerpc> ::blerpc::server::Dispatch for BlerpcServer<T> {
                 let handler = ::std::sync::Arc::clone(&self.handler);
                 ::std::boxed::Box::pin(async move {
                     let request = <DataWriteRequest as ::blerpc::__private::prost::Message>::decode(
-                            ::blerpc::__private::prost::bytes::Bytes::from(request),
+                            request,
                         )
                         .map_err(::blerpc::server::Status::decode)?;
                     let response = handler.data_write(request).await?;
@@ -402,14 +402,14 @@ impl<T: Blerpc> ::blerpc::server::Dispatch for BlerpcServer<T> {
     fn server_stream(
         &self,
         name: &str,
-        request: ::std::vec::Vec<u8>,
+        request: ::blerpc::__private::prost::bytes::Bytes,
     ) -> ::blerpc::server::BoxStream<
         ::core::result::Result<::std::vec::Vec<u8>, ::blerpc::server::Status>,
     > {
         match name {
             "counter_stream" => {
                 match <CounterStreamRequest as ::blerpc::__private::prost::Message>::decode(
-                        ::blerpc::__private::prost::bytes::Bytes::from(request),
+                        request,
                     )
                     .map_err(::blerpc::server::Status::decode)
                 {
@@ -441,7 +441,7 @@ impl<T: Blerpc> ::blerpc::server::Dispatch for BlerpcServer<T> {
     fn client_stream(
         &self,
         name: &str,
-        items: ::blerpc::server::BoxStream<::std::vec::Vec<u8>>,
+        items: ::blerpc::server::BoxStream<::blerpc::__private::prost::bytes::Bytes>,
     ) -> ::blerpc::server::BoxFuture<
         ::core::result::Result<::std::vec::Vec<u8>, ::blerpc::server::Status>,
     > {
@@ -560,12 +560,14 @@ impl<T> ::core::fmt::Debug for ResponseStream<T> {
 /// Read it with `message`, or use it as a `Stream` of `Result<T, Status>`. An item that does
 /// not decode is a decode-error `Status`, which a handler can return with `?`.
 pub struct Streaming<T> {
-    inner: ::blerpc::server::BoxStream<::std::vec::Vec<u8>>,
+    inner: ::blerpc::server::BoxStream<::blerpc::__private::prost::bytes::Bytes>,
     _marker: ::core::marker::PhantomData<fn() -> T>,
 }
 impl<T> Streaming<T> {
     /// Wraps the runtime's stream of encoded items.
-    pub fn new(inner: ::blerpc::server::BoxStream<::std::vec::Vec<u8>>) -> Self {
+    pub fn new(
+        inner: ::blerpc::server::BoxStream<::blerpc::__private::prost::bytes::Bytes>,
+    ) -> Self {
         Self {
             inner,
             _marker: ::core::marker::PhantomData,
@@ -584,9 +586,7 @@ impl<T: ::blerpc::__private::prost::Message + ::core::default::Default> Streamin
             .await
         {
             ::core::option::Option::Some(bytes) => {
-                <T as ::blerpc::__private::prost::Message>::decode(
-                        ::blerpc::__private::prost::bytes::Bytes::from(bytes),
-                    )
+                <T as ::blerpc::__private::prost::Message>::decode(bytes)
                     .map(::core::option::Option::Some)
                     .map_err(::blerpc::server::Status::decode)
             }
@@ -610,9 +610,7 @@ impl<
             )
             .map(|item| {
                 item.map(|bytes| {
-                    <T as ::blerpc::__private::prost::Message>::decode(
-                            ::blerpc::__private::prost::bytes::Bytes::from(bytes),
-                        )
+                    <T as ::blerpc::__private::prost::Message>::decode(bytes)
                         .map_err(::blerpc::server::Status::decode)
                 })
             })

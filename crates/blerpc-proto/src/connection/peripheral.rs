@@ -602,6 +602,20 @@ where
             .poll_transmit(self.config.att_mtu, self.large, self.long, out)
     }
 
+    /// Takes the buffer of the request the last [`Peripheral::poll_event`] returned, instead of
+    /// leaving it to be released by the next call: the whole (decrypted) command and the range
+    /// of its protobuf data in it. A runtime hands a long request to its handler this way
+    /// without copying it; the assembler slot reserves a new buffer of the same size (see
+    /// [`Assembler::take_message`](crate::assemble::Assembler::take_message)). `None` unless the
+    /// last event was a request not yet taken.
+    pub fn take_request(&mut self) -> Option<(A, core::ops::Range<usize>)>
+    where
+        A: Default,
+    {
+        let msg = self.pending_release.take()?;
+        Some((self.assembler.take_message(msg.done), msg.range()))
+    }
+
     /// The next event, if any. Message bytes in the event stay valid until the next call.
     pub fn poll_event(&mut self) -> Option<PeripheralEvent<'_>> {
         if let Some(prev) = self.pending_release.take() {

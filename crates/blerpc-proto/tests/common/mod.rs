@@ -98,6 +98,9 @@ pub struct AppConfig {
     pub busy_first: u32,
     /// Never answer requests with this name.
     pub ignore: Option<&'static str>,
+    /// Take each request's buffer out of the peripheral (`Peripheral::take_request`) and check
+    /// it holds the event's data, instead of letting the next event release it.
+    pub take_requests: bool,
 }
 
 impl Default for AppConfig {
@@ -106,6 +109,7 @@ impl Default for AppConfig {
             handler_delay: Duration::ZERO,
             busy_first: 0,
             ignore: None,
+            take_requests: false,
         }
     }
 }
@@ -138,6 +142,8 @@ pub struct Pair {
     stream_jobs: Vec<(u8, u32, u32)>,
     upload_counts: u32,
     busy_sent: u32,
+    /// Requests taken out of the peripheral (`AppConfig::take_requests`).
+    pub requests_taken: u32,
     _guard: SeedGuard,
 }
 
@@ -222,6 +228,7 @@ impl PairBuilder {
             stream_jobs: Vec::new(),
             upload_counts: 0,
             busy_sent: 0,
+            requests_taken: 0,
             _guard: SeedGuard(self.seed),
         }
     }
@@ -499,7 +506,14 @@ impl Pair {
         while let Some(ev) = self.peripheral.poll_event() {
             match ev {
                 PeripheralEvent::Request { tid, name, data } => {
-                    requests.push((tid, name.to_string(), data.to_vec()))
+                    let (name, data) = (name.to_string(), data.to_vec());
+                    if self.app.take_requests {
+                        let (buf, range) = self.peripheral.take_request().expect("a request");
+                        assert_eq!(buf.get(range), Some(&data[..]), "taken = the event's data");
+                        assert!(self.peripheral.take_request().is_none(), "taken once");
+                        self.requests_taken += 1;
+                    }
+                    requests.push((tid, name, data))
                 }
                 PeripheralEvent::StreamEndC2P { .. } => requests.push((0, String::new(), vec![])),
                 PeripheralEvent::Warning(w) => self.peripheral_warnings.push(w),

@@ -2,7 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use blerpc::client::PinPolicy;
-use blerpc::server::{BoxFuture, BoxStream, CallKind, Dispatch, Status};
+use blerpc::server::{BoxFuture, BoxStream, Bytes, CallKind, Dispatch, Status};
 use blerpc::{ClientConfig, Server, ServerConfig};
 use futures_util::StreamExt;
 
@@ -87,14 +87,14 @@ impl Dispatch for Demo {
             _ => None,
         }
     }
-    fn unary(&self, name: &str, request: Vec<u8>) -> BoxFuture<Result<Vec<u8>, Status>> {
+    fn unary(&self, name: &str, request: Bytes) -> BoxFuture<Result<Vec<u8>, Status>> {
         let name = name.to_string();
         Box::pin(async move {
             match name.as_str() {
-                "echo" => Ok(request),
+                "echo" => Ok(request.to_vec()),
                 "slow" => {
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    Ok(request)
+                    Ok(request.to_vec())
                 }
                 "flash_read" => {
                     let addr = pb_get_uint(&request, 1).unwrap_or(0) as usize;
@@ -111,7 +111,7 @@ impl Dispatch for Demo {
             }
         })
     }
-    fn server_stream(&self, _: &str, request: Vec<u8>) -> BoxStream<Result<Vec<u8>, Status>> {
+    fn server_stream(&self, _: &str, request: Bytes) -> BoxStream<Result<Vec<u8>, Status>> {
         let count = pb_get_uint(&request, 1).unwrap_or(0);
         Box::pin(futures_util::stream::iter((0..count).map(|i| {
             let mut item = pb_uint(1, i);
@@ -122,7 +122,7 @@ impl Dispatch for Demo {
     fn client_stream(
         &self,
         name: &str,
-        items: BoxStream<Vec<u8>>,
+        items: BoxStream<Bytes>,
     ) -> BoxFuture<Result<Vec<u8>, Status>> {
         let fail = name == "failing_upload";
         Box::pin(async move {
