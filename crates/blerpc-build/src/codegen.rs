@@ -453,9 +453,8 @@ fn server(
     let unknown = format!(
         "::std::boxed::Box::pin(::core::future::ready(::core::result::Result::Err({STATUS}::unknown_command(name))))"
     );
-    let decode_request = |input: &str| {
-        format!("<{input} as {MESSAGE}>::decode(request).map_err({STATUS}::decode)")
-    };
+    let decode_request =
+        |input: &str| format!("<{input} as {MESSAGE}>::decode(request).map_err({STATUS}::decode)");
     let of = |kind| methods.iter().filter(move |(_, c)| c.kind == kind);
 
     // unary()
