@@ -21,11 +21,7 @@ fn framed(name: &str, data: &[u8]) -> Vec<u8> {
 #[test]
 fn a_framed_call_is_taken_without_a_copy_and_answered_like_start_call() {
     for encrypted in [false, true] {
-        let mut p = if encrypted {
-            PairBuilder::default().build()
-        } else {
-            PairBuilder::plaintext().build()
-        };
+        let mut p = PairBuilder::encrypted(encrypted).build();
         p.connect();
         let mut command = framed("echo", &echo_req("framed"));
         let id = p

@@ -14,11 +14,7 @@ use common::*;
 use rand_chacha::rand_core::SeedableRng;
 
 fn builder(central: bool, peripheral: bool, encrypted: bool) -> PairBuilder {
-    let mut b = if encrypted {
-        PairBuilder::default()
-    } else {
-        PairBuilder::plaintext()
-    };
+    let mut b = PairBuilder::encrypted(encrypted);
     b.central.large_messages = central;
     b.peripheral.large_messages = peripheral;
     if peripheral {

@@ -12,11 +12,7 @@ use blerpc_proto::wire::container::{Container, ContainerKind, MAX_LONG_CONTAINER
 use common::*;
 
 fn builder(central: bool, peripheral: bool, encrypted: bool) -> PairBuilder {
-    let mut b = if encrypted {
-        PairBuilder::default()
-    } else {
-        PairBuilder::plaintext()
-    };
+    let mut b = PairBuilder::encrypted(encrypted);
     b.central.long_containers = central;
     b.peripheral.long_containers = peripheral;
     b

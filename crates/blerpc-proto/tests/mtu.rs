@@ -12,11 +12,7 @@ fn calls_work_at_every_mtu() {
     for mtu in [
         23, 24, 27, 50, 100, 135, 136, 185, 200, 247, 251, 262, 263, 300, 512,
     ] {
-        let b = if mtu >= 136 {
-            PairBuilder::default()
-        } else {
-            PairBuilder::plaintext()
-        };
+        let b = PairBuilder::encrypted(mtu >= 136);
         let mut p = b.mtu(mtu).build();
         p.connect();
         assert_eq!(p.central.is_encrypted(), mtu >= 136, "mtu {mtu}");

@@ -10,11 +10,7 @@ use common::*;
 #[test]
 fn taken_requests_hold_the_data_plaintext_and_encrypted() {
     for encrypted in [false, true] {
-        let mut p = if encrypted {
-            PairBuilder::default().build()
-        } else {
-            PairBuilder::plaintext().build()
-        };
+        let mut p = PairBuilder::encrypted(encrypted).build();
         p.connect();
         p.app.take_requests = true;
         for len in [0usize, 10, 1_000, 30_000] {

@@ -188,6 +188,15 @@ impl PairBuilder {
         b
     }
 
+    /// The default (encrypted) builder, or [`PairBuilder::plaintext`].
+    pub fn encrypted(encrypted: bool) -> Self {
+        if encrypted {
+            PairBuilder::default()
+        } else {
+            PairBuilder::plaintext()
+        }
+    }
+
     pub fn mtu(mut self, mtu: usize) -> Self {
         self.central.att_mtu = mtu;
         self.peripheral.att_mtu = mtu;
