@@ -1,0 +1,496 @@
+//! `calls`: what one unary call costs in CPU, with client and server in one thread.
+//!
+//! ```text
+//! cargo bench -p blerpc --features tcp --bench calls -- [--calls 20000] [--reps 5] [--payloads 0,64,1024]
+//!     [--variants bare,plain,e2e,mem-plain,mem-e2e]
+//! ```
+//!
+//! Client and server are tasks of one current-thread tokio runtime, joined by a TCP connection on
+//! 127.0.0.1. A call then never waits for another process or thread to be woken: its time is
+//! the user-space work of both ends plus their system calls, without the scheduler's wake-ups
+//! that dominate (and blur) `blerpc bench loopback` on a small machine. Rows: bleRPC without and
+//! with E2E encryption, and the bare DATA→ACK exchange of `blerpc bench loopback` (a
+//! length-prefixed frame answered by a 4-byte ACK) in the same runtime; and bleRPC over the
+//! in-memory link, where a call makes no system call at all (its time is bleRPC's alone). Each row's figure is the
+//! median over `--reps` interleaved repetitions of the mean time per call of `--calls` calls (after
+//! a warm-up of [`WARM_UP`] calls on the same connection); the last columns are the difference
+//! from, and the ratio to, the bare row of the same payload.
+//!
+//! Dev-dependencies enable tokio's `test-util`, which puts a mutex around tokio's clock reads:
+//! bleRPC pays a little for that here (its timers read the clock), the bare exchange hardly.
+//! Use it to compare two versions of bleRPC (the difference is the figure), not as an absolute.
+//! The host's noise moves whole runs by ±20 % here: compare versions run alternately, by their
+//! low quartile and median over many repetitions.
+//!
+//! Under `cargo test` (no `--bench` argument) it runs every row with a few calls, as a smoke
+//! test of the rows' set-up and ACK checks.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use blerpc::client::PinPolicy;
+use blerpc::link::tcp::{TcpAcceptor, TcpLink, TcpOptions};
+use blerpc::server::{BoxFuture, BoxStream, Bytes, CallKind, Dispatch, Status};
+use blerpc::{Client, ClientConfig, Server, ServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Calls on each connection before the timed ones.
+const WARM_UP: usize = 200;
+
+/// The identity seed of the E2E server.
+const SEED: [u8; 32] = [0x5a; 32];
+
+/// The largest payload the bench accepts (the bare server's frame bound too).
+const MAX_PAYLOAD: usize = 1 << 20;
+
+/// One call never takes this long here; a call that does is an error, not a hang.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `data_write`: answers a request `{1: bytes}` with `{1: uint32 length}`, as the demo service.
+struct Ack;
+
+impl Dispatch for Ack {
+    fn kind(&self, name: &str) -> Option<CallKind> {
+        (name == "data_write").then_some(CallKind::Unary)
+    }
+    fn unary(&self, _: &str, request: Bytes) -> BoxFuture<Result<Vec<u8>, Status>> {
+        Box::pin(async move {
+            let len = field_one_len(&request).ok_or_else(|| Status::decode("not {1: bytes}"))?;
+            let mut out = vec![0x08];
+            varint(len as u64, &mut out);
+            Ok(if len == 0 { Vec::new() } else { out })
+        })
+    }
+    fn server_stream(&self, _: &str, _: Bytes) -> BoxStream<Result<Vec<u8>, Status>> {
+        Box::pin(futures_util::stream::empty())
+    }
+    fn client_stream(&self, _: &str, _: BoxStream<Bytes>) -> BoxFuture<Result<Vec<u8>, Status>> {
+        Box::pin(async { Err(Status::handler_failed("no uploads")) })
+    }
+}
+
+fn varint(mut v: u64, out: &mut Vec<u8>) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn read_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// The length of field 1 (bytes) of a message that has nothing else; 0 for an empty message.
+fn field_one_len(buf: &[u8]) -> Option<usize> {
+    if buf.is_empty() {
+        return Some(0);
+    }
+    let mut pos = 0;
+    (read_varint(buf, &mut pos)? == 0x0a).then_some(())?;
+    let len = usize::try_from(read_varint(buf, &mut pos)?).ok()?;
+    (buf.len().checked_sub(pos)? == len).then_some(len)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Variant {
+    Plain,
+    E2e,
+    Bare,
+    /// bleRPC without E2E encryption over the in-memory link: no system calls at all.
+    MemPlain,
+    /// bleRPC with E2E encryption over the in-memory link.
+    MemE2e,
+}
+
+impl Variant {
+    fn label(self) -> &'static str {
+        match self {
+            Variant::Plain => "bleRPC plain",
+            Variant::E2e => "bleRPC E2E",
+            Variant::Bare => "bare",
+            Variant::MemPlain => "bleRPC plain, mem",
+            Variant::MemE2e => "bleRPC E2E, mem",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Variant> {
+        Some(match name {
+            "bare" => Variant::Bare,
+            "plain" => Variant::Plain,
+            "e2e" => Variant::E2e,
+            "mem-plain" => Variant::MemPlain,
+            "mem-e2e" => Variant::MemE2e,
+            _ => return None,
+        })
+    }
+
+    fn encrypted(self) -> bool {
+        matches!(self, Variant::E2e | Variant::MemE2e)
+    }
+}
+
+/// The in-memory link's ATT MTU: a 1 KiB request is one container, as over TCP with long
+/// containers.
+const MEM_ATT_MTU: usize = 4096;
+
+/// One open connection of a row.
+enum Conn {
+    Blerpc { client: Client, payload: Bytes },
+    Bare { io: TcpStream, frame: Vec<u8> },
+}
+
+impl Conn {
+    async fn call(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Blerpc { client, payload } => {
+                let response = client
+                    .call_message("data_write", payload)
+                    .await
+                    .map_err(io::Error::other)?;
+                let mut expect = Vec::new();
+                if !payload.is_empty() {
+                    expect.push(0x08);
+                    varint(payload.len() as u64, &mut expect);
+                }
+                if response != expect {
+                    return Err(io::Error::other(format!("wrong ACK {response:02x?}")));
+                }
+                Ok(())
+            }
+            Conn::Bare { io, frame } => {
+                io.write_all(frame).await?;
+                let mut ack = [0u8; 4];
+                io.read_exact(&mut ack).await?;
+                let sent = frame.len() - 4;
+                if u32::from_le_bytes(ack) as usize != sent {
+                    return Err(io::Error::other("wrong ACK"));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn close(self) {
+        match self {
+            Conn::Blerpc { client, .. } => client.close().await,
+            Conn::Bare { mut io, .. } => {
+                let _ = io.shutdown().await;
+            }
+        }
+    }
+}
+
+/// The bare server: `[len u32 LE][payload]` answered by `[len u32 LE]`, one frame at a time.
+async fn serve_bare(listener: TcpListener) -> io::Result<()> {
+    loop {
+        let (stream, _) = listener.accept().await?;
+        stream.set_nodelay(true)?;
+        // Buffered: a frame is one read system call, as a plain implementation would do it.
+        let mut io = tokio::io::BufReader::with_capacity(128 * 1024, stream);
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; MAX_PAYLOAD];
+            loop {
+                let mut header = [0u8; 4];
+                if io.read_exact(&mut header).await.is_err() {
+                    return;
+                }
+                let len = u32::from_le_bytes(header) as usize;
+                let Some(body) = buf.get_mut(..len) else {
+                    return;
+                };
+                if io.read_exact(body).await.is_err()
+                    || io.get_mut().write_all(&header).await.is_err()
+                {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+struct Servers {
+    plain_server: Server,
+    e2e_server: Server,
+    plain: SocketAddr,
+    e2e: SocketAddr,
+    bare: SocketAddr,
+    identity: [u8; 32],
+}
+
+async fn start_servers() -> anyhow::Result<Servers> {
+    let mut plain_config = ServerConfig::default();
+    plain_config.peripheral.require_encryption = false;
+    let plain = Server::new(Ack, plain_config)?;
+    let e2e = Server::new(
+        Ack,
+        ServerConfig {
+            identity: Some(SEED),
+            ..Default::default()
+        },
+    )?;
+    let identity = e2e
+        .identity_public()
+        .ok_or_else(|| anyhow::anyhow!("no identity"))?;
+    let mut addrs = Vec::new();
+    for server in [plain.clone(), e2e.clone()] {
+        let acceptor = TcpAcceptor::bind("127.0.0.1:0", TcpOptions::default()).await?;
+        addrs.push(acceptor.local_addr()?);
+        tokio::spawn(async move {
+            let _ = server.serve(acceptor, std::future::pending::<()>()).await;
+        });
+    }
+    let bare = TcpListener::bind("127.0.0.1:0").await?;
+    let bare_addr = bare.local_addr()?;
+    tokio::spawn(serve_bare(bare));
+    Ok(Servers {
+        plain_server: plain,
+        e2e_server: e2e,
+        plain: addrs[0],
+        e2e: addrs[1],
+        bare: bare_addr,
+        identity,
+    })
+}
+
+async fn open(servers: &Servers, variant: Variant, payload: &[u8]) -> anyhow::Result<Conn> {
+    let config = ClientConfig::default();
+    let client = match variant {
+        Variant::MemPlain | Variant::MemE2e => {
+            let (a, b) = blerpc::link::mem::pair(MEM_ATT_MTU);
+            let server = if variant.encrypted() {
+                servers.e2e_server.clone()
+            } else {
+                servers.plain_server.clone()
+            };
+            tokio::spawn(async move { server.serve_link(b).await });
+            connect(a, servers, variant, config).await?
+        }
+        Variant::Plain | Variant::E2e | Variant::Bare => {
+            let addr = match variant {
+                Variant::Plain => servers.plain,
+                Variant::E2e => servers.e2e,
+                _ => servers.bare,
+            };
+            let stream = TcpStream::connect(addr).await?;
+            stream.set_nodelay(true)?;
+            if variant == Variant::Bare {
+                let mut frame = u32::try_from(payload.len())?.to_le_bytes().to_vec();
+                frame.extend_from_slice(payload);
+                return Ok(Conn::Bare { io: stream, frame });
+            }
+            let link = TcpLink::from_stream(stream, &TcpOptions::default())?;
+            connect(link, servers, variant, config).await?
+        }
+    };
+    Ok(Conn::Blerpc {
+        client,
+        payload: Bytes::copy_from_slice(payload),
+    })
+}
+
+async fn connect<L: blerpc::link::Link>(
+    link: L,
+    servers: &Servers,
+    variant: Variant,
+    mut config: ClientConfig,
+) -> anyhow::Result<Client> {
+    if variant.encrypted() {
+        config.pinning = PinPolicy::Trust(servers.identity);
+    } else {
+        config.pinning = PinPolicy::NoPin;
+        config.central.require_encryption = false;
+    }
+    let client = Client::connect(link, config).await?;
+    anyhow::ensure!(
+        client.info().encrypted == variant.encrypted(),
+        "the session's encryption is not what the row asks"
+    );
+    Ok(client)
+}
+
+/// Mean ns per call over `calls` calls on a fresh connection, after the warm-up.
+async fn run_row(
+    servers: &Servers,
+    variant: Variant,
+    payload: &[u8],
+    calls: usize,
+) -> anyhow::Result<f64> {
+    let mut conn = open(servers, variant, payload).await?;
+    for _ in 0..WARM_UP {
+        tokio::time::timeout(CALL_TIMEOUT, conn.call()).await??;
+    }
+    let t = Instant::now();
+    for _ in 0..calls {
+        tokio::time::timeout(CALL_TIMEOUT, conn.call()).await??;
+    }
+    let per_call = t.elapsed().as_nanos() as f64 / calls as f64;
+    conn.close().await;
+    Ok(per_call)
+}
+
+struct Args {
+    calls: usize,
+    reps: usize,
+    payloads: Vec<usize>,
+    variants: Vec<Variant>,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        calls: 20_000,
+        reps: 5,
+        payloads: vec![0, 64, 1024],
+        variants: vec![
+            Variant::Bare,
+            Variant::Plain,
+            Variant::E2e,
+            Variant::MemPlain,
+            Variant::MemE2e,
+        ],
+    };
+    // `cargo bench` passes `--bench`; `cargo test` runs this target too (`test = true`) without
+    // it, and then it is a smoke test: every row's ACKs checked, a few calls each.
+    let benching = std::env::args().any(|a| a == "--bench");
+    if !benching {
+        args.calls = 50;
+        args.reps = 1;
+    }
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut value = || {
+            it.next()
+                .ok_or_else(|| anyhow::anyhow!("{a} needs a value"))
+        };
+        match a.as_str() {
+            "--calls" => args.calls = value()?.parse()?,
+            "--reps" => args.reps = value()?.parse()?,
+            "--payloads" => {
+                args.payloads = value()?
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()?
+            }
+            "--variants" => {
+                args.variants = value()?
+                    .split(',')
+                    .map(|v| {
+                        Variant::from_name(v).ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "unknown variant {v}: bare, plain, e2e, mem-plain, mem-e2e"
+                            )
+                        })
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            // What `cargo bench` passes to every bench target.
+            "--bench" => {}
+            other => anyhow::bail!(
+                "unknown argument {other}: use --calls N, --reps N, --payloads B,B,…, --variants V,V,…"
+            ),
+        }
+    }
+    anyhow::ensure!(
+        args.calls > 0 && args.reps > 0,
+        "--calls and --reps must be at least 1"
+    );
+    anyhow::ensure!(
+        args.payloads.iter().all(|p| *p <= MAX_PAYLOAD),
+        "payloads are at most {MAX_PAYLOAD} bytes"
+    );
+    Ok(args)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    if !std::env::args().any(|a| a == "--bench") {
+        eprintln!("calls: smoke test (run by `cargo test`): the figures below measure nothing");
+    }
+    let variants = &args.variants;
+    let rows: Vec<(usize, Variant)> = args
+        .payloads
+        .iter()
+        .flat_map(|p| variants.iter().map(move |v| (*p, *v)))
+        .collect();
+    eprintln!(
+        "calls: {} rows × {} reps, {} calls each after {WARM_UP} warm-up calls; one thread",
+        rows.len(),
+        args.reps,
+        args.calls
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut results: Vec<Vec<f64>> = vec![Vec::new(); rows.len()];
+    rt.block_on(async {
+        let servers = start_servers().await?;
+        let started = Instant::now();
+        for rep in 0..args.reps {
+            for (i, (payload, variant)) in rows.iter().enumerate() {
+                let data: Vec<u8> = (0..*payload).map(|i| i as u8).collect();
+                let ns = run_row(&servers, *variant, &data, args.calls).await?;
+                results[i].push(ns);
+                eprintln!(
+                    "[{:>5.1}s] rep {}/{}  {:>5} B  {:<13} {:>8.0} ns/call",
+                    started.elapsed().as_secs_f64(),
+                    rep + 1,
+                    args.reps,
+                    payload,
+                    variant.label(),
+                    ns
+                );
+            }
+        }
+        anyhow::Ok(())
+    })?;
+    println!();
+    println!(
+        "CPU per unary call, client and server in one thread over TCP on 127.0.0.1 \
+         (median of {} reps × {} calls; mem rows: the in-memory link, no system calls)",
+        args.reps, args.calls
+    );
+    println!();
+    println!("| payload | variant | ns/call | over bare | ×bare |");
+    println!("| ---: | --- | ---: | ---: | ---: |");
+    let medians: Vec<f64> = results.iter_mut().map(|r| median(r)).collect();
+    for (i, (payload, variant)) in rows.iter().enumerate() {
+        let bare = rows
+            .iter()
+            .position(|(p, v)| p == payload && *v == Variant::Bare)
+            .map(|j| medians[j]);
+        let (over, ratio) = match bare {
+            Some(b) if matches!(variant, Variant::Plain | Variant::E2e) => (
+                format!("{:+.0} ns", medians[i] - b),
+                format!("{:.2}×", medians[i] / b),
+            ),
+            _ => ("—".into(), "—".into()),
+        };
+        println!(
+            "| {payload} B | {} | {:.0} | {over} | {ratio} |",
+            variant.label(),
+            medians[i]
+        );
+    }
+    Ok(())
+}
