@@ -594,11 +594,13 @@ impl Task {
             let mut buf = Vec::new();
             let mut idle = IdleRelease::new(self.idle_release);
             let mut timer = Timer::new();
+            let mut fresh: Option<tokio::time::Instant> = None;
             loop {
                 self.drain_events();
                 self.retry_blocked();
-                // One clock read per turn of the loop.
-                let tnow = tokio::time::Instant::now();
+                // One clock read per turn of the loop: the one the last branch made (nothing
+                // between it and here waits or runs user code), or a fresh one.
+                let tnow = fresh.take().unwrap_or_else(tokio::time::Instant::now);
                 let now = self.clock.at(tnow);
                 // Move what the protocol wants to send into the link's queue and write it at once
                 // rather than on the next turn of the loop: a stream link almost always takes the
@@ -666,8 +668,10 @@ impl Task {
                     }
                     pdu = rx.recv() => match pdu {
                         Ok(Some(pdu)) => {
+                            let t = tokio::time::Instant::now();
+                            fresh = Some(t);
                             // Events are drained every iteration, so the queue has room.
-                            let _ = self.central.handle_input(self.clock.now(), pdu);
+                            let _ = self.central.handle_input(self.clock.at(t), pdu);
                         }
                         Ok(None) => {
                             self.fail_all(Error::Closed);
@@ -690,7 +694,11 @@ impl Task {
                             self.fail_all(Error::Closed);
                             return;
                         }
-                        Some(cmd) => self.apply(cmd),
+                        Some(cmd) => {
+                            let t = tokio::time::Instant::now();
+                            fresh = Some(t);
+                            self.apply(self.clock.at(t), cmd);
+                        }
                         None => {
                             // Every handle is gone.
                             self.central.close(self.clock.now());
@@ -703,8 +711,7 @@ impl Task {
         }
     }
 
-    fn apply(&mut self, cmd: Cmd) {
-        let now = self.clock.now();
+    fn apply(&mut self, now: blerpc_proto::Instant, cmd: Cmd) {
         match cmd {
             Cmd::Start(mut start) => {
                 let result = match &mut start.request {
@@ -800,9 +807,13 @@ impl Task {
 
     /// Re-applies commands that waited for outbox space, in order, while there is room.
     fn retry_blocked(&mut self) {
+        if self.blocked.is_empty() {
+            return;
+        }
+        let now = self.clock.now();
         while let Some(cmd) = self.blocked.pop_front() {
             let before = self.blocked.len();
-            self.apply(cmd);
+            self.apply(now, cmd);
             if self.blocked.len() > before {
                 // Still no room: it went back to the end; move it to the front to keep order.
                 if let Some(cmd) = self.blocked.pop_back() {

@@ -18,6 +18,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use blerpc_proto::Instant as CoreInstant;
 use blerpc_proto::connection::{
     ConfigError, Peripheral, PeripheralConfig, PeripheralEvent, SendError,
 };
@@ -366,6 +367,7 @@ impl Server {
             upload_buffer: self.config.upload_buffer.max(1),
             ready: VecDeque::new(),
             idle_release: self.config.idle_release,
+            now: CoreInstant::from_micros(0),
         };
         let (tx, rx) = link.split();
         Ok(conn.run(tx, rx, stop))
@@ -435,6 +437,10 @@ struct Connection {
     upload_buffer: usize,
     ready: VecDeque<Ready>,
     idle_release: Duration,
+    /// The core's `now` for what this turn of the loop does: read once at the top of the loop
+    /// and once when a `select!` branch wakes, not by every step (a clock read is tens of
+    /// nanoseconds, and a call took a dozen of them).
+    now: CoreInstant,
 }
 
 impl Connection {
@@ -465,6 +471,7 @@ impl Connection {
             // One clock read per turn of the loop.
             let tnow = tokio::time::Instant::now();
             let now = self.clock.at(tnow);
+            self.now = now;
             // Each PDU written where the link queues it (no copy on stream links), with room for
             // what is queued: a long container only when a long response waits.
             while !tx.is_full() {
@@ -507,6 +514,7 @@ impl Connection {
                 pdu = rx.recv() => match pdu? {
                     Some(pdu) => {
                         let now = self.clock.now();
+                        self.now = now;
                         let mut batch_bytes = pdu.len();
                         let _ = self.peripheral.handle_input(now, pdu);
                         // The containers already in the link's buffer (the rest of a long
@@ -531,12 +539,17 @@ impl Connection {
                     }
                     None => return Ok(()),
                 },
-                Some(done) = self.pending.next(), if !self.pending.is_empty() => self.on_done(done),
+                Some(done) = self.pending.next(), if !self.pending.is_empty() => {
+                    self.now = self.clock.now();
+                    self.on_done(done);
+                }
                 item = next_item(&mut self.stream), if want_item && self.stream.is_some() => {
+                    self.now = self.clock.now();
                     self.on_stream_item(item);
                 }
                 () = timer.fired(), if timer.is_armed() => {
-                    self.peripheral.handle_timeout(self.clock.now());
+                    self.now = self.clock.now();
+                    self.peripheral.handle_timeout(self.now);
                 }
                 () = &mut stopped, if !draining => draining = true,
             }
@@ -568,7 +581,7 @@ impl Connection {
     /// STREAM_END_C2P carries no command name: it ends every open upload (one at a time in
     /// practice), or runs the service's sole upload command when the upload sent no item.
     fn on_stream_end(&mut self, tid: u8) {
-        let now = self.clock.now();
+        let now = self.now;
         if self.uploads.is_empty() {
             match self.dispatch.sole_upload() {
                 Some(name) => {
@@ -629,7 +642,7 @@ impl Connection {
     }
 
     fn on_request(&mut self, tid: u8, name: String, data: Bytes, draining: bool) {
-        let now = self.clock.now();
+        let now = self.now;
         let refuse = |p: &mut HostPeripheral, code| {
             let _ = p.respond_error(now, tid, code);
         };
@@ -684,7 +697,7 @@ impl Connection {
     }
 
     fn on_done(&mut self, done: Done) {
-        let now = self.clock.now();
+        let now = self.now;
         match done {
             Done::Unary {
                 tid,
@@ -740,9 +753,7 @@ impl Connection {
             Some(Ok(data)) => self.ready.push_back(Ready::StreamItem { tid, name, data }),
             Some(Err(status)) => {
                 self.stream = None;
-                let _ = self
-                    .peripheral
-                    .respond_error(self.clock.now(), tid, status.code);
+                let _ = self.peripheral.respond_error(self.now, tid, status.code);
             }
             None => {
                 self.stream = None;
@@ -754,7 +765,7 @@ impl Connection {
 
     /// Hands waiting output to the peripheral while its outbox has room.
     fn flush_ready(&mut self) {
-        let now = self.clock.now();
+        let now = self.now;
         while let Some(item) = self.ready.pop_front() {
             let result = match &item {
                 Ready::Response { tid, name, data } => {
