@@ -653,19 +653,18 @@ impl Connection {
         match self.dispatch.kind(&name) {
             None => refuse(&mut self.peripheral, ErrorCode::UnknownCommand),
             Some(CallKind::Unary) => {
-                let fut = self.dispatch.unary(&name, data);
-                let mut done: BoxFuture<Done> = Box::pin(async move {
-                    Done::Unary {
-                        tid,
-                        name,
-                        result: fut.await,
-                    }
-                });
+                let mut fut = self.dispatch.unary(&name, data);
                 // Most handlers finish without waiting: answer those now, without a turn
-                // through `pending` (and the loop).
-                match (&mut done).now_or_never() {
-                    Some(done) => self.on_done(done),
-                    None => self.pending.push(done),
+                // through `pending` (and the loop), and without boxing a second future.
+                match (&mut fut).now_or_never() {
+                    Some(result) => self.on_done(Done::Unary { tid, name, result }),
+                    None => self.pending.push(Box::pin(async move {
+                        Done::Unary {
+                            tid,
+                            name,
+                            result: fut.await,
+                        }
+                    })),
                 }
             }
             Some(CallKind::ServerStream) => {
