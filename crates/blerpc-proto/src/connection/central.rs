@@ -10,7 +10,7 @@ use super::outbox::{ControlFrame, ControlQueue, Outbox};
 use super::{
     CallError, CloseReason, ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError,
     EventQueueFull, MsgRef, Partials, TidSet, bytes, check_att_mtu, check_large_limit,
-    enqueue_command, wire_len,
+    enqueue_command, enqueue_framed, wire_len,
 };
 use crate::Instant;
 use crate::assemble::{AssembleError, Assembler, AssemblerConfig};
@@ -264,10 +264,12 @@ struct Call<O: Buffer> {
 }
 
 impl<O: Buffer> Call<O> {
-    fn name(&self) -> &str {
-        Command::parse_large(self.request.as_slice())
-            .map(|c| c.name)
-            .unwrap_or("")
+    /// The stored command's name as bytes, read from its header without validating it again
+    /// (it was valid UTF-8 when the call started): for comparisons on every response.
+    fn name_bytes(&self) -> &[u8] {
+        let request = self.request.as_slice();
+        let len = request.get(1).map_or(0, |l| usize::from(*l));
+        request.get(2..2 + len).unwrap_or(&[])
     }
 }
 
@@ -618,7 +620,7 @@ where
         }
         let idx = self.call_index(call).ok_or(CallError::UnknownCall)?;
         let (name_len, finished, kind) = match self.calls.get(idx).and_then(Option::as_ref) {
-            Some(c) => (c.name().len(), c.finished, c.kind),
+            Some(c) => (c.name_bytes().len(), c.finished, c.kind),
             None => return Err(CallError::UnknownCall),
         };
         if kind != CallKind::ClientStream || finished {
@@ -1090,18 +1092,16 @@ where
         Ok(())
     }
 
-    /// Encrypts and queues a stored request command under a fresh tid.
+    /// Encrypts and queues a stored request command under a fresh tid. The stored command was
+    /// checked when the call started (one REQUEST, a large header only where the extension is in
+    /// force), so its bytes go to the outbox as they are.
     fn send_request(&mut self, request: &mut O) -> Result<u8, CallError> {
-        let cmd = Command::parse_large(request.as_slice()).map_err(|_| CallError::InvalidName)?;
         let tid = self.next_tid;
-        enqueue_command(
+        enqueue_framed(
             &mut self.outbox,
             self.session.as_mut(),
-            self.large.is_some(),
             tid,
-            CommandType::Request,
-            cmd.name,
-            bytes(cmd.data),
+            request.as_slice(),
         )
         .map_err(enqueue_to_call_error)?;
         self.next_tid = self.next_tid.wrapping_add(1);
@@ -1319,7 +1319,7 @@ where
             let name = assembler
                 .message(done)
                 .get(name_start..name_start + name_len);
-            name == Some(call.name().as_bytes())
+            name == Some(call.name_bytes())
         };
         let stream_idle = self.config.stream_idle_timeout;
         let mut matched = None;

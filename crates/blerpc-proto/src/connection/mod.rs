@@ -396,6 +396,41 @@ where
     })
 }
 
+/// Queues a command that is already serialised (a stored request: header and data exactly as
+/// [`enqueue_command`] would write them), encrypting it in place when a session is established:
+/// one copy into the outbox, no parsing and no second header.
+pub(crate) fn enqueue_framed<B, A>(
+    outbox: &mut outbox::Outbox<B>,
+    session: Option<&mut crate::session::Session<A>>,
+    tid: u8,
+    command: &[u8],
+) -> Result<(), EnqueueError>
+where
+    B: crate::buf::Buffer,
+    A: crate::crypto::Aead,
+{
+    use crate::session::{COUNTER_LEN, SESSION_OVERHEAD};
+    const COUNTER_ROOM: [u8; COUNTER_LEN] = [0; COUNTER_LEN];
+    const TAG_ROOM: [u8; SESSION_OVERHEAD - COUNTER_LEN] = [0; SESSION_OVERHEAD - COUNTER_LEN];
+    let parts: [&[u8]; 3] = if session.is_some() {
+        [&COUNTER_ROOM, command, &TAG_ROOM]
+    } else {
+        [&[], command, &[]]
+    };
+    let seal = |body: &mut [u8]| match session {
+        Some(s) => s
+            .seal_in_place(body)
+            .map_err(|_| EnqueueError::CounterExhausted),
+        None => Ok(()),
+    };
+    outbox
+        .push_data_parts(tid, &parts, seal)
+        .map_err(|e| match e {
+            outbox::PushError::Full(f) => EnqueueError::Full(f),
+            outbox::PushError::Fill(e) => e,
+        })
+}
+
 /// Wire length of a command once (optionally) encrypted (with the large-message header when the
 /// data exceeds 65,535 bytes).
 pub(crate) fn wire_len(name_len: usize, data_len: usize, encrypted: bool) -> usize {

@@ -182,26 +182,17 @@ impl<'a> Command<'a> {
         if data_len <= MAX_DATA_LEN {
             return Self::emit_header(kind, name, data_len, out);
         }
-        let name_len = u8::try_from(name.len()).map_err(|_| WireError::TooLong {
-            field: "name",
-            len: name.len(),
-            max: MAX_NAME_LEN,
-        })?;
         let data_len = u32::try_from(data_len).map_err(|_| WireError::TooLong {
             field: "data",
             len: data_len,
             max: MAX_LARGE_DATA_LEN,
         })?;
-        let len = Self::header_len(name.len()) + 2;
-        let buf = out_prefix(out, len)?;
-        let bytes = [kind.to_byte() | LARGE_DATA_FLAG, name_len]
-            .into_iter()
-            .chain(name.bytes())
-            .chain(data_len.to_le_bytes());
-        for (dst, src) in buf.iter_mut().zip(bytes) {
-            *dst = src;
-        }
-        Ok(len)
+        emit_header_parts(
+            kind.to_byte() | LARGE_DATA_FLAG,
+            name,
+            &data_len.to_le_bytes(),
+            out,
+        )
     }
 
     /// Writes the packet to the start of `out` and returns its length.
@@ -226,28 +217,37 @@ impl<'a> Command<'a> {
         data_len: usize,
         out: &mut [u8],
     ) -> Result<usize, WireError> {
-        let name_len = u8::try_from(name.len()).map_err(|_| WireError::TooLong {
-            field: "name",
-            len: name.len(),
-            max: MAX_NAME_LEN,
-        })?;
         let data_len = u16::try_from(data_len).map_err(|_| WireError::TooLong {
             field: "data",
             len: data_len,
             max: MAX_DATA_LEN,
         })?;
-        let len = Self::header_len(name.len());
-        let buf = out_prefix(out, len)?;
-        let [d0, d1] = data_len.to_le_bytes();
-        let bytes = [kind.to_byte(), name_len]
-            .into_iter()
-            .chain(name.bytes())
-            .chain([d0, d1]);
-        for (dst, src) in buf.iter_mut().zip(bytes) {
-            *dst = src;
-        }
-        Ok(len)
+        emit_header_parts(kind.to_byte(), name, &data_len.to_le_bytes(), out)
     }
+}
+
+/// Writes `type_byte`, the name's length, the name and `data_len` (2 or 4 bytes, little-endian)
+/// to the start of `out`; returns the header's length. Slice copies, not a byte at a time: a
+/// header is written for every command sent.
+fn emit_header_parts(
+    type_byte: u8,
+    name: &str,
+    data_len: &[u8],
+    out: &mut [u8],
+) -> Result<usize, WireError> {
+    let name_len = u8::try_from(name.len()).map_err(|_| WireError::TooLong {
+        field: "name",
+        len: name.len(),
+        max: MAX_NAME_LEN,
+    })?;
+    let len = 2 + name.len() + data_len.len();
+    let buf = out_prefix(out, len)?;
+    let (head, rest) = buf.split_at_mut(2);
+    let (name_out, len_out) = rest.split_at_mut(name.len());
+    head.copy_from_slice(&[type_byte, name_len]);
+    name_out.copy_from_slice(name.as_bytes());
+    len_out.copy_from_slice(data_len);
+    Ok(len)
 }
 
 /// The UTF-8 name at offset 2.
