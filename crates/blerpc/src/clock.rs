@@ -1,7 +1,9 @@
 //! The bridge between tokio's clock and the core's `Instant` (microseconds since the connection
 //! started).
 
+use std::future::Future;
 use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use blerpc_proto::Instant;
@@ -45,6 +47,12 @@ impl Clock {
 pub(crate) struct Timer {
     sleep: Pin<Box<tokio::time::Sleep>>,
     deadline: Option<tokio::time::Instant>,
+    /// The sleep holds the task's waker from a poll at the current deadline. Only a fired or
+    /// re-armed sleep is polled again (tokio may have let go of the waker then); otherwise
+    /// [`Timer::fired`] looks at the sleep's state alone: polling a `Sleep` on every turn of a
+    /// connection's loop cost ~400 instructions a turn. A connection task polls its timer from
+    /// its own task only, so the waker held is always that task's.
+    registered: bool,
 }
 
 impl Timer {
@@ -54,6 +62,7 @@ impl Timer {
         Timer {
             sleep: Box::pin(tokio::time::sleep_until(far)),
             deadline: None,
+            registered: false,
         }
     }
 
@@ -63,6 +72,7 @@ impl Timer {
             && self.deadline != Some(d)
         {
             self.sleep.as_mut().reset(d);
+            self.registered = false;
         }
         self.deadline = deadline;
     }
@@ -73,12 +83,23 @@ impl Timer {
     }
 
     /// Completes when the armed deadline passes (never while disarmed). Cancel-safe.
-    pub(crate) async fn fired(&mut self) {
-        if self.deadline.is_none() {
-            return std::future::pending().await;
-        }
-        self.sleep.as_mut().await;
-        self.deadline = None;
+    pub(crate) fn fired(&mut self) -> impl Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            if self.deadline.is_none() || (self.registered && !self.sleep.is_elapsed()) {
+                return Poll::Pending;
+            }
+            match self.sleep.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    self.deadline = None;
+                    self.registered = false;
+                    Poll::Ready(())
+                }
+                Poll::Pending => {
+                    self.registered = true;
+                    Poll::Pending
+                }
+            }
+        })
     }
 }
 
@@ -144,6 +165,87 @@ impl IdleRelease {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Polls a fresh `fired()` once per turn, as a connection task's `select!` does: the first
+    /// `turns` polls wake the task at once (busy turns), then it waits for the timer's wake-up.
+    async fn turns_until_fired(timer: &mut Timer, turns: usize) -> usize {
+        let mut polls = 0;
+        std::future::poll_fn(|cx| {
+            polls += 1;
+            let mut fired = std::pin::pin!(timer.fired());
+            if fired.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+            if polls <= turns {
+                cx.waker().wake_by_ref();
+            }
+            Poll::Pending
+        })
+        .await;
+        polls
+    }
+
+    /// One poll of `fired()` with the task's own waker; `true` if it completed.
+    async fn poll_once(timer: &mut Timer) -> bool {
+        std::future::poll_fn(|cx| {
+            Poll::Ready(std::pin::pin!(timer.fired()).as_mut().poll(cx).is_ready())
+        })
+        .await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn timer_wakes_its_task_without_being_polled_every_turn() {
+        let ms = Duration::from_millis;
+        let t0 = tokio::time::Instant::now();
+        let mut timer = Timer::new();
+        timer.set(Some(t0 + ms(10)));
+        // Five turns before the deadline: only the first registers; the timer's own wake-up
+        // completes it at the deadline.
+        let polls = tokio::time::timeout(ms(1000), turns_until_fired(&mut timer, 5))
+            .await
+            .expect("the timer woke the task");
+        assert_eq!(tokio::time::Instant::now() - t0, ms(10));
+        assert!(polls > 5);
+        assert!(!timer.is_armed());
+        // Re-armed after firing: a new registration, and it fires again.
+        timer.set(Some(t0 + ms(30)));
+        tokio::time::timeout(ms(1000), turns_until_fired(&mut timer, 3))
+            .await
+            .expect("the re-armed timer woke the task");
+        assert_eq!(tokio::time::Instant::now() - t0, ms(30));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn timer_moved_earlier_or_later_after_registering_fires_at_the_new_deadline() {
+        let ms = Duration::from_millis;
+        let t0 = tokio::time::Instant::now();
+        let mut timer = Timer::new();
+        timer.set(Some(t0 + ms(100)));
+        assert!(!poll_once(&mut timer).await);
+        // Earlier than the registered deadline.
+        timer.set(Some(t0 + ms(20)));
+        tokio::time::timeout(ms(1000), turns_until_fired(&mut timer, 2))
+            .await
+            .expect("fired at the earlier deadline");
+        assert_eq!(tokio::time::Instant::now() - t0, ms(20));
+        // Later than a registered one.
+        timer.set(Some(t0 + ms(40)));
+        assert!(!poll_once(&mut timer).await);
+        timer.set(Some(t0 + ms(70)));
+        tokio::time::timeout(ms(1000), turns_until_fired(&mut timer, 2))
+            .await
+            .expect("fired at the later deadline");
+        assert_eq!(tokio::time::Instant::now() - t0, ms(70));
+        // Disarmed: never fires.
+        timer.set(Some(t0 + ms(90)));
+        assert!(!poll_once(&mut timer).await);
+        timer.set(None);
+        assert!(
+            tokio::time::timeout(ms(500), turns_until_fired(&mut timer, 2))
+                .await
+                .is_err()
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn idle_release_fires_once_per_idle_period_and_calls_do_not_move_the_check() {
