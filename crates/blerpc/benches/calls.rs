@@ -59,9 +59,14 @@ impl Dispatch for Ack {
     fn unary(&self, _: &str, request: Bytes) -> BoxFuture<Result<Vec<u8>, Status>> {
         Box::pin(async move {
             let len = field_one_len(&request).ok_or_else(|| Status::decode("not {1: bytes}"))?;
-            let mut out = vec![0x08];
-            varint(len as u64, &mut out);
-            Ok(if len == 0 { Vec::new() } else { out })
+            // One allocation of the exact size, as a generated service's `encode_to_vec`.
+            let mut out = Vec::new();
+            if len > 0 {
+                out.reserve_exact(1 + varint_len(len as u64));
+                out.push(0x08);
+                varint(len as u64, &mut out);
+            }
+            Ok(out)
         })
     }
     fn server_stream(&self, _: &str, _: Bytes) -> BoxStream<Result<Vec<u8>, Status>> {
@@ -78,6 +83,15 @@ fn varint(mut v: u64, out: &mut Vec<u8>) {
         v >>= 7;
     }
     out.push(v as u8);
+}
+
+fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
 }
 
 fn read_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
@@ -148,24 +162,31 @@ const MEM_ATT_MTU: usize = 4096;
 
 /// One open connection of a row.
 enum Conn {
-    Blerpc { client: Client, payload: Bytes },
-    Bare { io: TcpStream, frame: Vec<u8> },
+    Blerpc {
+        client: Client,
+        payload: Bytes,
+        /// The ACK expected for `payload` (`{1: length}`), built once.
+        ack: Vec<u8>,
+    },
+    Bare {
+        io: TcpStream,
+        frame: Vec<u8>,
+    },
 }
 
 impl Conn {
     async fn call(&mut self) -> io::Result<()> {
         match self {
-            Conn::Blerpc { client, payload } => {
+            Conn::Blerpc {
+                client,
+                payload,
+                ack,
+            } => {
                 let response = client
                     .call_message("data_write", payload)
                     .await
                     .map_err(io::Error::other)?;
-                let mut expect = Vec::new();
-                if !payload.is_empty() {
-                    expect.push(0x08);
-                    varint(payload.len() as u64, &mut expect);
-                }
-                if response != expect {
+                if response != *ack {
                     return Err(io::Error::other(format!("wrong ACK {response:02x?}")));
                 }
                 Ok(())
@@ -295,9 +316,15 @@ async fn open(servers: &Servers, variant: Variant, payload: &[u8]) -> anyhow::Re
             connect(link, servers, variant, config).await?
         }
     };
+    let mut ack = Vec::new();
+    if !payload.is_empty() {
+        ack.push(0x08);
+        varint(payload.len() as u64, &mut ack);
+    }
     Ok(Conn::Blerpc {
         client,
         payload: Bytes::copy_from_slice(payload),
+        ack,
     })
 }
 
