@@ -343,6 +343,56 @@ async fn graceful_shutdown_finishes_in_flight_calls() {
     assert!(c.call("echo", vec![1]).await.is_err());
 }
 
+/// An idle connection whose loop has turned many times (its shutdown waiter registered long
+/// before) still drains and closes at once on shutdown, far inside a grace period that would
+/// otherwise abort it.
+#[tokio::test]
+async fn shutdown_reaches_a_connection_idle_after_many_turns() {
+    let server = Server::new(
+        Demo,
+        ServerConfig {
+            identity: Some(SEED),
+            shutdown_grace: Duration::from_secs(60),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let key = server.identity_public().unwrap();
+    let (listener_tx, listener_rx) = tokio::sync::mpsc::channel(1);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(async move {
+        server
+            .serve(MemAcceptor(listener_rx), async {
+                let _ = stop_rx.await;
+            })
+            .await
+    });
+    let (a, b) = mem::pair(247);
+    listener_tx.send(b).await.unwrap();
+    let c = Client::connect(
+        a,
+        ClientConfig {
+            pinning: PinPolicy::Trust(key),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for i in 0..50u8 {
+        assert_eq!(c.call("echo", vec![i]).await.unwrap(), vec![i]);
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let t = std::time::Instant::now();
+    stop_tx.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), serving)
+        .await
+        .expect("the idle connection drained on shutdown, not after the grace")
+        .unwrap()
+        .unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert!(c.call("echo", vec![1]).await.is_err());
+}
+
 #[tokio::test]
 async fn dropping_a_stream_cancels_it_and_the_connection_goes_on() {
     let key = server().identity_public().unwrap();
