@@ -412,6 +412,56 @@ mod tests {
     }
 
     #[test]
+    fn header_edges() {
+        // An empty name: type, 0, data_len.
+        let mut out = [0xeeu8; 6];
+        assert_eq!(
+            Command::emit_header(CommandType::Request, "", 258, &mut out),
+            Ok(4)
+        );
+        assert_eq!(out, *b"\x00\x00\x02\x01\xee\xee");
+        // The large header writes nothing past its 8 bytes either.
+        let mut out = [0xeeu8; 9];
+        assert_eq!(
+            Command::emit_header_large(CommandType::Response, "ab", 0x0102_0304, &mut out),
+            Ok(8)
+        );
+        assert_eq!(out, *b"\x81\x02ab\x04\x03\x02\x01\xee");
+        // One byte short, classic and large: refused, the buffer untouched.
+        let mut out = [0xeeu8; 7];
+        assert_eq!(
+            Command::emit_header(CommandType::Request, "abcd", 1, &mut out),
+            Err(WireError::BufferTooSmall {
+                needed: 8,
+                available: 7
+            })
+        );
+        assert_eq!(out, [0xee; 7]);
+        assert_eq!(
+            Command::emit_header_large(CommandType::Request, "abcd", 65_536, &mut [0; 9]),
+            Err(WireError::BufferTooSmall {
+                needed: 10,
+                available: 9
+            })
+        );
+        // A name of 256 bytes, through either header.
+        let long = "x".repeat(256);
+        for result in [
+            Command::emit_header(CommandType::Request, &long, 1, &mut [0; 300]),
+            Command::emit_header_large(CommandType::Request, &long, 65_536, &mut [0; 300]),
+        ] {
+            assert_eq!(
+                result,
+                Err(WireError::TooLong {
+                    field: "name",
+                    len: 256,
+                    max: 255
+                })
+            );
+        }
+    }
+
+    #[test]
     fn header_then_data_in_place() {
         let mut out = [0u8; 16];
         let n = Command::emit_header(CommandType::Response, "echo", 7, &mut out).unwrap();
