@@ -261,11 +261,17 @@ impl blerpc::server::Acceptor for MemAcceptor {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_answers_1000_concurrent_centrals() {
-    let server = server();
-    let key = server.identity_public().unwrap();
-    let (listener_tx, listener_rx) = tokio::sync::mpsc::channel(16);
+/// `server` serving an in-memory listener (`backlog` links queued) until the returned sender
+/// fires: the listener, the stop sender and the serving task.
+fn serve_mem(
+    server: Server,
+    backlog: usize,
+) -> (
+    tokio::sync::mpsc::Sender<mem::MemLink>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), blerpc::server::ServerError>>,
+) {
+    let (listener_tx, listener_rx) = tokio::sync::mpsc::channel(backlog);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let serving = tokio::spawn(async move {
         server
@@ -274,6 +280,29 @@ async fn a_server_answers_1000_concurrent_centrals() {
             })
             .await
     });
+    (listener_tx, stop_tx, serving)
+}
+
+/// A client connected through an in-memory `listener`, pinning `key`.
+async fn connect_mem(listener: &tokio::sync::mpsc::Sender<mem::MemLink>, key: [u8; 32]) -> Client {
+    let (a, b) = mem::pair(247);
+    listener.send(b).await.unwrap();
+    Client::connect(
+        a,
+        ClientConfig {
+            pinning: PinPolicy::Trust(key),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_answers_1000_concurrent_centrals() {
+    let server = server();
+    let key = server.identity_public().unwrap();
+    let (listener_tx, stop_tx, serving) = serve_mem(server, 16);
     let mut tasks = Vec::new();
     for i in 0..1000u32 {
         let (a, b) = mem::pair(247);
@@ -311,26 +340,8 @@ async fn a_server_answers_1000_concurrent_centrals() {
 async fn graceful_shutdown_finishes_in_flight_calls() {
     let server = server();
     let key = server.identity_public().unwrap();
-    let (listener_tx, listener_rx) = tokio::sync::mpsc::channel(1);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(async move {
-        server
-            .serve(MemAcceptor(listener_rx), async {
-                let _ = stop_rx.await;
-            })
-            .await
-    });
-    let (a, b) = mem::pair(247);
-    listener_tx.send(b).await.unwrap();
-    let c = Client::connect(
-        a,
-        ClientConfig {
-            pinning: PinPolicy::Trust(key),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let (listener_tx, stop_tx, serving) = serve_mem(server, 1);
+    let c = connect_mem(&listener_tx, key).await;
     let slow = tokio::spawn({
         let c = c.clone();
         async move { c.call("slow", vec![7]).await }
@@ -358,26 +369,8 @@ async fn shutdown_reaches_a_connection_idle_after_many_turns() {
     )
     .unwrap();
     let key = server.identity_public().unwrap();
-    let (listener_tx, listener_rx) = tokio::sync::mpsc::channel(1);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(async move {
-        server
-            .serve(MemAcceptor(listener_rx), async {
-                let _ = stop_rx.await;
-            })
-            .await
-    });
-    let (a, b) = mem::pair(247);
-    listener_tx.send(b).await.unwrap();
-    let c = Client::connect(
-        a,
-        ClientConfig {
-            pinning: PinPolicy::Trust(key),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let (listener_tx, stop_tx, serving) = serve_mem(server, 1);
+    let c = connect_mem(&listener_tx, key).await;
     for i in 0..50u8 {
         assert_eq!(c.call("echo", vec![i]).await.unwrap(), vec![i]);
     }
