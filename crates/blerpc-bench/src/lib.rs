@@ -368,6 +368,21 @@ pub fn expected_pdus(w: Workload) -> usize {
     }
 }
 
+/// The median of `values` (the mean of the middle two for an even count); NaN when empty.
+pub fn median(values: &[f64]) -> f64 {
+    let mut s = values.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s.get(n / 2).copied().unwrap_or(f64::NAN),
+        n => {
+            let a = s.get(n / 2 - 1).copied().unwrap_or(f64::NAN);
+            let b = s.get(n / 2).copied().unwrap_or(f64::NAN);
+            (a + b) / 2.0
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

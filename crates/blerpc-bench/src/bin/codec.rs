@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context as _, Result, bail, ensure};
-use blerpc_bench::{CodecPath, KeyExchange, Workload, expected_pdus};
+use blerpc_bench::{CodecPath, KeyExchange, Workload, expected_pdus, median};
 use blerpc_proto::crypto::{CryptoProvider, RustCrypto};
 use clap::{Parser, ValueEnum};
 use serde::{Deserialize, Serialize};
@@ -287,20 +287,6 @@ fn run_python(python: &Path, workloads: &[Workload], plan: Plan) -> Result<PyRep
         python.display()
     );
     serde_json::from_slice(&out.stdout).context("parsing the reference driver's JSON")
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    match s.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => s.get(n / 2).copied().unwrap_or(f64::NAN),
-        n => {
-            let a = s.get(n / 2 - 1).copied().unwrap_or(f64::NAN);
-            let b = s.get(n / 2).copied().unwrap_or(f64::NAN);
-            (a + b) / 2.0
-        }
-    }
 }
 
 /// Samples of one side of one row, kept per repetition.

@@ -22,6 +22,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
+use blerpc_bench::median;
 use clap::Parser;
 
 /// Bytes per message (the loopback matrix's small payload).
@@ -109,7 +110,7 @@ fn run_client(args: &Args, child: &mut std::process::Child) -> Result<()> {
                     bail!("the echo differs from the message");
                 }
             }
-            let m = median(&mut samples);
+            let m = median(&samples);
             eprintln!(
                 "[{:>5.1}s] rep {}/{}  spin {:>3} µs  p50 {:.1} µs",
                 started.elapsed().as_secs_f64(),
@@ -130,7 +131,7 @@ fn run_client(args: &Args, child: &mut std::process::Child) -> Result<()> {
     println!();
     println!("| spin | p50 | p50 − p50 without spin | added ÷ spin |");
     println!("| ---: | ---: | ---: | ---: |");
-    let rows: Vec<f64> = medians.iter_mut().map(|m| median(m)).collect();
+    let rows: Vec<f64> = medians.iter().map(|m| median(m)).collect();
     let base = args.spins.iter().position(|s| *s == 0).map(|i| rows[i]);
     for (spin, p50) in args.spins.iter().zip(&rows) {
         let (added, ratio) = match base {
@@ -166,14 +167,5 @@ fn serve() -> Result<()> {
             std::hint::spin_loop();
         }
         stream.write_all(&msg)?;
-    }
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
 }
