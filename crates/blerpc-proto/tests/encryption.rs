@@ -188,3 +188,16 @@ fn encrypted_and_plaintext_traffic_are_byte_identical_per_seed() {
     };
     assert_eq!(run(), run());
 }
+
+#[test]
+fn closing_drops_the_session_on_both_sides() {
+    let mut p = Pair::new();
+    p.connect();
+    assert!(p.central.is_encrypted() && p.peripheral.is_encrypted());
+    let now = p.now;
+    p.central.close(now);
+    p.peripheral.close(now);
+    assert!(p.central.is_closed());
+    assert!(!p.central.is_encrypted());
+    assert!(!p.peripheral.is_encrypted());
+}

@@ -59,6 +59,6 @@ fn peripheral_connection_ram() {
     );
 }
 
-const DOCUMENTED_FIRMWARE_PERIPHERAL: usize = 24_256;
-const DOCUMENTED_HOST_PERIPHERAL: usize = 3_744;
-const DOCUMENTED_HOST_CENTRAL: usize = 4_032;
+const DOCUMENTED_FIRMWARE_PERIPHERAL: usize = 23_520;
+const DOCUMENTED_HOST_PERIPHERAL: usize = 3_008;
+const DOCUMENTED_HOST_CENTRAL: usize = 3_280;

@@ -230,7 +230,9 @@ enum State<P: CryptoProvider> {
         deadline: Instant,
         hs: CentralAwaitStep4<P>,
     },
-    Ready,
+    /// Set up; with the E2E session if the key exchange ran. The session lives in the state so
+    /// that the AES-GCM key (about 0.5 KB with ring) is stored once, not beside the handshake's.
+    Ready(Option<Session<P::Aead>>),
     Closed,
 }
 
@@ -242,8 +244,17 @@ impl<P: CryptoProvider> State<P> {
             | State::AwaitStep2 { deadline, .. }
             | State::VerifyIdentity { deadline, .. }
             | State::AwaitStep4 { deadline, .. } => Some(*deadline),
-            State::Ready | State::Closed => None,
+            State::Ready(_) | State::Closed => None,
         }
+    }
+    fn session_mut(&mut self) -> Option<&mut Session<P::Aead>> {
+        match self {
+            State::Ready(session) => session.as_mut(),
+            _ => None,
+        }
+    }
+    fn is_encrypted(&self) -> bool {
+        matches!(self, State::Ready(Some(_)))
     }
 }
 
@@ -285,7 +296,6 @@ pub struct Central<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: usiz
     state: State<P>,
     next_tid: u8,
     next_call: u32,
-    session: Option<Session<P::Aead>>,
     capabilities: Option<Capabilities>,
     /// The peripheral's limits while the large-message extension is in force.
     large: Option<LargeLimits>,
@@ -345,10 +355,9 @@ where
             config,
             provider,
             rng,
-            state: State::Ready,
+            state: State::Ready(None),
             next_tid: 0,
             next_call: 0,
-            session: None,
             capabilities: None,
             large: None,
             long: false,
@@ -384,15 +393,16 @@ where
     }
     /// `true` once setup has finished and until the connection closes.
     pub fn is_ready(&self) -> bool {
-        matches!(self.state, State::Ready)
+        matches!(self.state, State::Ready(_))
     }
     /// `true` after the connection closed.
     pub fn is_closed(&self) -> bool {
         matches!(self.state, State::Closed)
     }
-    /// `true` when an E2E session is established.
+    /// `true` while an E2E session is established. Closing drops the session (and its keys):
+    /// `false` after [`Central::is_closed`].
     pub fn is_encrypted(&self) -> bool {
-        self.session.is_some()
+        self.state.is_encrypted()
     }
     /// The peripheral's CAPABILITIES, once received.
     pub fn capabilities(&self) -> Option<Capabilities> {
@@ -443,7 +453,7 @@ where
     /// Largest request data (bytes) a call can carry right now for a command name of
     /// `name_len` bytes, from the peripheral's `max_request` (wire length) and the MTU.
     pub fn max_request_data(&self, name_len: usize) -> usize {
-        let overhead = wire_len(name_len, 0, self.session.is_some());
+        let overhead = wire_len(name_len, 0, self.state.is_encrypted());
         let data = self.max_request_wire().saturating_sub(overhead);
         if self.large.is_none() {
             return data.min(MAX_DATA_LEN);
@@ -636,7 +646,7 @@ where
             .unwrap_or("");
         enqueue_command(
             &mut self.outbox,
-            self.session.as_mut(),
+            self.state.session_mut(),
             self.large.is_some(),
             tid,
             CommandType::Request,
@@ -961,7 +971,7 @@ where
             };
             self.close_with(reason);
         } else {
-            self.become_ready();
+            self.become_ready(None);
         }
     }
 
@@ -1023,10 +1033,7 @@ where
                 Err(e) => self.close_with(CloseReason::Handshake(e)),
             },
             State::AwaitStep4 { tid: t, hs, .. } if t == tid => match hs.receive_step4(payload) {
-                Ok(session) => {
-                    self.session = Some(session);
-                    self.become_ready();
-                }
+                Ok(session) => self.become_ready(Some(session)),
                 Err(e) => self.close_with(CloseReason::Handshake(e)),
             },
             other => {
@@ -1039,11 +1046,10 @@ where
         }
     }
 
-    fn become_ready(&mut self) {
-        self.state = State::Ready;
-        self.push(Record::Connected {
-            encrypted: self.session.is_some(),
-        });
+    fn become_ready(&mut self, session: Option<Session<P::Aead>>) {
+        let encrypted = session.is_some();
+        self.state = State::Ready(session);
+        self.push(Record::Connected { encrypted });
     }
 
     fn close_with(&mut self, reason: CloseReason) {
@@ -1067,7 +1073,7 @@ where
 
     fn check_ready(&self) -> Result<(), CallError> {
         match self.state {
-            State::Ready => Ok(()),
+            State::Ready(_) => Ok(()),
             State::Closed => Err(CallError::Closed),
             _ => Err(CallError::NotReady),
         }
@@ -1084,7 +1090,7 @@ where
     }
 
     fn check_request_len(&self, name_len: usize, data_len: usize) -> Result<(), CallError> {
-        let len = wire_len(name_len, data_len, self.session.is_some());
+        let len = wire_len(name_len, data_len, self.state.is_encrypted());
         let max = self.max_request_wire();
         if len > max {
             return Err(CallError::RequestTooLarge { len, max });
@@ -1099,7 +1105,7 @@ where
         let tid = self.next_tid;
         enqueue_framed(
             &mut self.outbox,
-            self.session.as_mut(),
+            self.state.session_mut(),
             tid,
             request.as_slice(),
         )
@@ -1278,7 +1284,7 @@ where
     fn on_message(&mut self, now: Instant, done: crate::assemble::Completed) {
         let tid = done.tid;
         let bytes = self.assembler.message_mut(done);
-        let range = match self.session.as_mut() {
+        let range = match self.state.session_mut() {
             Some(session) => match session.open_in_place(bytes) {
                 Ok(r) => r,
                 Err(e) => {
@@ -1391,7 +1397,7 @@ impl<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: usize> core::fmt::
         f.debug_struct("Central")
             .field("role", &Role::Central)
             .field("next_tid", &self.next_tid)
-            .field("encrypted", &self.session.is_some())
+            .field("encrypted", &self.state.is_encrypted())
             .field("capabilities", &self.capabilities)
             .finish_non_exhaustive()
     }
