@@ -201,3 +201,29 @@ fn closing_drops_the_session_on_both_sides() {
     assert!(!p.central.is_encrypted());
     assert!(!p.peripheral.is_encrypted());
 }
+
+#[test]
+fn a_duplicated_step1_still_completes_the_handshake() {
+    // A link that delivers the central's step 1 twice before the peripheral can answer: the
+    // peripheral's handshake moves on to the second copy (a new ephemeral key), so only the
+    // step 2 that answers it may go out. The step 2 of the first copy, still waiting in the
+    // control queue, is replaced in place instead of sent ahead of it.
+    let mut p = Pair::new();
+    let mut duplicated = false;
+    p.interceptor = Some(Box::new(move |dir, pdu, _| {
+        if !duplicated && dir == Dir::C2P && pdu[2] == 0xd8 && pdu.get(4) == Some(&1) {
+            duplicated = true;
+            return Action::Append(vec![pdu.to_vec()]);
+        }
+        Action::Deliver
+    }));
+    p.connect();
+    assert!(p.central.is_encrypted() && p.peripheral.is_encrypted());
+    let step2s = p
+        .sent_p2c
+        .iter()
+        .filter(|c| c[2] == 0xd8 && c.get(4) == Some(&2))
+        .count();
+    assert_eq!(step2s, 1);
+    assert_eq!(p.call("echo", &echo_req("once")).unwrap(), echo_req("once"));
+}

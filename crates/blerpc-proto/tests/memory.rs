@@ -59,6 +59,6 @@ fn peripheral_connection_ram() {
     );
 }
 
-const DOCUMENTED_FIRMWARE_PERIPHERAL: usize = 23_520;
-const DOCUMENTED_HOST_PERIPHERAL: usize = 3_008;
-const DOCUMENTED_HOST_CENTRAL: usize = 3_280;
+const DOCUMENTED_FIRMWARE_PERIPHERAL: usize = 23_328;
+const DOCUMENTED_HOST_PERIPHERAL: usize = 2_816;
+const DOCUMENTED_HOST_CENTRAL: usize = 2_960;

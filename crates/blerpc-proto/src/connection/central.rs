@@ -6,7 +6,7 @@ use rand_core::CryptoRngCore;
 use subtle::ConstantTimeEq;
 
 use super::events::{Ring, Warning};
-use super::outbox::{ControlFrame, ControlQueue, Outbox};
+use super::outbox::{ControlQueue, Outbox};
 use super::{
     CallError, CloseReason, ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError,
     EventQueueFull, MsgRef, Partials, TidSet, bytes, check_att_mtu, check_large_limit,
@@ -306,7 +306,7 @@ pub struct Central<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: usiz
     assembler: Assembler<A, SLOTS>,
     partials: Partials<SLOTS>,
     outbox: Outbox<O>,
-    controls: ControlQueue,
+    controls: ControlQueue<0>,
     calls: [Option<Call<O>>; SLOTS],
     events: Ring<Record, EVENT_QUEUE_LEN>,
     pending_release: Option<MsgRef>,
@@ -821,10 +821,8 @@ where
     /// returns its length.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut [u8]) -> Option<usize> {
         let _ = now;
-        while let Some(frame) = self.controls.pop() {
-            if let Some(n) = frame.emit(out) {
-                return Some(n);
-            }
+        if let Some(n) = self.controls.emit_next(out) {
+            return Some(n);
         }
         if self.is_closed() {
             return None;
@@ -896,10 +894,9 @@ where
     }
 
     fn send_control(&mut self, tid: u8, cmd: ControlCmd, payload: &[u8]) {
-        if let Some(frame) = ControlFrame::new(tid, cmd, payload) {
-            // The setup sequence has at most one control outstanding; the queue cannot be full.
-            let _ = self.controls.push(frame);
-        }
+        // The setup sequence has at most one control outstanding, of at most 45 bytes (step 3):
+        // the queue cannot refuse it.
+        let _ = self.controls.push(tid, cmd, payload);
     }
 
     fn request_capabilities(&mut self, now: Instant) {

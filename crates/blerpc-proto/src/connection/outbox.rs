@@ -306,31 +306,47 @@ impl<B: Buffer> Outbox<B> {
     }
 }
 
-/// Largest control payload (KEY_EXCHANGE step 2).
-pub(crate) const MAX_CONTROL_PAYLOAD: usize = crate::wire::key_exchange::STEP2_LEN;
+/// Largest control payload kept in a queue entry: KEY_EXCHANGE steps 3 and 4 (every other
+/// control but step 2 is shorter).
+pub(crate) const SMALL_CONTROL_PAYLOAD: usize = {
+    let (s3, s4) = (
+        crate::wire::key_exchange::STEP3_LEN,
+        crate::wire::key_exchange::STEP4_LEN,
+    );
+    if s3 > s4 { s3 } else { s4 }
+};
 
-/// A control container waiting in the priority queue.
+/// The peripheral's large control: KEY_EXCHANGE step 2.
+pub(crate) const STEP2_CONTROL_PAYLOAD: usize = crate::wire::key_exchange::STEP2_LEN;
+
+/// Marks a queue entry whose payload is in [`ControlQueue`]'s large slot.
+const IN_LARGE_SLOT: u8 = u8::MAX;
+
+/// A control container waiting in the priority queue: `len` payload bytes, or the large slot's
+/// frame when `len` is [`IN_LARGE_SLOT`].
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct ControlFrame {
+struct ControlFrame<const N: usize> {
     tid: u8,
     cmd: ControlCmd,
     len: u8,
-    payload: [u8; MAX_CONTROL_PAYLOAD],
+    payload: [u8; N],
 }
 
-impl ControlFrame {
-    pub(crate) fn new(tid: u8, cmd: ControlCmd, payload: &[u8]) -> Option<Self> {
-        let mut buf = [0u8; MAX_CONTROL_PAYLOAD];
+impl<const N: usize> ControlFrame<N> {
+    fn new(tid: u8, cmd: ControlCmd, payload: &[u8]) -> Option<Self> {
+        let mut buf = [0u8; N];
         buf.get_mut(..payload.len())?.copy_from_slice(payload);
         Some(ControlFrame {
             tid,
             cmd,
-            len: u8::try_from(payload.len()).ok()?,
+            len: u8::try_from(payload.len())
+                .ok()
+                .filter(|&l| l != IN_LARGE_SLOT)?,
             payload: buf,
         })
     }
 
-    pub(crate) fn emit(&self, out: &mut [u8]) -> Option<usize> {
+    fn emit(&self, out: &mut [u8]) -> Option<usize> {
         let payload = self.payload.get(..usize::from(self.len))?;
         Container::control(self.tid, self.cmd, payload)
             .emit(out)
@@ -338,14 +354,198 @@ impl ControlFrame {
     }
 }
 
-/// Control replies sent ahead of queued data. Small and fixed: the state machines never have
-/// more than a handful outstanding; a full queue drops the newest frame (reported by the caller).
-pub(crate) type ControlQueue = Ring<ControlFrame, 4>;
+/// The control queue was full; the frame was not queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ControlQueueFull;
+
+/// Control replies sent ahead of queued data, in order. Small and fixed: the state machines never
+/// have more than a handful outstanding; a full queue refuses the newest frame (reported by the
+/// caller).
+///
+/// Entries hold up to [`SMALL_CONTROL_PAYLOAD`] bytes. A payload up to `LARGE` bytes (the
+/// peripheral's KEY_EXCHANGE step 2, `LARGE` = [`STEP2_CONTROL_PAYLOAD`]; the central has none,
+/// `LARGE` = 0) waits in one large slot instead of making every entry that size (552 → 352 bytes
+/// per peripheral, 224 per central). A second large frame queued while one still waits replaces
+/// it, in the older one's place: a step 2 answers the latest step 1, and the peripheral's
+/// handshake has already moved on from the older one, which could never complete.
+#[derive(Debug)]
+pub(crate) struct ControlQueue<const LARGE: usize> {
+    frames: Ring<ControlFrame<SMALL_CONTROL_PAYLOAD>, 4>,
+    large: Option<ControlFrame<LARGE>>,
+}
+
+impl<const LARGE: usize> ControlQueue<LARGE> {
+    pub(crate) const fn new() -> Self {
+        ControlQueue {
+            frames: Ring::new(),
+            large: None,
+        }
+    }
+
+    /// Queues one control container. Refused when the queue is full or `payload` is longer than
+    /// this queue can hold (neither happens to the central, whose setup has one control
+    /// outstanding at a time).
+    pub(crate) fn push(
+        &mut self,
+        tid: u8,
+        cmd: ControlCmd,
+        payload: &[u8],
+    ) -> Result<(), ControlQueueFull> {
+        if payload.len() <= SMALL_CONTROL_PAYLOAD {
+            let frame = ControlFrame::new(tid, cmd, payload).ok_or(ControlQueueFull)?;
+            return self.frames.push(frame).map_err(|_| ControlQueueFull);
+        }
+        let frame = ControlFrame::<LARGE>::new(tid, cmd, payload).ok_or(ControlQueueFull)?;
+        if self.large.is_none() {
+            let marker = ControlFrame {
+                tid,
+                cmd,
+                len: IN_LARGE_SLOT,
+                payload: [0; SMALL_CONTROL_PAYLOAD],
+            };
+            self.frames.push(marker).map_err(|_| ControlQueueFull)?;
+        }
+        self.large = Some(frame);
+        Ok(())
+    }
+
+    /// Writes the next queued control container into `out`; frames that do not fit `out` are
+    /// dropped (they never happen at a supported MTU).
+    pub(crate) fn emit_next(&mut self, out: &mut [u8]) -> Option<usize> {
+        while let Some(frame) = self.frames.pop() {
+            let n = if frame.len == IN_LARGE_SLOT {
+                self.large.take().and_then(|large| large.emit(out))
+            } else {
+                frame.emit(out)
+            };
+            if n.is_some() {
+                return n;
+            }
+        }
+        None
+    }
+
+    /// Frames waiting.
+    pub(crate) fn len(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Drops every waiting frame.
+    pub(crate) fn clear(&mut self) {
+        self.frames.clear();
+        self.large = None;
+    }
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::buf::ArrayBuf;
+
+    fn step2(first: u8) -> [u8; STEP2_CONTROL_PAYLOAD] {
+        core::array::from_fn(|i| if i == 0 { first } else { i as u8 })
+    }
+
+    #[test]
+    fn control_queue_keeps_order_through_the_large_slot() {
+        let mut q: ControlQueue<STEP2_CONTROL_PAYLOAD> = ControlQueue::new();
+        let kx = step2(2);
+        q.push(1, ControlCmd::Error, &[0x07]).unwrap();
+        q.push(2, ControlCmd::KeyExchange, &kx).unwrap();
+        q.push(3, ControlCmd::Error, &[0x08]).unwrap();
+        assert_eq!(q.len(), 3);
+        let mut out = [0u8; 244];
+        let n = q.emit_next(&mut out).unwrap();
+        assert_eq!(&out[..n], &[0x01, 0x00, 0xd4, 0x01, 0x07]);
+        let n = q.emit_next(&mut out).unwrap();
+        assert_eq!(&out[..4], &[0x02, 0x00, 0xd8, 129]);
+        assert_eq!(&out[4..n], &kx[..]);
+        let n = q.emit_next(&mut out).unwrap();
+        assert_eq!(&out[..n], &[0x03, 0x00, 0xd4, 0x01, 0x08]);
+        assert_eq!(q.emit_next(&mut out), None);
+        assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn a_newer_step2_replaces_the_waiting_one_in_its_place() {
+        let mut q: ControlQueue<STEP2_CONTROL_PAYLOAD> = ControlQueue::new();
+        q.push(2, ControlCmd::KeyExchange, &step2(0xa0)).unwrap();
+        q.push(3, ControlCmd::Error, &[0x08]).unwrap();
+        q.push(4, ControlCmd::KeyExchange, &step2(0xb0)).unwrap();
+        assert_eq!(q.len(), 2);
+        let mut out = [0u8; 244];
+        let n = q.emit_next(&mut out).unwrap();
+        assert_eq!(&out[..5], &[0x04, 0x00, 0xd8, 129, 0xb0]);
+        assert_eq!(n, 4 + 129);
+        let n = q.emit_next(&mut out).unwrap();
+        assert_eq!(&out[..n], &[0x03, 0x00, 0xd4, 0x01, 0x08]);
+        assert_eq!(q.emit_next(&mut out), None);
+        // The slot is free again: the next step 2 gets an entry of its own.
+        q.push(5, ControlCmd::KeyExchange, &step2(0xc0)).unwrap();
+        assert_eq!(q.len(), 1);
+        let n = q.emit_next(&mut out).unwrap();
+        assert_eq!(&out[..5], &[0x05, 0x00, 0xd8, 129, 0xc0]);
+        assert_eq!(n, 4 + 129);
+    }
+
+    #[test]
+    fn control_queue_refuses_when_full_or_too_long() {
+        let mut q: ControlQueue<STEP2_CONTROL_PAYLOAD> = ControlQueue::new();
+        for tid in 0..4 {
+            q.push(tid, ControlCmd::Error, &[tid]).unwrap();
+        }
+        assert_eq!(q.push(4, ControlCmd::Error, &[4]), Err(ControlQueueFull));
+        // No entry for a step 2 either, and the large slot stays empty.
+        assert_eq!(
+            q.push(5, ControlCmd::KeyExchange, &step2(1)),
+            Err(ControlQueueFull)
+        );
+        let mut out = [0u8; 244];
+        for tid in 0..4u8 {
+            let n = q.emit_next(&mut out).unwrap();
+            assert_eq!(&out[..n], &[tid, 0x00, 0xd4, 0x01, tid]);
+        }
+        assert_eq!(q.emit_next(&mut out), None);
+        // Longer than the large slot.
+        assert_eq!(
+            q.push(6, ControlCmd::KeyExchange, &[0; STEP2_CONTROL_PAYLOAD + 1]),
+            Err(ControlQueueFull)
+        );
+        // The central's queue has no large slot: 45 bytes (step 3) fit, 46 do not.
+        let mut c: ControlQueue<0> = ControlQueue::new();
+        c.push(7, ControlCmd::KeyExchange, &[3; SMALL_CONTROL_PAYLOAD])
+            .unwrap();
+        assert_eq!(
+            c.push(8, ControlCmd::KeyExchange, &[3; SMALL_CONTROL_PAYLOAD + 1]),
+            Err(ControlQueueFull)
+        );
+        assert_eq!(c.len(), 1);
+        assert_eq!(SMALL_CONTROL_PAYLOAD, 45);
+    }
+
+    #[test]
+    fn control_queue_sizes() {
+        // The figures the type's docs quote (x86_64): four entries of 129 bytes took 552.
+        use core::mem::size_of;
+        assert_eq!(size_of::<ControlQueue<STEP2_CONTROL_PAYLOAD>>(), 352);
+        assert_eq!(size_of::<ControlQueue<0>>(), 224);
+    }
+
+    #[test]
+    fn control_queue_clear_and_small_output() {
+        let mut q: ControlQueue<STEP2_CONTROL_PAYLOAD> = ControlQueue::new();
+        q.push(2, ControlCmd::KeyExchange, &step2(9)).unwrap();
+        q.clear();
+        let mut out = [0u8; 244];
+        assert_eq!(q.emit_next(&mut out), None);
+        // A frame that does not fit `out` is dropped and the next one written.
+        q.push(2, ControlCmd::KeyExchange, &step2(9)).unwrap();
+        q.push(3, ControlCmd::Error, &[0x08]).unwrap();
+        let mut small = [0u8; 20];
+        let n = q.emit_next(&mut small).unwrap();
+        assert_eq!(&small[..n], &[0x03, 0x00, 0xd4, 0x01, 0x08]);
+        assert_eq!(q.emit_next(&mut small), None);
+    }
 
     #[test]
     fn data_entry_is_split_and_control_keeps_order() {

@@ -6,7 +6,7 @@ use core::time::Duration;
 use rand_core::CryptoRngCore;
 
 use super::events::{Ring, Warning};
-use super::outbox::{ControlFrame, ControlQueue, Outbox};
+use super::outbox::{ControlQueue, Outbox, STEP2_CONTROL_PAYLOAD};
 use super::{
     ConfigError, EVENT_HEADROOM, EVENT_QUEUE_LEN, EnqueueError, EventQueueFull,
     MIN_ATT_MTU_FOR_LARGE_MESSAGES, MsgRef, Partials, Payload, SendError, TidSet, bytes,
@@ -179,7 +179,7 @@ pub struct Peripheral<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: u
     assembler: Assembler<A, SLOTS>,
     partials: Partials<SLOTS>,
     outbox: Outbox<O>,
-    controls: ControlQueue,
+    controls: ControlQueue<STEP2_CONTROL_PAYLOAD>,
     pending: TidSet,
     /// The request tid of the active peripheral→central stream and the items sent so far.
     stream: Option<(u8, u32)>,
@@ -606,10 +606,8 @@ where
     /// Writes the next PDU for the link into `out` (which must hold `att_mtu - 3` bytes).
     pub fn poll_transmit(&mut self, now: Instant, out: &mut [u8]) -> Option<usize> {
         let _ = now;
-        while let Some(frame) = self.controls.pop() {
-            if let Some(n) = frame.emit(out) {
-                return Some(n);
-            }
+        if let Some(n) = self.controls.emit_next(out) {
+            return Some(n);
         }
         self.outbox
             .poll_transmit(self.config.att_mtu, self.large, self.long, out)
@@ -747,9 +745,7 @@ where
     }
 
     fn send_control(&mut self, tid: u8, cmd: ControlCmd, payload: &[u8]) {
-        if let Some(frame) = ControlFrame::new(tid, cmd, payload)
-            && self.controls.push(frame).is_err()
-        {
+        if self.controls.push(tid, cmd, payload).is_err() {
             // A central flooding control requests faster than the link drains: drop the reply
             // (the central's own timeout covers it) and say so.
             self.warn(Warning::UnexpectedControl {
