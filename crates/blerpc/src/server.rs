@@ -451,7 +451,10 @@ impl Connection {
         mut stop: watch::Receiver<bool>,
     ) -> Result<(), ServerError> {
         let classic_len = self.peripheral.config().att_mtu.max(4);
-        let mut buf = vec![0u8; classic_len];
+        // Scratch for links that build a PDU before queueing it (not TCP or TLS, which write in
+        // place): the link's `queue_with` grows it on first use, and an idle connection gives it
+        // back.
+        let mut buf: Vec<u8> = Vec::new();
         let mut draining = false;
         // The idle check is armed once, not moved by every request (see `IdleRelease`), and the
         // one timer is re-armed in place.
@@ -497,9 +500,7 @@ impl Connection {
                 self.peripheral.release_memory();
                 rx.release_memory();
                 tx.release_memory();
-                if buf.len() > classic_len {
-                    buf = vec![0u8; classic_len];
-                }
+                buf = Vec::new();
             }
             let protocol = self
                 .peripheral
@@ -507,7 +508,9 @@ impl Connection {
                 .map(|t| self.clock.to_tokio(t));
             timer.set([protocol, idle.deadline()].into_iter().flatten().min());
             // Pull the next stream item only while the outbox can take it.
-            let container = buf.len().max(self.peripheral.transmit_len());
+            let container = classic_len
+                .max(buf.len())
+                .max(self.peripheral.transmit_len());
             let want_item = self.ready.is_empty() && self.peripheral.outbox_free() > container * 2;
             tokio::select! {
                 flushed = tx.flush(), if tx.has_pending() => flushed?,
