@@ -411,7 +411,17 @@ impl<const LARGE: usize> ControlQueue<LARGE> {
 
     /// Writes the next queued control container into `out`; frames that do not fit `out` are
     /// dropped (they never happen at a supported MTU).
+    #[inline]
     pub(crate) fn emit_next(&mut self, out: &mut [u8]) -> Option<usize> {
+        // Almost always empty: keep the callers' `poll_transmit` small enough to inline.
+        if self.frames.len() == 0 {
+            return None;
+        }
+        self.emit_queued(out)
+    }
+
+    #[cold]
+    fn emit_queued(&mut self, out: &mut [u8]) -> Option<usize> {
         while let Some(frame) = self.frames.pop() {
             let n = if frame.len == IN_LARGE_SLOT {
                 self.large.take().and_then(|large| large.emit(out))
