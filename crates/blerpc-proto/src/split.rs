@@ -53,11 +53,11 @@
 //! queue and emit one container per `poll_transmit`. [`Splitter`] is the same with the message
 //! borrowed, and [`split_to_vec`] (feature `alloc`) collects every container.
 
-use crate::wire::WireError;
 use crate::wire::container::{
     ATT_OVERHEAD, Container, FIRST_HEADER_LEN, HEADER_LEN, LARGE_FIRST_HEADER_LEN, MAX_CHUNK_LEN,
     MAX_LONG_CONTAINER_LEN,
 };
+use crate::wire::{WireError, err_num};
 
 /// The largest `total_length` (a `u16`).
 const MAX_TOTAL_LEN: usize = u16::MAX as usize;
@@ -375,9 +375,9 @@ impl SplitCursor {
             .and_then(|rest| rest.get(..chunk_len))
             .ok_or(WireError::Truncated {
                 field: "message",
-                offset: self.offset,
-                needed: chunk_len,
-                available: message.len().saturating_sub(self.offset),
+                offset: err_num(self.offset),
+                needed: err_num(chunk_len),
+                available: err_num(message.len().saturating_sub(self.offset)),
             })?;
         let classic_seq = u8::try_from(self.emitted);
         let container = match classic_seq {
@@ -391,8 +391,8 @@ impl SplitCursor {
             Err(_) => {
                 return Err(WireError::TooLong {
                     field: "seq",
-                    len: self.emitted,
-                    max: MAX_CONTAINERS - 1,
+                    len: err_num(self.emitted),
+                    max: err_num(MAX_CONTAINERS - 1),
                 });
             }
         };

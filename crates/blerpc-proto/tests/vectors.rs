@@ -127,7 +127,11 @@ fn wire_error_matches(got: &WireError, expect: &Value) -> Check {
     })?;
     same("error field", field, str_of(expect, "field")?)?;
     if let Some(want_max) = expect.get("max") {
-        same("error max", max, want_max.as_u64().map(|m| m as usize))?;
+        same(
+            "error max",
+            max,
+            want_max.as_u64().and_then(|m| u32::try_from(m).ok()),
+        )?;
     }
     Ok(())
 }

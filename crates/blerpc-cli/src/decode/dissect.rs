@@ -165,18 +165,23 @@ pub(super) fn wire_diag(
     base: usize,
     unit: &str,
 ) -> Diagnostic {
-    let bytes = |n: usize| {
+    // The error's `u32` numbers, widened back (lossless here).
+    let wide = |n: u32| usize::try_from(n).unwrap_or(usize::MAX);
+    let bytes = |n: u32| {
         if n == 1 {
             "1 byte".to_owned()
         } else {
             format!("{n} bytes")
         }
     };
-    let place = |offset: usize| {
+    let place = |offset: u32| {
         if base == 0 {
             format!("at byte {offset}{unit}")
         } else {
-            format!("at byte {}{unit} (payload byte {offset})", offset + base)
+            format!(
+                "at byte {}{unit} (payload byte {offset})",
+                wide(offset).saturating_add(base)
+            )
         }
     };
     match *e {
@@ -189,7 +194,7 @@ pub(super) fn wire_diag(
             at,
             layer,
             Some(field),
-            Some(offset + base),
+            Some(wide(offset).saturating_add(base)),
             format!(
                 "field `{field}` {} is truncated: needs {}, {available} available",
                 place(offset),
@@ -204,7 +209,7 @@ pub(super) fn wire_diag(
             at,
             layer,
             Some(field),
-            Some(offset + base),
+            Some(wide(offset).saturating_add(base)),
             format!(
                 "field `{field}` {} has invalid value {value:#x}",
                 place(offset)

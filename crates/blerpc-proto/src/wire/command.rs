@@ -26,7 +26,7 @@
 //! `data_len` bytes to be present, as the C and TypeScript decoders do. Bytes after the data are
 //! tolerated and ignored.
 
-use super::{WireError, out_prefix, read_slice, read_u8, read_u16, read_u32};
+use super::{WireError, err_num, out_prefix, read_slice, read_u8, read_u16, read_u32};
 
 /// The longest command name (`name_len` is a `u8`).
 pub const MAX_NAME_LEN: usize = 255;
@@ -105,7 +105,7 @@ impl<'a> Command<'a> {
         if data_len as usize <= MAX_DATA_LEN {
             return Err(WireError::InvalidValue {
                 field: "data_len",
-                offset: 2 + name_len,
+                offset: err_num(2 + name_len),
                 value: data_len,
             });
         }
@@ -164,8 +164,8 @@ impl<'a> Command<'a> {
         out_prefix(out, len)?
             .get_mut(header..)
             .ok_or(WireError::BufferTooSmall {
-                needed: len,
-                available: header,
+                needed: err_num(len),
+                available: err_num(header),
             })?
             .copy_from_slice(self.data);
         Ok(len)
@@ -184,8 +184,8 @@ impl<'a> Command<'a> {
         }
         let data_len = u32::try_from(data_len).map_err(|_| WireError::TooLong {
             field: "data",
-            len: data_len,
-            max: MAX_LARGE_DATA_LEN,
+            len: err_num(data_len),
+            max: err_num(MAX_LARGE_DATA_LEN),
         })?;
         emit_header_parts(
             kind.to_byte() | LARGE_DATA_FLAG,
@@ -202,8 +202,8 @@ impl<'a> Command<'a> {
         out_prefix(out, len)?
             .get_mut(header..)
             .ok_or(WireError::BufferTooSmall {
-                needed: len,
-                available: header,
+                needed: err_num(len),
+                available: err_num(header),
             })?
             .copy_from_slice(self.data);
         Ok(len)
@@ -219,8 +219,8 @@ impl<'a> Command<'a> {
     ) -> Result<usize, WireError> {
         let data_len = u16::try_from(data_len).map_err(|_| WireError::TooLong {
             field: "data",
-            len: data_len,
-            max: MAX_DATA_LEN,
+            len: err_num(data_len),
+            max: err_num(MAX_DATA_LEN),
         })?;
         emit_header_parts(kind.to_byte(), name, &data_len.to_le_bytes(), out)
     }
@@ -237,8 +237,8 @@ fn emit_header_parts(
 ) -> Result<usize, WireError> {
     let name_len = u8::try_from(name.len()).map_err(|_| WireError::TooLong {
         field: "name",
-        len: name.len(),
-        max: MAX_NAME_LEN,
+        len: err_num(name.len()),
+        max: err_num(MAX_NAME_LEN),
     })?;
     let len = 2 + name.len() + data_len.len();
     let buf = out_prefix(out, len)?;
@@ -257,7 +257,7 @@ fn parse_name(bytes: &[u8], name_len: usize) -> Result<&str, WireError> {
         let at = e.valid_up_to();
         WireError::InvalidValue {
             field: "name",
-            offset: 2 + at,
+            offset: err_num(2 + at),
             value: name_bytes.get(at).copied().map_or(0, u32::from),
         }
     })

@@ -37,7 +37,7 @@
 //! undefined type or control command is never an error: it is reported as `Unknown` so the caller
 //! can skip it.
 
-use super::{WireError, out_prefix, read_slice, read_u8, read_u16, read_u32};
+use super::{WireError, err_num, out_prefix, read_slice, read_u8, read_u16, read_u32};
 
 /// Bytes the ATT layer takes from the MTU (opcode + handle); a container fits in `mtu - 3`.
 pub const ATT_OVERHEAD: usize = 3;
@@ -175,7 +175,7 @@ impl<'a> Container<'a> {
                 // Not the canonical encoding: short payloads use the one-byte length.
                 return Err(WireError::InvalidValue {
                     field: "payload_len",
-                    offset: len_offset,
+                    offset: err_num(len_offset),
                     value: u32::from(n),
                 });
             }
@@ -296,8 +296,8 @@ impl<'a> Container<'a> {
             .filter(|&n| usize::from(n) <= max)
             .ok_or(WireError::TooLong {
                 field: "payload",
-                len: self.payload.len(),
-                max,
+                len: err_num(self.payload.len()),
+                max: err_num(max),
             })?;
         let len = self.emitted_len();
         let buf = out_prefix(out, len)?;

@@ -25,7 +25,7 @@
 use super::capabilities::{CAPABILITIES_LEN, Capabilities};
 use super::container::{Container, ControlCmd, HEADER_LEN, MAX_CHUNK_LEN};
 use super::error_code::ErrorCode;
-use super::{WireError, out_prefix, read_u8, read_u16};
+use super::{WireError, err_num, out_prefix, read_u8, read_u16};
 use crate::Direction;
 
 /// Length of a TIMEOUT response payload.
@@ -178,13 +178,13 @@ impl<'a> ControlMessage<'a> {
         let payload_len = self.payload_len();
         let pl = u8::try_from(payload_len).map_err(|_| WireError::TooLong {
             field: "payload",
-            len: payload_len,
-            max: MAX_CHUNK_LEN,
+            len: err_num(payload_len),
+            max: err_num(MAX_CHUNK_LEN),
         })?;
         let len = HEADER_LEN + payload_len;
         let buf = out_prefix(out, len)?;
         let body = buf.get_mut(HEADER_LEN..).ok_or(WireError::BufferTooSmall {
-            needed: len,
+            needed: err_num(len),
             available: 0,
         })?;
         self.emit_payload(body)?;

@@ -23,6 +23,10 @@ pub mod key_exchange;
 /// `field` names the wire field (as in the layout diagrams, e.g. `"payload_len"`), and `offset` is
 /// the byte offset of that field in the buffer that was being parsed, so a dissector can point at
 /// the exact byte.
+///
+/// Offsets and lengths are `u32` (a value above `u32::MAX` would be reported as `u32::MAX`;
+/// nothing the protocol carries comes near it): the error is 32 bytes instead of 48, and every
+/// queued connection event is sized by it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WireError {
@@ -31,18 +35,18 @@ pub enum WireError {
         /// The field that is cut short.
         field: &'static str,
         /// Offset of the field's first byte.
-        offset: usize,
+        offset: u32,
         /// Bytes the field needs from `offset`.
-        needed: usize,
+        needed: u32,
         /// Bytes actually available from `offset`.
-        available: usize,
+        available: u32,
     },
     /// `field` holds a value the protocol does not allow.
     InvalidValue {
         /// The offending field.
         field: &'static str,
         /// Offset of the field's first byte.
-        offset: usize,
+        offset: u32,
         /// The value found (widened).
         value: u32,
     },
@@ -51,17 +55,25 @@ pub enum WireError {
         /// The field whose length is exceeded.
         field: &'static str,
         /// The length that was asked for.
-        len: usize,
+        len: u32,
         /// The maximum allowed.
-        max: usize,
+        max: u32,
     },
     /// The output buffer given to `emit` is too small.
     BufferTooSmall {
         /// Bytes `emit` needs.
-        needed: usize,
+        needed: u32,
         /// Bytes the buffer has.
-        available: usize,
+        available: u32,
     },
+}
+
+/// A length or offset as a [`WireError`] holds it. `u32` keeps the error small, and with it every
+/// event queue that can hold one (the connections' records are as large as their largest
+/// warning); nothing this crate parses or emits comes near 4 GiB, and a larger value saturates
+/// at `u32::MAX`.
+pub(crate) fn err_num(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 impl core::fmt::Display for WireError {
@@ -114,9 +126,9 @@ pub(crate) fn read_array<const N: usize>(
         .and_then(|s| <[u8; N]>::try_from(s).ok())
         .ok_or(WireError::Truncated {
             field,
-            offset,
-            needed: N,
-            available: input.len().saturating_sub(offset),
+            offset: err_num(offset),
+            needed: err_num(N),
+            available: err_num(input.len().saturating_sub(offset)),
         })
 }
 
@@ -147,15 +159,41 @@ pub(crate) fn read_slice<'a>(
         .and_then(|rest| rest.get(..len))
         .ok_or(WireError::Truncated {
             field,
-            offset,
-            needed: len,
-            available: input.len().saturating_sub(offset),
+            offset: err_num(offset),
+            needed: err_num(len),
+            available: err_num(input.len().saturating_sub(offset)),
         })
 }
 
 /// Checks that `out` holds `needed` bytes and returns that prefix.
 pub(crate) fn out_prefix(out: &mut [u8], needed: usize) -> Result<&mut [u8], WireError> {
     let available = out.len();
-    out.get_mut(..needed)
-        .ok_or(WireError::BufferTooSmall { needed, available })
+    out.get_mut(..needed).ok_or(WireError::BufferTooSmall {
+        needed: err_num(needed),
+        available: err_num(available),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn wire_error_is_32_bytes() {
+        // The connections' event records are as large as their largest warning, which holds a
+        // `WireError`: 16 records per connection on both sides.
+        assert_eq!(core::mem::size_of::<WireError>(), 32);
+        // 48 and 56 when the numbers were `usize`.
+        assert_eq!(core::mem::size_of::<crate::connection::Warning>(), 40);
+    }
+
+    #[test]
+    fn numbers_saturate() {
+        assert_eq!(err_num(0), 0);
+        assert_eq!(err_num(65_535), 65_535);
+        assert_eq!(err_num(u32::MAX as usize), u32::MAX);
+        #[cfg(target_pointer_width = "64")]
+        assert_eq!(err_num(u32::MAX as usize + 1), u32::MAX);
+    }
 }
