@@ -1036,7 +1036,7 @@ impl Task {
 mod tests {
     use super::*;
 
-    /// The task's future holds the task state once (an async fn would hold it twice).
+    /// Consecutive call ids fill distinct buckets and every tag value, and the map works.
     #[test]
     fn call_id_hashes_spread_consecutive_ids() {
         use std::hash::BuildHasher as _;
@@ -1061,6 +1061,7 @@ mod tests {
         assert!(sinks.is_empty());
     }
 
+    /// The task's future holds the task state once (an async fn would hold it twice).
     #[test]
     fn task_future_holds_the_state_once() {
         let (link, _peer) = crate::link::mem::pair(247);
