@@ -35,7 +35,7 @@ use core::time::Duration;
 use crate::assemble::{AssembleError, Assembler, AssemblerConfig, Completed};
 use crate::connection::{
     CallError, CallId, CallKind, Central, CentralConfig, CentralEvent, Peripheral,
-    PeripheralConfig, PeripheralEvent, Pinning,
+    PeripheralConfig, PeripheralEvent, Pinning, SetupPipelining,
 };
 use crate::crypto::{CryptoProvider, IdentitySeed, RustCrypto, SessionKey, X25519Secret};
 use crate::handshake::{CentralHandshake, PeripheralHandshake};
@@ -1121,6 +1121,12 @@ impl WorldConfig {
             large_messages: self.limits & 0x20 != 0,
             // Bits 4 and 5 of the MTU byte: the long-container extension on each side.
             long_containers: self.mtu & 0x10 != 0,
+            // Bits 6 and 7 of the MTU byte: how the setup requests are pipelined.
+            setup_pipelining: match self.mtu >> 6 {
+                0 => SetupPipelining::Off,
+                1 => SetupPipelining::Requests,
+                _ => SetupPipelining::KeyExchange,
+            },
             ..CentralConfig::default()
         }
     }

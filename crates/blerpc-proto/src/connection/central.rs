@@ -48,6 +48,33 @@ pub enum Pinning {
     Disabled,
 }
 
+/// How the central sends its setup requests (TIMEOUT, CAPABILITIES, KEY_EXCHANGE step 1).
+///
+/// Each setup request is a control container the peripheral answers with the same tid. The
+/// reference centrals send each one after the previous reply: four round trips before the
+/// first call with the key exchange, each one or two connection intervals on BLE. Peripherals
+/// answer control requests in the order they arrive (the reference firmware answers them inline
+/// as they are written, as does a `blerpc` peripheral), so requests that do not depend on a
+/// reply can go out together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetupPipelining {
+    /// Each request after the previous reply (the reference centrals' order).
+    Off,
+    /// TIMEOUT and CAPABILITIES back to back; step 1 after the CAPABILITIES reply, when it
+    /// announces encryption. One round trip fewer. A TIMEOUT left unanswered when the
+    /// CAPABILITIES reply arrives is taken as never answered (the default 100 ms stays, as
+    /// when a sequential TIMEOUT request times out).
+    Requests,
+    /// TIMEOUT, CAPABILITIES and step 1 back to back: two round trips fewer. Step 1 goes out
+    /// before the central knows whether the peripheral supports encryption (it carries only an
+    /// ephemeral public key); if the CAPABILITIES reply does not announce encryption, the early
+    /// handshake is dropped and setup goes on as it would have (a reply to step 1 arriving later
+    /// is ignored with a warning). The peripheral must answer in order: a step 2 arriving
+    /// before the CAPABILITIES reply is ignored with a warning, and the handshake then times
+    /// out. Needs `att_mtu` ≥ [`MIN_ATT_MTU_FOR_KEY_EXCHANGE`]; below it this is `Requests`.
+    KeyExchange,
+}
+
 /// Configuration of a [`Central`]. Every limit is explicit; defaults follow the reference centrals.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CentralConfig {
@@ -59,6 +86,11 @@ pub struct CentralConfig {
     pub pinning: Pinning,
     /// Skip the TIMEOUT request (as the C central does). Default `false`.
     pub skip_timeout_request: bool,
+    /// Which setup requests go out without waiting for the previous reply. Default
+    /// [`SetupPipelining::Off`] (the reference centrals' order); the `blerpc` runtime uses
+    /// [`SetupPipelining::KeyExchange`] on its stream links and [`SetupPipelining::Requests`]
+    /// on BLE.
+    pub setup_pipelining: SetupPipelining,
     /// Send the 6-byte CAPABILITIES request (`true`, Python/mobile) or the empty one (`false`,
     /// C central). Default `true`.
     pub capabilities_payload: bool,
@@ -110,6 +142,7 @@ impl Default for CentralConfig {
             require_encryption: true,
             pinning: Pinning::Decide,
             skip_timeout_request: false,
+            setup_pipelining: SetupPipelining::Off,
             capabilities_payload: true,
             setup_timeout: Duration::from_secs(1),
             handshake_step_timeout: Duration::from_secs(2),
@@ -215,6 +248,8 @@ enum State<P: CryptoProvider> {
     AwaitCapabilities {
         tid: u8,
         deadline: Instant,
+        /// Step 1 sent with the CAPABILITIES request ([`SetupPipelining::KeyExchange`]).
+        early: EarlyStep1<P>,
     },
     AwaitStep2 {
         tid: u8,
@@ -234,6 +269,16 @@ enum State<P: CryptoProvider> {
     /// that the AES-GCM key (about 0.5 KB with ring) is stored once, not beside the handshake's.
     Ready(Option<Session<P::Aead>>),
     Closed,
+}
+
+/// The key exchange's step 1 sent before the CAPABILITIES reply.
+enum EarlyStep1<P: CryptoProvider> {
+    /// Not sent.
+    None,
+    /// Sent with this tid; its step 2 is handled once CAPABILITIES has been answered.
+    Sent { tid: u8, hs: CentralAwaitStep2<P> },
+    /// The peripheral answered it with ERROR before the CAPABILITIES reply.
+    Refused(ErrorCode),
 }
 
 impl<P: CryptoProvider> State<P> {
@@ -302,6 +347,8 @@ pub struct Central<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: usiz
     /// The long-container extension is in force (both sides announced it).
     long: bool,
     peer_timeout_ms: u16,
+    /// The tid of a TIMEOUT request sent together with CAPABILITIES and not answered yet.
+    pending_timeout: Option<u8>,
     identity: Option<[u8; 32]>,
     assembler: Assembler<A, SLOTS>,
     partials: Partials<SLOTS>,
@@ -362,6 +409,7 @@ where
             large: None,
             long: false,
             peer_timeout_ms: 100,
+            pending_timeout: None,
             identity: None,
             assembler,
             partials: Partials::new(),
@@ -377,10 +425,15 @@ where
         } else {
             let tid = central.alloc_tid();
             central.send_control(tid, ControlCmd::Timeout, &[]);
-            central.state = State::AwaitTimeout {
-                tid,
-                deadline: now + central.config.setup_timeout,
-            };
+            if config.setup_pipelining == SetupPipelining::Off {
+                central.state = State::AwaitTimeout {
+                    tid,
+                    deadline: now + central.config.setup_timeout,
+                };
+            } else {
+                central.pending_timeout = Some(tid);
+                central.request_capabilities(now);
+            }
         }
         Ok(central)
     }
@@ -894,8 +947,9 @@ where
     }
 
     fn send_control(&mut self, tid: u8, cmd: ControlCmd, payload: &[u8]) {
-        // The setup sequence has at most one control outstanding, of at most 45 bytes (step 3):
-        // the queue cannot refuse it.
+        // The setup sequence has at most three controls outstanding (TIMEOUT, CAPABILITIES and
+        // step 1, pipelined), each of at most 45 bytes (step 3): the four-entry queue cannot
+        // refuse them.
         let _ = self.controls.push(tid, cmd, payload);
     }
 
@@ -921,14 +975,35 @@ where
             &[]
         };
         self.send_control(tid, ControlCmd::Capabilities, payload);
+        let early = if self.config.setup_pipelining == SetupPipelining::KeyExchange
+            && self.config.att_mtu >= MIN_ATT_MTU_FOR_KEY_EXCHANGE
+        {
+            let (kx_tid, hs) = self.send_step1();
+            EarlyStep1::Sent { tid: kx_tid, hs }
+        } else {
+            EarlyStep1::None
+        };
         self.state = State::AwaitCapabilities {
             tid,
             deadline: now + self.config.setup_timeout,
+            early,
         };
     }
 
-    fn on_capabilities(&mut self, now: Instant, caps: Option<Capabilities>) {
+    /// Queues KEY_EXCHANGE step 1 with a fresh ephemeral key.
+    fn send_step1(&mut self) -> (u8, CentralAwaitStep2<P>) {
+        let ephemeral = X25519Secret::random(&mut self.rng);
+        let (hs, step1) = CentralHandshake::start(self.provider.clone(), ephemeral);
+        let tid = self.alloc_tid();
+        self.send_control(tid, ControlCmd::KeyExchange, &step1);
+        (tid, hs)
+    }
+
+    fn on_capabilities(&mut self, now: Instant, caps: Option<Capabilities>, early: EarlyStep1<P>) {
         self.capabilities = caps;
+        // Peripherals answer in order: a TIMEOUT sent before CAPABILITIES and still unanswered
+        // never will be (the default 100 ms stays).
+        self.pending_timeout = None;
         // In force only if we announced it and the reply carries the (complete) extension;
         // `Capabilities::parse` already refused a reply with the bit but a truncated extension.
         self.large = caps
@@ -947,10 +1022,14 @@ where
         let offers = caps.is_some_and(|c| c.flags.contains(CapabilityFlags::ENCRYPTION_SUPPORTED));
         let mtu_ok = self.config.att_mtu >= MIN_ATT_MTU_FOR_KEY_EXCHANGE;
         if offers && mtu_ok {
-            let ephemeral = X25519Secret::random(&mut self.rng);
-            let (hs, step1) = CentralHandshake::start(self.provider.clone(), ephemeral);
-            let tid = self.alloc_tid();
-            self.send_control(tid, ControlCmd::KeyExchange, &step1);
+            let (tid, hs) = match early {
+                EarlyStep1::Sent { tid, hs } => (tid, hs),
+                EarlyStep1::Refused(code) => {
+                    self.close_with(CloseReason::HandshakeRefused(code));
+                    return;
+                }
+                EarlyStep1::None => self.send_step1(),
+            };
             self.state = State::AwaitStep2 {
                 tid,
                 deadline: now + self.config.handshake_step_timeout,
@@ -995,7 +1074,7 @@ where
                 // As the reference centrals: keep the default 100 ms and go on.
                 self.request_capabilities(now);
             }
-            State::AwaitCapabilities { .. } => self.on_capabilities(now, None),
+            State::AwaitCapabilities { early, .. } => self.on_capabilities(now, None, early),
             State::AwaitStep2 { .. } | State::VerifyIdentity { .. } | State::AwaitStep4 { .. } => {
                 self.close_with(CloseReason::HandshakeTimeout)
             }
@@ -1140,6 +1219,10 @@ where
                     self.peer_timeout_ms = timeout_ms;
                     self.request_capabilities(now);
                 }
+                _ if self.pending_timeout == Some(tid) => {
+                    self.peer_timeout_ms = timeout_ms;
+                    self.pending_timeout = None;
+                }
                 _ => self.warn(Warning::UnexpectedControl {
                     tid,
                     cmd: cmd.bits(),
@@ -1147,7 +1230,11 @@ where
             },
             ControlMessage::CapabilitiesResponse(caps) => match self.state {
                 State::AwaitCapabilities { tid: t, .. } if t == tid => {
-                    self.on_capabilities(now, Some(caps))
+                    if let State::AwaitCapabilities { early, .. } =
+                        core::mem::replace(&mut self.state, State::Closed)
+                    {
+                        self.on_capabilities(now, Some(caps), early);
+                    }
                 }
                 _ => self.warn(Warning::UnexpectedControl {
                     tid,
@@ -1183,15 +1270,30 @@ where
     }
 
     fn on_error(&mut self, now: Instant, tid: u8, code: ErrorCode) {
+        if self.pending_timeout == Some(tid) {
+            // A pipelined TIMEOUT refused: the default 100 ms stays, as in the sequential order.
+            self.pending_timeout = None;
+            return;
+        }
+        if let State::AwaitCapabilities {
+            early: early @ EarlyStep1::Sent { .. },
+            ..
+        } = &mut self.state
+            && matches!(early, EarlyStep1::Sent { tid: t, .. } if *t == tid)
+        {
+            // The early step 1 refused: it matters only if CAPABILITIES announces encryption.
+            *early = EarlyStep1::Refused(code);
+            return;
+        }
         let setup_tid = match self.state {
             State::AwaitTimeout { tid, .. } | State::AwaitCapabilities { tid, .. } => Some(tid),
             State::AwaitStep2 { tid, .. } | State::AwaitStep4 { tid, .. } => Some(tid),
             _ => None,
         };
         if setup_tid == Some(tid) {
-            match self.state {
+            match core::mem::replace(&mut self.state, State::Closed) {
                 State::AwaitTimeout { .. } => self.request_capabilities(now),
-                State::AwaitCapabilities { .. } => self.on_capabilities(now, None),
+                State::AwaitCapabilities { early, .. } => self.on_capabilities(now, None, early),
                 _ => self.close_with(CloseReason::HandshakeRefused(code)),
             }
             return;

@@ -42,6 +42,7 @@ mod peripheral;
 
 pub use central::{
     CallId, CallKind, Central, CentralConfig, CentralEvent, MIN_ATT_MTU_FOR_KEY_EXCHANGE, Pinning,
+    SetupPipelining,
 };
 pub use events::Warning;
 pub use peripheral::{Peripheral, PeripheralConfig, PeripheralEvent};

@@ -78,6 +78,8 @@ pub enum Action {
     Replace(Vec<u8>),
     /// Deliver the PDU, then these extra PDUs.
     Append(Vec<Vec<u8>>),
+    /// Deliver these PDUs instead, in this order (none: drop).
+    Sequence(Vec<Vec<u8>>),
 }
 
 /// Which way a PDU travels.
@@ -472,6 +474,7 @@ impl Pair {
                 extra.insert(0, pdu);
                 extra
             }
+            Action::Sequence(pdus) => pdus,
         };
         for p in pdus {
             match dir {
