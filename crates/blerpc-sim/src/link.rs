@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use blerpc::blerpc_proto::connection::SetupPipelining;
 use blerpc::link::{Link, LinkError, LinkRx, LinkTx};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -292,6 +293,10 @@ impl Link for SimLink {
     }
     fn peer_id(&self) -> String {
         self.name.clone()
+    }
+    /// As a BLE central link: TIMEOUT and CAPABILITIES together, step 1 after the reply.
+    fn setup_pipelining(&self) -> SetupPipelining {
+        SetupPipelining::Requests
     }
     fn split(self) -> (SimTx, SimRx) {
         (self.tx, self.rx)

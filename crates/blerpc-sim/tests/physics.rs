@@ -5,6 +5,7 @@ mod common;
 
 use std::time::Duration;
 
+use blerpc::blerpc_proto::connection::SetupPipelining;
 use blerpc_demo::{functional, pb};
 use blerpc_sim::{LinkParams, Phy};
 use tokio::time::Instant;
@@ -40,6 +41,49 @@ async fn an_echo_costs_two_connection_intervals() {
     assert!((25.0..=35.0).contains(&at15), "{at15}");
     assert!((50.0..=70.0).contains(&at30), "{at30}");
     assert!(wall.elapsed() < Duration::from_secs(2));
+}
+
+/// Virtual time from `Client::connect` to a connected, encrypted client, in connection intervals.
+async fn setup_intervals(ci_ms: u64, mode: SetupPipelining) -> f64 {
+    let params = LinkParams {
+        conn_interval: Duration::from_millis(ci_ms),
+        ..Default::default()
+    };
+    let t0 = Instant::now();
+    let (c, _) = common::connect_with(params, |config| config.setup_pipelining = Some(mode)).await;
+    let took = t0.elapsed().as_secs_f64() * 1000.0 / ci_ms as f64;
+    let r = c
+        .echo(pb::EchoRequest {
+            message: "after setup".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.message, "after setup");
+    took
+}
+
+#[tokio::test(start_paused = true)]
+async fn pipelined_setup_saves_a_round_trip_per_request_sent_early() {
+    // A round trip costs two connection intervals (see above); the reference order makes four
+    // before the first call (TIMEOUT, CAPABILITIES, key exchange steps 1 and 3).
+    for ci in [15, 30] {
+        let off = setup_intervals(ci, SetupPipelining::Off).await;
+        let requests = setup_intervals(ci, SetupPipelining::Requests).await;
+        let kx = setup_intervals(ci, SetupPipelining::KeyExchange).await;
+        println!(
+            "setup at CI {ci} ms: {off:.1} intervals in order, {requests:.1} with TIMEOUT and \
+             CAPABILITIES together, {kx:.1} with step 1 too"
+        );
+        assert!((6.0..=10.0).contains(&off), "{off}");
+        assert!(
+            requests <= off - 1.5 && requests >= off - 2.5,
+            "{off} → {requests}"
+        );
+        assert!(
+            kx <= requests - 1.5 && kx >= requests - 2.5,
+            "{requests} → {kx}"
+        );
+    }
 }
 
 /// Virtual time of one 8 KB flash_read, in connection events.

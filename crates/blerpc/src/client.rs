@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use blerpc_proto::connection::{
     CallError, CallId, CallKind, Central, CentralConfig, CentralEvent, CloseReason, ConfigError,
-    Pinning,
+    Pinning, SetupPipelining,
 };
 use blerpc_proto::crypto::DefaultProvider;
 use blerpc_proto::handshake::{TofuError, tofu_verify};
@@ -89,7 +89,7 @@ pub(crate) const LARGE_OUTBOX_BYTES: usize =
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
     /// The protocol configuration. `att_mtu` is taken from the link; `pinning` from
-    /// [`ClientConfig::pinning`]. Unlike the core's default, the large-message extension is on
+    /// [`ClientConfig::pinning`]; `setup_pipelining` from [`ClientConfig::setup_pipelining`]. Unlike the core's default, the large-message extension is on
     /// (`central.large_messages`): with a server that announces it too, requests (up to the
     /// server's limit and `central.max_outbox_bytes`, 16 MiB + 128 KiB by default) and responses
     /// (up to `central.max_response_len`, 16 MiB) may exceed 65,535 bytes; with any other
@@ -98,6 +98,11 @@ pub struct ClientConfig {
     pub central: CentralConfig,
     /// Identity policy. Default: trust on first use in the default known-keys file.
     pub pinning: PinPolicy,
+    /// Which setup requests go out without waiting for the previous reply. Default `None`:
+    /// the link's [`Link::setup_pipelining`] ([`SetupPipelining::KeyExchange`] on stream links,
+    /// two round trips fewer than the reference centrals' order; [`SetupPipelining::Requests`]
+    /// on BLE). `Some(SetupPipelining::Off)` gives the reference order.
+    pub setup_pipelining: Option<SetupPipelining>,
     /// The key pins are stored under; default: the link's peer id.
     pub device_id: Option<String>,
     /// Items a server stream buffers before the consumer must catch up. Default 1,024.
@@ -119,6 +124,7 @@ impl Default for ClientConfig {
                 ..CentralConfig::default()
             },
             pinning: PinPolicy::KnownKeys(KnownKeysFile::new(KnownKeysFile::default_path())),
+            setup_pipelining: None,
             device_id: None,
             stream_buffer: 1024,
             command_buffer: 64,
@@ -229,6 +235,9 @@ impl Client {
         central_config.att_mtu = link.att_mtu();
         // Long containers only where the link carries them (never BLE).
         central_config.long_containers &= link.long_containers();
+        central_config.setup_pipelining = config
+            .setup_pipelining
+            .unwrap_or_else(|| link.setup_pipelining());
         central_config.pinning = match &config.pinning {
             PinPolicy::KnownKeys(_) => Pinning::Decide,
             PinPolicy::Trust(key) => Pinning::Expect(*key),

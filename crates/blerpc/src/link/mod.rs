@@ -31,6 +31,8 @@ pub mod ws;
 
 use std::future::Future;
 
+use blerpc_proto::connection::SetupPipelining;
+
 /// A link failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -73,6 +75,16 @@ pub trait Link: Send + 'static {
     /// option; BLE and serial links keep the default `false`.
     fn long_containers(&self) -> bool {
         false
+    }
+    /// How a [`Client`](crate::Client) on this link pipelines its setup requests unless
+    /// [`ClientConfig::setup_pipelining`](crate::ClientConfig::setup_pipelining) says otherwise.
+    /// The default, [`SetupPipelining::KeyExchange`] (TIMEOUT, CAPABILITIES and the key
+    /// exchange's step 1 in one flight: two round trips fewer), suits links whose peers are
+    /// `blerpc` servers (TCP, TLS, WebSocket, serial, memory); BLE links return
+    /// [`SetupPipelining::Requests`] (TIMEOUT and CAPABILITIES together), which any peripheral
+    /// answering control requests in order accepts, as the reference firmware does.
+    fn setup_pipelining(&self) -> SetupPipelining {
+        SetupPipelining::KeyExchange
     }
     /// A stable identifier of the peer, used as the key for identity pinning (e.g.
     /// `tcp://127.0.0.1:9000`, a BLE address).

@@ -54,6 +54,7 @@ use super::{
     PduSender, PduStream, SERVICE_UUID,
 };
 use crate::link::{Link, LinkError};
+use blerpc_proto::connection::SetupPipelining;
 
 /// The central's view of one GATT connection to a bleRPC peripheral: the seam between
 /// [`BleCentralLink`] and a BLE library.
@@ -132,6 +133,12 @@ impl<G: GattClient> Link for BleCentralLink<G> {
 
     fn peer_id(&self) -> String {
         self.gatt.peer_id()
+    }
+
+    /// TIMEOUT and CAPABILITIES together; step 1 after the reply, as the reference centrals
+    /// send it (BLE peripherals may be reference firmware).
+    fn setup_pipelining(&self) -> SetupPipelining {
+        SetupPipelining::Requests
     }
 
     fn split(mut self) -> (GattTx, GattRx) {
