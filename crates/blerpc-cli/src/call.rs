@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
+use blerpc::blerpc_proto::connection::SetupPipelining;
 use blerpc::client::PinPolicy;
 use blerpc::known_keys::{KnownKeysFile, parse_key};
 use blerpc::server::CallKind;
@@ -53,6 +54,31 @@ pub struct ConnectArgs {
     /// Seconds to wait for each response (and for connecting).
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub timeout: f64,
+    /// Which setup requests go out without waiting for the previous reply. Default: the link's
+    /// (key-exchange on tcp/tls/ws/serial, requests on ble).
+    #[arg(long, value_name = "MODE")]
+    pub setup_pipelining: Option<PipeliningArg>,
+}
+
+/// `--setup-pipelining` values.
+#[derive(Clone, Copy, Debug, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+pub enum PipeliningArg {
+    /// Each setup request after the previous reply (the reference centrals' order).
+    Off,
+    /// TIMEOUT and CAPABILITIES together (one round trip fewer).
+    Requests,
+    /// TIMEOUT, CAPABILITIES and key-exchange step 1 together (two round trips fewer).
+    KeyExchange,
+}
+
+impl From<PipeliningArg> for SetupPipelining {
+    fn from(arg: PipeliningArg) -> Self {
+        match arg {
+            PipeliningArg::Off => SetupPipelining::Off,
+            PipeliningArg::Requests => SetupPipelining::Requests,
+            PipeliningArg::KeyExchange => SetupPipelining::KeyExchange,
+        }
+    }
 }
 
 /// `blerpc call` options.
@@ -106,6 +132,7 @@ impl ConnectArgs {
         };
         let mut config = ClientConfig {
             pinning,
+            setup_pipelining: self.setup_pipelining.map(SetupPipelining::from),
             ..Default::default()
         };
         config.central.require_encryption = !self.plaintext;

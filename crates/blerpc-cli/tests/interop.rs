@@ -94,6 +94,23 @@ fn blerpc_call_against_the_reference_peripheral() {
         "",
     );
     assert_eq!(out, "{\"message\":\"hello reference\"}\n");
+    // Every setup order (tcp:// defaults to key-exchange: TIMEOUT, CAPABILITIES and step 1
+    // in one flight); the reference peripheral answers each in order.
+    for mode in ["off", "requests", "key-exchange"] {
+        let out = call(
+            port,
+            &key,
+            &[
+                "call",
+                "--setup-pipelining",
+                mode,
+                "echo",
+                r#"{"message":"pipelined"}"#,
+            ],
+            "",
+        );
+        assert_eq!(out, "{\"message\":\"pipelined\"}\n", "{mode}");
+    }
 
     let out = call(
         port,

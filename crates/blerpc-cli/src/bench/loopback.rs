@@ -94,6 +94,11 @@ pub struct LoopbackArgs {
     /// the default, where TCP and TLS carry 16 KiB containers.
     #[arg(long)]
     pub classic_containers: bool,
+    /// The bleRPC clients' setup order (`blerpc call --setup-pipelining`), for comparing the
+    /// setup rows. Default: the link's, key-exchange (TIMEOUT, CAPABILITIES and step 1 in one
+    /// flight).
+    #[arg(long, value_name = "MODE")]
+    pub setup_pipelining: Option<crate::call::PipeliningArg>,
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -447,7 +452,11 @@ pub fn run(args: &LoopbackArgs) -> anyhow::Result<bool> {
         endpoints: server.endpoints.clone(),
         tls: TlsClientConfig::with_ca_pem(pki.ca_pem.as_bytes())?,
         long_containers: !args.classic_containers,
+        setup_pipelining: args.setup_pipelining.map(Into::into),
     };
+    if let Some(mode) = args.setup_pipelining {
+        println!("bleRPC setup order: {mode:?} (--setup-pipelining)");
+    }
     if args.classic_containers {
         println!("bleRPC containers: classic (at most 244 bytes; --classic-containers)");
     } else {

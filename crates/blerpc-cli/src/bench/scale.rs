@@ -88,6 +88,10 @@ pub struct ScaleArgs {
     /// Bound of every single step (connect, upgrade, setup, one exchange), in ms.
     #[arg(long, default_value_t = 30_000)]
     pub timeout_ms: u64,
+    /// The echo variant's setup order (`blerpc call --setup-pipelining`). Default: the
+    /// WebSocket link's, key-exchange (TIMEOUT, CAPABILITIES and step 1 in one flight).
+    #[arg(long, value_name = "MODE")]
+    pub setup_pipelining: Option<crate::call::PipeliningArg>,
     /// The CI profile: 3,000 connections over 2 server workers and 2 client processes, 1
     /// repetition, short phases (well under a minute for both variants).
     #[arg(long)]
@@ -280,6 +284,7 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<bool> {
                 "window": args.window,
                 "payload": args.payload,
                 "server_read_buffer": args.server_read_buffer,
+                "setup_pipelining": args.setup_pipelining,
             },
             "runs": runs,
             "summary": summary,
@@ -314,6 +319,7 @@ fn clone_args(a: &ScaleArgs) -> ScaleArgs {
         payload: a.payload,
         server_read_buffer: a.server_read_buffer,
         timeout_ms: a.timeout_ms,
+        setup_pipelining: a.setup_pipelining,
         quick: a.quick,
         json: a.json.clone(),
         svg: a.svg.clone(),
@@ -608,6 +614,7 @@ fn run_one(
             identity: server.identity.clone(),
             timeout_ms: args.timeout_ms,
             read_buffer: args.server_read_buffer,
+            setup_pipelining: args.setup_pipelining,
         })
         .collect();
     let targets: Vec<usize> = (0..client_count)

@@ -378,6 +378,7 @@ pub fn run_connect(url: &str, args: &BleArgs) -> anyhow::Result<ProfileRun> {
         tls_server_name: None,
         baud: args.baud,
         timeout: 10.0,
+        setup_pipelining: None,
     };
     let mut run = ProfileRun::new("link", url);
     run.compare = Some(args.compare.clone());

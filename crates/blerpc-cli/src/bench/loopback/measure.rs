@@ -81,6 +81,8 @@ pub struct Target {
     pub tls: TlsClientConfig,
     /// bleRPC clients announce the long-container extension (`--classic-containers` clears it).
     pub long_containers: bool,
+    /// The clients' setup order (`None`: the link's).
+    pub setup_pipelining: Option<blerpc::blerpc_proto::connection::SetupPipelining>,
 }
 
 /// The connection steps of one client, each timed on its own.
@@ -212,6 +214,7 @@ impl Conn {
             } else {
                 PinPolicy::NoPin
             },
+            setup_pipelining: target.setup_pipelining,
             ..Default::default()
         };
         config.central.require_encryption = e2e;

@@ -77,6 +77,9 @@ pub struct ClientSpec {
     pub timeout_ms: u64,
     /// The WebSocket read buffer of each echo-variant connection, in bytes.
     pub read_buffer: usize,
+    /// The echo variant's setup order (`None`: the link's).
+    #[serde(default)]
+    pub setup_pipelining: Option<crate::call::PipeliningArg>,
 }
 
 /// A command from the controller.
@@ -383,6 +386,7 @@ impl Generator {
         );
         let peer = format!("ws://{}{}", self.host, self.spec.path);
         let identity = self.identity;
+        let setup_pipelining = self.spec.setup_pipelining;
         async move {
             let mut stream = step_timeout(step, "connect", async {
                 connect_from(source, server)
@@ -403,6 +407,7 @@ impl Generator {
                             Some(k) => PinPolicy::Trust(k),
                             None => PinPolicy::NoPin,
                         },
+                        setup_pipelining: setup_pipelining.map(Into::into),
                         ..Default::default()
                     };
                     config.central.require_encryption = identity.is_some();
