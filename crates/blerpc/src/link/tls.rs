@@ -1,5 +1,5 @@
 //! The TLS link: the TCP link's framing (containers back to back, see [`super::tcp`]) inside a
-//! TLS 1.3 session ([rustls] with the aws-lc-rs crypto provider, chosen explicitly).
+//! TLS 1.3 session ([rustls] with the *ring* crypto provider, chosen explicitly).
 //!
 //! **Server:** a certificate chain and its private key ([`TlsServerConfig::from_pem_files`]).
 //! **Client:** trusts either a CA ([`TlsClientConfig::with_ca_file`]: standard WebPKI
@@ -72,9 +72,16 @@ pub enum TlsError {
     Rustls(#[from] rustls::Error),
 }
 
-/// The crypto provider both sides use: aws-lc-rs, explicitly (never a process-wide default).
+/// The crypto provider both sides use: *ring*, explicitly (never a process-wide default).
+///
+/// *ring* rather than aws-lc-rs, measured (`docs/benchmarks/network.md`, "The TLS provider"):
+/// its AES-128-GCM seals and opens records faster on the loopback matrix's 64 KiB rows (bare
+/// rustls echo 3,962 → 4,401 msg/s, four in flight 10,476 → 16,402), and aws-lc's random
+/// generator gathers CPU-jitter entropy the first time a process uses it, which made the first
+/// TLS handshake of every process 45–66 ms instead of ~0.5 ms here. Server keys: RSA, ECDSA
+/// P-256 and P-384, Ed25519 (as rustls reads them from PEM); not ECDSA P-521.
 pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 fn read_file(path: &Path) -> Result<Vec<u8>, TlsError> {

@@ -30,7 +30,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 pub enum Transport {
     /// Plain TCP.
     Tcp,
-    /// TLS 1.3 (rustls, aws-lc-rs) with an RSA-2048 certificate the client verifies.
+    /// TLS 1.3 (rustls, *ring*) with an RSA-2048 certificate the client verifies.
     Tls,
 }
 
