@@ -44,13 +44,13 @@ async fn an_echo_costs_two_connection_intervals() {
 }
 
 /// Virtual time from `Client::connect` to a connected, encrypted client, in connection intervals.
-async fn setup_intervals(ci_ms: u64, mode: SetupPipelining) -> f64 {
+async fn setup_intervals(ci_ms: u64, mode: Option<SetupPipelining>) -> f64 {
     let params = LinkParams {
         conn_interval: Duration::from_millis(ci_ms),
         ..Default::default()
     };
     let t0 = Instant::now();
-    let (c, _) = common::connect_with(params, |config| config.setup_pipelining = Some(mode)).await;
+    let (c, _) = common::connect_with(params, |config| config.setup_pipelining = mode).await;
     let took = t0.elapsed().as_secs_f64() * 1000.0 / ci_ms as f64;
     let r = c
         .echo(pb::EchoRequest {
@@ -67,9 +67,12 @@ async fn pipelined_setup_saves_a_round_trip_per_request_sent_early() {
     // A round trip costs two connection intervals (see above); the reference order makes four
     // before the first call (TIMEOUT, CAPABILITIES, key exchange steps 1 and 3).
     for ci in [15, 30] {
-        let off = setup_intervals(ci, SetupPipelining::Off).await;
-        let requests = setup_intervals(ci, SetupPipelining::Requests).await;
-        let kx = setup_intervals(ci, SetupPipelining::KeyExchange).await;
+        let off = setup_intervals(ci, Some(SetupPipelining::Off)).await;
+        let requests = setup_intervals(ci, Some(SetupPipelining::Requests)).await;
+        let kx = setup_intervals(ci, Some(SetupPipelining::KeyExchange)).await;
+        // The simulated link is a BLE link: its default is `Requests`.
+        let default = setup_intervals(ci, None).await;
+        assert!((default - requests).abs() < 0.5, "{default} vs {requests}");
         println!(
             "setup at CI {ci} ms: {off:.1} intervals in order, {requests:.1} with TIMEOUT and \
              CAPABILITIES together, {kx:.1} with step 1 too"
