@@ -150,6 +150,15 @@ fn large_seeds_complete_calls() {
 fn two_party_seed_completes_calls() {
     let data = fs::read(fuzz_dir().join("corpus/two_party/encrypted_echo_calls")).unwrap();
     assert!(fuzzing::two_party_responses(&data) >= 3);
+    // The pipelined setups reach the calls too.
+    for seed in [
+        "pipelined_requests_calls",
+        "pipelined_key_exchange_calls",
+        "pipelined_key_exchange_plaintext",
+    ] {
+        let data = fs::read(fuzz_dir().join("corpus/two_party").join(seed)).unwrap();
+        assert!(fuzzing::two_party_responses(&data) >= 2, "{seed}");
+    }
 }
 
 // ----- the generator ------------------------------------------------------------------------------
@@ -658,6 +667,20 @@ fn generate_corpus() {
                 },
                 &[Op::Run],
             ),
+        );
+        // Pipelined setup (the MTU byte's top bits: 0x40 TIMEOUT and CAPABILITIES together,
+        // 0x80 step 1 too), encrypted and plaintext.
+        s.add(
+            "pipelined_requests_calls",
+            program(WorldConfig { mtu: 0x40 | enc.mtu, ..enc }, &calls),
+        );
+        s.add(
+            "pipelined_key_exchange_calls",
+            program(WorldConfig { mtu: 0x80 | enc.mtu, ..enc }, &calls),
+        );
+        s.add(
+            "pipelined_key_exchange_plaintext",
+            program(WorldConfig { mtu: 0x80 | 8, ..pt }, &calls),
         );
         s.add(
             "mtu_23_encrypted_required",
