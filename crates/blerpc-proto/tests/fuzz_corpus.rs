@@ -672,15 +672,33 @@ fn generate_corpus() {
         // 0x80 step 1 too), encrypted and plaintext.
         s.add(
             "pipelined_requests_calls",
-            program(WorldConfig { mtu: 0x40 | enc.mtu, ..enc }, &calls),
+            program(
+                WorldConfig {
+                    mtu: 0x40 | enc.mtu,
+                    ..enc
+                },
+                &calls,
+            ),
         );
         s.add(
             "pipelined_key_exchange_calls",
-            program(WorldConfig { mtu: 0x80 | enc.mtu, ..enc }, &calls),
+            program(
+                WorldConfig {
+                    mtu: 0x80 | enc.mtu,
+                    ..enc
+                },
+                &calls,
+            ),
         );
         s.add(
             "pipelined_key_exchange_plaintext",
-            program(WorldConfig { mtu: 0x80 | 8, ..pt }, &calls),
+            program(
+                WorldConfig {
+                    mtu: 0x80 | 8,
+                    ..pt
+                },
+                &calls,
+            ),
         );
         s.add(
             "mtu_23_encrypted_required",
