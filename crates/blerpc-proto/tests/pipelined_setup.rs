@@ -38,6 +38,28 @@ fn setup_requests(p: &Pair) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Holds the first peripheral→central container with flags `first` and delivers it right after
+/// the next one with flags `second`: the peripheral answering out of order.
+fn swap_p2c(first: u8, second: u8) -> Interceptor {
+    let mut held: Option<Vec<u8>> = None;
+    Box::new(move |dir, pdu, _| {
+        if dir != Dir::P2C {
+            return Action::Deliver;
+        }
+        match pdu[2] {
+            f if f == first && held.is_none() => {
+                held = Some(pdu.to_vec());
+                Action::Drop
+            }
+            f if f == second => match held.take() {
+                Some(earlier) => Action::Sequence(vec![pdu.to_vec(), earlier]),
+                None => Action::Deliver,
+            },
+            _ => Action::Deliver,
+        }
+    })
+}
+
 fn error_pdu(tid: u8, code: ErrorCode) -> Vec<u8> {
     vec![tid, 0x00, 0xd4, 0x01, code.into()]
 }
@@ -112,13 +134,7 @@ fn an_unanswered_pipelined_timeout_keeps_100ms_without_waiting() {
         let mut b = builder(true, mode);
         b.peripheral.timeout_ms = 250;
         let mut p = b.build();
-        p.interceptor = Some(Box::new(|dir, pdu, _| {
-            if dir == Dir::P2C && pdu[2] == 0xc4 {
-                Action::Drop
-            } else {
-                Action::Deliver
-            }
-        }));
+        p.interceptor = Some(drop_p2c(0xc4));
         // No wait for the TIMEOUT reply (the sequential order waits its 1 s setup timeout).
         let took = connect_time(&mut p);
         assert!(took < Duration::from_millis(10), "{mode:?}: {took:?}");
@@ -157,20 +173,7 @@ fn a_late_timeout_reply_is_ignored_once_capabilities_answered() {
     let mut b = builder(false, SetupPipelining::Requests);
     b.peripheral.timeout_ms = 250;
     let mut p = b.build();
-    let mut held: Option<Vec<u8>> = None;
-    p.interceptor = Some(Box::new(move |dir, pdu, _| {
-        if dir != Dir::P2C {
-            return Action::Deliver;
-        }
-        match pdu[2] {
-            0xc4 => {
-                held = Some(pdu.to_vec());
-                Action::Drop
-            }
-            0xd0 => Action::Sequence(vec![pdu.to_vec(), held.take().unwrap()]),
-            _ => Action::Deliver,
-        }
-    }));
+    p.interceptor = Some(swap_p2c(0xc4, 0xd0));
     p.connect();
     p.drive_idle(Duration::from_millis(10));
     assert_eq!(p.central.peer_timeout_ms(), 100);
@@ -271,23 +274,7 @@ fn a_step2_before_capabilities_is_ignored_and_the_handshake_times_out() {
     // handshake reply before it knows the peripheral offers encryption; the key exchange then
     // times out with a clear reason, never hangs.
     let mut p = builder(true, SetupPipelining::KeyExchange).build();
-    let mut held: Option<Vec<u8>> = None;
-    p.interceptor = Some(Box::new(move |dir, pdu, _| {
-        if dir != Dir::P2C {
-            return Action::Deliver;
-        }
-        match pdu[2] {
-            0xd0 => {
-                held = Some(pdu.to_vec());
-                Action::Drop
-            }
-            0xd8 => match held.take() {
-                Some(caps) => Action::Sequence(vec![pdu.to_vec(), caps]),
-                None => Action::Deliver,
-            },
-            _ => Action::Deliver,
-        }
-    }));
+    p.interceptor = Some(swap_p2c(0xd0, 0xd8));
     let start = p.now;
     p.drive_until(Duration::from_secs(10), |p| p.central.is_closed());
     assert!(
@@ -309,13 +296,7 @@ fn a_step2_before_capabilities_is_ignored_and_the_handshake_times_out() {
 fn unanswered_capabilities_time_out_alike_in_every_mode() {
     for mode in MODES {
         let mut p = builder(true, mode).build();
-        p.interceptor = Some(Box::new(|dir, pdu, _| {
-            if dir == Dir::P2C && pdu[2] == 0xd0 {
-                Action::Drop
-            } else {
-                Action::Deliver
-            }
-        }));
+        p.interceptor = Some(drop_p2c(0xd0));
         p.drive_until(Duration::from_secs(10), |p| p.central.is_closed());
         assert!(
             p.central_events

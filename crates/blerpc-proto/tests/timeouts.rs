@@ -11,13 +11,7 @@ fn an_unanswered_timeout_request_keeps_100ms_and_goes_on() {
     let mut b = PairBuilder::default();
     b.peripheral.timeout_ms = 250;
     let mut p = b.build();
-    p.interceptor = Some(Box::new(|dir, pdu, _| {
-        if dir == Dir::P2C && pdu[2] == 0xc4 {
-            Action::Drop
-        } else {
-            Action::Deliver
-        }
-    }));
+    p.interceptor = Some(drop_p2c(0xc4));
     p.connect();
     assert_eq!(p.central.peer_timeout_ms(), 100);
 }
@@ -34,13 +28,7 @@ fn the_peripheral_timeout_value_is_stored() {
 #[test]
 fn unanswered_capabilities_close_when_encryption_is_required() {
     let mut p = Pair::new();
-    p.interceptor = Some(Box::new(|dir, pdu, _| {
-        if dir == Dir::P2C && pdu[2] == 0xd0 {
-            Action::Drop
-        } else {
-            Action::Deliver
-        }
-    }));
+    p.interceptor = Some(drop_p2c(0xd0));
     let start = p.now;
     p.drive_until(Duration::from_secs(10), |p| p.central.is_closed());
     assert!(
@@ -56,13 +44,7 @@ fn unanswered_capabilities_close_when_encryption_is_required() {
 #[test]
 fn an_unanswered_key_exchange_times_out() {
     let mut p = Pair::new();
-    p.interceptor = Some(Box::new(|dir, pdu, _| {
-        if dir == Dir::P2C && pdu[2] == 0xd8 {
-            Action::Drop
-        } else {
-            Action::Deliver
-        }
-    }));
+    p.interceptor = Some(drop_p2c(0xd8));
     p.drive_until(Duration::from_secs(10), |p| p.central.is_closed());
     assert!(
         p.central_events

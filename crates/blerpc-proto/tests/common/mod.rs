@@ -91,6 +91,18 @@ pub enum Dir {
 
 pub type Interceptor = Box<dyn FnMut(Dir, &[u8], &mut ChaCha20Rng) -> Action>;
 
+/// Drops every peripheral→central container whose flags byte is `flags` (e.g. `0xc4`, the
+/// TIMEOUT reply).
+pub fn drop_p2c(flags: u8) -> Interceptor {
+    Box::new(move |dir, pdu, _| {
+        if dir == Dir::P2C && pdu.get(2) == Some(&flags) {
+            Action::Drop
+        } else {
+            Action::Deliver
+        }
+    })
+}
+
 /// How the demo application on the peripheral behaves.
 #[derive(Clone, Debug)]
 pub struct AppConfig {
