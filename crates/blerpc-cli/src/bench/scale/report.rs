@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::stats::{Tail, Theirs, median};
 use super::{Run, ScaleArgs};
+use crate::call::PipeliningArg;
 
 /// Published pure latency, Linux (ms): avg, median, min, max, p90, p95.
 pub const PUBLISHED_PURE: Theirs = Theirs {
@@ -287,9 +288,18 @@ pub fn print(
         }
     }
     if rows.iter().any(|r| r.setup.is_some()) {
+        let order = match args.setup_pipelining {
+            None | Some(PipeliningArg::KeyExchange) => {
+                "TIMEOUT, CAPABILITIES and step 1 in one flight: 2 round trips"
+            }
+            Some(PipeliningArg::Requests) => {
+                "TIMEOUT and CAPABILITIES in one flight: 3 round trips"
+            }
+            Some(PipeliningArg::Off) => "one request per round trip: 4 round trips",
+        };
         writeln!(
             out,
-            "\n### bleRPC setup per connection (echo variant: TIMEOUT, CAPABILITIES, X25519/Ed25519 key exchange; ms)\n"
+            "\n### bleRPC setup per connection (echo variant: TIMEOUT, CAPABILITIES, X25519/Ed25519 key exchange; {order}; ms)\n"
         )?;
         writeln!(
             out,
