@@ -44,6 +44,7 @@ use std::sync::Arc;
 use super::{CHARACTERISTIC_UUID, DEVICE_NAME, SERVICE_UUID};
 use super::{DEFAULT_QUEUE_PDUS, GattRx, GattTx, PduSender, PduStream};
 use crate::link::{Link, LinkError};
+use blerpc_proto::connection::SetupPipelining;
 
 /// The peripheral's view of one central's session on the bleRPC characteristic: the seam between
 /// [`BlePeripheralLink`] and a BLE library.
@@ -120,6 +121,12 @@ impl<S: GattServer> Link for BlePeripheralLink<S> {
 
     fn peer_id(&self) -> String {
         self.session.peer_id()
+    }
+
+    /// As every BLE link (a server never runs a central's setup; this only matters for a client
+    /// run over the peripheral role).
+    fn setup_pipelining(&self) -> SetupPipelining {
+        SetupPipelining::Requests
     }
 
     fn split(mut self) -> (GattTx, GattRx) {
