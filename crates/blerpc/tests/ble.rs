@@ -13,7 +13,7 @@ use blerpc::link::ble::fake::{self, FakeOptions};
 use blerpc::link::ble::peripheral::BlePeripheralLink;
 use blerpc::link::{Link, LinkError, LinkRx, LinkTx};
 use blerpc::{Client, ClientConfig, Error, Server, ServerConfig};
-use blerpc_proto::connection::CallError;
+use blerpc_proto::connection::{CallError, SetupPipelining};
 use common::*;
 use futures_util::StreamExt;
 
@@ -217,4 +217,43 @@ async fn closing_the_client_disconnects_and_ends_the_peripheral_side() {
         .unwrap()
         .unwrap();
     assert!(handle.sent() > 0);
+}
+
+/// BLE links keep step 1 for after the CAPABILITIES reply (a BLE peripheral may be any reference
+/// firmware); the client's configuration overrides the link's choice.
+#[tokio::test]
+async fn ble_links_pipeline_the_setup_requests_only() {
+    let (central, peripheral) = fake::pair_with(247, FakeOptions::default());
+    assert_eq!(
+        BleCentralLink::new(central).setup_pipelining(),
+        SetupPipelining::Requests
+    );
+    assert_eq!(
+        BlePeripheralLink::new(peripheral).setup_pipelining(),
+        SetupPipelining::Requests
+    );
+    // Every order completes over the fake GATT link, and a call works after it.
+    for mode in [
+        SetupPipelining::Off,
+        SetupPipelining::Requests,
+        SetupPipelining::KeyExchange,
+    ] {
+        let (central, peripheral) = fake::pair_with(247, FakeOptions::default());
+        let server = server();
+        let key = server.identity_public().unwrap();
+        tokio::spawn(async move { server.serve_link(BlePeripheralLink::new(peripheral)).await });
+        let client = Client::connect(
+            BleCentralLink::new(central),
+            ClientConfig {
+                pinning: PinPolicy::Trust(key),
+                setup_pipelining: Some(mode),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        assert!(client.info().encrypted, "{mode:?}");
+        let req = pb_bytes(1, b"setup order");
+        assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
+    }
 }
