@@ -463,3 +463,36 @@ async fn a_server_answers_100_concurrent_clients() {
     drop(stop);
     task.await.unwrap();
 }
+
+/// A client that connects again with the same configuration resumes its TLS 1.3 session (no
+/// certificate signature and verification), once it has read the server's session tickets.
+#[tokio::test]
+async fn a_reconnecting_client_resumes_its_tls_session() {
+    let pki = pki();
+    let server = server(true);
+    let config = client_config(&server);
+    let (port, stop, task) = serve(server, &pki, TcpOptions::default()).await;
+    let trust = TlsClientConfig::with_ca_file(&pki.ca).unwrap();
+    timeout(LIMIT, async {
+        let mut kinds = Vec::new();
+        for _ in 0..3 {
+            let link = tls::connect("127.0.0.1", port, &trust, &TcpOptions::default())
+                .await
+                .unwrap();
+            kinds.push(link.get_ref().get_ref().1.handshake_kind());
+            // A call reads the tickets the server sent after its handshake.
+            let client = Client::connect(link, config.clone()).await.unwrap();
+            let req = pb_bytes(1, b"resume");
+            assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
+            client.close().await;
+        }
+        println!("{kinds:?}");
+        assert_eq!(kinds[0], Some(rustls::HandshakeKind::Full));
+        assert_eq!(kinds[1], Some(rustls::HandshakeKind::Resumed));
+        assert_eq!(kinds[2], Some(rustls::HandshakeKind::Resumed));
+    })
+    .await
+    .unwrap();
+    let _ = stop.send(());
+    let _ = task.await;
+}

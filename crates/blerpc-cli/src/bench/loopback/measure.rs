@@ -92,6 +92,9 @@ pub struct SetupTimes {
     pub tcp_connect_ms: f64,
     /// TLS handshake (certificate verified against the CA), TLS only.
     pub tls_handshake_ms: Option<f64>,
+    /// Whether that handshake resumed an earlier session (TLS 1.3 session ticket, no
+    /// certificate signature or verification), TLS only.
+    pub tls_resumed: Option<bool>,
     /// bleRPC setup: TIMEOUT, CAPABILITIES and, with E2E, the key exchange; bleRPC only.
     pub blerpc_setup_ms: Option<f64>,
     /// The first (warm-up) call.
@@ -140,6 +143,7 @@ fn ms(d: Duration) -> f64 {
 impl Conn {
     async fn open(
         target: &Target,
+        tls_config: &TlsClientConfig,
         transport: Transport,
         variant: Variant,
         payload: &Arc<Vec<u8>>,
@@ -174,11 +178,12 @@ impl Conn {
                 let t = Instant::now();
                 let name = rustls::pki_types::ServerName::try_from("localhost")
                     .map_err(|e| e.to_string())?;
-                let s = tokio_rustls::TlsConnector::from(target.tls.rustls().clone())
+                let s = tokio_rustls::TlsConnector::from(tls_config.rustls().clone())
                     .connect(name, stream)
                     .await
                     .map_err(|e| format!("TLS handshake: {e}"))?;
                 setup.tls_handshake_ms = Some(ms(t.elapsed()));
+                setup.tls_resumed = Some(resumed(s.get_ref().1));
                 Conn::BareTls(Box::new(
                     BareClient::new(s, payload).map_err(|e| e.to_string())?,
                 ))
@@ -190,10 +195,11 @@ impl Conn {
             (Transport::Tls, _) => {
                 let t = Instant::now();
                 // The certificate is issued for `localhost`: the client checks chain and name.
-                let link = tls::handshake_stream("localhost", stream, &target.tls, &options)
+                let link = tls::handshake_stream("localhost", stream, tls_config, &options)
                     .await
                     .map_err(|e| e.to_string())?;
                 setup.tls_handshake_ms = Some(ms(t.elapsed()));
+                setup.tls_resumed = Some(resumed(link.get_ref().get_ref().1));
                 Self::blerpc(link, variant, target, payload, &mut setup).await?
             }
         };
@@ -386,16 +392,33 @@ async fn timed_loop(
     Ok(latencies)
 }
 
+/// `true` when a client connection's handshake resumed a session.
+fn resumed(conn: &rustls::CommonState) -> bool {
+    conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
+}
+
+/// `config` with its own session store: `Some(n)` keeps up to `n` sessions for resumption,
+/// `None` never resumes (every handshake full).
+fn with_sessions(config: &TlsClientConfig, sessions: Option<usize>) -> TlsClientConfig {
+    let mut rustls_config = (**config.rustls()).clone();
+    rustls_config.resumption = match sessions {
+        Some(n) => rustls::client::Resumption::in_memory_sessions(n),
+        None => rustls::client::Resumption::disabled(),
+    };
+    TlsClientConfig::from_rustls(Arc::new(rustls_config))
+}
+
 /// Connects, warms up (first call), returns the connection ready for the timed loop.
 async fn prepare(
     target: &Target,
+    tls_config: &TlsClientConfig,
     transport: Transport,
     variant: Variant,
     payload: &Arc<Vec<u8>>,
 ) -> Result<(Conn, SetupTimes), CallFailure> {
     let (mut conn, mut setup) = tokio::time::timeout(
         CONNECT_TIMEOUT,
-        Conn::open(target, transport, variant, payload),
+        Conn::open(target, tls_config, transport, variant, payload),
     )
     .await
     .map_err(|_| CallFailure::Failed(format!("connecting took over {CONNECT_TIMEOUT:?}")))?
@@ -430,11 +453,31 @@ pub async fn run(
     let clients = clients.clamp(1, messages.max(1));
     let mut result = RunResult::default();
     let mut conns = Vec::with_capacity(clients);
-    for _ in 0..clients {
-        match prepare(target, transport, variant, payload).await {
+    // Every client's TLS handshake is a full one (no session kept between connections); the
+    // first client's configuration keeps its session, and one more connection with it, made
+    // after its warm-up call has read the server's session tickets and closed at once, times a
+    // resumed handshake.
+    let full = with_sessions(&target.tls, None);
+    let resumable = with_sessions(&target.tls, Some(4));
+    for i in 0..clients {
+        let config = if i == 0 { &resumable } else { &full };
+        match prepare(target, config, transport, variant, payload).await {
             Ok((conn, setup)) => {
                 result.setup.push(setup);
                 conns.push(conn);
+                if i == 0 && transport == Transport::Tls {
+                    match prepare(target, &resumable, transport, variant, payload).await {
+                        Ok((again, setup)) => {
+                            result.setup.push(setup);
+                            again.close().await;
+                        }
+                        Err(CallFailure::Failed(e) | CallFailure::Unsupported(e)) => {
+                            result.errors += 1;
+                            result.first_error = Some(e);
+                            break;
+                        }
+                    }
+                }
             }
             Err(CallFailure::Unsupported(why)) => {
                 result.unsupported = Some(why);

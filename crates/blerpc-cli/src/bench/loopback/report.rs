@@ -104,8 +104,10 @@ pub struct SetupRow {
     pub samples: usize,
     /// Median TCP connect, ms.
     pub tcp_connect_ms: f64,
-    /// Median TLS handshake, ms (TLS only).
+    /// Median full TLS handshake (certificate signed and verified), ms (TLS only).
     pub tls_handshake_ms: Option<f64>,
+    /// Median resumed TLS handshake (session ticket), ms: one connection per row (TLS only).
+    pub tls_resumed_ms: Option<f64>,
     /// Median bleRPC setup (TIMEOUT, CAPABILITIES, key exchange with E2E), ms (bleRPC only).
     pub blerpc_setup_ms: Option<f64>,
     /// Median first call with the smallest payload, ms.
@@ -264,7 +266,12 @@ impl Collector {
                     variant,
                     samples: v.len(),
                     tcp_connect_ms: opt(|t| Some(t.tcp_connect_ms)).unwrap_or(0.0),
-                    tls_handshake_ms: opt(|t| t.tls_handshake_ms),
+                    tls_handshake_ms: opt(|t| {
+                        t.tls_handshake_ms.filter(|_| t.tls_resumed == Some(false))
+                    }),
+                    tls_resumed_ms: opt(|t| {
+                        t.tls_handshake_ms.filter(|_| t.tls_resumed == Some(true))
+                    }),
                     blerpc_setup_ms: opt(|t| t.blerpc_setup_ms),
                     first_call_ms: median(&first),
                     first_call_payload: smallest,
@@ -628,14 +635,15 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "\nConnection setup (medians; each step timed on its own; first call = the warm-up)\n"
+            "\nConnection setup (medians; each step timed on its own; first call = the warm-up; total with the full TLS handshake; TLS resumed: one reconnection per row with the first client's session)\n"
         );
         let header = [
             "transport",
             "variant",
             "connections",
             "TCP connect",
-            "TLS handshake",
+            "TLS handshake (full)",
+            "TLS resumed",
             "bleRPC setup (TIMEOUT, CAPABILITIES, KX)",
             "first call",
             "total",
@@ -654,6 +662,7 @@ impl Report {
                     s.samples.to_string(),
                     msf(s.tcp_connect_ms),
                     s.tls_handshake_ms.map_or_else(|| "—".into(), msf),
+                    s.tls_resumed_ms.map_or_else(|| "—".into(), msf),
                     s.blerpc_setup_ms.map_or_else(|| "—".into(), msf),
                     format!("{} ({})", msf(s.first_call_ms), size(s.first_call_payload)),
                     msf(total),
