@@ -78,7 +78,7 @@ pub enum TlsError {
 /// its AES-128-GCM seals and opens records faster on the loopback matrix's 64 KiB rows (bare
 /// rustls echo 3,962 → 4,401 msg/s, four in flight 10,476 → 16,402), and aws-lc's random
 /// generator gathers CPU-jitter entropy the first time a process uses it, which made the first
-/// TLS handshake of every process 45–66 ms instead of ~0.5 ms here. Server keys: RSA, ECDSA
+/// TLS handshake of every process 45–66 ms instead of ~1.2 ms here. Server keys: RSA, ECDSA
 /// P-256 and P-384, Ed25519 (as rustls reads them from PEM); not ECDSA P-521.
 pub fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
