@@ -32,20 +32,28 @@ async fn connect(
     att_mtu: usize,
     options: FakeOptions,
 ) -> (Client, fake::FakeHandle, fake::FakeHandle) {
+    connect_with(att_mtu, options, |_| {}).await
+}
+
+/// [`connect`], with `tune` adjusting the client's configuration.
+async fn connect_with(
+    att_mtu: usize,
+    options: FakeOptions,
+    tune: impl FnOnce(&mut ClientConfig),
+) -> (Client, fake::FakeHandle, fake::FakeHandle) {
     let (central, peripheral) = fake::pair_with(att_mtu, options);
     let (ch, ph) = (central.handle(), peripheral.handle());
     let server = server();
     let key = server.identity_public().unwrap();
     tokio::spawn(async move { server.serve_link(BlePeripheralLink::new(peripheral)).await });
-    let client = Client::connect(
-        BleCentralLink::new(central),
-        ClientConfig {
-            pinning: PinPolicy::Trust(key),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let mut config = ClientConfig {
+        pinning: PinPolicy::Trust(key),
+        ..Default::default()
+    };
+    tune(&mut config);
+    let client = Client::connect(BleCentralLink::new(central), config)
+        .await
+        .unwrap();
     (client, ch, ph)
 }
 
@@ -238,20 +246,10 @@ async fn ble_links_pipeline_the_setup_requests_only() {
         SetupPipelining::Requests,
         SetupPipelining::KeyExchange,
     ] {
-        let (central, peripheral) = fake::pair_with(247, FakeOptions::default());
-        let server = server();
-        let key = server.identity_public().unwrap();
-        tokio::spawn(async move { server.serve_link(BlePeripheralLink::new(peripheral)).await });
-        let client = Client::connect(
-            BleCentralLink::new(central),
-            ClientConfig {
-                pinning: PinPolicy::Trust(key),
-                setup_pipelining: Some(mode),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+        let (client, _, _) = connect_with(247, FakeOptions::default(), |config| {
+            config.setup_pipelining = Some(mode)
+        })
+        .await;
         assert!(client.info().encrypted, "{mode:?}");
         let req = pb_bytes(1, b"setup order");
         assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
