@@ -496,3 +496,58 @@ async fn a_reconnecting_client_resumes_its_tls_session() {
     let _ = stop.send(());
     let _ = task.await;
 }
+
+/// Sessions resume with stateless tickets: a client whose session is older than 300 others (more
+/// than rustls's default 256-session server cache holds) still resumes.
+#[tokio::test]
+async fn sessions_resume_after_hundreds_of_others() {
+    use std::sync::Arc;
+    let pki = pki();
+    let server = server(true);
+    let (port, stop, task) = serve(server, &pki, TcpOptions::default()).await;
+    let trust = TlsClientConfig::with_ca_file(&pki.ca).unwrap();
+    // A client configuration with its own session store.
+    let own_store = || {
+        let mut config = (**trust.rustls()).clone();
+        config.resumption = rustls::client::Resumption::in_memory_sessions(4);
+        TlsClientConfig::from_rustls(Arc::new(config))
+    };
+    // Connects, reads for `wait` (taking in the tickets that follow the handshake; no container
+    // comes, as the server waits for the client's first bytes), returns the handshake kind.
+    async fn handshake(
+        port: u16,
+        trust: &TlsClientConfig,
+        wait: Duration,
+    ) -> Option<rustls::HandshakeKind> {
+        let link = tls::connect("127.0.0.1", port, trust, &TcpOptions::default())
+            .await
+            .unwrap();
+        let kind = link.get_ref().get_ref().1.handshake_kind();
+        let (_tx, mut rx) = link.split();
+        let _ = timeout(wait, rx.recv()).await;
+        kind
+    }
+    let (long, short) = (Duration::from_millis(200), Duration::from_millis(1));
+    timeout(LIMIT, async {
+        let first = own_store();
+        assert_eq!(
+            handshake(port, &first, long).await,
+            Some(rustls::HandshakeKind::Full)
+        );
+        for _ in 0..300 {
+            let other = own_store();
+            assert_eq!(
+                handshake(port, &other, short).await,
+                Some(rustls::HandshakeKind::Full)
+            );
+        }
+        assert_eq!(
+            handshake(port, &first, short).await,
+            Some(rustls::HandshakeKind::Resumed)
+        );
+    })
+    .await
+    .unwrap();
+    let _ = stop.send(());
+    let _ = task.await;
+}
