@@ -1,6 +1,6 @@
 //! `blerpc bench scale --quick`: 3,000 WebSocket connections over 2 server workers and 2
-//! load-generator processes, in both variants (ping/pong frames; encrypted bleRPC echo with a
-//! key exchange per connection). Checks that every connection was established, that nothing
+//! load-generator processes, in every variant (ping/pong frames; encrypted bleRPC echo with a
+//! key exchange per connection; the raw TCP echo baseline). Checks that every connection was established, that nothing
 //! failed, and that the figures are sane, from the JSON report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -94,12 +94,18 @@ fn quick_scale_run_has_no_errors_and_sane_figures() {
     assert!(stdout.contains("### Handshake storm"), "{stdout}");
     assert!(stdout.contains("published (ping)"), "{stdout}");
     assert!(stdout.contains("### Targets"), "{stdout}");
+    // The raw TCP baseline ran beside, and each variant's rounds are set against it.
+    assert!(stdout.contains("tcp (baseline, no target)"), "{stdout}");
+    assert!(
+        stdout.contains("ping: round metric × the raw TCP baseline's"),
+        "{stdout}"
+    );
     // The kernel settings are reported (changed, enough, or why not).
     assert!(stderr.contains("kernel: net.core.somaxconn"), "{stderr}");
 
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let runs = report["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 2, "one run per variant");
+    assert_eq!(runs.len(), 3, "one run per variant: ping, echo, tcp");
     for run in runs {
         let variant = run["variant"].as_str().unwrap();
         let ctx = format!("{variant}: {run}");
@@ -108,10 +114,15 @@ fn quick_scale_run_has_no_errors_and_sane_figures() {
         assert_eq!(run["workers"], 2, "{ctx}");
         assert_eq!(run["clients"], 2, "{ctx}");
         assert_eq!(run["errors"], serde_json::json!([0, 0, 0]), "{ctx}");
-        // Every connection's upgrade was timed, and took between 1 µs and 20 s.
-        assert_eq!(f(run, &["upgrade_tail", "count"]), 3000.0, "{ctx}");
-        let up = f(run, &["upgrade", "median"]);
-        assert!(up > 0.001 && up < 20_000.0, "{ctx}");
+        // Every connection's upgrade was timed, and took between 1 µs and 20 s; the raw TCP
+        // baseline has no upgrade.
+        if variant == "tcp" {
+            assert_eq!(f(run, &["upgrade_tail", "count"]), 0.0, "{ctx}");
+        } else {
+            assert_eq!(f(run, &["upgrade_tail", "count"]), 3000.0, "{ctx}");
+            let up = f(run, &["upgrade", "median"]);
+            assert!(up > 0.001 && up < 20_000.0, "{ctx}");
+        }
         // Pure latency: 1,000 samples alone and 1,000 with the others idle, each under 1 s.
         for key in ["pure_alone_tail", "pure_idle_tail"] {
             assert_eq!(f(run, &[key, "count"]), 1000.0, "{ctx}");
@@ -134,7 +145,7 @@ fn quick_scale_run_has_no_errors_and_sane_figures() {
             "{ctx}"
         );
         // Only the echo variant has a bleRPC setup (key exchange) per connection.
-        assert_eq!(run["setup"].is_null(), variant == "ping", "{ctx}");
+        assert_eq!(run["setup"].is_null(), variant != "echo", "{ctx}");
     }
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(

@@ -31,8 +31,10 @@ use clap::Args;
 use serde::Serialize;
 
 pub mod client;
+pub mod echo;
 pub mod kernel;
 pub mod report;
+pub mod rounds;
 pub mod stats;
 
 use client::{ClientSpec, Command, Event, Variant};
@@ -44,9 +46,9 @@ pub struct ScaleArgs {
     /// Connection counts to run, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "10000,50000,100000")]
     pub connections: Vec<usize>,
-    /// Variants: ping (RFC 6455 ping/pong frames) and echo (an encrypted bleRPC echo call, each
-    /// connection with its own session).
-    #[arg(long, value_delimiter = ',', default_value = "ping,echo")]
+    /// Variants: ping (RFC 6455 ping/pong frames), echo (an encrypted bleRPC echo call, each
+    /// connection with its own session) and tcp (the baseline: raw TCP echo, no WebSocket).
+    #[arg(long, value_delimiter = ',', default_value = "ping,echo,tcp")]
     pub variants: Vec<Variant>,
     /// Repetitions of every (connections, variant) run, interleaved; tables show medians.
     #[arg(long, default_value_t = 3)]
@@ -105,6 +107,9 @@ pub struct ScaleArgs {
     /// Internal: run as a load-generator process with this JSON spec.
     #[arg(long, hide = true, value_name = "JSON")]
     pub client_role: Option<String>,
+    /// Internal: run as a raw TCP echo worker on this port (0: the kernel's choice).
+    #[arg(long, hide = true, value_name = "PORT")]
+    pub echo_server_role: Option<u16>,
 }
 
 impl ScaleArgs {
@@ -200,6 +205,9 @@ impl Run {
 pub fn run(args: &ScaleArgs) -> anyhow::Result<bool> {
     if let Some(spec) = &args.client_role {
         return client::run(spec);
+    }
+    if let Some(port) = args.echo_server_role {
+        return echo::run(port);
     }
     let mut args = clone_args(args);
     args.profile();
@@ -324,6 +332,7 @@ fn clone_args(a: &ScaleArgs) -> ScaleArgs {
         json: a.json.clone(),
         svg: a.svg.clone(),
         client_role: None,
+        echo_server_role: None,
     }
 }
 
@@ -344,11 +353,14 @@ impl Drop for Reaped {
     }
 }
 
-/// The server: `blerpc serve --workers`.
+/// The server: `blerpc serve --workers`, or the raw TCP echo workers of the `tcp` variant.
 struct ServerProc {
-    proc: Reaped,
+    /// `blerpc serve` (whose workers are its children), or every echo worker.
+    procs: Vec<Reaped>,
+    /// The echo workers' stdin: closing it stops them.
+    _stdins: Vec<std::process::ChildStdin>,
     /// The identity seed file (removed when the server is dropped).
-    key: PathBuf,
+    key: Option<PathBuf>,
     addr: SocketAddr,
     path: String,
     identity: Option<String>,
@@ -399,8 +411,9 @@ impl ServerProc {
             }
         }
         Ok(ServerProc {
-            proc,
-            key,
+            procs: vec![proc],
+            _stdins: Vec::new(),
+            key: Some(key),
             addr,
             path: if path.is_empty() {
                 "/".into()
@@ -408,6 +421,44 @@ impl ServerProc {
                 path.into()
             },
             identity: (*identity != "none").then(|| identity.to_string()),
+            pids,
+        })
+    }
+
+    /// `workers` raw TCP echo processes on one port (the first picks it, SO_REUSEPORT).
+    fn start_echo(workers: usize) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe()?;
+        let mut procs = Vec::new();
+        let mut stdins = Vec::new();
+        let mut port = 0u16;
+        for _ in 0..workers.max(1) {
+            let mut child = Process::new(&exe)
+                .args(["bench", "scale", "--echo-server-role", &port.to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .context("cannot start an echo worker")?;
+            let stdout = child.stdout.take().context("echo worker stdout")?;
+            stdins.push(child.stdin.take().context("echo worker stdin")?);
+            procs.push(Reaped(child));
+            let mut line = String::new();
+            BufReader::new(stdout)
+                .read_line(&mut line)
+                .context("reading the echo worker's listening line")?;
+            port = line
+                .strip_prefix("listening ")
+                .and_then(|p| p.trim().parse().ok())
+                .ok_or_else(|| anyhow!("the echo worker did not start: {line:?}"))?;
+        }
+        let pids = procs.iter().map(|p| p.0.id()).collect();
+        Ok(ServerProc {
+            procs,
+            _stdins: stdins,
+            key: None,
+            addr: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port),
+            path: "/".into(),
+            identity: None,
             pids,
         })
     }
@@ -427,8 +478,10 @@ impl ServerProc {
     }
 
     fn check_alive(&mut self) -> anyhow::Result<()> {
-        if let Ok(Some(status)) = self.proc.0.try_wait() {
-            bail!("the server exited: {status}");
+        for proc in &mut self.procs {
+            if let Ok(Some(status)) = proc.0.try_wait() {
+                bail!("the server exited: {status}");
+            }
         }
         Ok(())
     }
@@ -436,7 +489,9 @@ impl ServerProc {
 
 impl Drop for ServerProc {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.key);
+        if let Some(key) = &self.key {
+            let _ = std::fs::remove_file(key);
+        }
     }
 }
 
@@ -599,7 +654,12 @@ fn run_one(
     per_client: usize,
     capacity: usize,
 ) -> anyhow::Result<Run> {
-    let mut server = ServerProc::start(workers, capacity, args.server_read_buffer)?;
+    let mut server = match variant {
+        Variant::Tcp => ServerProc::start_echo(workers)?,
+        Variant::Ping | Variant::Echo => {
+            ServerProc::start(workers, capacity, args.server_read_buffer)?
+        }
+    };
     std::thread::sleep(Duration::from_millis(300));
     let client_count = connections.div_ceil(per_client).max(1);
     let specs: Vec<ClientSpec> = (0..client_count)

@@ -10,11 +10,12 @@
 //! client → controller  {"Ready":..} {"Progress":..} {"Opened":..} {"Pure":..} {"Rounds":..}
 //! ```
 //!
-//! Two variants: **ping** (a raw WebSocket client of our own: the HTTP upgrade, then masked
+//! Three variants: **ping** (a raw WebSocket client of our own: the HTTP upgrade, then masked
 //! RFC 6455 ping frames with a 100-byte payload that the server's WebSocket library answers with
-//! pongs; no bleRPC on the connection) and **echo** (the same upgrade, then a `blerpc::Client`
+//! pongs; no bleRPC on the connection), **echo** (the same upgrade, then a `blerpc::Client`
 //! over the upgraded stream: TIMEOUT, CAPABILITIES and the X25519/Ed25519 key exchange, then one
-//! encrypted `echo` call of a 100-byte message per exchange).
+//! encrypted `echo` call of a 100-byte message per exchange) and **tcp**, the baseline (no
+//! upgrade: 100 bytes written and read back from the raw echo server of [`super::echo`]).
 //!
 //! Latencies: the upgrade is timed from after the request is written to the end of the response
 //! header (TCP connect excluded, as in the published tool); a ping from building its frame to
@@ -42,6 +43,9 @@ pub enum Variant {
     Ping,
     /// An encrypted bleRPC `echo` call per exchange, each connection with its own session.
     Echo,
+    /// The baseline: raw TCP, the payload written and read back from an echo server of the same
+    /// shape (worker processes, one event loop each); no upgrade, no framing.
+    Tcp,
 }
 
 impl Variant {
@@ -50,6 +54,7 @@ impl Variant {
         match self {
             Variant::Ping => "ping",
             Variant::Echo => "echo",
+            Variant::Tcp => "tcp",
         }
     }
 }
@@ -183,6 +188,52 @@ pub fn histogram_pairs(h: &Histogram<u64>) -> Vec<(u64, u64)> {
 enum Conn {
     Raw(TcpStream),
     Rpc(Client),
+    Tcp(TcpStream),
+}
+
+/// The payload of message number `seq`: its 16 hex digits, then `x` up to `len` bytes (at
+/// least 8), so a stale reply cannot pass for a new one.
+fn numbered_payload(seq: u64, len: usize) -> Vec<u8> {
+    let len = len.max(8);
+    let mut p = vec![b'x'; len];
+    for (d, s) in p.iter_mut().zip(format!("{seq:016x}").bytes()) {
+        *d = s;
+    }
+    p.truncate(len);
+    p
+}
+
+/// The ping and tcp variants' messages for [`super::rounds`]: a masked ping frame answered by
+/// its pong, or raw bytes answered by themselves.
+struct Frames {
+    variant: Variant,
+    payload: usize,
+    rng: XorShift,
+    seq: u64,
+}
+
+impl super::rounds::Exchange for Frames {
+    fn next(&mut self, message: &mut Vec<u8>, reply: &mut Vec<u8>) {
+        self.seq += 1;
+        let payload = numbered_payload(self.seq, self.payload);
+        reply.clear();
+        match self.variant {
+            Variant::Ping => {
+                let mask = (self.rng.next() as u32).to_le_bytes();
+                ping_frame(&payload, mask, message);
+                // The pong: 0x8A, the unmasked length, the same payload.
+                let body = payload.get(..payload.len().min(125)).unwrap_or(&[]);
+                reply.push(0x8A);
+                reply.push(body.len() as u8);
+                reply.extend_from_slice(body);
+            }
+            Variant::Tcp | Variant::Echo => {
+                message.clear();
+                message.extend_from_slice(&payload);
+                reply.extend_from_slice(&payload);
+            }
+        }
+    }
 }
 
 /// Small, fast, good-enough randomness for WebSocket masks and keys (not security relevant: the
@@ -355,13 +406,62 @@ async fn upgrade(stream: &mut TcpStream, request: &str, accept: &str) -> Result<
 impl Generator {
     fn payload(&mut self) -> Vec<u8> {
         self.seq += 1;
-        let mut p = vec![b'x'; self.spec.payload.max(8)];
-        let digits = format!("{:016x}", self.seq);
-        for (d, s) in p.iter_mut().zip(digits.bytes()) {
-            *d = s;
+        numbered_payload(self.seq, self.spec.payload)
+    }
+
+    /// Rounds of the ping and tcp variants on one epoll loop ([`super::rounds`]), in a
+    /// blocking thread; `None` when a connection is a bleRPC client (the echo variant).
+    async fn raw_rounds(
+        &mut self,
+        duration_ms: u64,
+        max_rounds: u64,
+    ) -> anyhow::Result<Option<Event>> {
+        if self.conns.iter().any(|c| matches!(c, Conn::Rpc(_))) {
+            return Ok(None);
         }
-        p.truncate(self.spec.payload.max(8));
-        p
+        let mut streams = Vec::with_capacity(self.conns.len());
+        for conn in self.conns.drain(..) {
+            if let Conn::Raw(s) | Conn::Tcp(s) = conn {
+                streams.push(s.into_std()?);
+            }
+        }
+        let mut frames = Frames {
+            variant: self.spec.variant,
+            payload: self.spec.payload,
+            rng: XorShift(self.rng.next() | 1),
+            seq: self.seq,
+        };
+        let limits = super::rounds::Limits {
+            duration: Duration::from_millis(duration_ms),
+            max_rounds,
+            step: self.step(),
+        };
+        let opened = streams.len();
+        let (outcome, frames) = tokio::task::spawn_blocking(move || {
+            let mut progress = Output(std::io::stdout());
+            let outcome =
+                super::rounds::run(streams, &mut frames, limits, new_histogram(), &mut || {
+                    let _ = progress.send(&Event::Progress { opened });
+                });
+            (outcome, frames)
+        })
+        .await?;
+        let outcome = outcome?;
+        self.seq = frames.seq;
+        for s in outcome.streams {
+            let s = TcpStream::from_std(s)?;
+            self.conns.push(match self.spec.variant {
+                Variant::Ping | Variant::Echo => Conn::Raw(s),
+                Variant::Tcp => Conn::Tcp(s),
+            });
+        }
+        Ok(Some(Event::Rounds {
+            connections: outcome.connections,
+            round_ns: outcome.round_ns,
+            histogram: histogram_pairs(&outcome.histogram),
+            errors: outcome.errors,
+            first_error: outcome.first_error,
+        }))
     }
 
     fn step(&self) -> Duration {
@@ -371,8 +471,9 @@ impl Generator {
     /// Opens one connection: connect, upgrade, and (echo) the bleRPC setup.
     fn open_one(
         &mut self,
-    ) -> impl std::future::Future<Output = Result<(Conn, Duration, Option<Duration>), String>> + use<>
-    {
+    ) -> impl std::future::Future<
+        Output = Result<(Conn, Option<Duration>, Option<Duration>), String>,
+    > + use<> {
         let mut key = [0u8; 16];
         key[..8].copy_from_slice(&self.rng.next().to_le_bytes());
         key[8..].copy_from_slice(&self.rng.next().to_le_bytes());
@@ -394,8 +495,12 @@ impl Generator {
                     .map_err(|e| format!("connect: {e}"))
             })
             .await?;
-            let upgraded =
-                step_timeout(step, "upgrade", upgrade(&mut stream, &request, &accept)).await?;
+            // The baseline has no upgrade: its connections are open once connected.
+            let upgraded = if variant == Variant::Tcp {
+                None
+            } else {
+                Some(step_timeout(step, "upgrade", upgrade(&mut stream, &request, &accept)).await?)
+            };
             match variant {
                 Variant::Ping => Ok((Conn::Raw(stream), upgraded, None)),
                 Variant::Echo => {
@@ -423,6 +528,7 @@ impl Generator {
                     .await?;
                     Ok((Conn::Rpc(client), upgraded, Some(start.elapsed())))
                 }
+                Variant::Tcp => Ok((Conn::Tcp(stream), None, None)),
             }
         }
     }
@@ -449,7 +555,9 @@ impl Generator {
                 Some(done) = in_flight.next() => match done {
                     Ok((conn, up, setup)) => {
                         self.conns.push(conn);
-                        upgrade_ns.push(nanos(up));
+                        if let Some(up) = up {
+                            upgrade_ns.push(nanos(up));
+                        }
                         if let Some(s) = setup {
                             setup_ns.push(nanos(s));
                         }
@@ -509,6 +617,9 @@ impl Generator {
         max_rounds: u64,
         out: &mut Output,
     ) -> anyhow::Result<()> {
+        if let Some(event) = self.raw_rounds(duration_ms, max_rounds).await? {
+            return out.send(&event);
+        }
         let end = Instant::now() + Duration::from_millis(duration_ms);
         let mut histogram = new_histogram();
         let mut round_ns = Vec::new();
@@ -530,17 +641,20 @@ impl Generator {
                     exchange(conn, payload, *mask, &mut frame, step).await
                 })
                 .collect();
-            while let Some(r) = all.next().await {
-                match r {
-                    Ok(d) => {
-                        let _ = histogram.record(nanos(d).max(1));
-                    }
-                    Err(e) => {
-                        errors += 1;
-                        first_error.get_or_insert(e);
+            tokio::task::unconstrained(async {
+                while let Some(r) = all.next().await {
+                    match r {
+                        Ok(d) => {
+                            let _ = histogram.record(nanos(d).max(1));
+                        }
+                        Err(e) => {
+                            errors += 1;
+                            first_error.get_or_insert(e);
+                        }
                     }
                 }
-            }
+            })
+            .await;
             drop(all);
             round_ns.push(nanos(start.elapsed()));
             rounds += 1;
@@ -558,7 +672,7 @@ impl Generator {
     }
 }
 
-fn nanos(d: Duration) -> u64 {
+pub(super) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
@@ -600,6 +714,35 @@ async fn exchange(
                     || got.get(2..want) != payload.get(..want - 2)
                 {
                     return Err("the reply is not the pong to this ping".into());
+                }
+                Ok(elapsed)
+            })
+            .await
+        }
+        Conn::Tcp(stream) => {
+            step_timeout(step, "echo", async {
+                let start = Instant::now();
+                stream
+                    .write_all(payload)
+                    .await
+                    .map_err(|e| format!("echo write: {e}"))?;
+                frame.clear();
+                frame.resize(payload.len(), 0);
+                let mut n = 0;
+                while n < frame.len() {
+                    let buf = frame.get_mut(n..).unwrap_or(&mut []);
+                    let r = stream
+                        .read(buf)
+                        .await
+                        .map_err(|e| format!("echo read: {e}"))?;
+                    if r == 0 {
+                        return Err("the server closed the connection".into());
+                    }
+                    n += r;
+                }
+                let elapsed = start.elapsed();
+                if frame.as_slice() != payload {
+                    return Err("the echo came back different".into());
                 }
                 Ok(elapsed)
             })

@@ -50,6 +50,19 @@ pub fn published_rounds(connections: usize) -> Option<Theirs> {
     }
 }
 
+/// Published raw TCP echo pure latency (100 B), Linux: avg only (ms).
+pub const PUBLISHED_RAW_TCP_PURE_AVG: f64 = 0.0097;
+
+/// Published raw TCP round metric "under the same load", Linux: avg only (ms).
+pub fn published_raw_tcp_rounds(connections: usize) -> Option<f64> {
+    match connections {
+        10_000 => Some(0.2005),
+        50_000 => Some(0.3121),
+        100_000 => Some(0.5249),
+        _ => None,
+    }
+}
+
 /// Medians over the repetitions of one (connections, variant).
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
@@ -274,13 +287,22 @@ pub fn print(
             )?;
         }
         for r in rows.iter().filter(|r| r.connections == n) {
+            // The raw TCP baseline has no upgrade: only its storm time and rate.
+            let (upgrade, tail) = if r.upgrade_tail.count == 0 {
+                ("— | — | — | — | — | —".to_string(), "— | —".to_string())
+            } else {
+                (
+                    theirs_cells(&r.upgrade, 2),
+                    format!("{:.2} | {:.2}", r.upgrade_tail.p99, r.upgrade_tail.p999),
+                )
+            };
             writeln!(
                 out,
                 "| {} | ours, {} | {} | {} | {:.2} s | {:.0} | {} |",
                 count(n),
                 r.variant,
-                theirs_cells(&r.upgrade, 2),
-                format_args!("{:.2} | {:.2}", r.upgrade_tail.p99, r.upgrade_tail.p999),
+                upgrade,
+                tail,
                 r.storm_s,
                 r.conn_per_s,
                 r.errors
@@ -342,6 +364,12 @@ pub fn print(
         "| ? | published (ping) | {} | — | — | — | — |",
         theirs_cells(&PUBLISHED_PURE, 4)
     )?;
+    if rows.iter().any(|r| r.variant == "tcp") {
+        writeln!(
+            out,
+            "| ? | published (raw TCP echo) | {PUBLISHED_RAW_TCP_PURE_AVG:.4} | — | — | — | — | — | — | — | — | — |"
+        )?;
+    }
     for r in rows {
         writeln!(
             out,
@@ -380,6 +408,15 @@ pub fn print(
                 "| {} | published | {} | — | — | — | — | — | — |",
                 count(n),
                 theirs_cells(&p, 4)
+            )?;
+        }
+        if let Some(raw) = published_raw_tcp_rounds(n)
+            && rows.iter().any(|r| r.variant == "tcp")
+        {
+            writeln!(
+                out,
+                "| {} | published, raw TCP | {raw:.4} | — | — | — | — | — | — | — | — | — | — | — |",
+                count(n),
             )?;
         }
         for r in rows.iter().filter(|r| r.connections == n) {
@@ -428,6 +465,28 @@ pub fn print(
     for r in rows {
         let n = count(r.connections);
         let v = r.variant;
+        if v == "tcp" {
+            // The baseline has no targets: it shows what the machine allows.
+            let published = published_raw_tcp_rounds(r.connections)
+                .map(|p| {
+                    format!(
+                        "; published raw TCP {p:.4} ms (× {:.1})",
+                        p / r.round_metric.avg.max(1e-9)
+                    )
+                })
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "- {n} tcp (baseline, no target): round metric {:.4} ms{published}; a round metric 10 × better than published needs {} ms",
+                r.round_metric.avg,
+                published_rounds(r.connections)
+                    .map_or("—".to_string(), |p| format!("{:.4}", p.avg / 10.0))
+            )?;
+            continue;
+        }
+        let baseline = rows
+            .iter()
+            .find(|b| b.connections == r.connections && b.variant == "tcp");
         writeln!(
             out,
             "- {n} {v}: all {} established in ≤ 6 s with 0 errors: {:.2} s, {} errors → {}",
@@ -462,6 +521,17 @@ pub fn print(
                 verdict(r.round_metric.avg * 10.0 <= p.avg)
             )?;
         }
+        if let Some(b) = baseline {
+            writeln!(
+                out,
+                "- {n} {v}: round metric × the raw TCP baseline's: {:.4} / {:.4} ms = × {:.2}; storm × the baseline's: {:.2} / {:.2} s",
+                r.round_metric.avg,
+                b.round_metric.avg,
+                r.round_metric.avg / b.round_metric.avg.max(1e-9),
+                r.storm_s,
+                b.storm_s
+            )?;
+        }
     }
     Ok(())
 }
@@ -492,6 +562,11 @@ pub fn svg(summary: &Summary) -> String {
                 "#2ca02c",
                 Box::new(move |n| find(n, "echo").map(get)),
             ),
+            (
+                "ours, raw TCP",
+                "#7f7f7f",
+                Box::new(move |n| find(n, "tcp").map(get).filter(|v| *v > 0.0)),
+            ),
         ]
     };
     let mut panels: Vec<(&str, Vec<Series<'_>>)> = Vec::new();
@@ -501,6 +576,13 @@ pub fn svg(summary: &Summary) -> String {
         "#d62728",
         Box::new(|n| published_rounds(n).map(|p| p.avg)),
     ));
+    if summary.rows.iter().any(|r| r.variant == "tcp") {
+        rounds.push((
+            "published, raw TCP",
+            "#ff9896",
+            Box::new(published_raw_tcp_rounds),
+        ));
+    }
     panels.push(("Round metric, ms (lower is better)", rounds));
     let mut storm = series(|r| r.upgrade.median);
     storm.push((
