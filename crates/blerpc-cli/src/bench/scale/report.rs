@@ -64,7 +64,7 @@ pub fn published_raw_tcp_rounds(connections: usize) -> Option<f64> {
 }
 
 /// Medians over the repetitions of one (connections, variant).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Row {
     /// Connections wanted.
     pub connections: usize,
@@ -597,7 +597,9 @@ pub fn svg(summary: &Summary) -> String {
     ));
     let (pw, ph, top, left) = (300.0, 220.0, 40.0, 50.0);
     let width = left + panels.len() as f64 * (pw + left) + 10.0;
-    let height = top + ph + 80.0;
+    // Room below the panels for the longest legend (one 14-pixel line per series).
+    let legend = panels.iter().map(|(_, s)| s.len()).max().unwrap_or(0) as f64;
+    let height = top + ph + 40.0 + legend * 14.0;
     let mut s = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     );
@@ -681,6 +683,46 @@ fn short(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_legend_line_is_inside_the_plot() {
+        let row = |variant, metric| Row {
+            connections: 100_000,
+            variant,
+            round_metric: Theirs {
+                avg: metric,
+                ..Theirs::default()
+            },
+            upgrade: Theirs {
+                median: 10.0,
+                ..Theirs::default()
+            },
+            server_bytes_per_conn: 6000.0,
+            ..Row::default()
+        };
+        let summary = Summary {
+            rows: vec![row("ping", 0.13), row("echo", 0.24), row("tcp", 0.10)],
+        };
+        let svg = svg(&summary);
+        let attr = |tag: &str, name: &str| -> f64 {
+            let at = tag.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+            tag[at..].split('"').next().unwrap().parse().unwrap()
+        };
+        let height = attr(svg.lines().next().unwrap(), "height");
+        let legends: Vec<&str> = svg
+            .lines()
+            .filter(|l| l.contains("raw TCP</text>"))
+            .collect();
+        // ours in all three panels, the published raw TCP line in the round-metric panel.
+        assert_eq!(legends.len(), 4, "{svg}");
+        // Every text element, wherever it sits on its line (legends follow their swatch).
+        let texts: Vec<&str> = svg.split("<text ").skip(1).collect();
+        assert!(texts.len() > 10, "{svg}");
+        for text in texts {
+            let y = attr(text, "y");
+            assert!(y < height, "text at y {y} outside height {height}: {text}");
+        }
+    }
 
     #[test]
     fn published_figures_are_where_the_spec_puts_them() {
