@@ -216,23 +216,32 @@ impl super::rounds::Exchange for Frames {
     fn next(&mut self, message: &mut Vec<u8>, reply: &mut Vec<u8>) {
         self.seq += 1;
         let payload = numbered_payload(self.seq, self.payload);
-        reply.clear();
-        match self.variant {
-            Variant::Ping => {
-                let mask = (self.rng.next() as u32).to_le_bytes();
-                ping_frame(&payload, mask, message);
-                // The pong: 0x8A, the unmasked length, the same payload.
-                let body = payload.get(..payload.len().min(125)).unwrap_or(&[]);
-                reply.push(0x8A);
-                reply.push(body.len() as u8);
-                reply.extend_from_slice(body);
-            }
-            Variant::Tcp | Variant::Echo => {
-                message.clear();
-                message.extend_from_slice(&payload);
-                reply.extend_from_slice(&payload);
-            }
-        }
+        let mask = (self.rng.next() as u32).to_le_bytes();
+        raw_message(self.variant, &payload, mask, message, reply);
+    }
+}
+
+/// The bytes a raw connection sends for `payload` and the exact reply it must get: a masked
+/// ping frame and its pong (`0x8A`, the unmasked length, the same payload, at most 125 bytes)
+/// for `Ping`, the payload itself both ways otherwise (the tcp variant's echo).
+fn raw_message(
+    variant: Variant,
+    payload: &[u8],
+    mask: [u8; 4],
+    message: &mut Vec<u8>,
+    reply: &mut Vec<u8>,
+) {
+    reply.clear();
+    if variant == Variant::Ping {
+        ping_frame(payload, mask, message);
+        let body = payload.get(..payload.len().min(125)).unwrap_or(&[]);
+        reply.push(0x8A);
+        reply.push(body.len() as u8);
+        reply.extend_from_slice(body);
+    } else {
+        message.clear();
+        message.extend_from_slice(payload);
+        reply.extend_from_slice(payload);
     }
 }
 
@@ -684,65 +693,26 @@ async fn exchange(
     frame: &mut Vec<u8>,
     step: Duration,
 ) -> Result<Duration, String> {
+    let is_ping = matches!(conn, Conn::Raw(_));
     match conn {
-        Conn::Raw(stream) => {
-            step_timeout(step, "ping", async {
+        Conn::Raw(stream) | Conn::Tcp(stream) => {
+            let kind = if is_ping { Variant::Ping } else { Variant::Tcp };
+            step_timeout(step, kind.name(), async {
                 let start = Instant::now();
-                ping_frame(payload, mask, frame);
+                let mut reply = Vec::new();
+                raw_message(kind, payload, mask, frame, &mut reply);
                 stream
                     .write_all(frame)
                     .await
-                    .map_err(|e| format!("ping write: {e}"))?;
-                // The pong: 0x8A, the unmasked length, the same payload.
-                let want = 2 + payload.len().min(125);
-                let mut got = [0u8; 128];
-                let mut n = 0;
-                while n < want {
-                    let buf = got.get_mut(n..want).unwrap_or(&mut []);
-                    let r = stream
-                        .read(buf)
-                        .await
-                        .map_err(|e| format!("pong read: {e}"))?;
-                    if r == 0 {
-                        return Err("the server closed the connection".into());
-                    }
-                    n += r;
-                }
-                let elapsed = start.elapsed();
-                if got.first() != Some(&0x8A)
-                    || usize::from(got.get(1).copied().unwrap_or(0)) != want - 2
-                    || got.get(2..want) != payload.get(..want - 2)
-                {
-                    return Err("the reply is not the pong to this ping".into());
-                }
-                Ok(elapsed)
-            })
-            .await
-        }
-        Conn::Tcp(stream) => {
-            step_timeout(step, "echo", async {
-                let start = Instant::now();
+                    .map_err(|e| format!("{} write: {e}", kind.name()))?;
+                let mut got = vec![0u8; reply.len()];
                 stream
-                    .write_all(payload)
+                    .read_exact(&mut got)
                     .await
-                    .map_err(|e| format!("echo write: {e}"))?;
-                frame.clear();
-                frame.resize(payload.len(), 0);
-                let mut n = 0;
-                while n < frame.len() {
-                    let buf = frame.get_mut(n..).unwrap_or(&mut []);
-                    let r = stream
-                        .read(buf)
-                        .await
-                        .map_err(|e| format!("echo read: {e}"))?;
-                    if r == 0 {
-                        return Err("the server closed the connection".into());
-                    }
-                    n += r;
-                }
+                    .map_err(|e| format!("{} read: {e}", kind.name()))?;
                 let elapsed = start.elapsed();
-                if frame.as_slice() != payload {
-                    return Err("the echo came back different".into());
+                if got != reply {
+                    return Err("the reply is not the one to this message".into());
                 }
                 Ok(elapsed)
             })
@@ -857,6 +827,33 @@ mod tests {
         let mut out = Vec::new();
         ping_frame(b"abc", [1, 2, 3, 4], &mut out);
         assert_eq!(out, [0x89, 0x83, 1, 2, 3, 4, b'a' ^ 1, b'b' ^ 2, b'c' ^ 3]);
+    }
+
+    #[test]
+    fn raw_messages_and_the_replies_they_await() {
+        let (mut message, mut reply) = (Vec::new(), vec![9u8; 3]);
+        raw_message(
+            Variant::Ping,
+            b"abc",
+            [1, 2, 3, 4],
+            &mut message,
+            &mut reply,
+        );
+        assert_eq!(
+            message,
+            [0x89, 0x83, 1, 2, 3, 4, b'a' ^ 1, b'b' ^ 2, b'c' ^ 3]
+        );
+        assert_eq!(reply, [0x8A, 3, b'a', b'b', b'c']);
+        raw_message(Variant::Tcp, b"abc", [1, 2, 3, 4], &mut message, &mut reply);
+        assert_eq!(
+            (message.as_slice(), reply.as_slice()),
+            (&b"abc"[..], &b"abc"[..])
+        );
+        // A pong carries at most 125 bytes of the payload.
+        raw_message(Variant::Ping, &[7; 200], [0; 4], &mut message, &mut reply);
+        assert_eq!((reply.len(), reply[1]), (127, 125));
+        assert_eq!(numbered_payload(0x1f, 20), b"000000000000001fxxxx");
+        assert_eq!(numbered_payload(1, 0).len(), 8);
     }
 
     #[test]
