@@ -361,66 +361,50 @@ mod tests {
         }
     }
 
-    #[test]
-    fn every_connection_answers_in_every_round() {
-        let (clients, threads) = server(8, None);
+    /// `rounds` rounds against the test server with `conns` connections (see [`server`]);
+    /// returns the outcome (streams closed, server threads joined) and the progress calls.
+    fn run_against(conns: usize, odd: Option<(usize, Answer)>, rounds: u64) -> (Outcome, usize) {
+        let (clients, threads) = server(conns, odd);
         let mut progress = 0;
-        let out = run(
+        let mut out = run(
             clients,
             &mut Echo(0),
-            limits(5),
+            limits(rounds),
             super::super::client::new_histogram(),
             &mut || progress += 1,
         )
         .unwrap();
-        assert_eq!((out.errors, out.round_ns.len(), progress), (0, 5, 5));
-        assert_eq!(out.histogram.len(), 40);
-        assert_eq!(out.streams.len(), 8);
-        drop(out);
+        assert_eq!(out.streams.len(), conns, "every stream comes back");
+        // Closing the streams ends the server threads.
+        out.streams.clear();
         for t in threads {
             t.join().unwrap();
         }
+        (out, progress)
+    }
+
+    #[test]
+    fn every_connection_answers_in_every_round() {
+        let (out, progress) = run_against(8, None, 5);
+        assert_eq!((out.errors, out.round_ns.len(), progress), (0, 5, 5));
+        assert_eq!(out.histogram.len(), 40);
     }
 
     #[test]
     fn a_wrong_reply_breaks_only_its_connection() {
-        let (clients, threads) = server(4, Some((2, Answer::Flipped)));
-        let out = run(
-            clients,
-            &mut Echo(0),
-            limits(3),
-            super::super::client::new_histogram(),
-            &mut || {},
-        )
-        .unwrap();
+        let (out, _) = run_against(4, Some((2, Answer::Flipped)), 3);
         // One error in the first round; the broken connection sits out the next two.
         assert_eq!(out.errors, 1, "{:?}", out.first_error);
         assert_eq!(out.histogram.len(), 3 * 3);
         assert!(out.first_error.unwrap().contains("not the one"));
-        drop(out.streams);
-        for t in threads {
-            t.join().unwrap();
-        }
     }
 
     #[test]
     fn a_reply_with_a_byte_too_many_is_an_error() {
-        let (clients, threads) = server(2, Some((1, Answer::Longer)));
-        let out = run(
-            clients,
-            &mut Echo(0),
-            limits(3),
-            super::super::client::new_histogram(),
-            &mut || {},
-        )
-        .unwrap();
+        let (out, _) = run_against(2, Some((1, Answer::Longer)), 3);
         // The extra byte is read at the start of the next reply, which then does not match.
         assert_eq!(out.errors, 1, "{:?}", out.first_error);
         assert!(out.first_error.unwrap().contains("not the one"));
-        drop(out.streams);
-        for t in threads {
-            t.join().unwrap();
-        }
     }
 
     #[test]
