@@ -353,12 +353,26 @@ impl Drop for Reaped {
     }
 }
 
+/// The first line a child writes to its piped stdout (its listening line); the rest of its
+/// output is not read.
+fn first_line(child: &mut Reaped, what: &str) -> anyhow::Result<String> {
+    let stdout = child
+        .0
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow!("{what}: stdout is not piped"))?;
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .with_context(|| format!("reading the listening line of {what}"))?;
+    Ok(line)
+}
+
 /// The server: `blerpc serve --workers`, or the raw TCP echo workers of the `tcp` variant.
 struct ServerProc {
-    /// `blerpc serve` (whose workers are its children), or every echo worker.
+    /// `blerpc serve` (whose workers are its children), or every echo worker; stopped when
+    /// dropped.
     procs: Vec<Reaped>,
-    /// The echo workers' stdin: closing it stops them.
-    _stdins: Vec<std::process::ChildStdin>,
     /// The identity seed file (removed when the server is dropped).
     key: Option<PathBuf>,
     addr: SocketAddr,
@@ -372,7 +386,7 @@ impl ServerProc {
         let exe = std::env::current_exe()?;
         let key = std::env::temp_dir().join(format!("blerpc-scale-{}.key", std::process::id()));
         crate::identity::store(&key, &crate::identity::generate(), true)?;
-        let mut child = Process::new(exe)
+        let child = Process::new(exe)
             .args(["serve", "--listen", "ws://127.0.0.1:0/blerpc"])
             .arg("--identity")
             .arg(&key)
@@ -386,12 +400,8 @@ impl ServerProc {
             .stderr(Stdio::inherit())
             .spawn()
             .context("cannot start blerpc serve")?;
-        let stdout = child.stdout.take().context("server stdout")?;
-        let proc = Reaped(child);
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .context("reading the server's listening line")?;
+        let mut proc = Reaped(child);
+        let line = first_line(&mut proc, "the server")?;
         // listening ws://127.0.0.1:PORT/blerpc identity HEX [workers PID,PID,...]
         let words: Vec<&str> = line.split_whitespace().collect();
         let (Some(&"listening"), Some(url), Some(&"identity"), Some(identity)) =
@@ -412,7 +422,6 @@ impl ServerProc {
         }
         Ok(ServerProc {
             procs: vec![proc],
-            _stdins: Vec::new(),
             key: Some(key),
             addr,
             path: if path.is_empty() {
@@ -429,23 +438,18 @@ impl ServerProc {
     fn start_echo(workers: usize) -> anyhow::Result<Self> {
         let exe = std::env::current_exe()?;
         let mut procs = Vec::new();
-        let mut stdins = Vec::new();
         let mut port = 0u16;
         for _ in 0..workers.max(1) {
-            let mut child = Process::new(&exe)
+            let child = Process::new(&exe)
                 .args(["bench", "scale", "--echo-server-role", &port.to_string()])
-                .stdin(Stdio::piped())
+                .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
                 .spawn()
                 .context("cannot start an echo worker")?;
-            let stdout = child.stdout.take().context("echo worker stdout")?;
-            stdins.push(child.stdin.take().context("echo worker stdin")?);
-            procs.push(Reaped(child));
-            let mut line = String::new();
-            BufReader::new(stdout)
-                .read_line(&mut line)
-                .context("reading the echo worker's listening line")?;
+            let mut proc = Reaped(child);
+            let line = first_line(&mut proc, "an echo worker")?;
+            procs.push(proc);
             port = line
                 .strip_prefix("listening ")
                 .and_then(|p| p.trim().parse().ok())
@@ -454,7 +458,6 @@ impl ServerProc {
         let pids = procs.iter().map(|p| p.0.id()).collect();
         Ok(ServerProc {
             procs,
-            _stdins: stdins,
             key: None,
             addr: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port),
             path: "/".into(),

@@ -23,8 +23,8 @@ const BUFFER: usize = 1024;
 const BACKLOG: u32 = 65_535;
 
 /// Runs one echo worker on 127.0.0.1:`port` (0: a port of the kernel's choice, to be shared by
-/// the workers started after it), printing `listening PORT` once bound. Returns when stdin
-/// closes or the parent dies.
+/// the workers started after it), printing `listening PORT` once bound. Runs until terminated
+/// (the controller's `SIGTERM`, or the parent's death).
 pub fn run(port: u16) -> anyhow::Result<bool> {
     crate::os::die_with_parent();
     let _ = crate::os::raise_nofile_limit();
@@ -48,26 +48,18 @@ pub fn run(port: u16) -> anyhow::Result<bool> {
             writeln!(out, "listening {port}")?;
             out.flush()?;
         }
-        // The controller closes stdin (or dies) to stop the worker.
-        let mut stdin = tokio::io::stdin();
-        let mut sink = [0u8; 64];
+        // Runs until the controller terminates it (or dies: `die_with_parent`).
         loop {
-            tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => {
-                        let _ = stream.set_nodelay(true);
-                        tokio::spawn(echo(stream));
-                    }
-                    // Out of descriptors, or a connection reset before it was accepted: pause
-                    // briefly and go on, as the bleRPC server does.
-                    Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
-                },
-                read = stdin.read(&mut sink) => if matches!(read, Ok(0) | Err(_)) {
-                    break;
-                },
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    tokio::spawn(echo(stream));
+                }
+                // Out of descriptors, or a connection reset before it was accepted: pause
+                // briefly and go on, as the bleRPC server does.
+                Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
             }
         }
-        Ok(true)
     })
 }
 
