@@ -55,6 +55,7 @@ fn quick_run_has_every_row_with_sane_figures() {
         "bleRPC, E2E encryption on",
         "bleRPC, E2E encryption off",
         "bare baseline",
+        "bare + AES-GCM baseline",
         "Connection setup",
         "0 errors",
         "4 calls in flight",
@@ -81,16 +82,22 @@ fn quick_run_has_every_row_with_sane_figures() {
         .filter(|l| l.starts_with("PASS") || l.starts_with("MISS"))
         .count();
     assert_eq!(targets, 4, "{stdout}");
+    // The × bare targets show what the cipher alone costs on the same rows.
+    let cipher_floor = stdout
+        .lines()
+        .filter(|l| l.contains("× bare") && l.contains("the AES-GCM seal and open alone"))
+        .count();
+    assert_eq!(cipher_floor, 2, "{stdout}");
 
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     assert_eq!(report["errors"], 0);
     assert_eq!(report["reps"], 1);
     let rows = report["rows"].as_array().unwrap();
-    // 2 transports × (4 payloads + the pipelined 64 KiB row + the load row) × 3 variants.
-    assert_eq!(rows.len(), 36, "{report:#}");
+    // 2 transports × (4 payloads + the pipelined 64 KiB row + the load row) × 4 variants.
+    assert_eq!(rows.len(), 48, "{report:#}");
     let pipelined: Vec<&Value> = rows.iter().filter(|r| r["window"] == 4).collect();
-    assert_eq!(pipelined.len(), 6, "{report:#}");
+    assert_eq!(pipelined.len(), 8, "{report:#}");
     for row in pipelined {
         assert_eq!(row["payload"], 65_536, "{row:#}");
         assert_eq!(row["clients"], 1, "{row:#}");
@@ -101,7 +108,10 @@ fn quick_run_has_every_row_with_sane_figures() {
         let unsupported = !row["unsupported"].is_null();
         if unsupported {
             // Only bleRPC may refuse a payload, and only the 64 KiB one (classic bleRPC's limit).
-            assert_ne!(row["variant"], "bare", "{row:#}");
+            assert!(
+                !row["variant"].as_str().unwrap().starts_with("bare"),
+                "{row:#}"
+            );
             assert_eq!(row["payload"], 65_536, "{row:#}");
             assert!(row["median"].is_null(), "{row:#}");
             continue;
@@ -120,13 +130,18 @@ fn quick_run_has_every_row_with_sane_figures() {
         if row["variant"] != "bare" {
             assert!(row["p50_vs_bare"].as_f64().unwrap() > 0.0, "{row:#}");
         }
+        // E2E rows: against the plaintext run and against the cipher alone.
+        if row["variant"] == "blerpc_e2e" {
+            assert!(row["p50_vs_plain"].as_f64().unwrap() > 0.0, "{row:#}");
+            assert!(row["p50_vs_bare_aead"].as_f64().unwrap() > 0.0, "{row:#}");
+        }
     }
     // The published figure sits beside each published row.
     let published = rows.iter().filter(|r| !r["published"].is_null()).count();
-    assert_eq!(published, 8 * 3, "{report:#}");
+    assert_eq!(published, 8 * 4, "{report:#}");
     // Connection setup timed per step for every transport and variant.
     let setup = report["setup"].as_array().unwrap();
-    assert_eq!(setup.len(), 6, "{report:#}");
+    assert_eq!(setup.len(), 8, "{report:#}");
     for s in setup {
         assert!(s["tcp_connect_ms"].as_f64().unwrap() > 0.0, "{s:#}");
         assert!(s["first_call_ms"].as_f64().unwrap() > 0.0, "{s:#}");
@@ -137,7 +152,7 @@ fn quick_run_has_every_row_with_sane_figures() {
         );
         assert_eq!(
             s["blerpc_setup_ms"].is_null(),
-            s["variant"] == "bare",
+            s["variant"].as_str().unwrap().starts_with("bare"),
             "{s:#}"
         );
     }

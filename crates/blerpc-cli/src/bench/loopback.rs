@@ -4,16 +4,19 @@
 //! `--server-process` flag; see the `server` submodule) on 127.0.0.1, the client in this one,
 //! each on a current-thread tokio runtime. The matrix: {TCP, TLS 1.3 with a locally generated RSA-2048
 //! certificate the client verifies against its CA} × payloads {0 B, 64 B, 1 KiB, 64 KiB}, one
-//! client, plus a load row of 20 clients with 64 B. Every row runs three ways:
+//! client, plus a load row of 20 clients with 64 B. Every row runs four ways:
 //!
 //! - bleRPC with E2E encryption (the default), unary `data_write` whose response is an
 //!   acknowledgement of the length received (never an echo of the data);
 //! - bleRPC without E2E encryption;
 //! - the bare baseline (the `bare` submodule): plain tokio TCP or tokio-rustls, a
-//!   length-prefixed DATA frame and a 4-byte ACK, served by the same server process.
+//!   length-prefixed DATA frame and a 4-byte ACK, served by the same server process;
+//! - the bare baseline sealed: each DATA and ACK sealed with AES-128-GCM as a bleRPC session
+//!   seals a message, and nothing else: the cipher's cost on the round trip, the least any
+//!   E2E-encrypted exchange pays (a reference for the E2E rows, not a protocol).
 //!
 //! Each client connects (TCP connect, TLS handshake, bleRPC setup and first call timed apart),
-//! sends one warm-up call, then times every round trip. The three variants of a row run back to
+//! sends one warm-up call, then times every round trip. The variants of a row run back to
 //! back in a rotating order, and the whole matrix repeats `--reps` times; the tables show the
 //! medians across repetitions, the published figure beside each row, and blerpc/bare ratios
 //! (median of the per-repetition ratios). Then the target lines, PASS or MISS.
@@ -81,12 +84,13 @@ pub struct LoopbackArgs {
         default_value = "tcp,tls"
     )]
     pub transports: Vec<TransportArg>,
-    /// Variants, comma-separated (the ratios need `bare`, and `plain` for the E2E cost).
+    /// Variants, comma-separated (the ratios need `bare`, `plain` for the E2E cost, and
+    /// `bare-aead` for the cipher's own share).
     #[arg(
         long,
         value_delimiter = ',',
         value_name = "LIST",
-        default_value = "e2e,plain,bare"
+        default_value = "e2e,plain,bare,bare-aead"
     )]
     pub variants: Vec<VariantArg>,
     /// bleRPC clients do not announce the long-container extension, so every message travels
@@ -138,6 +142,8 @@ pub enum VariantArg {
     Plain,
     /// The bare baseline.
     Bare,
+    /// The bare baseline with every DATA and ACK sealed with AES-128-GCM.
+    BareAead,
 }
 
 impl From<VariantArg> for Variant {
@@ -146,6 +152,7 @@ impl From<VariantArg> for Variant {
             VariantArg::E2e => Variant::BlerpcE2e,
             VariantArg::Plain => Variant::BlerpcPlain,
             VariantArg::Bare => Variant::Bare,
+            VariantArg::BareAead => Variant::BareAead,
         }
     }
 }
@@ -230,7 +237,7 @@ impl Plan {
         Ok(plan)
     }
 
-    /// Every run of one repetition, in order: each row's three variants back to back, in an
+    /// Every run of one repetition, in order: each row's variants back to back, in an
     /// order that rotates with the repetition.
     fn runs(&self, rep: usize) -> Vec<report::RowKey> {
         let mut order = self.variants.clone();
@@ -502,7 +509,7 @@ mod tests {
     fn the_variants_rotate_between_repetitions() {
         let plan = Plan {
             messages: 1,
-            reps: 3,
+            reps: 4,
             clients: 20,
             load_messages: 20,
             payloads: vec![0, 64],
@@ -511,11 +518,11 @@ mod tests {
             transports: vec![Transport::Tcp],
             variants: Variant::ALL.to_vec(),
         };
-        let first: Vec<Variant> = (0..3).map(|r| plan.runs(r)[0].variant).collect();
+        let first: Vec<Variant> = (0..4).map(|r| plan.runs(r)[0].variant).collect();
         assert_eq!(first, Variant::ALL);
-        // Two payloads, the pipelined row and the load row, three variants each.
-        assert_eq!(plan.runs(0).len(), 12);
-        assert_eq!(plan.runs(0)[6].window, 4);
-        assert_eq!(plan.runs(0)[9].clients, 20);
+        // Two payloads, the pipelined row and the load row, four variants each.
+        assert_eq!(plan.runs(0).len(), 16);
+        assert_eq!(plan.runs(0)[8].window, 4);
+        assert_eq!(plan.runs(0)[12].clients, 20);
     }
 }

@@ -13,6 +13,7 @@ use blerpc_demo::pb;
 use blerpc_proto::connection::CallError;
 use bytes::Bytes;
 use serde::Serialize;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
@@ -54,11 +55,24 @@ pub enum Variant {
     BlerpcPlain,
     /// The bare length-prefixed DATA→ACK baseline.
     Bare,
+    /// The bare baseline with each DATA and ACK sealed with AES-128-GCM as bleRPC seals a
+    /// message: the cipher's own cost, the least any E2E-encrypted exchange pays.
+    BareAead,
 }
 
 impl Variant {
     /// Every variant, in the order the tables show them.
-    pub const ALL: [Variant; 3] = [Variant::BlerpcE2e, Variant::BlerpcPlain, Variant::Bare];
+    pub const ALL: [Variant; 4] = [
+        Variant::BlerpcE2e,
+        Variant::BlerpcPlain,
+        Variant::Bare,
+        Variant::BareAead,
+    ];
+
+    /// `true` for the two baselines, which carry no bleRPC.
+    pub fn is_bare(self) -> bool {
+        matches!(self, Variant::Bare | Variant::BareAead)
+    }
 
     /// A short label.
     pub fn label(self) -> &'static str {
@@ -66,6 +80,7 @@ impl Variant {
             Variant::BlerpcE2e => "bleRPC E2E",
             Variant::BlerpcPlain => "bleRPC plain",
             Variant::Bare => "bare",
+            Variant::BareAead => "bare + AES-GCM",
         }
     }
 }
@@ -130,6 +145,20 @@ enum Conn {
     BareTls(Box<BareClient<TlsStream<TcpStream>>>),
 }
 
+/// A bare client on `io`, sealed or not.
+async fn bare_client<S: AsyncRead + AsyncWrite + Unpin>(
+    io: S,
+    payload: &[u8],
+    sealed: bool,
+) -> Result<BareClient<S>, String> {
+    if sealed {
+        BareClient::sealed(io, payload).await
+    } else {
+        BareClient::new(io, payload)
+    }
+    .map_err(|e| e.to_string())
+}
+
 /// Why a call failed: the payload cannot be carried at all, or any other failure.
 enum CallFailure {
     Unsupported(String),
@@ -153,9 +182,11 @@ impl Conn {
             (Transport::Tcp, Variant::BlerpcE2e) => e.blerpc_tcp,
             (Transport::Tcp, Variant::BlerpcPlain) => e.blerpc_tcp_plain,
             (Transport::Tcp, Variant::Bare) => e.bare_tcp,
+            (Transport::Tcp, Variant::BareAead) => e.bare_aead_tcp,
             (Transport::Tls, Variant::BlerpcE2e) => e.blerpc_tls,
             (Transport::Tls, Variant::BlerpcPlain) => e.blerpc_tls_plain,
             (Transport::Tls, Variant::Bare) => e.bare_tls,
+            (Transport::Tls, Variant::BareAead) => e.bare_aead_tls,
         };
         let mut setup = SetupTimes::default();
         let t0 = Instant::now();
@@ -170,11 +201,12 @@ impl Conn {
             long_containers: target.long_containers,
             ..TcpOptions::default()
         };
+        let sealed = variant == Variant::BareAead;
         let conn = match (transport, variant) {
-            (Transport::Tcp, Variant::Bare) => {
-                Conn::BareTcp(BareClient::new(stream, payload).map_err(|e| e.to_string())?)
+            (Transport::Tcp, Variant::Bare | Variant::BareAead) => {
+                Conn::BareTcp(bare_client(stream, payload, sealed).await?)
             }
-            (Transport::Tls, Variant::Bare) => {
+            (Transport::Tls, Variant::Bare | Variant::BareAead) => {
                 let t = Instant::now();
                 let name = rustls::pki_types::ServerName::try_from("localhost")
                     .map_err(|e| e.to_string())?;
@@ -184,9 +216,7 @@ impl Conn {
                     .map_err(|e| format!("TLS handshake: {e}"))?;
                 setup.tls_handshake_ms = Some(ms(t.elapsed()));
                 setup.tls_resumed = Some(resumed(s.get_ref().1));
-                Conn::BareTls(Box::new(
-                    BareClient::new(s, payload).map_err(|e| e.to_string())?,
-                ))
+                Conn::BareTls(Box::new(bare_client(s, payload, sealed).await?))
             }
             (Transport::Tcp, _) => {
                 let link = TcpLink::from_stream(stream, &options).map_err(|e| e.to_string())?;

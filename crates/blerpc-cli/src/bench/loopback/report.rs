@@ -63,7 +63,7 @@ pub struct RowKey {
     pub window: usize,
     /// Payload bytes.
     pub payload: usize,
-    /// bleRPC with or without E2E encryption, or bare.
+    /// bleRPC with or without E2E encryption, or one of the bare baselines.
     pub variant: Variant,
 }
 
@@ -85,11 +85,15 @@ pub struct Row {
     pub unsupported: Option<String>,
     /// The published figure for this transport, client count and payload.
     pub published: Option<Published>,
-    /// Median over repetitions of p50 / bare p50 of the same repetition (bleRPC rows).
+    /// Median over repetitions of p50 / bare p50 of the same repetition (every row but the
+    /// bare ones).
     pub p50_vs_bare: Option<f64>,
     /// Median over repetitions of E2E p50 / plaintext p50 of the same repetition (E2E rows).
     pub p50_vs_plain: Option<f64>,
-    /// Median over repetitions of msg/s / bare msg/s (bleRPC rows).
+    /// Median over repetitions of E2E p50 / sealed bare p50 of the same repetition (E2E rows):
+    /// what bleRPC costs beyond the cipher.
+    pub p50_vs_bare_aead: Option<f64>,
+    /// Median over repetitions of msg/s / bare msg/s (every row but the bare ones).
     pub rate_vs_bare: Option<f64>,
 }
 
@@ -186,6 +190,7 @@ impl Collector {
             },
             p50_vs_bare: None,
             p50_vs_plain: None,
+            p50_vs_bare_aead: None,
             rate_vs_bare: None,
         });
         row.errors += result.errors;
@@ -237,13 +242,18 @@ impl Collector {
             }
             let vs_bare = paired(&rows, key, Variant::Bare, |a, b| a.p50_ms / b.p50_ms);
             let rate = paired(&rows, key, Variant::Bare, |a, b| a.msg_per_s / b.msg_per_s);
-            let vs_plain = (key.variant == Variant::BlerpcE2e)
-                .then(|| paired(&rows, key, Variant::BlerpcPlain, |a, b| a.p50_ms / b.p50_ms))
-                .flatten();
+            let e2e = |other| {
+                (key.variant == Variant::BlerpcE2e)
+                    .then(|| paired(&rows, key, other, |a, b| a.p50_ms / b.p50_ms))
+                    .flatten()
+            };
+            let vs_plain = e2e(Variant::BlerpcPlain);
+            let vs_bare_aead = e2e(Variant::BareAead);
             if let Some(row) = rows.get_mut(&key) {
                 row.p50_vs_bare = vs_bare;
                 row.rate_vs_bare = rate;
                 row.p50_vs_plain = vs_plain;
+                row.p50_vs_bare_aead = vs_bare_aead;
             }
         }
         report.setup = self
@@ -424,27 +434,35 @@ impl Targets {
             }
         };
         let mut out = vec![
-            Self::ratio_check(
-                rows,
-                format!(
-                    "loopback unary p50 ≤ {:.2}× bare TCP echo (bleRPC E2E / bare, per payload)",
-                    self.vs_bare_tcp
+            with_cipher_floor(
+                Self::ratio_check(
+                    rows,
+                    format!(
+                        "loopback unary p50 ≤ {:.2}× bare TCP echo (bleRPC E2E / bare, per payload)",
+                        self.vs_bare_tcp
+                    ),
+                    self.vs_bare_tcp,
+                    single_e2e(Transport::Tcp),
+                    |r| r.p50_vs_bare,
+                    Variant::Bare,
                 ),
-                self.vs_bare_tcp,
-                single_e2e(Transport::Tcp),
-                |r| r.p50_vs_bare,
-                Variant::Bare,
+                rows,
+                Transport::Tcp,
             ),
-            Self::ratio_check(
-                rows,
-                format!(
-                    "loopback unary p50 ≤ {:.2}× bare rustls echo (bleRPC E2E over TLS / bare TLS)",
-                    self.vs_bare_tls
+            with_cipher_floor(
+                Self::ratio_check(
+                    rows,
+                    format!(
+                        "loopback unary p50 ≤ {:.2}× bare rustls echo (bleRPC E2E over TLS / bare TLS)",
+                        self.vs_bare_tls
+                    ),
+                    self.vs_bare_tls,
+                    single_e2e(Transport::Tls),
+                    |r| r.p50_vs_bare,
+                    Variant::Bare,
                 ),
-                self.vs_bare_tls,
-                single_e2e(Transport::Tls),
-                |r| r.p50_vs_bare,
-                Variant::Bare,
+                rows,
+                Transport::Tls,
             ),
             Self::ratio_check(
                 rows,
@@ -465,6 +483,30 @@ impl Targets {
         out.push(self.rate_check(rows, target));
         out
     }
+}
+
+/// Adds to a "× bare" check what the cipher alone costs on the same rows: the sealed bare
+/// baseline's p50 over the bare one (one call at a time), where the run has it. The verdict is
+/// unchanged; the figures show how much of the ratio any E2E-encrypted exchange pays.
+fn with_cipher_floor(mut check: TargetCheck, rows: &[Row], transport: Transport) -> TargetCheck {
+    let floors: Vec<String> = rows
+        .iter()
+        .filter(|r| {
+            r.key.variant == Variant::BareAead
+                && r.key.transport == transport
+                && r.key.clients == 1
+                && r.key.window == 1
+        })
+        .filter_map(|r| Some(format!("{} {:.2}×", size(r.key.payload), r.p50_vs_bare?)))
+        .collect();
+    if !floors.is_empty() {
+        check.detail = format!(
+            "{} (the AES-GCM seal and open alone, bare + AES-GCM / bare: {})",
+            check.detail,
+            floors.join(", ")
+        );
+    }
+    check
 }
 
 /// `0 B`, `64 B`, `1 KiB`, `64 KiB`, `1500 B`.
@@ -552,6 +594,10 @@ impl Report {
                 Variant::Bare => {
                     "bare baseline (tokio TCP / tokio-rustls, length-prefixed DATA, 4-byte ACK)"
                 }
+                Variant::BareAead => {
+                    "bare + AES-GCM baseline (the bare exchange with each DATA and ACK sealed as bleRPC \
+                     seals a message: counter, AES-128-GCM, tag; the cipher's cost, no protocol)"
+                }
             };
             let _ = writeln!(out, "\n{title}\n");
             let mut header = vec![
@@ -570,7 +616,7 @@ impl Report {
                 header.extend(["p50 ×bare", "msg/s ×bare"]);
             }
             if variant == Variant::BlerpcE2e {
-                header.push("p50 ×plain");
+                header.extend(["p50 ×plain", "p50 ×bare+GCM"]);
             }
             let mut rows = Vec::new();
             for row in self.rows.iter().filter(|r| r.key.variant == variant) {
@@ -628,6 +674,7 @@ impl Report {
                 }
                 if variant == Variant::BlerpcE2e {
                     cells.push(ratio(row.p50_vs_plain));
+                    cells.push(ratio(row.p50_vs_bare_aead));
                 }
                 rows.push(cells);
             }
@@ -734,6 +781,7 @@ mod tests {
             published: None,
             p50_vs_bare: None,
             p50_vs_plain: vs_plain,
+            p50_vs_bare_aead: None,
             rate_vs_bare: None,
         }
     }

@@ -9,7 +9,7 @@
 //! ```
 //!
 //! The child binds every endpoint on 127.0.0.1 (bleRPC with and without E2E encryption over TCP
-//! and TLS, bare TCP and bare TLS), all served by one current-thread tokio runtime, and exits when
+//! and TLS, bare TCP and bare TLS, each bare one also sealed), all served by one current-thread tokio runtime, and exits when
 //! its stdin closes (the parent exited or dropped its [`ServerProcess`]) or after
 //! [`MAX_LIFETIME`], whichever comes first.
 
@@ -42,7 +42,7 @@ struct Setup {
 }
 
 /// The ports the child listens on, and its bleRPC identity.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Endpoints {
     /// bleRPC over TCP, E2E encryption required.
     pub blerpc_tcp: u16,
@@ -56,6 +56,10 @@ pub struct Endpoints {
     pub bare_tcp: u16,
     /// Bare DATA→ACK over TLS.
     pub bare_tls: u16,
+    /// Sealed bare DATA→ACK (AES-128-GCM) over TCP.
+    pub bare_aead_tcp: u16,
+    /// Sealed bare DATA→ACK (AES-128-GCM) over TLS.
+    pub bare_aead_tls: u16,
     /// The bleRPC servers' Ed25519 public key, hex (clients pin it).
     pub identity: String,
 }
@@ -121,6 +125,8 @@ async fn serve(tls: TlsServerConfig) -> anyhow::Result<bool> {
     let tls_plain = TlsAcceptor::bind(local, tls.clone(), options).await?;
     let bare_tcp = TcpListener::bind(local).await?;
     let bare_tls = TcpListener::bind(local).await?;
+    let bare_aead_tcp = TcpListener::bind(local).await?;
+    let bare_aead_tls = TcpListener::bind(local).await?;
     let endpoints = Endpoints {
         blerpc_tcp: tcp_e2e.local_addr()?.port(),
         blerpc_tcp_plain: tcp_plain.local_addr()?.port(),
@@ -128,6 +134,8 @@ async fn serve(tls: TlsServerConfig) -> anyhow::Result<bool> {
         blerpc_tls_plain: tls_plain.local_addr()?.port(),
         bare_tcp: bare_tcp.local_addr()?.port(),
         bare_tls: bare_tls.local_addr()?.port(),
+        bare_aead_tcp: bare_aead_tcp.local_addr()?.port(),
+        bare_aead_tls: bare_aead_tls.local_addr()?.port(),
         identity: blerpc::known_keys::to_hex(&identity),
     };
     let never = std::future::pending::<()>;
@@ -153,8 +161,10 @@ async fn serve(tls: TlsServerConfig) -> anyhow::Result<bool> {
                 .map_err(anyhow::Error::from)
         });
     }
-    tasks.spawn(serve_bare(bare_tcp, None));
-    tasks.spawn(serve_bare(bare_tls, Some(tls)));
+    tasks.spawn(serve_bare(bare_tcp, None, false));
+    tasks.spawn(serve_bare(bare_tls, Some(tls.clone()), false));
+    tasks.spawn(serve_bare(bare_aead_tcp, None, true));
+    tasks.spawn(serve_bare(bare_aead_tls, Some(tls), true));
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{READY}{}", serde_json::to_string(&endpoints)?)?;
@@ -167,7 +177,11 @@ async fn serve(tls: TlsServerConfig) -> anyhow::Result<bool> {
     }
 }
 
-async fn serve_bare(listener: TcpListener, tls: Option<TlsServerConfig>) -> anyhow::Result<()> {
+async fn serve_bare(
+    listener: TcpListener,
+    tls: Option<TlsServerConfig>,
+    sealed: bool,
+) -> anyhow::Result<()> {
     let acceptor = tls.map(|t| tokio_rustls::TlsAcceptor::from(t.rustls().clone()));
     loop {
         let (stream, _) = listener.accept().await?;
@@ -175,9 +189,9 @@ async fn serve_bare(listener: TcpListener, tls: Option<TlsServerConfig>) -> anyh
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
             let r = match acceptor {
-                None => bare::serve(stream).await,
+                None => bare::serve(stream, sealed).await,
                 Some(a) => match a.accept(stream).await {
-                    Ok(s) => bare::serve(s).await,
+                    Ok(s) => bare::serve(s, sealed).await,
                     Err(e) => Err(e),
                 },
             };
@@ -215,15 +229,7 @@ impl ServerProcess {
         let mut process = ServerProcess {
             child,
             stdin,
-            endpoints: Endpoints {
-                blerpc_tcp: 0,
-                blerpc_tcp_plain: 0,
-                blerpc_tls: 0,
-                blerpc_tls_plain: 0,
-                bare_tcp: 0,
-                bare_tls: 0,
-                identity: String::new(),
-            },
+            endpoints: Endpoints::default(),
         };
         let setup = serde_json::to_string(&Setup {
             cert_pem: cert_pem.to_string(),
