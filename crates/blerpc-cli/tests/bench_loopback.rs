@@ -12,6 +12,7 @@ use serde_json::Value;
 fn quick_run_has_every_row_with_sane_figures() {
     let dir = tempfile::tempdir().unwrap();
     let json_path = dir.path().join("loopback.json");
+    let svg_path = dir.path().join("loopback.svg");
     let mut cmd = common::blerpc();
     cmd.args([
         "bench",
@@ -23,8 +24,10 @@ fn quick_run_has_every_row_with_sane_figures() {
         "100",
         "--clients",
         "5",
-        "--json",
+        "--svg",
     ])
+    .arg(&svg_path)
+    .arg("--json")
     .arg(&json_path);
     let t0 = Instant::now();
     let mut child = cmd
@@ -88,6 +91,12 @@ fn quick_run_has_every_row_with_sane_figures() {
         .filter(|l| l.contains("× bare") && l.contains("the AES-GCM seal and open alone"))
         .count();
     assert_eq!(cipher_floor, 2, "{stdout}");
+
+    // The chart: both transports, a bar per ratio (3 variants × 4 payloads × 2 transports).
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert!(svg.starts_with("<svg"), "{svg}");
+    assert!(svg.contains("TCP — ") && svg.contains("TLS — "), "{svg}");
+    assert_eq!(svg.matches("<title>").count(), 24, "{svg}");
 
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();

@@ -35,6 +35,7 @@ use clap::{Args, ValueEnum};
 
 mod bare;
 mod measure;
+mod plot;
 mod report;
 mod server;
 mod stats;
@@ -106,6 +107,11 @@ pub struct LoopbackArgs {
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Also draw the one-call-at-a-time ratios (bleRPC E2E, plain and the bare + AES-GCM
+    /// baseline over the bare echo, per transport and payload, with the targets) as an SVG
+    /// chart to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
     /// A small run for CI: 200 messages per row, 1 repetition, 400 load messages (explicit
     /// options still win).
     #[arg(long)]
@@ -485,6 +491,16 @@ pub fn run(args: &LoopbackArgs) -> anyhow::Result<bool> {
         let json = serde_json::to_string_pretty(&report)?;
         std::fs::write(path, json + "\n")
             .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = &args.svg {
+        match plot::svg(&report, &Targets::default()) {
+            Some(svg) => std::fs::write(path, svg)
+                .with_context(|| format!("cannot write {}", path.display()))?,
+            None => eprintln!(
+                "no chart written to {}: the run has no ratio to draw (it needs the bare variant)",
+                path.display()
+            ),
+        }
     }
     Ok(report.errors == 0)
 }

@@ -32,7 +32,7 @@ pub enum Suite {
     /// profile) or, with --connect, over any real link.
     Ble(Box<ble::BleArgs>),
     /// The loopback DATA→ACK matrix (TCP, TLS) against bare baselines, in separate processes.
-    Loopback(loopback::LoopbackArgs),
+    Loopback(Box<loopback::LoopbackArgs>),
     /// Many concurrent WebSocket connections against `blerpc serve --listen ws://…`.
     Scale(Box<scale::ScaleArgs>),
 }

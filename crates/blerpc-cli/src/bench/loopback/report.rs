@@ -132,7 +132,7 @@ pub struct TargetCheck {
 }
 
 /// Everything a run produced.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Report {
     /// The command line, as run.
     pub command: String,
