@@ -104,6 +104,12 @@ pub struct LoopbackArgs {
     /// flight).
     #[arg(long, value_name = "MODE")]
     pub setup_pipelining: Option<crate::call::PipeliningArg>,
+    /// Pin the client process to CPU `CLIENT` and the server process to CPU `SERVER` (Linux).
+    /// Unpinned, the scheduler sometimes runs both on one CPU, where a round trip skips the
+    /// cross-CPU wake-up and takes a fraction of the time: a repetition's p50 then depends on
+    /// where the scheduler put the processes. Pinned, every run pays the same wake-up.
+    #[arg(long, value_name = "CLIENT,SERVER", value_parser = parse_cpus)]
+    pub pin_cpus: Option<(usize, usize)>,
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -161,6 +167,45 @@ impl From<VariantArg> for Variant {
             VariantArg::BareAead => Variant::BareAead,
         }
     }
+}
+
+/// Parses `--pin-cpus`: two different CPU numbers, `0,1`.
+fn parse_cpus(s: &str) -> Result<(usize, usize), String> {
+    let parse = |t: &str| {
+        t.trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n < 1024)
+            .ok_or_else(|| format!("{t:?} is not a CPU number (0–1023)"))
+    };
+    let (a, b) = s
+        .split_once(',')
+        .ok_or_else(|| format!("{s:?}: expected CLIENT,SERVER, e.g. 0,1"))?;
+    let (a, b) = (parse(a)?, parse(b)?);
+    if a == b {
+        return Err(format!(
+            "client and server on the same CPU ({a}) is not what pinning is for"
+        ));
+    }
+    Ok((a, b))
+}
+
+/// Pins the process (or thread) `pid` (0: the calling thread, whose later threads inherit it) to
+/// `cpu`.
+#[cfg(target_os = "linux")]
+pub(crate) fn pin_to_cpu(pid: i32, cpu: usize) -> anyhow::Result<()> {
+    use nix::sched::{CpuSet, sched_setaffinity};
+    let mut set = CpuSet::new();
+    set.set(cpu)
+        .with_context(|| format!("CPU {cpu} is out of range"))?;
+    sched_setaffinity(nix::unistd::Pid::from_raw(pid), &set)
+        .with_context(|| format!("cannot pin to CPU {cpu}"))
+}
+
+/// Pinning is Linux only.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn pin_to_cpu(_pid: i32, _cpu: usize) -> anyhow::Result<()> {
+    bail!("--pin-cpus is supported on Linux only")
 }
 
 /// Parses `64`, `1K`, `1KiB`, `64k`.
@@ -460,6 +505,13 @@ pub fn run(args: &LoopbackArgs) -> anyhow::Result<bool> {
     let pki = crate::certs::LocalPki::generate_rsa2048()
         .context("cannot generate the RSA-2048 certificate")?;
     let server = ServerProcess::spawn(&pki.cert_pem, &pki.key_pem)?;
+    if let Some((client_cpu, server_cpu)) = args.pin_cpus {
+        // This thread runs the measurement (a current-thread runtime built below); the server
+        // process's runtime runs on its main thread, whose id is the process id.
+        pin_to_cpu(0, client_cpu)?;
+        pin_to_cpu(server.pid(), server_cpu)?;
+        println!("pinned: client on CPU {client_cpu}, server on CPU {server_cpu} (--pin-cpus)");
+    }
     let target = Target {
         identity: parse_identity(&server.endpoints.identity)?,
         endpoints: server.endpoints.clone(),
@@ -519,6 +571,16 @@ mod tests {
         assert_eq!(parse_size("64KiB").unwrap(), 65_536);
         assert!(parse_size("x").is_err());
         assert!(parse_size("1000000K").is_err());
+    }
+
+    #[test]
+    fn cpu_pairs_parse() {
+        assert_eq!(parse_cpus("0,1").unwrap(), (0, 1));
+        assert_eq!(parse_cpus(" 3 , 2 ").unwrap(), (3, 2));
+        assert!(parse_cpus("1").unwrap_err().contains("CLIENT,SERVER"));
+        assert!(parse_cpus("1,1").unwrap_err().contains("same CPU"));
+        assert!(parse_cpus("0,x").is_err());
+        assert!(parse_cpus("0,5000").is_err());
     }
 
     #[test]

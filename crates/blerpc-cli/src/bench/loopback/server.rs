@@ -212,6 +212,11 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
+    /// The server process's id.
+    pub fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).unwrap_or(i32::MAX)
+    }
+
     /// Spawns this executable as the server process with the TLS certificate and key, and waits
     /// (at most [`READY_TIMEOUT`]) for its ready line.
     pub fn spawn(cert_pem: &str, key_pem: &str) -> anyhow::Result<ServerProcess> {
