@@ -193,7 +193,7 @@ fn parse_cpus(s: &str) -> Result<(usize, usize), String> {
 /// Pins the process (or thread) `pid` (0: the calling thread, whose later threads inherit it) to
 /// `cpu`.
 #[cfg(target_os = "linux")]
-pub(crate) fn pin_to_cpu(pid: i32, cpu: usize) -> anyhow::Result<()> {
+fn pin_to_cpu(pid: i32, cpu: usize) -> anyhow::Result<()> {
     use nix::sched::{CpuSet, sched_setaffinity};
     let mut set = CpuSet::new();
     set.set(cpu)
@@ -204,7 +204,7 @@ pub(crate) fn pin_to_cpu(pid: i32, cpu: usize) -> anyhow::Result<()> {
 
 /// Pinning is Linux only.
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn pin_to_cpu(_pid: i32, _cpu: usize) -> anyhow::Result<()> {
+fn pin_to_cpu(_pid: i32, _cpu: usize) -> anyhow::Result<()> {
     bail!("--pin-cpus is supported on Linux only")
 }
 

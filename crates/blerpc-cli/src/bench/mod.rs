@@ -17,6 +17,13 @@ pub mod ble;
 pub mod loopback;
 pub mod scale;
 
+/// `s` as SVG text: `&`, `<` and `>` escaped (the charts' labels).
+pub(crate) fn svg_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 /// `blerpc bench` options.
 #[derive(Debug, Args)]
 pub struct BenchArgs {

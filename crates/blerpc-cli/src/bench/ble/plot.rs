@@ -15,11 +15,7 @@ const LEFT: f64 = 52.0;
 const TOP: f64 = 34.0;
 const BOTTOM: f64 = 48.0;
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
+use crate::bench::svg_escape as esc;
 
 /// A "nice" axis maximum and step for values up to `max`.
 fn axis(max: f64) -> (f64, f64) {

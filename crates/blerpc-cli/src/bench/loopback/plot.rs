@@ -31,11 +31,7 @@ const BARS: [(Variant, &str, &str); 3] = [
 /// Per payload, each bar's ratio (in [`BARS`] order; `None`: not measured).
 type Groups = Vec<(usize, Vec<Option<f64>>)>;
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
+use crate::bench::svg_escape as esc;
 
 /// The one-call-at-a-time rows of `transport`, by payload.
 fn rows(report: &Report, transport: Transport) -> Groups {
@@ -301,10 +297,6 @@ mod tests {
         for r in &mut report.rows {
             r.p50_vs_bare = None;
         }
-        assert!(svg_none(&report));
-    }
-
-    fn svg_none(report: &Report) -> bool {
-        svg(report, &Targets::default()).is_none()
+        assert!(super::svg(&report, &Targets::default()).is_none());
     }
 }
