@@ -40,7 +40,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 type Cipher = Session<<DefaultProvider as blerpc_proto::crypto::CryptoProvider>::Aead>;
 
 /// The length of the key a sealed connection starts with.
-pub const KEY_LEN: usize = 16;
+const KEY_LEN: usize = 16;
 
 /// A plain ACK's length; a sealed one adds [`SESSION_OVERHEAD`].
 const ACK_LEN: usize = 4;

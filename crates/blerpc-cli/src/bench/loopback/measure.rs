@@ -69,11 +69,6 @@ impl Variant {
         Variant::BareAead,
     ];
 
-    /// `true` for the two baselines, which carry no bleRPC.
-    pub fn is_bare(self) -> bool {
-        matches!(self, Variant::Bare | Variant::BareAead)
-    }
-
     /// A short label.
     pub fn label(self) -> &'static str {
         match self {
