@@ -1,13 +1,13 @@
 //! A throwaway local PKI for TLS demos and tests: a CA and a server certificate it signs for
 //! `localhost`, `127.0.0.1` and `::1` (rcgen). The client verifies the server against the CA as it
-//! would a real one: chain, validity and name. Keys are ECDSA P-256 ([`LocalPki::generate`]) or
-//! RSA-2048 ([`LocalPki::generate_rsa2048`], what `blerpc bench loopback` uses, as the published
-//! loopback figures did).
+//! would a real one: chain, validity and name. Keys are ECDSA P-256 ([`LocalPki::generate`]), or
+//! any algorithm rcgen's enabled backend can generate ([`LocalPki::generate_with`]: the
+//! benchmarks enable aws-lc-rs for RSA-2048, as the published loopback figures used).
 
 use anyhow::Context as _;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, PKCS_RSA_SHA256, SignatureAlgorithm,
+    KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SignatureAlgorithm,
 };
 
 /// PEM texts of a generated CA and server certificate.
@@ -25,15 +25,12 @@ impl LocalPki {
     /// Generates a CA and a server certificate for `localhost`, `127.0.0.1` and `::1`, both with
     /// ECDSA P-256 keys.
     pub fn generate() -> anyhow::Result<LocalPki> {
-        Self::generate_for(&PKCS_ECDSA_P256_SHA256)
+        Self::generate_with(&PKCS_ECDSA_P256_SHA256)
     }
 
-    /// The same with RSA-2048 keys (signatures RSA PKCS#1 SHA-256).
-    pub fn generate_rsa2048() -> anyhow::Result<LocalPki> {
-        Self::generate_for(&PKCS_RSA_SHA256)
-    }
-
-    fn generate_for(alg: &'static SignatureAlgorithm) -> anyhow::Result<LocalPki> {
+    /// The same with keys of `alg` (rcgen generates RSA keys only with its `aws_lc_rs`
+    /// feature).
+    pub fn generate_with(alg: &'static SignatureAlgorithm) -> anyhow::Result<LocalPki> {
         let mut ca = CertificateParams::new(Vec::<String>::new())?;
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca.distinguished_name

@@ -13,7 +13,6 @@ use blerpc::client::PinPolicy;
 use blerpc::link::mem;
 use blerpc::link::tls::{TlsClientConfig, TlsServerConfig};
 use blerpc::{Client, ClientConfig, Server, ServerConfig};
-use blerpc_demo::bench::{self, BenchResult};
 use blerpc_demo::functional::{self, TESTS, TestResult};
 use blerpc_demo::{DemoService, pb};
 use clap::Args;
@@ -30,10 +29,6 @@ pub struct DemoArgs {
     /// Seconds allowed for each link (connect plus all twelve tests).
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     pub timeout: u64,
-    /// Also run the six reference benchmarks this many times per link (0: none) and print
-    /// their means per link.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub bench_reps: u32,
 }
 
 /// The links `blerpc demo` runs, in order.
@@ -46,7 +41,7 @@ pub fn available_links() -> Vec<&'static str> {
 }
 
 /// One link's run.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct LinkRun {
     /// The link's name.
     pub link: &'static str,
@@ -58,8 +53,6 @@ pub struct LinkRun {
     pub results: Vec<TestResult>,
     /// Why the link could not run at all.
     pub error: Option<String>,
-    /// The reference benchmarks (mean of `--bench-reps` runs), if asked for.
-    pub benchmarks: Vec<(&'static str, Result<BenchResult, String>)>,
 }
 
 impl LinkRun {
@@ -69,9 +62,7 @@ impl LinkRun {
     }
     /// `true` if the link ran and every test passed.
     pub fn ok(&self) -> bool {
-        self.error.is_none()
-            && self.passed() == TESTS.len()
-            && self.benchmarks.iter().all(|(_, r)| r.is_ok())
+        self.error.is_none() && self.passed() == TESTS.len()
     }
 }
 
@@ -96,8 +87,9 @@ fn client_config(key: [u8; 32]) -> ClientConfig {
     }
 }
 
-/// Starts the server for `link`, connects a client to it; returns the client and the address.
-async fn start(link: &str, pki: &LocalPki) -> anyhow::Result<(Client, String)> {
+/// Starts the demo server for `link` in this process and connects a client to it (encrypted,
+/// the server's key pinned); returns the client and the server's address.
+pub async fn start_link(link: &str, pki: &LocalPki) -> anyhow::Result<(Client, String)> {
     let (server, key) = demo_server()?;
     let loopback = |scheme: &str| -> anyhow::Result<Address> {
         let url = match scheme {
@@ -178,14 +170,15 @@ async fn start_serial(_: Server, _: [u8; 32]) -> anyhow::Result<(Client, String)
     ))
 }
 
-/// Runs the twelve tests over `link`, calling `progress` after each, then (with
-/// `bench_reps > 0`) the six reference benchmarks `bench_reps` times each.
-pub async fn run_link(
+/// Runs the twelve tests over `link`, calling `progress` after each, then `then` on the same
+/// connection (the benchmark crate runs the reference benchmarks there); returns the tests'
+/// run and what `then` gave, if the link came up.
+pub async fn run_link<T>(
     link: &'static str,
     pki: &LocalPki,
-    bench_reps: u32,
     mut progress: impl FnMut(&TestResult),
-) -> LinkRun {
+    then: impl AsyncFnOnce(&pb::BlerpcClient) -> T,
+) -> (LinkRun, Option<T>) {
     let t0 = Instant::now();
     let mut run = LinkRun {
         link,
@@ -193,13 +186,12 @@ pub async fn run_link(
         connect: Duration::ZERO,
         results: Vec::new(),
         error: None,
-        benchmarks: Vec::new(),
     };
-    let (client, address) = match start(link, pki).await {
+    let (client, address) = match start_link(link, pki).await {
         Ok(c) => c,
         Err(e) => {
             run.error = Some(format!("{e:#}"));
-            return run;
+            return (run, None);
         }
     };
     run.address = address;
@@ -210,11 +202,9 @@ pub async fn run_link(
         progress(&r);
         run.results.push(r);
     }
-    if bench_reps > 0 {
-        run.benchmarks = bench::run_all_reps(&c, bench_reps).await;
-    }
+    let extra = then(&c).await;
     client.close().await;
-    run
+    (run, Some(extra))
 }
 
 fn ms(d: Duration) -> String {
@@ -224,46 +214,6 @@ fn ms(d: Duration) -> String {
     } else {
         format!("{ms:.1} ms")
     }
-}
-
-/// The reference benchmarks per link (ms per call or per item, KB/s for the throughput ones),
-/// with the published BLE figure (macOS/bleak, CI 15 ms) for scale.
-pub fn render_benchmarks(runs: &[LinkRun], reps: u32) -> String {
-    const W: usize = 27;
-    let mut out = format!(
-        "reference benchmarks per link (mean of {reps}; BLE published = macOS/bleak at CI 15 ms)\n"
-    );
-    let mut line = format!("{:<24}", "benchmark");
-    for r in runs {
-        line.push_str(&format!("{:<W$}", r.link));
-    }
-    line.push_str("BLE published");
-    out.push_str(&line);
-    out.push('\n');
-    out.push_str(&"-".repeat(24 + W * (runs.len() + 1)));
-    out.push('\n');
-    for name in bench::BENCHMARKS {
-        let mut line = format!("{name:<24}");
-        for r in runs {
-            let cell = match r.benchmarks.iter().find(|(n, _)| *n == name) {
-                Some((_, Ok(b))) => match b.kb_per_s {
-                    Some(kb) if bench::is_throughput(name) => {
-                        format!("{:.3} {} {kb:.0} KB/s", b.ms, b.per.unit())
-                    }
-                    _ => format!("{:.3} {}", b.ms, b.per.unit()),
-                },
-                Some((_, Err(e))) => format!("FAILED: {e}"),
-                None => "-".into(),
-            };
-            line.push_str(&format!("{cell:<W$}"));
-        }
-        if let Some(p) = bench::published_one("macos", name) {
-            line.push_str(&p.display(bench::per(name)));
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
 }
 
 /// The PASS/FAIL table: one row per test, one column per link, then totals and failures.
@@ -332,32 +282,35 @@ pub fn render(runs: &[LinkRun]) -> String {
     out
 }
 
-/// Runs `blerpc demo`; `Ok(false)` if any test failed.
-pub async fn run(args: &DemoArgs) -> anyhow::Result<bool> {
+/// The links named in `--links` (all of this build's when empty), or which name is unknown.
+pub fn select_links(names: &[String]) -> anyhow::Result<Vec<&'static str>> {
     let available = available_links();
-    let links: Vec<&'static str> = if args.links.is_empty() {
-        available.clone()
-    } else {
-        args.links
-            .iter()
-            .map(|l| {
-                available.iter().copied().find(|a| a == l).ok_or_else(|| {
-                    anyhow!(
-                        "unknown link `{l}` in --links: this build has {}",
-                        available.join(", ")
-                    )
-                })
+    if names.is_empty() {
+        return Ok(available);
+    }
+    names
+        .iter()
+        .map(|l| {
+            available.iter().copied().find(|a| a == l).ok_or_else(|| {
+                anyhow!(
+                    "unknown link `{l}` in --links: this build has {}",
+                    available.join(", ")
+                )
             })
-            .collect::<anyhow::Result<_>>()?
-    };
+        })
+        .collect()
+}
+
+/// Runs [`run_link`] over each of `links` in turn, each within `limit`, with one progress line
+/// per link on stderr (a dot per passed test).
+pub async fn run_links<T>(
+    links: &[&'static str],
+    limit: Duration,
+    then: impl AsyncFn(&pb::BlerpcClient) -> T,
+) -> anyhow::Result<Vec<(LinkRun, Option<T>)>> {
     let pki = LocalPki::generate().context("cannot generate the demo TLS certificates")?;
-    eprintln!(
-        "blerpc demo: the 12 reference functional tests over {} (encrypted, identity pinned)",
-        links.join(", ")
-    );
-    let limit = Duration::from_secs(args.timeout.max(1));
     let mut runs = Vec::new();
-    for link in links {
+    for &link in links {
         let mut err = std::io::stderr();
         let _ = write!(err, "  {link:<7} ");
         let _ = err.flush();
@@ -367,19 +320,20 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<bool> {
             let _ = err.write_all(if r.passed() { b"." } else { b"F" });
             let _ = err.flush();
         };
-        let run = match tokio::time::timeout(limit, run_link(link, &pki, args.bench_reps, progress))
-            .await
-        {
-            Ok(run) => run,
-            Err(_) => LinkRun {
-                link,
-                address: String::new(),
-                connect: Duration::ZERO,
-                results: Vec::new(),
-                error: Some(format!("timed out after {limit:?}")),
-                benchmarks: Vec::new(),
-            },
-        };
+        let (run, extra) =
+            match tokio::time::timeout(limit, run_link(link, &pki, progress, &then)).await {
+                Ok(done) => done,
+                Err(_) => (
+                    LinkRun {
+                        link,
+                        address: String::new(),
+                        connect: Duration::ZERO,
+                        results: Vec::new(),
+                        error: Some(format!("timed out after {limit:?}")),
+                    },
+                    None,
+                ),
+            };
         let _ = writeln!(
             err,
             " {}/{} in {}{}",
@@ -392,23 +346,35 @@ pub async fn run(args: &DemoArgs) -> anyhow::Result<bool> {
                 format!("  ({})", run.address)
             }
         );
-        runs.push(run);
+        runs.push((run, extra));
     }
-    let table = render(&runs);
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "\n{table}").context("cannot write to stdout")?;
-    if runs.iter().any(|r| !r.benchmarks.is_empty()) {
-        writeln!(out, "{}", render_benchmarks(&runs, args.bench_reps))?;
+    Ok(runs)
+}
+
+/// The closing line of a run: every link passed, or where to look.
+pub fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "all links PASS"
+    } else {
+        "some tests FAILED (above); rerun with -v for the protocol trace"
     }
+}
+
+/// Runs `blerpc demo`; `Ok(false)` if any test failed.
+pub async fn run(args: &DemoArgs) -> anyhow::Result<bool> {
+    let links = select_links(&args.links)?;
+    eprintln!(
+        "blerpc demo: the 12 reference functional tests over {} (encrypted, identity pinned)",
+        links.join(", ")
+    );
+    let limit = Duration::from_secs(args.timeout.max(1));
+    let runs: Vec<LinkRun> = run_links(&links, limit, async |_| ())
+        .await?
+        .into_iter()
+        .map(|(run, _)| run)
+        .collect();
     let ok = runs.iter().all(LinkRun::ok);
-    writeln!(
-        out,
-        "{}",
-        if ok {
-            "all links PASS"
-        } else {
-            "some tests FAILED (above); rerun with -v for the protocol trace"
-        }
-    )?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "\n{}\n{}", render(&runs), verdict(ok)).context("cannot write to stdout")?;
     Ok(ok)
 }

@@ -3,7 +3,6 @@
 //! The binary is a thin [`clap`] shell (`src/main.rs`); each subcommand lives in its own module
 //! here, with its logic in plain functions, so it can be tested without spawning the binary.
 //!
-//! - [`bench`](mod@bench): `blerpc bench`, the benchmark suites (BLE profiles, loopback, scale).
 //! - [`demo`]: `blerpc demo`, a server and a client in one process over every link, running the
 //!   reference functional tests.
 //! - [`serve`]: `blerpc serve`, the demo service as a peripheral on any link.
@@ -12,10 +11,9 @@
 //! - [`decode`]: `blerpc decode`, a protocol dissector for captured link PDUs.
 //!
 //! Shared pieces: [`link`] (addresses, connecting, listening, the PDU trace), [`os`] (process
-//! limits and /proc readings for the multi-process modes), [`identity`]
+//! limits for `serve --workers`), [`identity`]
 //! (seed files), [`certs`] (a local CA for TLS), [`trace`] (`--verbose`).
 
-pub mod bench;
 pub mod call;
 pub mod certs;
 pub mod decode;

@@ -22,8 +22,6 @@ enum Command {
     /// Run the 12 reference functional tests over every link in one process (server and
     /// client), and print a PASS/FAIL table.
     Demo(blerpc_cli::demo::DemoArgs),
-    /// Run the benchmark suites: without a suite, every BLE profile and the link suites.
-    Bench(blerpc_cli::bench::BenchArgs),
     /// Serve the demo service (echo, flash_read, data_write, counter_stream, counter_upload).
     Serve(blerpc_cli::serve::ServeArgs),
     /// Call a command on a peripheral; the request and the response are JSON.
@@ -48,20 +46,6 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// A runtime on `threads` threads: the current thread alone for 1.
-fn runtime_with(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(if threads <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads)
-            .enable_all()
-            .build()?
-    })
-}
-
 fn run(command: Command) -> anyhow::Result<ExitCode> {
     let ok = ExitCode::SUCCESS;
     match command {
@@ -71,13 +55,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             let all_passed = blerpc_cli::demo::run(&args).await?;
             Ok(if all_passed { ok } else { ExitCode::from(1) })
         }),
-        Command::Bench(args) => {
-            let all_passed = blerpc_cli::bench::run(&args)?;
-            Ok(if all_passed { ok } else { ExitCode::from(1) })
-        }
-        Command::Serve(args) => runtime_with(args.runtime_threads())?
-            .block_on(blerpc_cli::serve::run(&args))
-            .map(|()| ok),
+        Command::Serve(args) => blerpc_cli::serve::run_blocking(&args).map(|()| ok),
         Command::Call(args) => runtime()?
             .block_on(blerpc_cli::call::call(&args))
             .map(|()| ok),

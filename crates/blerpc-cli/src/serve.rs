@@ -163,6 +163,23 @@ fn build_server_with(
     Ok((server, public))
 }
 
+/// Runs `blerpc serve` on a runtime of [`ServeArgs::runtime_threads`] threads (the current
+/// thread alone for one) until Ctrl-C or SIGTERM.
+pub fn run_blocking(args: &ServeArgs) -> anyhow::Result<()> {
+    let threads = args.runtime_threads();
+    let runtime = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()?
+    };
+    runtime.block_on(run(args))
+}
+
 /// Runs `blerpc serve` until Ctrl-C or SIGTERM.
 pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
     if args.workers > 1 && !args.worker {

@@ -6,11 +6,9 @@
 //!   (256 bytes), flash_read (8 KB per read over a flash image the server owns, bounds-checked
 //!   against a configurable readable range that never contains the identity key), data_write,
 //!   counter_stream (at most 10,000 items), counter_upload.
-//! - [`bench`](mod@bench): the reference benchmarks and the published figures, run by `blerpc bench`.
 //! - [`functional`]: the reference functional test list (`benchmarks.md` §1), run by
-//!   `blerpc demo` and `blerpc bench`.
+//!   `blerpc demo` and the benchmarks.
 
-pub mod bench;
 pub mod functional;
 mod service;
 

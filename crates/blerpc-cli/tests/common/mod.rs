@@ -1,5 +1,6 @@
 //! Helpers for tests that spawn processes: a guard that kills them, bounded line reads, bounded
-//! waits, the reference venv's python.
+//! waits, the reference venv's python. Shared by the CLI's tests (the binary under test is
+//! `blerpc`) and the benchmark crate's (`blerpc-bench`, which serves with the same code).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead as _, BufReader, Read as _};
@@ -11,11 +12,19 @@ use std::time::{Duration, Instant};
 /// Every wait in these tests is bounded by this.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The `blerpc` binary under test.
-pub fn blerpc() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_blerpc"));
+/// The binary under test: `blerpc` in the CLI's tests, `blerpc-bench` in the benchmarks'.
+pub fn bin() -> Command {
+    let path = option_env!("CARGO_BIN_EXE_blerpc")
+        .or(option_env!("CARGO_BIN_EXE_blerpc-bench"))
+        .expect("a test of blerpc-cli or blerpc-bench");
+    let mut c = Command::new(path);
     c.env_remove("RUST_LOG");
     c
+}
+
+/// `blerpc` in the CLI's tests.
+pub fn blerpc() -> Command {
+    bin()
 }
 
 /// The repository root.
@@ -152,9 +161,10 @@ pub fn run(mut cmd: Command, stdin: &str) -> Done {
     }
 }
 
-/// Starts `blerpc serve` with `args` and parses its `listening URL identity KEY` line.
+/// Starts `blerpc serve` with `args` (from the binary under test) and parses its
+/// `listening URL identity KEY` line.
 pub fn serve(args: &[&str]) -> (Proc, String, String) {
-    let mut cmd = blerpc();
+    let mut cmd = bin();
     cmd.arg("serve").args(args);
     let mut p = Proc::spawn(cmd, "blerpc serve");
     let line = p.line();

@@ -1,0 +1,82 @@
+//! The `blerpc-bench` binary: parses the command line and runs a suite of [`blerpc_bench`].
+//! A suite prints its tables on stdout; the exit code is 1 if a check failed (a functional
+//! test, an error count), 2 if the suite could not run.
+
+use std::process::ExitCode;
+
+use blerpc_bench::{aead, ble, calls, codec, copy, links, loopback, process, scale, suite, wakeup};
+use clap::{Parser, Subcommand};
+
+/// The benchmarks of blerpc-rs. Without a subcommand: the full suite (every simulated BLE
+/// profile, then every link).
+#[derive(Debug, Parser)]
+#[command(name = "blerpc-bench", version, about)]
+struct Cli {
+    /// Show the protocol trace on stderr (-v, -vv); RUST_LOG overrides it.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    suite: Option<Suite>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Suite {
+    /// The reference functional tests and benchmarks on the simulated BLE link (every platform
+    /// profile) or, with --connect, over any real link.
+    Ble(Box<ble::BleArgs>),
+    /// The reference functional tests and benchmarks over every link of this build.
+    Links(links::LinksArgs),
+    /// The loopback DATA→ACK matrix (TCP, TLS) against bare and gRPC baselines.
+    Loopback(Box<loopback::LoopbackArgs>),
+    /// Many concurrent WebSocket connections against `blerpc serve`.
+    Scale(Box<scale::ScaleArgs>),
+    /// The codec path and the key exchange against the reference Python library.
+    Codec(codec::CodecArgs),
+    /// AES-128-GCM seal and open per message size and crypto library.
+    Aead(aead::AeadArgs),
+    /// CPU per unary call with client and server in one thread.
+    Calls(calls::CallsArgs),
+    /// How a two-process round trip responds to added work.
+    Wakeup(wakeup::WakeupArgs),
+    /// Large copies: memcpy against blerpc-proto's copy.
+    Copy(copy::CopyArgs),
+    /// A child process of a suite.
+    #[command(hide = true, subcommand)]
+    Role(process::Role),
+    /// `blerpc serve` (the scale test's server).
+    #[command(hide = true)]
+    Serve(Box<blerpc_cli::serve::ServeArgs>),
+}
+
+fn run(suite: Option<Suite>) -> anyhow::Result<bool> {
+    match suite {
+        None => suite::run(),
+        Some(Suite::Ble(a)) => ble::run(&a),
+        Some(Suite::Links(a)) => links::run(&a),
+        Some(Suite::Loopback(a)) => loopback::run(&a),
+        Some(Suite::Scale(a)) => scale::run(&a),
+        Some(Suite::Codec(a)) => codec::run(&a),
+        Some(Suite::Aead(a)) => aead::run(&a),
+        Some(Suite::Calls(a)) => calls::run(&a),
+        Some(Suite::Wakeup(a)) => wakeup::run(&a),
+        Some(Suite::Copy(a)) => copy::run(&a),
+        Some(Suite::Role(role)) => process::run(&role),
+        Some(Suite::Serve(a)) => blerpc_cli::serve::run_blocking(&a).map(|()| true),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    blerpc_cli::trace::init(cli.verbose);
+    match run(cli.suite) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!(
+                "blerpc-bench: {}",
+                format!("{e:#}").replace(['\n', '\r'], " ")
+            );
+            ExitCode::from(2)
+        }
+    }
+}

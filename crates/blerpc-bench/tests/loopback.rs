@@ -1,0 +1,168 @@
+//! `blerpc-bench loopback --quick`: the real binary, its server process, both transports, every
+//! row in the table and the JSON with sane figures and no errors.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap is a failed test
+
+#[path = "../../blerpc-cli/tests/common/mod.rs"]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+#[test]
+fn quick_run_has_every_row_with_sane_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("loopback.json");
+    let svg_path = dir.path().join("loopback.svg");
+    let mut cmd = common::bin();
+    cmd.args([
+        "loopback",
+        "--quick",
+        "--messages",
+        "50",
+        "--load-messages",
+        "100",
+        "--clients",
+        "5",
+        "--svg",
+    ])
+    .arg(&svg_path)
+    .arg("--json")
+    .arg(&json_path);
+    let t0 = Instant::now();
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded: kill it if it hangs.
+    let output = loop {
+        if child.try_wait().unwrap().is_some() {
+            break child.wait_with_output().unwrap();
+        }
+        if t0.elapsed() > common::TIMEOUT {
+            let _ = child.kill();
+            panic!(
+                "blerpc bench loopback --quick took over {:?}",
+                common::TIMEOUT
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    // Progress went to stderr, the tables to stdout.
+    assert!(stderr.contains("rep 1/1"), "{stderr}");
+    for needle in [
+        "bleRPC, E2E encryption on",
+        "bleRPC, E2E encryption off",
+        "bare baseline",
+        "bare + AES-GCM baseline",
+        "Connection setup",
+        "0 errors",
+        "4 calls in flight",
+    ] {
+        assert!(stdout.contains(needle), "missing {needle:?}:\n{stdout}");
+    }
+    // Table rows by their first two cells (the column widths follow the contents).
+    let has_row = |label: &str, clients: &str| {
+        stdout.lines().any(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            cells.get(1) == Some(&label) && cells.get(2) == Some(&clients)
+        })
+    };
+    for (label, clients) in [
+        ("TCP load", "5"),
+        ("TLS load", "5"),
+        ("TCP pipelined", "1 (4 in flight)"),
+        ("TLS pipelined", "1 (4 in flight)"),
+    ] {
+        assert!(has_row(label, clients), "no {label} row:\n{stdout}");
+    }
+    let targets = stdout
+        .lines()
+        .filter(|l| l.starts_with("PASS") || l.starts_with("MISS"))
+        .count();
+    assert_eq!(targets, 4, "{stdout}");
+    // The × bare targets show what the cipher alone costs on the same rows.
+    let cipher_floor = stdout
+        .lines()
+        .filter(|l| l.contains("× bare") && l.contains("the AES-GCM seal and open alone"))
+        .count();
+    assert_eq!(cipher_floor, 2, "{stdout}");
+
+    // The chart: both transports, a bar per ratio (3 variants × 4 payloads × 2 transports).
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert!(svg.starts_with("<svg"), "{svg}");
+    assert!(svg.contains("TCP — ") && svg.contains("TLS — "), "{svg}");
+    assert_eq!(svg.matches("<title>").count(), 24, "{svg}");
+
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(report["errors"], 0);
+    assert_eq!(report["reps"], 1);
+    let rows = report["rows"].as_array().unwrap();
+    // 2 transports × (4 payloads + the pipelined 64 KiB row + the load row) × 4 variants.
+    assert_eq!(rows.len(), 48, "{report:#}");
+    let pipelined: Vec<&Value> = rows.iter().filter(|r| r["window"] == 4).collect();
+    assert_eq!(pipelined.len(), 8, "{report:#}");
+    for row in pipelined {
+        assert_eq!(row["payload"], 65_536, "{row:#}");
+        assert_eq!(row["clients"], 1, "{row:#}");
+        assert!(row["published"].is_null(), "{row:#}");
+    }
+    for row in rows {
+        assert_eq!(row["errors"], 0, "{row:#}");
+        let unsupported = !row["unsupported"].is_null();
+        if unsupported {
+            // Only bleRPC may refuse a payload, and only the 64 KiB one (classic bleRPC's limit).
+            assert!(
+                !row["variant"].as_str().unwrap().starts_with("bare"),
+                "{row:#}"
+            );
+            assert_eq!(row["payload"], 65_536, "{row:#}");
+            assert!(row["median"].is_null(), "{row:#}");
+            continue;
+        }
+        let m = &row["median"];
+        let expected = if row["clients"] == 1 { 50 } else { 100 };
+        assert_eq!(m["messages"], expected, "{row:#}");
+        let p50 = m["p50_ms"].as_f64().unwrap();
+        let p95 = m["p95_ms"].as_f64().unwrap();
+        let p99 = m["p99_ms"].as_f64().unwrap();
+        let mean = m["mean_ms"].as_f64().unwrap();
+        let rate = m["msg_per_s"].as_f64().unwrap();
+        assert!(p50 > 0.0 && p50 <= p95 && p95 <= p99, "{row:#}");
+        assert!(mean > 0.0 && mean < 10_000.0, "{row:#}");
+        assert!(rate > 0.0 && rate < 10_000_000.0, "{row:#}");
+        if row["variant"] != "bare" {
+            assert!(row["p50_vs_bare"].as_f64().unwrap() > 0.0, "{row:#}");
+        }
+        // E2E rows: against the plaintext run and against the cipher alone.
+        if row["variant"] == "blerpc_e2e" {
+            assert!(row["p50_vs_plain"].as_f64().unwrap() > 0.0, "{row:#}");
+            assert!(row["p50_vs_bare_aead"].as_f64().unwrap() > 0.0, "{row:#}");
+        }
+    }
+    // The published figure sits beside each published row.
+    let published = rows.iter().filter(|r| !r["published"].is_null()).count();
+    assert_eq!(published, 8 * 4, "{report:#}");
+    // Connection setup timed per step for every transport and variant.
+    let setup = report["setup"].as_array().unwrap();
+    assert_eq!(setup.len(), 8, "{report:#}");
+    for s in setup {
+        assert!(s["tcp_connect_ms"].as_f64().unwrap() > 0.0, "{s:#}");
+        assert!(s["first_call_ms"].as_f64().unwrap() > 0.0, "{s:#}");
+        assert_eq!(
+            s["tls_handshake_ms"].is_null(),
+            s["transport"] == "tcp",
+            "{s:#}"
+        );
+        assert_eq!(
+            s["blerpc_setup_ms"].is_null(),
+            s["variant"].as_str().unwrap().starts_with("bare"),
+            "{s:#}"
+        );
+    }
+}
