@@ -1,0 +1,750 @@
+//! Calls and streams: requests framed once and kept for BUSY retries, responses matched to
+//! their call by transaction id and command name, deadlines, and ERROR replies.
+
+use rand_core::CryptoRngCore;
+
+use super::Central;
+#[cfg(doc)]
+use super::CentralEvent;
+use super::config::{CallId, CallKind};
+use super::event::Record;
+use super::setup::{EarlyStep1, State};
+use crate::Instant;
+use crate::assemble::{AssembleError, Assembler, Completed};
+use crate::buf::Buffer;
+use crate::connection::endpoint::{MsgRef, TidSet};
+use crate::connection::events::Warning;
+use crate::connection::framing::{EnqueueError, bytes, wire_len};
+use crate::connection::{CallError, CloseReason};
+use crate::crypto::CryptoProvider;
+use crate::split::classic_max_message_len;
+use crate::wire::command::{Command, CommandType, MAX_DATA_LEN, MAX_LARGE_DATA_LEN, MAX_NAME_LEN};
+use crate::wire::container::{Container, ControlCmd};
+use crate::wire::error_code::ErrorCode;
+
+/// A call in flight.
+pub(super) struct Call<O: Buffer> {
+    pub(super) id: CallId,
+    pub(super) kind: CallKind,
+    /// Transaction id of the (latest attempt of the) request.
+    tid: u8,
+    /// The plaintext request command (unary / server stream, kept for BUSY retries) or, for a
+    /// client stream, a command header carrying just the name.
+    request: O,
+    deadline: Option<Instant>,
+    attempts: u8,
+    retry_at: Option<Instant>,
+    /// Client stream: tids of the items and of STREAM_END_C2P.
+    upload_tids: TidSet,
+    finished: bool,
+}
+
+impl<O: Buffer> Call<O> {
+    /// The stored command's name as bytes, read from its header without validating it again
+    /// (it was valid UTF-8 when the call started): for comparisons on every response.
+    pub(super) fn name_bytes(&self) -> &[u8] {
+        let request = self.request.as_slice();
+        let len = request.get(1).map_or(0, |l| usize::from(*l));
+        request.get(2..2 + len).unwrap_or(&[])
+    }
+}
+
+impl<P, R, A, O, const SLOTS: usize> Central<P, R, A, O, SLOTS>
+where
+    P: CryptoProvider,
+    R: CryptoRngCore,
+    A: Buffer + Default,
+    O: Buffer + Default,
+{
+    /// Largest request data (bytes) a call can carry right now for a command name of
+    /// `name_len` bytes, from the peripheral's `max_request` (wire length) and the MTU.
+    pub fn max_request_data(&self, name_len: usize) -> usize {
+        let overhead = wire_len(name_len, 0, self.state.is_encrypted());
+        let data = self.max_request_wire().saturating_sub(overhead);
+        if self.large.is_none() {
+            return data.min(MAX_DATA_LEN);
+        }
+        // Beyond 65,535 bytes the command header grows by two bytes (u32 data_len).
+        let data = if data > MAX_DATA_LEN {
+            data.saturating_sub(2).max(MAX_DATA_LEN)
+        } else {
+            data
+        };
+        data.min(MAX_LARGE_DATA_LEN)
+    }
+
+    // ----- user operations -------------------------------------------------------------------
+
+    /// Starts a call. For [`CallKind::ClientStream`], `request` must be empty: the items are sent
+    /// with [`Central::send_stream_item`]. The call keeps its own copy of the request command
+    /// (for BUSY retries); [`Central::start_call_framed`] takes one already framed instead.
+    pub fn start_call(
+        &mut self,
+        now: Instant,
+        name: &str,
+        request: &[u8],
+        kind: CallKind,
+    ) -> Result<CallId, CallError> {
+        self.check_call(name, request.len(), kind)?;
+        // Keep the plaintext command (the name alone for client streams).
+        // (In our own encoding: the extended header only for data beyond 65,535 bytes, which
+        // check_request_len allows only with the extension in force.)
+        // Header and data appended (not a zero-filled buffer written over: for a long request
+        // that would be one more pass over every byte).
+        let mut stored = O::default();
+        let header_len = Command::header_len_large(name.len(), request.len());
+        let needed = header_len + request.len();
+        let mut header = [0u8; Command::header_len_large(MAX_NAME_LEN, usize::MAX)];
+        let header = header.get_mut(..header_len).ok_or(CallError::InvalidName)?;
+        Command::emit_header_large(CommandType::Request, name, request.len(), header)
+            .map_err(|_| CallError::InvalidName)?;
+        let full = |_| CallError::OutboxFull { needed, free: 0 };
+        stored.try_reserve(needed).map_err(full)?;
+        stored.try_extend(header).map_err(full)?;
+        stored.try_extend(request).map_err(full)?;
+        self.insert_call(now, stored, kind).map_err(|(e, _)| e)
+    }
+
+    /// Starts a call whose request command is already framed in `command`: a REQUEST command
+    /// header as [`Command::emit_header_large`] writes it (the extended form only for data above
+    /// 65,535 bytes), followed by exactly its protobuf data. On success the call takes the buffer
+    /// (leaving `command` empty) instead of copying the request, so a runtime can encode the
+    /// protobuf message straight behind the header; on failure `command` is left as it was, to
+    /// retry after [`CallError::OutboxFull`]. A buffer that is not exactly one REQUEST command
+    /// is [`CallError::MalformedCommand`]; every other check is [`Central::start_call`]'s.
+    pub fn start_call_framed(
+        &mut self,
+        now: Instant,
+        command: &mut O,
+        kind: CallKind,
+    ) -> Result<CallId, CallError> {
+        let cmd =
+            Command::parse_large(command.as_slice()).map_err(|_| CallError::MalformedCommand)?;
+        let framed_len = Command::header_len_large(cmd.name.len(), cmd.data.len()) + cmd.data.len();
+        if cmd.kind != CommandType::Request || framed_len != command.len() {
+            return Err(CallError::MalformedCommand);
+        }
+        self.check_call(cmd.name, cmd.data.len(), kind)?;
+        let stored = core::mem::take(command);
+        self.insert_call(now, stored, kind).map_err(|(e, stored)| {
+            *command = stored;
+            e
+        })
+    }
+
+    /// The checks [`Central::start_call`] makes before it stores anything.
+    pub(super) fn check_call(
+        &self,
+        name: &str,
+        data_len: usize,
+        kind: CallKind,
+    ) -> Result<(), CallError> {
+        self.check_ready()?;
+        if name.is_empty() || name.len() > MAX_NAME_LEN {
+            return Err(CallError::InvalidName);
+        }
+        if data_len > MAX_LARGE_DATA_LEN {
+            return Err(CallError::DataTooLong { len: data_len });
+        }
+        if kind == CallKind::ClientStream && data_len != 0 {
+            return Err(CallError::WrongCallKind);
+        }
+        let in_flight = self.calls_in_flight();
+        if in_flight >= self.config.max_calls_in_flight {
+            return Err(CallError::TooManyCalls {
+                limit: self.config.max_calls_in_flight,
+            });
+        }
+        if kind != CallKind::Unary
+            && self
+                .calls
+                .iter()
+                .flatten()
+                .any(|c| c.kind != CallKind::Unary)
+        {
+            return Err(CallError::StreamActive);
+        }
+        if kind != CallKind::ClientStream {
+            self.check_request_len(name.len(), data_len)?;
+        }
+        Ok(())
+    }
+
+    /// Sends a checked call's stored request command (not for client streams) and records the
+    /// call; on failure the stored command comes back with the error.
+    pub(super) fn insert_call(
+        &mut self,
+        now: Instant,
+        stored: O,
+        kind: CallKind,
+    ) -> Result<CallId, (CallError, O)> {
+        let id = CallId(self.next_call);
+        let mut call = Call {
+            id,
+            kind,
+            tid: 0,
+            request: stored,
+            deadline: None,
+            attempts: 0,
+            retry_at: None,
+            upload_tids: TidSet::default(),
+            finished: false,
+        };
+        let Some(slot) = self.calls.iter().position(Option::is_none) else {
+            let limit = self.config.max_calls_in_flight;
+            return Err((CallError::TooManyCalls { limit }, call.request));
+        };
+        if kind != CallKind::ClientStream {
+            match self.send_request(&mut call.request) {
+                Ok(tid) => call.tid = tid,
+                Err(e) => return Err((e, call.request)),
+            }
+            call.attempts = 1;
+            call.deadline = Some(now + self.config.call_timeout);
+        }
+        if let Some(s) = self.calls.get_mut(slot) {
+            *s = Some(call);
+        }
+        self.next_call = self.next_call.wrapping_add(1);
+        Ok(id)
+    }
+
+    /// Sends one item of a central→peripheral stream.
+    pub fn send_stream_item(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        item: &[u8],
+    ) -> Result<(), CallError> {
+        let _ = now;
+        self.check_ready()?;
+        if item.len() > MAX_LARGE_DATA_LEN {
+            return Err(CallError::DataTooLong { len: item.len() });
+        }
+        let idx = self.call_index(call).ok_or(CallError::UnknownCall)?;
+        let (name_len, finished, kind) = match self.calls.get(idx).and_then(Option::as_ref) {
+            Some(c) => (c.name_bytes().len(), c.finished, c.kind),
+            None => return Err(CallError::UnknownCall),
+        };
+        if kind != CallKind::ClientStream || finished {
+            return Err(CallError::WrongCallKind);
+        }
+        self.check_request_len(name_len, item.len())?;
+        let tid = self.ep.alloc_tid();
+        let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
+            return Err(CallError::UnknownCall);
+        };
+        let name = Command::parse_large(c.request.as_slice())
+            .map(|c| c.name)
+            .unwrap_or("");
+        self.ep
+            .enqueue(
+                self.state.session_mut(),
+                tid,
+                CommandType::Request,
+                name,
+                bytes(item),
+            )
+            .map_err(enqueue_to_call_error)?;
+        c.upload_tids.insert(tid);
+        Ok(())
+    }
+
+    /// Ends a central→peripheral stream (STREAM_END_C2P); the final response arrives as
+    /// [`CentralEvent::Response`].
+    pub fn finish_stream(&mut self, now: Instant, call: CallId) -> Result<(), CallError> {
+        self.check_ready()?;
+        let idx = self.call_index(call).ok_or(CallError::UnknownCall)?;
+        let tid = self.ep.next_tid;
+        let call_timeout = self.config.call_timeout;
+        let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
+            return Err(CallError::UnknownCall);
+        };
+        if c.kind != CallKind::ClientStream || c.finished {
+            return Err(CallError::WrongCallKind);
+        }
+        self.ep
+            .outbox
+            .push_control(tid, ControlCmd::StreamEndC2P, &[])
+            .map_err(|f| CallError::OutboxFull {
+                needed: f.needed,
+                free: f.free,
+            })?;
+        c.upload_tids.insert(tid);
+        c.finished = true;
+        c.deadline = Some(now + call_timeout);
+        self.ep.next_tid = self.ep.next_tid.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Overrides the deadline of a call.
+    pub fn set_call_deadline(&mut self, call: CallId, deadline: Instant) -> Result<(), CallError> {
+        let idx = self.call_index(call).ok_or(CallError::UnknownCall)?;
+        if let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) {
+            c.deadline = Some(deadline);
+        }
+        Ok(())
+    }
+
+    /// Forgets a call. Anything the peripheral still sends for it is dropped as stale.
+    pub fn cancel(&mut self, call: CallId) -> Result<(), CallError> {
+        let idx = self.call_index(call).ok_or(CallError::UnknownCall)?;
+        if let Some(slot) = self.calls.get_mut(idx) {
+            *slot = None;
+        }
+        Ok(())
+    }
+    // ----- internals: calls ------------------------------------------------------------------
+
+    pub(super) fn check_ready(&self) -> Result<(), CallError> {
+        match self.state {
+            State::Ready(_) => Ok(()),
+            State::Closed => Err(CallError::Closed),
+            _ => Err(CallError::NotReady),
+        }
+    }
+
+    pub(super) fn max_request_wire(&self) -> usize {
+        if let Some(large) = self.large {
+            return (large.max_request as usize).min(self.ep.outbox.max_body());
+        }
+        let by_peer = self
+            .capabilities
+            .map_or(usize::MAX, |c| usize::from(c.max_request));
+        by_peer.min(classic_max_message_len(self.config.att_mtu, self.ep.long))
+    }
+
+    pub(super) fn check_request_len(
+        &self,
+        name_len: usize,
+        data_len: usize,
+    ) -> Result<(), CallError> {
+        let len = wire_len(name_len, data_len, self.state.is_encrypted());
+        let max = self.max_request_wire();
+        if len > max {
+            return Err(CallError::RequestTooLarge { len, max });
+        }
+        Ok(())
+    }
+
+    /// Encrypts and queues a stored request command under a fresh tid. The stored command was
+    /// checked when the call started (one REQUEST, a large header only where the extension is in
+    /// force), so its bytes go to the outbox as they are.
+    pub(super) fn send_request(&mut self, request: &mut O) -> Result<u8, CallError> {
+        let tid = self.ep.next_tid;
+        self.ep
+            .enqueue_framed(self.state.session_mut(), tid, request.as_slice())
+            .map_err(enqueue_to_call_error)?;
+        self.ep.next_tid = tid.wrapping_add(1);
+        Ok(tid)
+    }
+
+    pub(super) fn call_index(&self, id: CallId) -> Option<usize> {
+        self.calls
+            .iter()
+            .position(|c| c.as_ref().is_some_and(|c| c.id == id))
+    }
+
+    pub(super) fn fail_call(&mut self, idx: usize, id: CallId, error: CallError) {
+        if let Some(slot) = self.calls.get_mut(idx) {
+            *slot = None;
+        }
+        self.push(Record::CallFailed { call: id, error });
+    }
+
+    pub(super) fn on_error(&mut self, now: Instant, tid: u8, code: ErrorCode) {
+        if self.pending_timeout == Some(tid) {
+            // A pipelined TIMEOUT refused: the default 100 ms stays, as in the sequential order.
+            self.pending_timeout = None;
+            return;
+        }
+        if let State::AwaitCapabilities {
+            early: early @ EarlyStep1::Sent { .. },
+            ..
+        } = &mut self.state
+            && matches!(early, EarlyStep1::Sent { tid: t, .. } if *t == tid)
+        {
+            // The early step 1 refused: it matters only if CAPABILITIES announces encryption.
+            *early = EarlyStep1::Refused(code);
+            return;
+        }
+        let setup_tid = match self.state {
+            State::AwaitTimeout { tid, .. } | State::AwaitCapabilities { tid, .. } => Some(tid),
+            State::AwaitStep2 { tid, .. } | State::AwaitStep4 { tid, .. } => Some(tid),
+            _ => None,
+        };
+        if setup_tid == Some(tid) {
+            match core::mem::replace(&mut self.state, State::Closed) {
+                State::AwaitTimeout { .. } => self.request_capabilities(now),
+                State::AwaitCapabilities { early, .. } => self.on_capabilities(now, None, early),
+                _ => self.close_with(CloseReason::HandshakeRefused(code)),
+            }
+            return;
+        }
+        let found = self.calls.iter().position(|c| {
+            c.as_ref().is_some_and(|c| match c.kind {
+                CallKind::ClientStream => c.upload_tids.contains(tid),
+                _ => c.tid == tid && c.retry_at.is_none(),
+            })
+        });
+        let Some(idx) = found else {
+            self.warn(Warning::StaleError { tid, code });
+            return;
+        };
+        let retries = self.config.busy_retries;
+        let backoff = self.config.busy_backoff;
+        let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
+            return;
+        };
+        let id = call.id;
+        if code == ErrorCode::Busy && call.kind != CallKind::ClientStream {
+            if call.attempts <= retries {
+                let shift = u32::from(call.attempts.saturating_sub(1)).min(16);
+                let delay = backoff.saturating_mul(1u32 << shift);
+                call.retry_at = Some(now + delay);
+                // The deadline still bounds the call as a whole.
+                if call.deadline.is_some_and(|d| d <= now + delay) {
+                    let attempts = call.attempts;
+                    self.fail_call(idx, id, CallError::Busy { attempts });
+                }
+            } else {
+                let attempts = call.attempts;
+                self.fail_call(idx, id, CallError::Busy { attempts });
+            }
+        } else {
+            self.fail_call(idx, id, CallError::Peer(code));
+        }
+    }
+
+    pub(super) fn handle_data(&mut self, now: Instant, container: &Container<'_>) {
+        match self.ep.feed(now, container) {
+            Ok(None) => {}
+            Ok(Some(done)) => self.on_message(now, done),
+            Err(e) => {
+                let too_large = match e {
+                    AssembleError::TooLarge {
+                        tid,
+                        total_length,
+                        limit,
+                    } => Some((tid, total_length, limit)),
+                    // Not negotiated: the classic limit (a u16 total) is the one in force.
+                    AssembleError::LargeNotNegotiated { tid, total_length } => {
+                        let classic = self.ep.assembler.config().max_message_len.min(65_535);
+                        Some((tid, total_length, classic))
+                    }
+                    // A container longer than this side accepts: the response cannot arrive.
+                    AssembleError::ContainerTooLong {
+                        tid,
+                        payload_len,
+                        max,
+                    } => Some((tid, payload_len, max)),
+                    _ => None,
+                };
+                if let Some((tid, len, max)) = too_large
+                    && let Some(idx) = self.unary_index(tid)
+                    && let Some(id) = self.calls.get(idx).and_then(|c| c.as_ref()).map(|c| c.id)
+                {
+                    self.fail_call(idx, id, CallError::ResponseTooLarge { len, max });
+                }
+                self.warn(Warning::Assembly(e));
+            }
+        }
+    }
+
+    pub(super) fn unary_index(&self, tid: u8) -> Option<usize> {
+        self.calls.iter().position(|c| {
+            c.as_ref()
+                .is_some_and(|c| c.kind != CallKind::ClientStream && c.tid == tid)
+        })
+    }
+
+    pub(super) fn on_message(&mut self, now: Instant, done: Completed) {
+        let tid = done.tid;
+        let bytes = self.ep.assembler.message_mut(done);
+        let range = match self.state.session_mut() {
+            Some(session) => match session.open_in_place(bytes) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.ep.assembler.release(done);
+                    self.warn(Warning::Decrypt(e));
+                    return;
+                }
+            },
+            None => 0..bytes.len(),
+        };
+        let plain = self
+            .ep
+            .assembler
+            .message(done)
+            .get(range.clone())
+            .unwrap_or(&[]);
+        let parsed = if self.large.is_some() {
+            Command::parse_large(plain)
+        } else {
+            Command::parse(plain)
+        };
+        let (kind, name_len, data_len) = match parsed {
+            Ok(c) => (c.kind, c.name.len(), c.data.len()),
+            Err(e) => {
+                self.ep.assembler.release(done);
+                self.warn(Warning::MalformedCommand(e));
+                return;
+            }
+        };
+        if kind != CommandType::Response {
+            self.ep.assembler.release(done);
+            self.warn(Warning::WrongCommandType { tid });
+            return;
+        }
+        let name_start = range.start + 2;
+        let header_len = Command::header_len_large(name_len, data_len);
+        let msg = MsgRef::new(done, range.start + header_len, data_len);
+        let name_matches = |call: &Call<O>, assembler: &Assembler<A, SLOTS>| {
+            let name = assembler
+                .message(done)
+                .get(name_start..name_start + name_len);
+            name == Some(call.name_bytes())
+        };
+        let stream_idle = self.config.stream_idle_timeout;
+        let mut matched = None;
+        for (idx, slot) in self.calls.iter().enumerate() {
+            let Some(call) = slot else { continue };
+            if !name_matches(call, &self.ep.assembler) {
+                continue;
+            }
+            let hit = match call.kind {
+                CallKind::Unary => call.tid == tid && call.retry_at.is_none(),
+                CallKind::ServerStream => true,
+                CallKind::ClientStream => call.finished,
+            };
+            if hit {
+                matched = Some((idx, call.id, call.kind));
+                break;
+            }
+        }
+        match matched {
+            Some((idx, id, CallKind::ServerStream)) => {
+                if let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) {
+                    c.deadline = Some(now + stream_idle);
+                }
+                self.push(Record::StreamItem { call: id, msg });
+            }
+            Some((idx, id, _)) => {
+                if let Some(slot) = self.calls.get_mut(idx) {
+                    *slot = None;
+                }
+                self.push(Record::Response { call: id, msg });
+            }
+            None => {
+                self.ep.assembler.release(done);
+                self.warn(Warning::StaleResponse { tid });
+            }
+        }
+    }
+
+    /// BUSY retries that are due go out again; calls past their deadline fail.
+    pub(super) fn handle_call_timeouts(&mut self, now: Instant) {
+        for idx in 0..SLOTS {
+            if self.ep.events_free() < 2 {
+                break;
+            }
+            let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
+                continue;
+            };
+            if call.retry_at.is_some_and(|t| t <= now) {
+                call.retry_at = None;
+                let mut request = core::mem::take(&mut call.request);
+                let result = self.send_request(&mut request);
+                let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
+                    continue;
+                };
+                call.request = request;
+                match result {
+                    Ok(tid) => {
+                        call.tid = tid;
+                        call.attempts = call.attempts.saturating_add(1);
+                    }
+                    Err(error) => {
+                        let id = call.id;
+                        self.fail_call(idx, id, error);
+                        continue;
+                    }
+                }
+            }
+            let Some(call) = self.calls.get(idx).and_then(Option::as_ref) else {
+                continue;
+            };
+            if call.retry_at.is_none() && call.deadline.is_some_and(|d| d <= now) {
+                let id = call.id;
+                self.fail_call(idx, id, CallError::Timeout);
+            }
+        }
+    }
+
+    /// The earliest retry or deadline of a call.
+    pub(super) fn next_call_deadline(&self) -> Option<Instant> {
+        self.calls
+            .iter()
+            .flatten()
+            .filter_map(|c| match c.retry_at {
+                Some(r) => Some(r),
+                None => c.deadline,
+            })
+            .min()
+    }
+}
+
+fn enqueue_to_call_error(e: EnqueueError) -> CallError {
+    match e {
+        EnqueueError::Full(f) => CallError::OutboxFull {
+            needed: f.needed,
+            free: f.free,
+        },
+        EnqueueError::CounterExhausted => CallError::CounterExhausted,
+        EnqueueError::Invalid | EnqueueError::Internal => CallError::InvalidName,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use core::time::Duration;
+
+    use super::super::CentralEvent;
+    use super::super::tests::{T0, ready, sent};
+    use super::*;
+
+    /// `echo` with `0a 02 "hi"` under tid 2: FIRST `[tid][seq 0][0x00][total 12 LE][len 12]`,
+    /// then the command `[REQUEST 0x00][name_len 4]["echo"][data_len 4 LE][data]`.
+    const ECHO_REQUEST: [u8; 18] = [
+        0x02, 0x00, 0x00, 0x0c, 0x00, 0x0c, //
+        0x00, 0x04, b'e', b'c', b'h', b'o', 0x04, 0x00, 0x0a, 0x02, b'h', b'i',
+    ];
+
+    /// The response to it, a RESPONSE (`0x80`) under the same tid.
+    fn response(tid: u8, name: &[u8], data: &[u8]) -> alloc::vec::Vec<u8> {
+        let len = (2 + name.len() + 2 + data.len()) as u8;
+        let mut pdu = alloc::vec![tid, 0x00, 0x00, len, 0x00, len, 0x80, name.len() as u8];
+        pdu.extend_from_slice(name);
+        pdu.extend_from_slice(&[data.len() as u8, 0x00]);
+        pdu.extend_from_slice(data);
+        pdu
+    }
+
+    #[test]
+    fn a_call_is_one_request_and_its_response() {
+        let mut c = ready();
+        let id = c
+            .start_call(T0, "echo", b"\x0a\x02hi", CallKind::Unary)
+            .unwrap();
+        assert_eq!(sent(&mut c), [ECHO_REQUEST.to_vec()]);
+        assert_eq!(c.calls_in_flight(), 1);
+        assert_eq!(c.poll_timeout(), Some(T0 + Duration::from_secs(5)));
+        c.handle_input(T0, &response(2, b"echo", b"\x0a\x02hi"))
+            .unwrap();
+        assert_eq!(
+            c.poll_event(),
+            Some(CentralEvent::Response {
+                call: id,
+                data: b"\x0a\x02hi"
+            })
+        );
+        assert_eq!(c.calls_in_flight(), 0);
+    }
+
+    #[test]
+    fn a_response_for_another_command_is_stale() {
+        let mut c = ready();
+        let id = c
+            .start_call(T0, "echo", b"\x0a\x02hi", CallKind::Unary)
+            .unwrap();
+        sent(&mut c);
+        c.handle_input(T0, &response(2, b"flash_read", b""))
+            .unwrap();
+        assert_eq!(
+            c.poll_event(),
+            Some(CentralEvent::Warning(Warning::StaleResponse { tid: 2 }))
+        );
+        // The call still waits, and times out at its deadline.
+        c.handle_timeout(T0 + Duration::from_secs(5));
+        assert_eq!(
+            c.poll_event(),
+            Some(CentralEvent::CallFailed {
+                call: id,
+                error: CallError::Timeout
+            })
+        );
+    }
+
+    #[test]
+    fn busy_is_retried_with_backoff_under_a_new_tid() {
+        let mut c = ready();
+        let id = c
+            .start_call(T0, "echo", b"\x0a\x02hi", CallKind::Unary)
+            .unwrap();
+        sent(&mut c);
+        // ERROR BUSY for tid 2: [tid][seq][CONTROL | ERROR = 0xd4][1][0x02].
+        c.handle_input(T0, &[0x02, 0x00, 0xd4, 0x01, 0x02]).unwrap();
+        assert_eq!(c.poll_timeout(), Some(T0 + Duration::from_millis(20)));
+        assert!(sent(&mut c).is_empty());
+        c.handle_timeout(T0 + Duration::from_millis(20));
+        let mut retry = ECHO_REQUEST.to_vec();
+        retry[0] = 0x03;
+        assert_eq!(sent(&mut c), [retry]);
+        // An ERROR that is not BUSY fails the call with the peer's code.
+        c.handle_input(T0, &[0x03, 0x00, 0xd4, 0x01, 0x03]).unwrap();
+        assert_eq!(
+            c.poll_event(),
+            Some(CentralEvent::CallFailed {
+                call: id,
+                error: CallError::Peer(ErrorCode::UnknownCommand)
+            })
+        );
+    }
+
+    #[test]
+    fn limits_are_checked_before_anything_is_sent() {
+        let mut c = ready();
+        assert_eq!(
+            c.start_call(T0, "", b"", CallKind::Unary),
+            Err(CallError::InvalidName)
+        );
+        // The peripheral's max_request (12,288 on the wire) binds.
+        let big = alloc::vec![0u8; 12_288];
+        assert!(matches!(
+            c.start_call(T0, "echo", &big, CallKind::Unary),
+            Err(CallError::RequestTooLarge { max: 12_288, .. })
+        ));
+        assert_eq!(
+            c.start_call(T0, "echo", b"x", CallKind::ClientStream),
+            Err(CallError::WrongCallKind)
+        );
+        for _ in 0..4 {
+            c.start_call(T0, "echo", b"", CallKind::Unary).unwrap();
+        }
+        assert_eq!(
+            c.start_call(T0, "echo", b"", CallKind::Unary),
+            Err(CallError::TooManyCalls { limit: 4 })
+        );
+    }
+
+    #[test]
+    fn an_upload_is_items_then_stream_end() {
+        let mut c = ready();
+        let id = c
+            .start_call(T0, "counter_upload", b"", CallKind::ClientStream)
+            .unwrap();
+        assert!(sent(&mut c).is_empty(), "nothing until the first item");
+        c.send_stream_item(T0, id, b"\x08\x01").unwrap();
+        c.finish_stream(T0, id).unwrap();
+        let pdus = sent(&mut c);
+        assert_eq!(pdus.len(), 2);
+        assert_eq!(&pdus[0][..3], &[0x02, 0x00, 0x00]);
+        // STREAM_END_C2P under tid 3: [tid][seq][CONTROL | 2 << 2 = 0xc8][0].
+        assert_eq!(pdus[1], [0x03, 0x00, 0xc8, 0x00]);
+        assert_eq!(
+            c.send_stream_item(T0, id, b"\x08\x02"),
+            Err(CallError::WrongCallKind)
+        );
+    }
+}

@@ -1,0 +1,472 @@
+//! Requests and their answers: a completed request is decrypted in place, checked (encryption
+//! required, command type, BUSY beyond the pending limit) and handed out; responses, stream
+//! items and upload results are framed and sealed once into the outbox.
+
+use rand_core::CryptoRngCore;
+
+use super::Peripheral;
+#[cfg(doc)]
+use super::PeripheralEvent;
+use super::event::Record;
+use crate::Instant;
+use crate::assemble::{AssembleError, AssemblerConfig, Completed};
+use crate::buf::Buffer;
+use crate::connection::endpoint::MsgRef;
+use crate::connection::events::Warning;
+use crate::connection::framing::{EnqueueError, Payload, bytes, wire_len};
+use crate::connection::{PeripheralConfig, SendError};
+use crate::crypto::CryptoProvider;
+use crate::split::classic_max_message_len;
+use crate::wire::command::{Command, CommandType, MAX_LARGE_DATA_LEN, MAX_NAME_LEN};
+use crate::wire::container::ControlCmd;
+use crate::wire::error_code::ErrorCode;
+
+impl<P, R, A, O, const SLOTS: usize> Peripheral<P, R, A, O, SLOTS>
+where
+    P: CryptoProvider,
+    P::Identity: Clone,
+    R: CryptoRngCore,
+    A: Buffer + Default,
+    O: Buffer + Default,
+{
+    // ----- user operations -------------------------------------------------------------------
+
+    /// Answers request `tid` with a RESPONSE named `name` carrying `data`.
+    pub fn respond(
+        &mut self,
+        now: Instant,
+        tid: u8,
+        name: &str,
+        data: &[u8],
+    ) -> Result<(), SendError> {
+        let _ = now;
+        self.respond_payload(tid, name, bytes(data))
+    }
+
+    /// Like [`Peripheral::respond`], but `fill` writes the `data_len` data bytes straight into the
+    /// outbox (no intermediate copy of large responses).
+    pub fn respond_with(
+        &mut self,
+        now: Instant,
+        tid: u8,
+        name: &str,
+        data_len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), SendError> {
+        let _ = now;
+        self.respond_payload(
+            tid,
+            name,
+            Payload::Fill {
+                len: data_len,
+                fill,
+            },
+        )
+    }
+
+    pub(super) fn respond_payload<F: FnOnce(&mut [u8])>(
+        &mut self,
+        tid: u8,
+        name: &str,
+        payload: Payload<'_, F>,
+    ) -> Result<(), SendError> {
+        self.check_open()?;
+        if !self.pending.contains(tid) {
+            return Err(SendError::UnknownRequest);
+        }
+        let data_len = match &payload {
+            Payload::Bytes(d) => d.len(),
+            Payload::Fill { len, .. } => *len,
+        };
+        if let Err(e) = self.check_response(name, data_len) {
+            if let SendError::ResponseTooLarge { .. } | SendError::Split(_) = e {
+                self.pending.remove(tid);
+                self.send_error(tid, ErrorCode::ResponseTooLarge);
+            }
+            return Err(e);
+        }
+        self.enqueue(tid, name, payload)?;
+        self.pending.remove(tid);
+        Ok(())
+    }
+
+    /// Answers request `tid` with an ERROR control.
+    pub fn respond_error(
+        &mut self,
+        now: Instant,
+        tid: u8,
+        code: ErrorCode,
+    ) -> Result<(), SendError> {
+        let _ = now;
+        self.check_open()?;
+        if !self.pending.remove(tid) {
+            return Err(SendError::UnknownRequest);
+        }
+        if self.stream.is_some_and(|(t, _)| t == tid) {
+            self.stream = None;
+        }
+        self.send_error(tid, code);
+        Ok(())
+    }
+
+    /// Sends an ERROR control for any transaction id, pending or not: for failures that have
+    /// no pending request to answer (e.g. the final response of an upload, which the central
+    /// binds to the tid of its STREAM_END_C2P).
+    pub fn report_error(
+        &mut self,
+        now: Instant,
+        tid: u8,
+        code: ErrorCode,
+    ) -> Result<(), SendError> {
+        let _ = now;
+        self.check_open()?;
+        self.pending.remove(tid);
+        self.send_error(tid, code);
+        Ok(())
+    }
+
+    /// Marks request `tid` as handled without a response (an item of a central→peripheral
+    /// stream).
+    pub fn ack(&mut self, tid: u8) -> Result<(), SendError> {
+        if self.pending.remove(tid) {
+            Ok(())
+        } else {
+            Err(SendError::UnknownRequest)
+        }
+    }
+
+    /// Sends one item of the peripheral→central stream opened by request `request_tid`. Each item
+    /// travels under a fresh peripheral transaction id, as the reference does.
+    pub fn send_stream_item(
+        &mut self,
+        now: Instant,
+        request_tid: u8,
+        name: &str,
+        data: &[u8],
+    ) -> Result<(), SendError> {
+        let _ = now;
+        self.check_open()?;
+        if !self.pending.contains(request_tid) {
+            return Err(SendError::UnknownRequest);
+        }
+        let sent = match self.stream {
+            Some((t, n)) if t == request_tid => n,
+            Some(_) => return Err(SendError::StreamLimit),
+            None => 0,
+        };
+        if sent >= self.config.max_stream_items {
+            return Err(SendError::StreamLimit);
+        }
+        self.check_response(name, data.len())?;
+        let tid = self.ep.next_tid;
+        self.enqueue(tid, name, bytes(data))?;
+        self.ep.next_tid = self.ep.next_tid.wrapping_add(1);
+        self.stream = Some((request_tid, sent + 1));
+        Ok(())
+    }
+
+    /// Ends the peripheral→central stream opened by request `request_tid` (STREAM_END_P2C, queued
+    /// after the last item).
+    pub fn end_stream(&mut self, now: Instant, request_tid: u8) -> Result<(), SendError> {
+        let _ = now;
+        self.check_open()?;
+        if !self.pending.contains(request_tid) {
+            return Err(SendError::UnknownRequest);
+        }
+        let tid = self.ep.next_tid;
+        self.ep
+            .outbox
+            .push_control(tid, ControlCmd::StreamEndP2C, &[])
+            .map_err(|f| SendError::OutboxFull {
+                needed: f.needed,
+                free: f.free,
+            })?;
+        self.ep.next_tid = self.ep.next_tid.wrapping_add(1);
+        self.pending.remove(request_tid);
+        self.stream = None;
+        Ok(())
+    }
+
+    /// Sends the final response of a central→peripheral stream (after
+    /// [`PeripheralEvent::StreamEndC2P`]) under a fresh transaction id, as the reference does.
+    pub fn respond_upload(
+        &mut self,
+        now: Instant,
+        name: &str,
+        data: &[u8],
+    ) -> Result<(), SendError> {
+        let _ = now;
+        self.check_open()?;
+        self.check_response(name, data.len())?;
+        let tid = self.ep.next_tid;
+        self.enqueue(tid, name, bytes(data))?;
+        self.ep.next_tid = self.ep.next_tid.wrapping_add(1);
+        Ok(())
+    }
+
+    // ----- internals -------------------------------------------------------------------------
+
+    /// Reassembly limits: classic, or the large limit with LARGE FIRST accepted, and LONG
+    /// containers accepted with that extension in force.
+    pub(super) fn assembler_config(
+        config: &PeripheralConfig,
+        large: bool,
+        long: bool,
+    ) -> AssemblerConfig {
+        AssemblerConfig {
+            max_message_len: config.max_request_len,
+            max_in_flight: SLOTS,
+            large_messages: large,
+            long_containers: long,
+        }
+    }
+
+    pub(super) fn check_open(&self) -> Result<(), SendError> {
+        if self.closed {
+            Err(SendError::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub(super) fn check_response(&self, name: &str, data_len: usize) -> Result<(), SendError> {
+        if name.is_empty() || name.len() > MAX_NAME_LEN || data_len > MAX_LARGE_DATA_LEN {
+            return Err(SendError::Invalid);
+        }
+        let len = wire_len(name.len(), data_len, self.kx.is_established());
+        let max = self.max_response_wire(self.ep.large, self.ep.long);
+        if len > max {
+            return Err(SendError::ResponseTooLarge { len, max });
+        }
+        Ok(())
+    }
+
+    /// The largest response (wire bytes) this connection can send: the configured limit, what
+    /// the outbox can ever hold, and without the extension one classic transaction at this MTU
+    /// (data beyond 65,535 bytes always exceeds that).
+    pub(super) fn max_response_wire(&self, large: bool, long: bool) -> usize {
+        let max = self.config.max_response_len.min(self.ep.outbox.max_body());
+        if large {
+            max
+        } else {
+            max.min(classic_max_message_len(self.config.att_mtu, long))
+        }
+    }
+
+    pub(super) fn enqueue<F: FnOnce(&mut [u8])>(
+        &mut self,
+        tid: u8,
+        name: &str,
+        payload: Payload<'_, F>,
+    ) -> Result<(), SendError> {
+        self.ep
+            .enqueue(
+                self.kx.session_mut(),
+                tid,
+                CommandType::Response,
+                name,
+                payload,
+            )
+            .map_err(|e| match e {
+                EnqueueError::Full(f) => SendError::OutboxFull {
+                    needed: f.needed,
+                    free: f.free,
+                },
+                EnqueueError::CounterExhausted => SendError::CounterExhausted,
+                EnqueueError::Invalid | EnqueueError::Internal => SendError::Invalid,
+            })
+    }
+
+    pub(super) fn on_assembly_error(&mut self, e: AssembleError) {
+        let reply = match e {
+            AssembleError::SequenceGap { tid, .. } => Some((tid, ErrorCode::SequenceGap)),
+            AssembleError::TooLarge { tid, .. }
+            | AssembleError::Capacity { tid }
+            | AssembleError::ContainerTooLong { tid, .. }
+            | AssembleError::LargeNotNegotiated { tid, .. } => {
+                Some((tid, ErrorCode::RequestTooLarge))
+            }
+            AssembleError::NoFreeSlot { tid } => Some((tid, ErrorCode::Busy)),
+            // A SUBSEQUENT without its FIRST: most likely the tail of a transaction we already
+            // refused; replying again would only duplicate that error.
+            _ => None,
+        };
+        if let Some((tid, code)) = reply {
+            self.send_error(tid, code);
+        }
+        self.warn(Warning::Assembly(e));
+    }
+
+    pub(super) fn on_request(&mut self, done: Completed) {
+        let tid = done.tid;
+        if self.pending.len() >= self.config.max_pending_requests || self.ep.events_free() < 2 {
+            self.ep.assembler.release(done);
+            self.send_error(tid, ErrorCode::Busy);
+            if self.ep.events_free() < 2 {
+                self.warn(Warning::EventQueueFull);
+            }
+            return;
+        }
+        let bytes = self.ep.assembler.message_mut(done);
+        let range = match self.kx.session_mut() {
+            Some(session) => match session.open_in_place(bytes) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.ep.assembler.release(done);
+                    self.send_error(tid, ErrorCode::DecryptFailed);
+                    self.warn(Warning::Decrypt(e));
+                    return;
+                }
+            },
+            None if self.config.require_encryption => {
+                self.ep.assembler.release(done);
+                self.send_error(tid, ErrorCode::EncryptionRequired);
+                self.warn(Warning::PlaintextRejected { tid });
+                return;
+            }
+            None => 0..bytes.len(),
+        };
+        let plain = self
+            .ep
+            .assembler
+            .message(done)
+            .get(range.clone())
+            .unwrap_or(&[]);
+        let parsed = if self.ep.large {
+            Command::parse_large(plain)
+        } else {
+            Command::parse(plain)
+        };
+        let parsed = parsed.map(|c| (c.kind, c.name.len(), c.data.len()));
+        match parsed {
+            Ok((CommandType::Request, name_len, data_len)) => {
+                self.pending.insert(tid);
+                let header_len = Command::header_len_large(name_len, data_len);
+                let msg = MsgRef::new(done, range.start + header_len, data_len);
+                let name_start = u32::try_from(range.start + 2).unwrap_or(u32::MAX);
+                let name_len = u8::try_from(name_len).unwrap_or(u8::MAX);
+                self.push(Record::Request {
+                    tid,
+                    name_start,
+                    name_len,
+                    msg,
+                });
+            }
+            Ok(_) => {
+                self.ep.assembler.release(done);
+                self.send_error(tid, ErrorCode::DecodeFailed);
+                self.warn(Warning::WrongCommandType { tid });
+            }
+            Err(e) => {
+                self.ep.assembler.release(done);
+                self.send_error(tid, ErrorCode::DecodeFailed);
+                self.warn(Warning::MalformedCommand(e));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::super::PeripheralEvent;
+    use super::super::tests::{T0, peripheral, sent};
+    use super::*;
+
+    /// `echo` with `0a 02 "hi"` under `tid`, as one FIRST container.
+    fn echo_request(tid: u8) -> [u8; 18] {
+        [
+            tid, 0x00, 0x00, 0x0c, 0x00, 0x0c, //
+            0x00, 0x04, b'e', b'c', b'h', b'o', 0x04, 0x00, 0x0a, 0x02, b'h', b'i',
+        ]
+    }
+
+    #[test]
+    fn a_plaintext_request_is_refused_while_encryption_is_required() {
+        let mut p = peripheral(true, |_| {});
+        p.handle_input(T0, &echo_request(5)).unwrap();
+        assert_eq!(
+            p.poll_event(),
+            Some(PeripheralEvent::Warning(Warning::PlaintextRejected {
+                tid: 5
+            }))
+        );
+        // ERROR ENCRYPTION_REQUIRED (0x06) under the request's tid.
+        assert_eq!(sent(&mut p), [alloc::vec![0x05, 0x00, 0xd4, 0x01, 0x06]]);
+        assert_eq!(p.pending_requests(), 0);
+    }
+
+    #[test]
+    fn a_request_is_handed_out_and_answered_under_its_tid() {
+        let mut p = peripheral(false, |_| {});
+        p.handle_input(T0, &echo_request(5)).unwrap();
+        assert_eq!(
+            p.poll_event(),
+            Some(PeripheralEvent::Request {
+                tid: 5,
+                name: "echo",
+                data: b"\x0a\x02hi"
+            })
+        );
+        assert_eq!(p.pending_requests(), 1);
+        p.respond(T0, 5, "echo", b"\x0a\x02hi").unwrap();
+        let mut response = echo_request(5);
+        response[6] = 0x80;
+        assert_eq!(sent(&mut p), [response.to_vec()]);
+        assert_eq!(
+            p.respond(T0, 5, "echo", b""),
+            Err(SendError::UnknownRequest),
+            "answered once"
+        );
+    }
+
+    #[test]
+    fn requests_beyond_the_pending_limit_get_busy() {
+        let mut p = peripheral(false, |c| c.max_pending_requests = 1);
+        p.handle_input(T0, &echo_request(5)).unwrap();
+        p.handle_input(T0, &echo_request(6)).unwrap();
+        assert!(matches!(
+            p.poll_event(),
+            Some(PeripheralEvent::Request { tid: 5, .. })
+        ));
+        assert_eq!(p.poll_event(), None);
+        // ERROR BUSY (0x02) for the second.
+        assert_eq!(sent(&mut p), [alloc::vec![0x06, 0x00, 0xd4, 0x01, 0x02]]);
+    }
+
+    #[test]
+    fn a_stream_is_items_under_fresh_tids_then_its_end() {
+        let mut p = peripheral(false, |c| c.max_stream_items = 2);
+        p.handle_input(T0, &echo_request(5)).unwrap();
+        assert!(p.poll_event().is_some());
+        p.send_stream_item(T0, 5, "counter_stream", b"\x08\x00")
+            .unwrap();
+        p.send_stream_item(T0, 5, "counter_stream", b"\x08\x01")
+            .unwrap();
+        assert_eq!(
+            p.send_stream_item(T0, 5, "counter_stream", b"\x08\x02"),
+            Err(SendError::StreamLimit)
+        );
+        p.end_stream(T0, 5).unwrap();
+        let pdus = sent(&mut p);
+        assert_eq!(pdus.len(), 3);
+        assert_eq!((pdus[0][0], pdus[1][0]), (0x00, 0x01));
+        // STREAM_END_P2C under tid 2: CONTROL | 3 << 2 = 0xcc.
+        assert_eq!(pdus[2], [0x02, 0x00, 0xcc, 0x00]);
+        assert_eq!(p.pending_requests(), 0);
+    }
+
+    #[test]
+    fn a_response_over_the_limit_becomes_an_error_reply() {
+        let mut p = peripheral(false, |c| c.max_response_len = 16);
+        p.handle_input(T0, &echo_request(5)).unwrap();
+        assert!(p.poll_event().is_some());
+        assert!(matches!(
+            p.respond(T0, 5, "echo", &[0; 32]),
+            Err(SendError::ResponseTooLarge { max: 16, .. })
+        ));
+        // ERROR RESPONSE_TOO_LARGE (0x01); the request is answered.
+        assert_eq!(sent(&mut p), [alloc::vec![0x05, 0x00, 0xd4, 0x01, 0x01]]);
+        assert_eq!(p.pending_requests(), 0);
+    }
+}

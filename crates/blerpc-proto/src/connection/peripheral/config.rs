@@ -1,0 +1,73 @@
+//! How a peripheral is configured: the limits it advertises and enforces, its timeouts, and
+//! which extensions it agrees to.
+
+use core::time::Duration;
+
+#[cfg(doc)]
+use super::Peripheral;
+#[cfg(doc)]
+use crate::connection::MIN_ATT_MTU_FOR_LARGE_MESSAGES;
+
+/// Configuration of a [`Peripheral`]. Every limit is explicit; defaults follow the reference
+/// firmware except where noted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeripheralConfig {
+    /// ATT MTU of the link. Default 247.
+    pub att_mtu: usize,
+    /// The value answered to TIMEOUT requests, in ms. Default 100 (`CONFIG_BLERPC_TIMEOUT_MS`).
+    pub timeout_ms: u16,
+    /// Largest request accepted, in wire bytes (after encryption), advertised in CAPABILITIES
+    /// (capped at 65,535 in the classic field; in full in the large-message extension, at most
+    /// `u32::MAX` then). Default 12,288 (the nRF firmware's assembler buffer).
+    pub max_request_len: usize,
+    /// Largest response sent, in wire bytes, advertised in CAPABILITIES like `max_request_len`.
+    /// Default 16 MiB ([`crate::connection::DEFAULT_MAX_LARGE_MESSAGE_LEN`]); without the large-message
+    /// extension one classic transaction (at most 65,535, advertised as such) is the limit.
+    pub max_response_len: usize,
+    /// Refuse plaintext requests (answer ERROR `ENCRYPTION_REQUIRED`). Default `true`.
+    pub require_encryption: bool,
+    /// Time allowed between key-exchange step 1 and step 3. Default 5 s.
+    pub handshake_timeout: Duration,
+    /// Requests handed to the application and not yet answered; more get ERROR BUSY.
+    /// Default 2 (the firmware's double buffer).
+    pub max_pending_requests: usize,
+    /// Items one peripheral→central stream may carry. Default 10,000 (the firmware's cap).
+    pub max_stream_items: u32,
+    /// A partially received request idle this long is dropped. Default 10 s.
+    pub reassembly_timeout: Duration,
+    /// Bytes of responses waiting for the link. Default 128 KiB. A response must also fit here
+    /// (minus a 6-byte entry header): a larger one is answered with ERROR `RESPONSE_TOO_LARGE`.
+    pub max_outbox_bytes: usize,
+    /// Agree to the large-message extension when a central announces it in its CAPABILITIES
+    /// request (see `docs/protocol.md`): the reply then carries flags bit 1 and the `u32` limits
+    /// (`max_request_len`, and `max_response_len` capped by the outbox), and messages beyond
+    /// 65,535 bytes travel both ways. A central that does not announce it gets the classic reply,
+    /// byte for byte. Needs ATT MTU >= [`MIN_ATT_MTU_FOR_LARGE_MESSAGES`] (the 14-byte reply must
+    /// fit one container). Default `false`; the `blerpc` runtime turns it on.
+    pub large_messages: bool,
+    /// Agree to the long-container extension when a central announces it (CAPABILITIES flags
+    /// bit 2, see `docs/protocol.md`): containers of up to
+    /// [`MAX_LONG_CONTAINER_LEN`](crate::wire::container::MAX_LONG_CONTAINER_LEN) bytes both ways,
+    /// whatever `att_mtu`. Only for links that carry such PDUs (TCP, TLS, WebSocket, memory),
+    /// never BLE. Default `false`; the `blerpc` runtime turns it on for stream links.
+    pub long_containers: bool,
+}
+
+impl Default for PeripheralConfig {
+    fn default() -> Self {
+        PeripheralConfig {
+            att_mtu: 247,
+            timeout_ms: 100,
+            max_request_len: 12_288,
+            max_response_len: crate::connection::DEFAULT_MAX_LARGE_MESSAGE_LEN,
+            require_encryption: true,
+            handshake_timeout: Duration::from_secs(5),
+            max_pending_requests: 2,
+            max_stream_items: 10_000,
+            reassembly_timeout: Duration::from_secs(10),
+            max_outbox_bytes: 128 * 1024,
+            large_messages: false,
+            long_containers: false,
+        }
+    }
+}
