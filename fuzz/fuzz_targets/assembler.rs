@@ -1,3 +1,3 @@
 #![no_main]
-//! See `blerpc_proto::fuzzing::assembler` for the input format and the invariants.
-libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_proto::fuzzing::assembler(data));
+//! See `blerpc_fuzz::assembler::assembler` for the input format and the invariants.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_fuzz::assembler::assembler(data));

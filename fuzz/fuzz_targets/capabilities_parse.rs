@@ -1,3 +1,3 @@
 #![no_main]
-//! See `blerpc_proto::fuzzing::capabilities_parse` for the input format and the invariants.
-libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_proto::fuzzing::capabilities_parse(data));
+//! See `blerpc_fuzz::codecs::capabilities_parse` for the input format and the invariants.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_fuzz::codecs::capabilities_parse(data));

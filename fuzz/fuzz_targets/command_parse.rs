@@ -1,3 +1,3 @@
 #![no_main]
-//! See `blerpc_proto::fuzzing::command_parse` for the input format and the invariants.
-libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_proto::fuzzing::command_parse(data));
+//! See `blerpc_fuzz::codecs::command_parse` for the input format and the invariants.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_fuzz::codecs::command_parse(data));

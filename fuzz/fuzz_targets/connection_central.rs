@@ -1,3 +1,3 @@
 #![no_main]
-//! See `blerpc_proto::fuzzing::connection_central` for the input format and the invariants.
-libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_proto::fuzzing::connection_central(data));
+//! See `blerpc_fuzz::connection::connection_central` for the input format and the invariants.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_fuzz::connection::connection_central(data));

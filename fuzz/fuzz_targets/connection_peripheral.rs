@@ -1,3 +1,3 @@
 #![no_main]
-//! See `blerpc_proto::fuzzing::connection_peripheral` for the input format and the invariants.
-libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_proto::fuzzing::connection_peripheral(data));
+//! See `blerpc_fuzz::connection::connection_peripheral` for the input format and the invariants.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_fuzz::connection::connection_peripheral(data));

@@ -1,3 +1,3 @@
 #![no_main]
-//! See `blerpc_proto::fuzzing::container_parse` for the input format and the invariants.
-libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_proto::fuzzing::container_parse(data));
+//! See `blerpc_fuzz::codecs::container_parse` for the input format and the invariants.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_fuzz::codecs::container_parse(data));

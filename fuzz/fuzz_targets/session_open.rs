@@ -1,3 +1,3 @@
 #![no_main]
-//! See `blerpc_proto::fuzzing::session_open` for the input format and the invariants.
-libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_proto::fuzzing::session_open(data));
+//! See `blerpc_fuzz::session::session_open` for the input format and the invariants.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_fuzz::session::session_open(data));

@@ -1,3 +1,3 @@
 #![no_main]
-//! See `blerpc_proto::fuzzing::two_party` for the input format and the invariants.
-libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_proto::fuzzing::two_party(data));
+//! See `blerpc_fuzz::connection::two_party` for the input format and the invariants.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_fuzz::connection::two_party(data));

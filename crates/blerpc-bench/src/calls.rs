@@ -13,7 +13,7 @@
 //! length-prefixed frame answered by a 4-byte ACK) in the same runtime; and bleRPC over the
 //! in-memory link, where a call makes no system call at all (its time is bleRPC's alone). Each row's figure is the
 //! median over `--reps` interleaved repetitions of the mean time per call of `--calls` calls (after
-//! a warm-up of [`WARM_UP`] calls on the same connection); the last columns are the difference
+//! a warm-up of 200 calls on the same connection); the last columns are the difference
 //! from, and the ratio to, the bare row of the same payload.
 //!
 //! The bench binary enables tokio's `test-util` (the simulated BLE suites run on a paused

@@ -198,11 +198,12 @@ impl<A: Aead> Session<A> {
         self.tx_counter
     }
 
-    /// Sets the counter the next sealed message will carry.
-    ///
-    /// For test vectors and tests (e.g. exhaustion at `0xFFFFFFFF`). Moving the counter backwards
-    /// on a live session reuses nonces and breaks AES-GCM; never do that outside tests.
-    pub fn set_tx_counter(&mut self, next: u32) {
+    /// Sets the counter the next sealed message will carry: for test vectors, tests and fuzz
+    /// targets only (exhaustion at `0xFFFFFFFF`, the replay rule), through
+    /// [`crate::fuzzing::set_tx_counter`] outside this crate. Moving the counter backwards on a
+    /// live session reuses nonces and breaks AES-GCM, which is why nothing else can reach it.
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn set_tx_counter(&mut self, next: u32) {
         self.tx_counter = next;
     }
 

@@ -1,11 +1,11 @@
 //! BUSY: the peripheral's pending-request cap, and the central's retry with backoff.
-mod common;
 
 use std::time::Duration;
 
 use blerpc_proto::connection::{CallError, CallKind};
 use blerpc_proto::wire::error_code::ErrorCode;
-use common::*;
+use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::*;
 
 #[test]
 fn busy_is_retried_with_exponential_backoff() {
@@ -51,12 +51,10 @@ fn peripheral_answers_busy_beyond_its_pending_limit() {
     p.connect();
     p.app.handler_delay = Duration::from_millis(50);
     let a = p
-        .central
-        .start_call(p.now, "echo", &echo_req("a"), CallKind::Unary)
+        .start_call("echo", &echo_req("a"), CallKind::Unary)
         .unwrap();
     let c = p
-        .central
-        .start_call(p.now, "echo", &echo_req("b"), CallKind::Unary)
+        .start_call("echo", &echo_req("b"), CallKind::Unary)
         .unwrap();
     assert_eq!(p.wait_call(a).unwrap(), echo_req("a"));
     assert_eq!(p.wait_call(c), Err(CallError::Busy { attempts: 1 }));
@@ -67,12 +65,10 @@ fn peripheral_answers_busy_beyond_its_pending_limit() {
     p.connect();
     p.app.handler_delay = Duration::from_millis(30);
     let a = p
-        .central
-        .start_call(p.now, "echo", &echo_req("a"), CallKind::Unary)
+        .start_call("echo", &echo_req("a"), CallKind::Unary)
         .unwrap();
     let c = p
-        .central
-        .start_call(p.now, "echo", &echo_req("b"), CallKind::Unary)
+        .start_call("echo", &echo_req("b"), CallKind::Unary)
         .unwrap();
     assert_eq!(p.wait_call(a).unwrap(), echo_req("a"));
     assert_eq!(p.wait_call(c).unwrap(), echo_req("b"));
@@ -83,12 +79,11 @@ fn calls_in_flight_are_capped_locally() {
     let mut p = Pair::new();
     p.connect();
     for i in 0..4 {
-        p.central
-            .start_call(p.now, "echo", &echo_req(&i.to_string()), CallKind::Unary)
+        p.start_call("echo", &echo_req(&i.to_string()), CallKind::Unary)
             .unwrap();
     }
     assert_eq!(
-        p.central.start_call(p.now, "echo", &[], CallKind::Unary),
+        p.start_call("echo", &[], CallKind::Unary),
         Err(CallError::TooManyCalls { limit: 4 })
     );
     let _ = ErrorCode::Busy;

@@ -1,12 +1,12 @@
 //! The key exchange, identity pinning (fail-closed), and encryption requirements on both sides.
-mod common;
 
 use std::time::Duration;
 
 use blerpc_proto::connection::{CallError, CallKind, CloseReason, Pinning};
 use blerpc_proto::handshake::HandshakeError;
 use blerpc_proto::wire::error_code::ErrorCode;
-use common::*;
+use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::*;
 
 #[test]
 fn a_wrong_pinned_key_is_refused() {
@@ -160,8 +160,7 @@ fn a_tampered_confirmation_is_refused_and_the_peripheral_allows_a_new_handshake(
         p.now,
     )
     .unwrap();
-    p.central = fresh;
-    p.central_events.clear();
+    p.replace_central(fresh);
     p.interceptor = None;
     p.connect();
     assert!(p.peripheral.is_encrypted());
@@ -180,8 +179,7 @@ fn encrypted_and_plaintext_traffic_are_byte_identical_per_seed() {
         let mut p = Pair::new();
         p.connect();
         let id = p
-            .central
-            .start_call(p.now, "echo", &echo_req("det"), CallKind::Unary)
+            .start_call("echo", &echo_req("det"), CallKind::Unary)
             .unwrap();
         p.wait_call(id).unwrap();
         (p.sent_c2p.clone(), p.sent_p2c.clone())

@@ -2,13 +2,13 @@
 //! protobuf data encoded behind it) is taken without a copy, behaves exactly like
 //! `start_call`, and is given back untouched whenever the call cannot start.
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
-mod common;
 
 use std::time::Duration;
 
 use blerpc_proto::connection::{CallError, CallKind};
 use blerpc_proto::wire::command::{Command, CommandType};
-use common::*;
+use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::*;
 
 /// `name`'s REQUEST command with `data`, framed the way `start_call` stores it.
 fn framed(name: &str, data: &[u8]) -> Vec<u8> {

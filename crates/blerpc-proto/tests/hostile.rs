@@ -2,13 +2,13 @@
 //! ERROR reply with a documented code, unauthenticated controls cannot confuse calls, and no
 //! input panics, hangs, or hands one call another call's data.
 #![allow(clippy::unwrap_used)]
-mod common;
 
 use std::time::Duration;
 
 use blerpc_proto::connection::{CallError, CallKind, CloseReason, Warning};
 use blerpc_proto::wire::error_code::ErrorCode;
-use common::*;
+use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::*;
 use rand_chacha::rand_core::RngCore;
 
 /// Sends `pdu` straight to the peripheral and returns what it answers.
@@ -173,8 +173,7 @@ fn forged_controls_cannot_hijack_calls() {
     // controls with tids of no outstanding call, arrive before the real response.
     p.app.handler_delay = Duration::from_millis(20);
     let id = p
-        .central
-        .start_call(p.now, "echo", &echo_req("mine"), CallKind::Unary)
+        .start_call("echo", &echo_req("mine"), CallKind::Unary)
         .unwrap();
     p.flush();
     let call_tid = p.sent_c2p.last().unwrap()[0];
@@ -230,8 +229,7 @@ fn responses_with_the_wrong_tid_or_name_are_stale() {
     p.connect();
     p.app.handler_delay = Duration::from_millis(20);
     let id = p
-        .central
-        .start_call(p.now, "echo", &echo_req("real"), CallKind::Unary)
+        .start_call("echo", &echo_req("real"), CallKind::Unary)
         .unwrap();
     p.flush();
     let tid = p.sent_c2p.last().unwrap()[0];
@@ -280,13 +278,7 @@ fn an_injected_stream_end_cannot_leak_items_into_later_calls() {
         Action::Deliver
     }));
     let s = p
-        .central
-        .start_call(
-            p.now,
-            "counter_stream",
-            &pb_uint(1, 10),
-            CallKind::ServerStream,
-        )
+        .start_call("counter_stream", &pb_uint(1, 10), CallKind::ServerStream)
         .unwrap();
     p.drive_idle(Duration::from_secs(5));
     assert_eq!(p.stream_outcome(s).unwrap().unwrap().len(), 0);

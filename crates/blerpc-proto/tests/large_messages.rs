@@ -2,13 +2,13 @@
 //! sides, 64 KiB and multi-MiB unary calls, streams both ways, encrypted and plaintext, and the
 //! exact size limits on either side.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod common;
 
 use blerpc_proto::connection::{CallError, CallKind, DEFAULT_MAX_LARGE_MESSAGE_LEN};
 use blerpc_proto::session::SESSION_OVERHEAD;
 use blerpc_proto::wire::capabilities::LargeLimits;
 use blerpc_proto::wire::error_code::ErrorCode;
-use common::*;
+use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::*;
 
 /// Both sides announce the extension, with the runtime's limits: 16 MiB messages both ways
 /// (outboxes that hold one).
@@ -145,8 +145,7 @@ fn server_stream_of_large_items() {
     let mut req = vec![3u8];
     req.extend(100_000u32.to_le_bytes());
     let id = p
-        .central
-        .start_call(p.now, "big_stream", &req, CallKind::ServerStream)
+        .start_call("big_stream", &req, CallKind::ServerStream)
         .unwrap();
     p.drive_until(std::time::Duration::from_secs(60), |p| {
         p.stream_outcome(id).is_some()
@@ -163,8 +162,7 @@ fn client_stream_of_large_items() {
     let mut p = large().build();
     p.connect();
     let id = p
-        .central
-        .start_call(p.now, "counter_upload", &[], CallKind::ClientStream)
+        .start_call("counter_upload", &[], CallKind::ClientStream)
         .unwrap();
     for i in 0..3u8 {
         p.central
@@ -201,8 +199,7 @@ fn request_over_the_peripherals_limit_fails_locally() {
     assert_eq!(p.call("echo", &ok).unwrap(), ok);
     let sent = p.sent_c2p.len();
     assert_eq!(
-        p.central
-            .start_call(p.now, "echo", &pattern(max_data + 1, 0), CallKind::Unary),
+        p.start_call("echo", &pattern(max_data + 1, 0), CallKind::Unary),
         Err(CallError::RequestTooLarge {
             len: 100_001,
             max: 100_000
@@ -212,8 +209,7 @@ fn request_over_the_peripherals_limit_fails_locally() {
     assert_eq!(p.sent_c2p.len(), sent, "nothing was sent");
     // A client-stream item is checked the same way.
     let id = p
-        .central
-        .start_call(p.now, "counter_upload", &[], CallKind::ClientStream)
+        .start_call("counter_upload", &[], CallKind::ClientStream)
         .unwrap();
     // ("counter_upload" is 10 bytes longer than "echo".)
     assert_eq!(
@@ -234,8 +230,7 @@ fn request_over_the_centrals_outbox_fails_locally() {
     let mut p = b.build();
     p.connect();
     assert!(matches!(
-        p.central
-            .start_call(p.now, "echo", &pattern(80_000, 0), CallKind::Unary),
+        p.start_call("echo", &pattern(80_000, 0), CallKind::Unary),
         Err(CallError::RequestTooLarge { max: 79_994, .. })
     ));
     let fits = pattern(79_994 - 10 - SESSION_OVERHEAD, 0);

@@ -3,14 +3,14 @@
 //! containers the peer never agreed to, end in a typed error or an ERROR reply, never in a
 //! misparse.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod common;
 
 use std::time::Duration;
 
 use blerpc_proto::assemble::AssembleError;
 use blerpc_proto::connection::{CallError, CallKind, CloseReason, Warning};
 use blerpc_proto::wire::WireError;
-use common::*;
+use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::*;
 use rand_chacha::rand_core::SeedableRng;
 
 fn builder(central: bool, peripheral: bool, encrypted: bool) -> PairBuilder {
@@ -43,8 +43,7 @@ fn peripheral_without_the_extension_falls_back_to_classic() {
     // A 64 KiB request fails locally with the classic limit, and nothing is sent.
     let sent = p.sent_c2p.len();
     let err = p
-        .central
-        .start_call(p.now, "echo", &vec![0; 65_536], CallKind::Unary)
+        .start_call("echo", &vec![0; 65_536], CallKind::Unary)
         .unwrap_err();
     assert_eq!(
         err,
@@ -194,8 +193,7 @@ fn unsolicited_extension_is_ignored_by_the_central() {
     assert_eq!(p.central.large_messages(), None);
     // A LARGE FIRST answering a call is refused with a typed error, not misparsed.
     let id = p
-        .central
-        .start_call(p.now, "echo", &echo_req("x"), CallKind::Unary)
+        .start_call("echo", &echo_req("x"), CallKind::Unary)
         .unwrap();
     p.flush();
     let tid = p.sent_c2p.last().unwrap()[0];

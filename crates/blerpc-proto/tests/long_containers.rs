@@ -3,13 +3,13 @@
 //! it sees the classic bytes; a LONG container the receiver never agreed to ends in a typed error
 //! or an ERROR reply, never in a misparse.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod common;
 
 use blerpc_proto::assemble::AssembleError;
 use blerpc_proto::connection::{CallError, CallKind, Warning};
 use blerpc_proto::wire::WireError;
 use blerpc_proto::wire::container::{Container, ContainerKind, MAX_LONG_CONTAINER_LEN};
-use common::*;
+use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::*;
 
 fn builder(central: bool, peripheral: bool, encrypted: bool) -> PairBuilder {
     let mut b = PairBuilder::encrypted(encrypted);
@@ -117,8 +117,7 @@ fn without_large_messages_the_classic_total_still_binds() {
     let mut p = builder(true, true, false).build();
     p.connect();
     let err = p
-        .central
-        .start_call(p.now, "echo", &vec![0; 65_536], CallKind::Unary)
+        .start_call("echo", &vec![0; 65_536], CallKind::Unary)
         .unwrap_err();
     assert!(
         matches!(err, CallError::RequestTooLarge { max: 65_535, .. }),

@@ -1,11 +1,11 @@
 //! Every call shape at ATT MTUs from 23 to 512 (encryption where the MTU allows the key
 //! exchange, i.e. ≥ 136).
-mod common;
 
 use std::time::Duration;
 
 use blerpc_proto::connection::CallKind;
-use common::*;
+use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::*;
 
 #[test]
 fn calls_work_at_every_mtu() {
@@ -29,13 +29,7 @@ fn calls_work_at_every_mtu() {
         let resp = p.call("flash_read", &req).unwrap();
         assert_eq!(pb_get_bytes(&resp, 2).unwrap().len(), len, "mtu {mtu}");
         let id = p
-            .central
-            .start_call(
-                p.now,
-                "counter_stream",
-                &pb_uint(1, 7),
-                CallKind::ServerStream,
-            )
+            .start_call("counter_stream", &pb_uint(1, 7), CallKind::ServerStream)
             .unwrap();
         p.drive_until(Duration::from_secs(10), |p| p.stream_outcome(id).is_some());
         assert_eq!(p.stream_outcome(id).unwrap().unwrap().len(), 7, "mtu {mtu}");
@@ -57,8 +51,7 @@ fn a_request_larger_than_one_transaction_is_refused_locally() {
     p.connect();
     let big = vec![0u8; 5000];
     let err = p
-        .central
-        .start_call(p.now, "data_write", &pb_bytes(1, &big), CallKind::Unary)
+        .start_call("data_write", &pb_bytes(1, &big), CallKind::Unary)
         .unwrap_err();
     assert!(
         matches!(

@@ -1,14 +1,13 @@
 //! Pipelined setup (`CentralConfig::setup_pipelining`): which requests go out together, the round
 //! trips each mode saves, and what happens when the peripheral does not answer, refuses, lacks
 //! encryption or answers out of order.
-mod common;
 
 use std::time::Duration;
 
 use blerpc_proto::Instant;
 use blerpc_proto::connection::{CloseReason, SetupPipelining, Warning};
 use blerpc_proto::wire::error_code::ErrorCode;
-use common::*;
+use blerpc_sim::harness::*;
 
 const MODES: [SetupPipelining; 3] = [
     SetupPipelining::Off,

@@ -1,16 +1,14 @@
 //! Central→peripheral streams (counter_upload): items, STREAM_END_C2P, the final response.
-mod common;
 
 use std::time::Duration;
 
 use blerpc_proto::connection::{CallError, CallKind};
 use blerpc_proto::wire::error_code::ErrorCode;
-use common::*;
+use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::*;
 
 fn upload(p: &mut Pair, n: u32) -> Result<Vec<u8>, CallError> {
-    let id = p
-        .central
-        .start_call(p.now, "counter_upload", &[], CallKind::ClientStream)?;
+    let id = p.start_call("counter_upload", &[], CallKind::ClientStream)?;
     for i in 0..n {
         let mut item = pb_uint(1, u64::from(i));
         item.extend(pb_uint(2, u64::from(i * 10)));
@@ -60,8 +58,7 @@ fn items_on_a_unary_call_and_double_finish_are_refused() {
     let mut p = Pair::new();
     p.connect();
     let unary = p
-        .central
-        .start_call(p.now, "echo", &echo_req("x"), CallKind::Unary)
+        .start_call("echo", &echo_req("x"), CallKind::Unary)
         .unwrap();
     assert_eq!(
         p.central.send_stream_item(p.now, unary, b""),
@@ -69,8 +66,7 @@ fn items_on_a_unary_call_and_double_finish_are_refused() {
     );
     p.wait_call(unary).unwrap();
     let up = p
-        .central
-        .start_call(p.now, "counter_upload", &[], CallKind::ClientStream)
+        .start_call("counter_upload", &[], CallKind::ClientStream)
         .unwrap();
     p.central.finish_stream(p.now, up).unwrap();
     assert_eq!(
@@ -90,8 +86,7 @@ fn an_error_on_an_upload_item_fails_the_upload() {
     p.app.busy_first = 1;
     // The first item is answered BUSY (as the reference, an upload is not retried item by item).
     let id = p
-        .central
-        .start_call(p.now, "counter_upload", &[], CallKind::ClientStream)
+        .start_call("counter_upload", &[], CallKind::ClientStream)
         .unwrap();
     p.central
         .send_stream_item(p.now, id, &pb_uint(1, 1))

@@ -1,20 +1,15 @@
 //! Peripheral→central streams (counter_stream): items in order, the end marker, limits, idle
 //! timeouts, and a stream running beside unary calls.
 #![allow(clippy::expect_used)]
-mod common;
 
 use std::time::Duration;
 
 use blerpc_proto::connection::{CallError, CallKind};
-use common::*;
+use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::*;
 
 fn run_stream(p: &mut Pair, count: u64) -> Result<Vec<Vec<u8>>, CallError> {
-    let id = p.central.start_call(
-        p.now,
-        "counter_stream",
-        &pb_uint(1, count),
-        CallKind::ServerStream,
-    )?;
+    let id = p.start_call("counter_stream", &pb_uint(1, count), CallKind::ServerStream)?;
     p.drive_until(Duration::from_secs(120), |p| p.stream_outcome(id).is_some());
     p.stream_outcome(id)
         .expect("drive_until guarantees an outcome")
@@ -64,17 +59,10 @@ fn unary_calls_run_beside_a_stream() {
     let mut p = Pair::new();
     p.connect();
     let s = p
-        .central
-        .start_call(
-            p.now,
-            "counter_stream",
-            &pb_uint(1, 50),
-            CallKind::ServerStream,
-        )
+        .start_call("counter_stream", &pb_uint(1, 50), CallKind::ServerStream)
         .unwrap();
     let e = p
-        .central
-        .start_call(p.now, "echo", &echo_req("beside"), CallKind::Unary)
+        .start_call("echo", &echo_req("beside"), CallKind::Unary)
         .unwrap();
     assert_eq!(p.wait_call(e).unwrap(), echo_req("beside"));
     p.drive_until(Duration::from_secs(10), |p| p.stream_outcome(s).is_some());
@@ -85,21 +73,10 @@ fn unary_calls_run_beside_a_stream() {
 fn a_second_stream_is_refused_while_one_is_active() {
     let mut p = Pair::new();
     p.connect();
-    p.central
-        .start_call(
-            p.now,
-            "counter_stream",
-            &pb_uint(1, 3),
-            CallKind::ServerStream,
-        )
+    p.start_call("counter_stream", &pb_uint(1, 3), CallKind::ServerStream)
         .unwrap();
     assert_eq!(
-        p.central.start_call(
-            p.now,
-            "counter_stream",
-            &pb_uint(1, 3),
-            CallKind::ServerStream
-        ),
+        p.start_call("counter_stream", &pb_uint(1, 3), CallKind::ServerStream),
         Err(CallError::StreamActive)
     );
 }
@@ -112,13 +89,7 @@ fn peripheral_stream_limit_is_enforced() {
     p.connect();
     // The harness handler asks for 5 items; the 4th is refused by the core's limit.
     let id = p
-        .central
-        .start_call(
-            p.now,
-            "counter_stream",
-            &pb_uint(1, 5),
-            CallKind::ServerStream,
-        )
+        .start_call("counter_stream", &pb_uint(1, 5), CallKind::ServerStream)
         .unwrap();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         p.drive_until(Duration::from_secs(10), |p| p.stream_outcome(id).is_some())
@@ -136,13 +107,7 @@ fn a_stalled_stream_fails_with_timeout() {
     p.connect();
     p.app.ignore = Some("counter_stream");
     let id = p
-        .central
-        .start_call(
-            p.now,
-            "counter_stream",
-            &pb_uint(1, 5),
-            CallKind::ServerStream,
-        )
+        .start_call("counter_stream", &pb_uint(1, 5), CallKind::ServerStream)
         .unwrap();
     let start = p.now;
     p.drive_until(Duration::from_secs(30), |p| p.stream_outcome(id).is_some());

@@ -2,10 +2,10 @@
 //! the data out of the event; the buffer holds exactly the event's data (decrypted), each request
 //! is taken at most once, and the connection goes on as before.
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
-mod common;
 
 use blerpc_proto::connection::CallKind;
-use common::*;
+use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::*;
 
 #[test]
 fn taken_requests_hold_the_data_plaintext_and_encrypted() {
@@ -20,8 +20,7 @@ fn taken_requests_hold_the_data_plaintext_and_encrypted() {
         // Several in flight at once, each taken from its own slot.
         let ids: Vec<_> = (0..4)
             .map(|i| {
-                p.central
-                    .start_call(p.now, "echo", &echo_req(&i.to_string()), CallKind::Unary)
+                p.start_call("echo", &echo_req(&i.to_string()), CallKind::Unary)
                     .unwrap()
             })
             .collect();

@@ -1,10 +1,10 @@
 //! Transaction ids wrap from 255 to 0 on both sides without confusing calls or streams.
-mod common;
 
 use std::time::Duration;
 
 use blerpc_proto::connection::CallKind;
-use common::*;
+use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::*;
 
 #[test]
 fn six_hundred_calls_wrap_the_central_tid_twice() {
@@ -23,13 +23,7 @@ fn peripheral_tids_wrap_inside_a_stream() {
     let mut p = Pair::new();
     p.connect();
     let id = p
-        .central
-        .start_call(
-            p.now,
-            "counter_stream",
-            &pb_uint(1, 700),
-            CallKind::ServerStream,
-        )
+        .start_call("counter_stream", &pb_uint(1, 700), CallKind::ServerStream)
         .unwrap();
     p.drive_until(Duration::from_secs(30), |p| p.stream_outcome(id).is_some());
     assert_eq!(p.stream_outcome(id).unwrap().unwrap().len(), 700);

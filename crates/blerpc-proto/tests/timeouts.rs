@@ -1,10 +1,10 @@
 //! Timeouts: setup replies, call deadlines, and late responses after a timeout.
-mod common;
 
 use std::time::Duration;
 
 use blerpc_proto::connection::{CallError, CallKind, CloseReason, Warning};
-use common::*;
+use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::*;
 
 #[test]
 fn an_unanswered_timeout_request_keeps_100ms_and_goes_on() {
@@ -58,16 +58,14 @@ fn a_call_times_out_at_its_deadline() {
     p.connect();
     p.app.ignore = Some("echo");
     let id = p
-        .central
-        .start_call(p.now, "echo", &echo_req("x"), CallKind::Unary)
+        .start_call("echo", &echo_req("x"), CallKind::Unary)
         .unwrap();
     let start = p.now;
     assert_eq!(p.wait_call(id), Err(CallError::Timeout));
     assert_eq!(p.now - start, Duration::from_secs(5));
     // A custom deadline is honoured too.
     let id = p
-        .central
-        .start_call(p.now, "echo", &echo_req("y"), CallKind::Unary)
+        .start_call("echo", &echo_req("y"), CallKind::Unary)
         .unwrap();
     let start = p.now;
     p.central
@@ -87,10 +85,7 @@ fn a_late_response_is_dropped_and_never_answers_the_next_call() {
     p.app.handler_delay = Duration::from_millis(800);
     let mut req = pb_uint(1, 0);
     req.extend(pb_uint(2, 16));
-    let first = p
-        .central
-        .start_call(p.now, "flash_read", &req, CallKind::Unary)
-        .unwrap();
+    let first = p.start_call("flash_read", &req, CallKind::Unary).unwrap();
     assert_eq!(p.wait_call(first), Err(CallError::Timeout));
     // Same command name, another address: the reference would take the stale answer.
     // It answers the second call after 400 ms, so the stale answer to the first arrives while
@@ -98,10 +93,7 @@ fn a_late_response_is_dropped_and_never_answers_the_next_call() {
     p.app.handler_delay = Duration::from_millis(400);
     let mut req2 = pb_uint(1, 100);
     req2.extend(pb_uint(2, 16));
-    let second = p
-        .central
-        .start_call(p.now, "flash_read", &req2, CallKind::Unary)
-        .unwrap();
+    let second = p.start_call("flash_read", &req2, CallKind::Unary).unwrap();
     let resp = p.wait_call(second).unwrap();
     assert_eq!(
         pb_get_uint(&resp, 1),
@@ -121,15 +113,14 @@ fn close_fails_every_call() {
     p.connect();
     p.app.ignore = Some("echo");
     let a = p
-        .central
-        .start_call(p.now, "echo", &echo_req("a"), CallKind::Unary)
+        .start_call("echo", &echo_req("a"), CallKind::Unary)
         .unwrap();
     p.central.close(p.now);
     p.drain_central();
     assert_eq!(p.call_outcome(a), Some(Err(CallError::Closed)));
     assert!(p.central_events.contains(&CEv::Closed(CloseReason::Local)));
     assert_eq!(
-        p.central.start_call(p.now, "echo", &[], CallKind::Unary),
+        p.start_call("echo", &[], CallKind::Unary),
         Err(CallError::Closed)
     );
 }

@@ -1,10 +1,10 @@
 //! Unary calls end to end on the two-peer harness: setup, handshake, echo and friends.
-mod common;
 
 use std::time::Duration;
 
 use blerpc_proto::connection::{CallKind, CloseReason};
-use common::*;
+use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::*;
 
 #[test]
 fn setup_uses_the_reference_tids_and_encrypts() {
@@ -19,8 +19,7 @@ fn setup_uses_the_reference_tids_and_encrypts() {
     assert_eq!(p.sent_c2p[1], [0x01, 0x00, 0xd0, 0x06, 0, 0, 0, 0, 0, 0]);
     // The first call uses tid 4.
     let id = p
-        .central
-        .start_call(p.now, "echo", &echo_req("hello"), CallKind::Unary)
+        .start_call("echo", &echo_req("hello"), CallKind::Unary)
         .unwrap();
     p.flush();
     assert_eq!(p.sent_c2p.last().unwrap()[0], 4);
@@ -68,8 +67,7 @@ fn plaintext_connection_when_neither_side_encrypts() {
     );
     // Without KX the first call uses tid 2.
     let id = p
-        .central
-        .start_call(p.now, "echo", &echo_req("x"), CallKind::Unary)
+        .start_call("echo", &echo_req("x"), CallKind::Unary)
         .unwrap();
     p.flush();
     assert_eq!(p.sent_c2p.last().unwrap()[0], 2);
@@ -93,12 +91,10 @@ fn concurrent_unary_calls_are_bound_by_tid() {
     let mut p = Pair::new();
     p.connect();
     let a = p
-        .central
-        .start_call(p.now, "echo", &echo_req("first"), CallKind::Unary)
+        .start_call("echo", &echo_req("first"), CallKind::Unary)
         .unwrap();
     let b = p
-        .central
-        .start_call(p.now, "echo", &echo_req("second"), CallKind::Unary)
+        .start_call("echo", &echo_req("second"), CallKind::Unary)
         .unwrap();
     assert_eq!(p.wait_call(a).unwrap(), echo_req("first"));
     assert_eq!(p.wait_call(b).unwrap(), echo_req("second"));

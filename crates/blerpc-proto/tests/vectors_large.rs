@@ -190,7 +190,7 @@ fn split_message(case: &Value) -> Result<Vec<u8>, String> {
             .aead(&SessionKey::from_bytes(key))
             .map_err(|e| format!("{e:?}"))?;
         let mut session = Session::new(aead, Role::Central);
-        session.set_tx_counter(num(case, "counter") as u32);
+        blerpc_proto::fuzzing::set_tx_counter(&mut session, num(case, "counter") as u32);
         let data = pattern(65_536, 7, 0);
         let cmd = Command::request("echo", &data);
         let mut frame = vec![0u8; cmd.emitted_len_large() + SESSION_OVERHEAD];

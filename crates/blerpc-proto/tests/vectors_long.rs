@@ -326,7 +326,7 @@ fn split_message(case: &Value) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("{e:?}"))?;
     same("direction", str_of(enc, "direction")?, "c2p")?;
     let mut session = Session::new(aead, Role::Central);
-    session.set_tx_counter(u32_of(enc, "counter")?);
+    blerpc_proto::fuzzing::set_tx_counter(&mut session, u32_of(enc, "counter")?);
     let data = pattern_of(&enc["data"])?;
     same("cmd_type", str_of(enc, "cmd_type")?, "REQUEST")?;
     let cmd = Command::request(str_of(enc, "cmd_name")?, &data);

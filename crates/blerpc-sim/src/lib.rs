@@ -1,6 +1,24 @@
-//! A simulated BLE GATT link that runs on tokio's (virtual) time.
+//! # blerpc-sim: two peers on virtual time
 //!
-//! [`pair`] returns the central and peripheral ends of one connection as [`SimLink`]s, which
+//! The one place where a bleRPC central and peripheral meet without a real link:
+//!
+//! ```text
+//!  harness::Pair ── the sans-IO Central and Peripheral of blerpc-proto, the demo application,
+//!      |            invariants checked on every step, a log; no runtime, no clock
+//!      | Wire: Latency (fixed one-way delay) · Scripted (PDUs moved by hand: the fuzz targets)
+//!      |       · BleWire (the BLE model below)
+//!  ble ── the BLE connection model, sans-IO: parameters, platform profiles, event schedule, Air
+//!      |
+//!  SimLink (feature `link`) ── the same model on tokio's clock as a blerpc `Link`, so the real
+//!                              `blerpc::Client` and `Server` run over it unchanged
+//! ```
+//!
+//! The scenario tests of blerpc-proto, its fuzz targets and the benchmarks' simulated BLE suite
+//! all run on these pieces.
+//!
+//! ## The simulated BLE link
+//!
+//! [`pair`] (feature `link`) returns the central and peripheral ends of one connection as [`SimLink`]s, which
 //! implement [`blerpc::link::Link`], so the real `blerpc::Client` and `blerpc::Server` run over
 //! them unchanged. A driver task spawned by [`pair`] models the connection
 //! (`../shared/spec/benchmarks.md` §4 has the physics):
@@ -53,18 +71,45 @@
 //! # }
 //! ```
 
-mod driver;
+#[cfg(feature = "link")]
 mod link;
-pub mod params;
-pub mod profile;
-mod rng;
-mod schedule;
 
-pub use link::{LinkStats, Monitor, SimLink, SimRx, SimTx, pair, pair_with_driver};
-pub use params::{DelayRange, LL_OVERHEAD, LinkParams, ParamError, Phy, T_IFS};
-pub use profile::Profile;
+pub mod ble;
+pub mod harness;
 
-#[cfg(test)]
+pub use ble::params::{self, DelayRange, LL_OVERHEAD, LinkParams, ParamError, Phy, T_IFS};
+pub use ble::profile::{self, Profile};
+pub use ble::{Air, LinkStats};
+#[cfg(feature = "link")]
+pub use link::{Monitor, SimLink, SimRx, SimTx, pair, pair_with_driver};
+
+/// Which way a PDU travels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dir {
+    /// Central to peripheral (writes).
+    C2P,
+    /// Peripheral to central (notifications).
+    P2C,
+}
+
+impl Dir {
+    /// `0` for [`Dir::C2P`], `1` for [`Dir::P2C`].
+    pub const fn index(self) -> usize {
+        match self {
+            Dir::C2P => 0,
+            Dir::P2C => 1,
+        }
+    }
+    /// The other way.
+    pub const fn reverse(self) -> Dir {
+        match self {
+            Dir::C2P => Dir::P2C,
+            Dir::P2C => Dir::C2P,
+        }
+    }
+}
+
+#[cfg(all(test, feature = "link"))]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use std::time::Duration;

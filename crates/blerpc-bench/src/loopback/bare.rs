@@ -426,10 +426,13 @@ mod tests {
         }
     }
 
-    /// A sealed DATA frame for `payload` under `key`, with the counter `counter`.
+    /// A sealed DATA frame for `payload` under `key`, with the counter `counter` (the
+    /// session seals `counter` messages first).
     fn sealed_frame(key: [u8; KEY_LEN], counter: u32, payload: &[u8]) -> Vec<u8> {
         let mut session = cipher(key, Role::Central).unwrap();
-        session.set_tx_counter(counter);
+        for _ in 0..counter {
+            session.seal_in_place(&mut [0; SESSION_OVERHEAD]).unwrap();
+        }
         let mut body = vec![0u8; 4];
         body.extend_from_slice(payload);
         body.extend_from_slice(&[0; SESSION_OVERHEAD - 4]);

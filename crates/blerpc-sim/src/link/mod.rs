@@ -1,4 +1,8 @@
-//! The two ends of a simulated connection: [`SimLink`] (a [`Link`]) and its shared state.
+//! The simulated link on tokio's clock: [`SimLink`] (a [`Link`]) around the sans-IO
+//! [`Air`](crate::ble::Air), a host queue in front of each controller, and the driver task that
+//! plays connection events.
+
+mod driver;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -9,95 +13,45 @@ use blerpc::link::{Link, LinkError, LinkRx, LinkTx};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::driver::drive;
-use crate::params::{LinkParams, ParamError};
-use crate::rng::SplitMix64;
-use crate::schedule::Schedule;
+use crate::Dir;
+use crate::ble::params::{LinkParams, ParamError};
+use crate::ble::{Air, LinkStats};
+use driver::drive;
 
-/// Direction index: central → peripheral.
-pub(crate) const C2P: usize = 0;
-/// Direction index: peripheral → central.
-pub(crate) const P2C: usize = 1;
-
-/// A container in a controller's buffer.
-#[derive(Debug)]
-pub(crate) struct AirPdu {
-    pub(crate) data: Vec<u8>,
-    /// When it reaches the controller (after the central host's delay).
-    pub(crate) ready_at: Instant,
-    /// Link-layer packets it takes, and how many got through.
-    pub(crate) frags: usize,
-    pub(crate) sent: usize,
-}
-
+/// One direction's ends.
 #[derive(Debug, Default)]
-pub(crate) struct Dir {
-    /// Containers handed to the controller, waiting for packets.
-    pub(crate) air: VecDeque<AirPdu>,
+pub(crate) struct Ends {
     /// Containers that arrived at the receiving end, waiting for `recv`.
-    pub(crate) delivered: VecDeque<Vec<u8>>,
-    pub(crate) tx_closed: bool,
-    pub(crate) rx_gone: bool,
-    /// The latest `ready_at` handed out, so delayed writes stay in order.
-    pub(crate) last_ready: Option<Instant>,
-    /// The host delay drawn for writes made at one instant: `(when, ready_at)`. Writes at the
-    /// same virtual instant share one draw, so the random sequence depends on when the runtime
-    /// writes, never on how many times it calls `flush` at that instant.
-    pub(crate) burst: Option<(Instant, Instant)>,
-}
-
-impl Dir {
-    pub(crate) fn done(&self) -> bool {
-        (self.tx_closed || self.rx_gone) && self.air.is_empty()
-    }
-}
-
-/// Counters of one connection, from [`Monitor::stats`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LinkStats {
-    /// Connection events that carried at least one packet pair.
-    pub events: u64,
-    /// Link-layer packets with data that got through, central → peripheral and back.
-    pub packets: [u64; 2],
-    /// Containers delivered, central → peripheral and back.
-    pub containers: [u64; 2],
-    /// Packets lost on air (and retransmitted later).
-    pub lost_packets: u64,
-    /// Writes the central's host dropped.
-    pub dropped_writes: u64,
-    /// Why the connection was lost, if it was.
-    pub disconnected: Option<String>,
+    delivered: VecDeque<Vec<u8>>,
+    /// Containers whose last packet is on air: the driver delivers them at its end.
+    in_flight: usize,
+    tx_closed: bool,
+    rx_gone: bool,
 }
 
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub(crate) dirs: [Dir; 2],
-    /// Per direction: containers whose last packet is on air, delivered in order.
-    pub(crate) in_flight: [VecDeque<Vec<u8>>; 2],
-    pub(crate) rng: SplitMix64,
-    pub(crate) stats: LinkStats,
-    pub(crate) schedule: Schedule,
-    /// The fault probabilities in force (from the parameters, changed by
-    /// [`Monitor::set_faults`]).
-    pub(crate) faults: Faults,
+    pub(crate) air: Air,
+    ends: [Ends; 2],
 }
 
-/// Fault probabilities that can change while the link runs.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Faults {
-    pub(crate) loss: f64,
-    pub(crate) write_drop: f64,
+impl Shared {
+    /// Both directions closed (or their receivers gone) and nothing left on air.
+    pub(crate) fn done(&self) -> bool {
+        self.ends.iter().all(|e| e.tx_closed || e.rx_gone) && self.air.is_idle()
+    }
 }
 
 #[derive(Debug)]
 pub(crate) struct State {
     pub(crate) params: LinkParams,
+    /// The instant the connection was made: the air's time zero.
     pub(crate) origin: Instant,
     shared: Mutex<Shared>,
     /// Per direction: a container was delivered, the sender closed, or the link was lost.
-    pub(crate) readable: [Notify; 2],
+    readable: [Notify; 2],
     /// Per direction: the controller buffer has room again (or the receiver is gone).
-    pub(crate) space: [Notify; 2],
+    space: [Notify; 2],
     /// Something was flushed or closed.
     pub(crate) driver: Notify,
 }
@@ -107,36 +61,45 @@ impl State {
         self.shared.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// `t` as the air's time.
+    pub(crate) fn offset(&self, t: Instant) -> Duration {
+        t.saturating_duration_since(self.origin)
+    }
+
     /// Ends the connection: both ends see `reason` on their next operation.
     pub(crate) fn disconnect(&self, reason: &str) {
-        {
-            let mut s = self.lock();
-            if s.stats.disconnected.is_some() {
-                return;
-            }
-            s.stats.disconnected = Some(reason.to_string());
-            for d in &mut s.dirs {
-                d.air.clear();
-            }
-            for f in &mut s.in_flight {
-                f.clear();
-            }
-        }
+        self.lock().air.disconnect(reason);
         self.wake_all();
     }
 
-    /// Hands the next in-flight container of direction `d` to its receiver.
-    pub(crate) fn deliver(&self, d: usize) {
+    /// Runs the event starting at `start`; its containers are in flight until delivered.
+    pub(crate) fn run_event(&self, start: Duration) -> crate::ble::Event {
+        let mut s = self.lock();
+        let event = s.air.run_event(start);
+        for d in &event.deliveries {
+            s.ends[d.dir.index()].in_flight += 1;
+        }
+        event
+    }
+
+    /// Hands a container that arrived to the receiver of `dir`.
+    pub(crate) fn deliver(&self, dir: Dir, pdu: Vec<u8>) {
         {
             let mut s = self.lock();
-            if let Some(pdu) = s.in_flight[d].pop_front() {
-                s.stats.containers[d] += 1;
-                if !s.dirs[d].rx_gone {
-                    s.dirs[d].delivered.push_back(pdu);
-                }
+            let ends = &mut s.ends[dir.index()];
+            ends.in_flight = ends.in_flight.saturating_sub(1);
+            if !ends.rx_gone {
+                ends.delivered.push_back(pdu);
             }
         }
-        self.readable[d].notify_one();
+        self.readable[dir.index()].notify_one();
+    }
+
+    /// An event ran: the controllers may have room again.
+    pub(crate) fn space_freed(&self) {
+        for n in &self.space {
+            n.notify_one();
+        }
     }
 
     pub(crate) fn wake_all(&self) {
@@ -174,27 +137,20 @@ pub fn pair_with_driver(
     ),
     ParamError,
 > {
-    params.validate()?;
+    let air = Air::new(params)?;
     let origin = Instant::now();
     let state = Arc::new(State {
         params,
         origin,
         shared: Mutex::new(Shared {
-            dirs: [Dir::default(), Dir::default()],
-            in_flight: [VecDeque::new(), VecDeque::new()],
-            rng: SplitMix64::new(params.seed),
-            stats: LinkStats::default(),
-            schedule: Schedule::new(origin, &params),
-            faults: Faults {
-                loss: params.loss,
-                write_drop: params.central_write_drop,
-            },
+            air,
+            ends: [Ends::default(), Ends::default()],
         }),
         readable: [Notify::new(), Notify::new()],
         space: [Notify::new(), Notify::new()],
         driver: Notify::new(),
     });
-    let end = |tx_dir: usize, name: &str| SimLink {
+    let end = |tx_dir: Dir, name: &str| SimLink {
         att_mtu: params.att_mtu,
         name: name.into(),
         tx: SimTx {
@@ -206,13 +162,13 @@ pub fn pair_with_driver(
         },
         rx: SimRx {
             state: state.clone(),
-            dir: 1 - tx_dir,
+            dir: tx_dir.reverse(),
             current: Vec::new(),
         },
     };
     // Each end reports its peer: the central talks to the peripheral and vice versa.
-    let central = end(C2P, "sim://peripheral");
-    let peripheral = end(P2C, "sim://central");
+    let central = end(Dir::C2P, "sim://peripheral");
+    let peripheral = end(Dir::P2C, "sim://central");
     Ok((central, peripheral, drive(state)))
 }
 
@@ -226,17 +182,17 @@ pub struct Monitor {
 impl Monitor {
     /// The counters so far.
     pub fn stats(&self) -> LinkStats {
-        self.state.lock().stats.clone()
+        self.state.lock().air.stats().clone()
     }
     /// The connection interval in force now.
     pub fn interval_now(&self) -> Duration {
-        self.state.lock().schedule.interval_at(Instant::now())
+        let now = self.state.offset(Instant::now());
+        self.state.lock().air.interval_at(now)
     }
     /// How long after connect the peripheral's requested interval took (or takes) effect;
     /// `None` if the initial interval was already the requested one.
     pub fn interval_updated_after(&self) -> Option<Duration> {
-        let s = self.state.lock();
-        s.schedule.switch_at().map(|t| t - self.state.origin)
+        self.state.lock().air.interval_switch()
     }
     /// Time since connect.
     pub fn connected_for(&self) -> Duration {
@@ -250,13 +206,7 @@ impl Monitor {
     /// degrades or recovers); the same ranges as [`LinkParams::loss`] and
     /// [`LinkParams::central_write_drop`].
     pub fn set_faults(&self, loss: f64, write_drop: f64) -> Result<(), ParamError> {
-        LinkParams {
-            loss,
-            central_write_drop: write_drop,
-            ..self.state.params
-        }
-        .validate()?;
-        self.state.lock().faults = Faults { loss, write_drop };
+        self.state.lock().air.set_faults(loss, write_drop)?;
         self.state.driver.notify_one();
         Ok(())
     }
@@ -307,7 +257,7 @@ impl Link for SimLink {
 #[derive(Debug)]
 pub struct SimTx {
     state: Arc<State>,
-    dir: usize,
+    dir: Dir,
     queue: VecDeque<Vec<u8>>,
     limit: usize,
     max: usize,
@@ -315,8 +265,8 @@ pub struct SimTx {
 
 impl SimTx {
     fn mark_closed(&self) {
-        self.state.lock().dirs[self.dir].tx_closed = true;
-        self.state.readable[self.dir].notify_one();
+        self.state.lock().ends[self.dir.index()].tx_closed = true;
+        self.state.readable[self.dir.index()].notify_one();
         self.state.driver.notify_one();
     }
 }
@@ -331,11 +281,11 @@ impl LinkTx for SimTx {
         }
         {
             let s = self.state.lock();
-            if let Some(reason) = &s.stats.disconnected {
+            if let Some(reason) = s.air.disconnected() {
                 return Err(lost_error(reason));
             }
-            let d = &s.dirs[self.dir];
-            if d.rx_gone || d.tx_closed {
+            let ends = &s.ends[self.dir.index()];
+            if ends.rx_gone || ends.tx_closed {
                 return Err(LinkError::Closed);
             }
         }
@@ -349,51 +299,25 @@ impl LinkTx for SimTx {
         !self.queue.is_empty()
     }
     async fn flush(&mut self) -> Result<(), LinkError> {
-        let p = self.state.params;
         loop {
             {
-                let mut guard = self.state.lock();
-                let s = &mut *guard;
+                let mut s = self.state.lock();
                 if self.queue.is_empty() {
                     return Ok(());
                 }
-                if let Some(reason) = &s.stats.disconnected {
+                if let Some(reason) = s.air.disconnected() {
                     return Err(lost_error(reason));
                 }
-                if s.dirs[self.dir].rx_gone || s.dirs[self.dir].tx_closed {
+                let ends = &s.ends[self.dir.index()];
+                if ends.rx_gone || ends.tx_closed {
                     return Err(LinkError::Closed);
                 }
-                let now = Instant::now();
-                // The central's writes cross its OS stack before reaching the controller.
-                let central = self.dir == C2P;
-                let ready_at = match s.dirs[C2P].burst {
-                    _ if !central => now,
-                    Some((at, ready)) if at == now => ready,
-                    _ => {
-                        let at = now + s.rng.delay(p.central_host_delay);
-                        let ready = s.dirs[C2P].last_ready.map_or(at, |l| l.max(at));
-                        s.dirs[C2P].burst = Some((now, ready));
-                        ready
-                    }
-                };
+                let now = self.state.offset(Instant::now());
                 let mut moved = false;
-                while s.dirs[self.dir].air.len() < self.limit
+                while s.air.has_room(self.dir)
                     && let Some(pdu) = self.queue.pop_front()
                 {
-                    let drop = s.faults.write_drop;
-                    if central && s.rng.chance(drop) {
-                        s.stats.dropped_writes += 1;
-                        continue;
-                    }
-                    let frags = p.fragments(pdu.len());
-                    let dir = &mut s.dirs[self.dir];
-                    dir.air.push_back(AirPdu {
-                        data: pdu,
-                        ready_at,
-                        frags,
-                        sent: 0,
-                    });
-                    dir.last_ready = Some(ready_at);
+                    s.air.submit(self.dir, now, pdu);
                     moved = true;
                 }
                 if moved {
@@ -404,7 +328,7 @@ impl LinkTx for SimTx {
                 }
             }
             // Cancel-safe: nothing is held across the wait, and moved PDUs stay moved.
-            self.state.space[self.dir].notified().await;
+            self.state.space[self.dir.index()].notified().await;
         }
     }
     async fn close(&mut self) -> Result<(), LinkError> {
@@ -424,25 +348,25 @@ impl Drop for SimTx {
 #[derive(Debug)]
 pub struct SimRx {
     state: Arc<State>,
-    dir: usize,
+    dir: Dir,
     current: Vec<u8>,
 }
 
 impl LinkRx for SimRx {
     async fn recv(&mut self) -> Result<Option<&[u8]>, LinkError> {
+        let d = self.dir.index();
         loop {
             let next = {
                 let mut s = self.state.lock();
-                let lost = s.stats.disconnected.clone();
-                let nothing_in_flight = s.in_flight[self.dir].is_empty();
-                let dir = &mut s.dirs[self.dir];
-                match dir.delivered.pop_front() {
+                let lost = s.air.disconnected().map(str::to_string);
+                let on_air = s.air.holds(self.dir);
+                let ends = &mut s.ends[d];
+                let drained = !on_air && ends.in_flight == 0;
+                match ends.delivered.pop_front() {
                     Some(pdu) => Some(Ok(Some(pdu))),
                     None => match lost {
                         Some(reason) => Some(Err(lost_error(&reason))),
-                        None if dir.tx_closed && dir.air.is_empty() && nothing_in_flight => {
-                            Some(Ok(None))
-                        }
+                        None if ends.tx_closed && drained => Some(Ok(None)),
                         None => None,
                     },
                 }
@@ -455,7 +379,7 @@ impl LinkRx for SimRx {
                 Some(Ok(None)) => return Ok(None),
                 Some(Err(e)) => return Err(e),
                 // Cancel-safe: a PDU leaves `delivered` only when it is returned.
-                None => self.state.readable[self.dir].notified().await,
+                None => self.state.readable[d].notified().await,
             }
         }
     }
@@ -465,12 +389,12 @@ impl Drop for SimRx {
     fn drop(&mut self) {
         {
             let mut s = self.state.lock();
-            let dir = &mut s.dirs[self.dir];
-            dir.rx_gone = true;
-            dir.air.clear();
-            dir.delivered.clear();
+            s.air.clear(self.dir);
+            let ends = &mut s.ends[self.dir.index()];
+            ends.rx_gone = true;
+            ends.delivered.clear();
         }
-        self.state.space[self.dir].notify_one();
+        self.state.space[self.dir.index()].notify_one();
         self.state.driver.notify_one();
     }
 }

@@ -40,7 +40,7 @@
 
 use std::time::Duration;
 
-use crate::params::{DelayRange, LinkParams, Phy};
+use super::params::{DelayRange, LinkParams, Phy};
 
 /// A central platform.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,12 +1,12 @@
 //! Runs every committed fuzz input through its target on stable, so the targets cannot rot.
 //!
-//! For each target in `blerpc_proto::fuzzing::TARGETS`, every file in `fuzz/corpus/<target>/`
+//! For each target in `blerpc_fuzz::TARGETS`, every file in `fuzz/corpus/<target>/`
 //! (the seeds) and `fuzz/regressions/<target>/` (minimised crashers, kept once fixed) is passed
 //! to the same function `cargo fuzz` calls. The seeds are generated from the reference vectors in
 //! `testdata/vectors/` and from traffic of the two-peer harness by the ignored test below:
 //!
 //! ```text
-//! cargo test -p blerpc-proto --test fuzz_corpus -- --ignored generate_corpus
+//! cargo test -p blerpc-fuzz --test corpus -- --ignored generate_corpus
 //! ```
 //!
 //! A regression whose file name starts with `open-` reproduces a core bug that is not fixed yet:
@@ -16,13 +16,15 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use blerpc_proto::fuzzing::{
-    self, Chan, Op, WorldConfig, capture_traffic, encode_chunk, encode_program,
+use blerpc_fuzz::TARGETS;
+use blerpc_fuzz::connection::{
+    Chan, Op, WorldConfig, capture_traffic, encode_program, two_party_responses,
 };
+use blerpc_fuzz::input::encode_chunk;
 use serde_json::Value;
 
 fn fuzz_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// Files of `fuzz/<kind>/<target>/`, sorted, skipping dot files.
@@ -49,7 +51,7 @@ impl Drop for Current<'_> {
 }
 
 fn run_target(name: &str) {
-    let (_, f) = fuzzing::TARGETS
+    let (_, f) = TARGETS
         .iter()
         .find(|(n, _)| *n == name)
         .expect("known target");
@@ -81,7 +83,7 @@ fn is_open(path: &Path) -> bool {
 #[ignore = "reproduces open core bugs (fuzz/regressions/*/open-*)"]
 fn open_regressions() {
     let mut report = Vec::new();
-    for (name, f) in fuzzing::TARGETS {
+    for (name, f) in TARGETS {
         for path in inputs("regressions", name)
             .into_iter()
             .filter(|p| is_open(p))
@@ -113,7 +115,7 @@ macro_rules! corpus_tests {
         #[test]
         fn every_target_has_a_corpus_test() {
             let tested = [$(stringify!($name)),*];
-            for (name, _) in fuzzing::TARGETS {
+            for (name, _) in TARGETS {
                 assert!(tested.contains(name), "no corpus test for {name}");
             }
         }
@@ -140,16 +142,16 @@ corpus_tests!(
 fn large_seeds_complete_calls() {
     // Both sides agree: the stretched (LARGE FIRST) echo and the small one complete.
     let d = fs::read(fuzz_dir().join("corpus/two_party/large_plaintext_mtu23")).unwrap();
-    assert_eq!(fuzzing::two_party_responses(&d), 2);
+    assert_eq!(two_party_responses(&d), 2);
     // One side only: the stretched echo fails locally, the small one completes.
     let d = fs::read(fuzz_dir().join("corpus/two_party/large_central_only")).unwrap();
-    assert_eq!(fuzzing::two_party_responses(&d), 1);
+    assert_eq!(two_party_responses(&d), 1);
 }
 
 #[test]
 fn two_party_seed_completes_calls() {
     let data = fs::read(fuzz_dir().join("corpus/two_party/encrypted_echo_calls")).unwrap();
-    assert!(fuzzing::two_party_responses(&data) >= 3);
+    assert!(two_party_responses(&data) >= 3);
     // The pipelined setups reach the calls too.
     for seed in [
         "pipelined_requests_calls",
@@ -157,7 +159,7 @@ fn two_party_seed_completes_calls() {
         "pipelined_key_exchange_plaintext",
     ] {
         let data = fs::read(fuzz_dir().join("corpus/two_party").join(seed)).unwrap();
-        assert!(fuzzing::two_party_responses(&data) >= 2, "{seed}");
+        assert!(two_party_responses(&data) >= 2, "{seed}");
     }
 }
 
@@ -234,7 +236,7 @@ fn program(config: WorldConfig, ops: &[Op]) -> Vec<u8> {
 
 /// Writes `fuzz/corpus/<target>/` for every target. Deterministic: rerunning changes nothing.
 #[test]
-#[ignore = "writes the seed corpus; run by hand after changing a wire format or fuzzing.rs"]
+#[ignore = "writes the seed corpus; run by hand after changing a wire format or a target"]
 fn generate_corpus() {
     let (enc_c2p, enc_p2c) = capture_traffic(true);
     let (pt_c2p, pt_p2c) = capture_traffic(false);

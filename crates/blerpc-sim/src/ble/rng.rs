@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::params::DelayRange;
+use super::params::DelayRange;
 
 /// SplitMix64 (Steele, Lea, Flood 2014): one `u64` of state.
 #[derive(Debug, Clone)]

@@ -1,21 +1,18 @@
 //! When connection events happen: the central's initial interval, then the interval the
-//! peripheral asked for.
+//! peripheral asked for. Times are durations since the connection was made.
 
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-use crate::params::{LinkParams, UPDATE_INSTANT_EVENTS};
+use super::params::{LinkParams, UPDATE_INSTANT_EVENTS};
 
 /// The event grid of one connection.
 #[derive(Debug, Clone)]
 pub(crate) struct Schedule {
-    origin: Instant,
     initial: Duration,
     interval: Duration,
     /// The first event at the new interval (`None`: one interval throughout).
-    switch: Option<Instant>,
-    last: Option<Instant>,
+    switch: Option<Duration>,
+    last: Option<Duration>,
 }
 
 fn ceil_div(a: Duration, b: Duration) -> u128 {
@@ -27,38 +24,34 @@ fn times(d: Duration, k: u128) -> Duration {
 }
 
 impl Schedule {
-    pub(crate) fn new(origin: Instant, p: &LinkParams) -> Schedule {
+    pub(crate) fn new(p: &LinkParams) -> Schedule {
         let interval = p.conn_interval;
         let initial = p.initial_interval.unwrap_or(interval);
         let switch = (initial != interval).then(|| {
             // The request goes out at `interval_update_after`; the update instant is at least
             // UPDATE_INSTANT_EVENTS events later, on the old grid.
             let at = p.interval_update_after + initial * UPDATE_INSTANT_EVENTS;
-            origin + times(initial, ceil_div(at, initial))
+            times(initial, ceil_div(at, initial))
         });
         Schedule {
-            origin,
             initial,
             interval,
             switch,
             // The event at the origin is the connection's first, taken by connection setup.
-            last: Some(origin),
+            last: Some(Duration::ZERO),
         }
     }
 
     /// The start of the first event at or after `t`, strictly after the previous one returned.
-    pub(crate) fn next_event(&mut self, t: Instant) -> Instant {
+    pub(crate) fn next_event(&mut self, t: Duration) -> Duration {
         let t = match self.last {
             Some(l) if t <= l => l + Duration::from_nanos(1),
             _ => t,
         };
-        let t = t.max(self.origin);
         let e = match self.switch {
-            Some(s) if t <= s => {
-                self.origin + times(self.initial, ceil_div(t - self.origin, self.initial))
-            }
+            Some(s) if t <= s => times(self.initial, ceil_div(t, self.initial)),
             _ => {
-                let base = self.switch.unwrap_or(self.origin);
+                let base = self.switch.unwrap_or(Duration::ZERO);
                 base + times(self.interval, ceil_div(t - base, self.interval))
             }
         };
@@ -67,7 +60,7 @@ impl Schedule {
     }
 
     /// The interval in force at `t`.
-    pub(crate) fn interval_at(&self, t: Instant) -> Duration {
+    pub(crate) fn interval_at(&self, t: Duration) -> Duration {
         match self.switch {
             Some(s) if t < s => self.initial,
             _ => self.interval,
@@ -75,7 +68,7 @@ impl Schedule {
     }
 
     /// When the new interval takes effect, if it differs from the initial one.
-    pub(crate) fn switch_at(&self) -> Option<Instant> {
+    pub(crate) fn switch_at(&self) -> Option<Duration> {
         self.switch
     }
 }
@@ -84,14 +77,14 @@ impl Schedule {
 mod tests {
     use super::*;
 
-    #[tokio::test(start_paused = true)]
-    async fn events_follow_the_initial_then_the_requested_interval() {
-        let o = Instant::now();
+    #[test]
+    fn events_follow_the_initial_then_the_requested_interval() {
+        let o = Duration::ZERO;
         let p = LinkParams {
             initial_interval: Some(Duration::from_millis(30)),
             ..LinkParams::default()
         };
-        let mut s = Schedule::new(o, &p);
+        let mut s = Schedule::new(&p);
         let ms = |n: u64| Duration::from_millis(n);
         assert_eq!(s.next_event(o), o + ms(30));
         assert_eq!(s.next_event(o), o + ms(60));
@@ -102,7 +95,7 @@ mod tests {
         assert_eq!(s.interval_at(o + ms(5190)), ms(15));
         assert_eq!(s.next_event(o + ms(5170)), o + ms(5190));
         assert_eq!(s.next_event(o + ms(5191)), o + ms(5205));
-        let mut flat = Schedule::new(o, &LinkParams::default());
+        let mut flat = Schedule::new(&LinkParams::default());
         assert_eq!(flat.switch_at(), None);
         assert_eq!(flat.next_event(o + ms(16)), o + ms(30));
     }

@@ -1,0 +1,59 @@
+//! # blerpc-fuzz: the fuzz targets of blerpc-rs
+//!
+//! One `pub fn name(data: &[u8])` per target. The cargo-fuzz crate in `fuzz/` wraps each in
+//! `fuzz_target!` (`fuzz/fuzz_targets/<name>.rs`), and `tests/corpus.rs` runs every committed
+//! input of `fuzz/corpus/<name>/` and `fuzz/regressions/<name>/` through the same function on
+//! stable, so a target cannot rot. A target must return normally for any input; a panic is a
+//! bug, in the code under test or in the invariant the target asserts (invariants are `assert!`,
+//! so they hold in release fuzz builds too).
+//!
+//! | target | input | module |
+//! |---|---|---|
+//! | `container_parse`, `command_parse`, `key_exchange_parse`, `capabilities_parse` | raw bytes | [`codecs`] |
+//! | `control_parse` | `[cmd][payload...]` | [`codecs`] |
+//! | `assembler` | `[max_len u16][in_flight][mtu]` then `[len][container]...` | [`assembler`] |
+//! | `handshake_central`, `handshake_peripheral` | `[mode]` then mutations or raw steps | [`handshake`] |
+//! | `session_open` | `[role]` then session ops | [`session`] |
+//! | `connection_central`, `connection_peripheral`, `two_party` | [`connection::WorldConfig`] bytes then [`connection::Op`]s, on blerpc-sim's two-peer harness | [`connection`] |
+//!
+//! ```
+//! // Any bytes are a valid input; a well-formed one runs a whole encrypted session.
+//! let (c2p, _) = blerpc_fuzz::connection::capture_traffic(true);
+//! for pdu in &c2p {
+//!     blerpc_fuzz::codecs::container_parse(pdu);
+//! }
+//! blerpc_fuzz::connection::two_party(b"\x0a\xf1\x03\x00\x01\x00\x00\x00\x02");
+//! ```
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "fuzz targets: a panic is how they report a broken invariant"
+)]
+
+pub mod assembler;
+pub mod codecs;
+pub mod connection;
+pub mod handshake;
+pub mod input;
+pub mod keys;
+pub mod session;
+
+/// The body of one target.
+pub type TargetFn = fn(&[u8]);
+
+/// Every target, by the name of its cargo-fuzz binary and corpus directory.
+pub const TARGETS: &[(&str, TargetFn)] = &[
+    ("container_parse", codecs::container_parse),
+    ("control_parse", codecs::control_parse),
+    ("command_parse", codecs::command_parse),
+    ("key_exchange_parse", codecs::key_exchange_parse),
+    ("capabilities_parse", codecs::capabilities_parse),
+    ("assembler", assembler::assembler),
+    ("handshake_central", handshake::handshake_central),
+    ("handshake_peripheral", handshake::handshake_peripheral),
+    ("session_open", session::session_open),
+    ("connection_central", connection::connection_central),
+    ("connection_peripheral", connection::connection_peripheral),
+    ("two_party", connection::two_party),
+];
