@@ -9,12 +9,12 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use anyhow::{Context as _, anyhow, bail};
+use blerpc::link::Acceptor;
 use blerpc::link::tcp::{self, TcpAcceptor, TcpOptions};
 use blerpc::link::tls::{self, TlsAcceptor, TlsClientConfig, TlsServerConfig};
 use blerpc::link::url::LinkUrl;
 use blerpc::link::ws::{self, WsAcceptor, WsOptions};
 use blerpc::link::{Link, LinkError, LinkRx, LinkTx};
-use blerpc::server::Acceptor;
 use blerpc::{Client, ClientConfig, Server};
 
 /// Where to connect or listen.

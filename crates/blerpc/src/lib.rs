@@ -33,6 +33,7 @@
 
 pub mod client;
 mod clock;
+mod driver;
 pub mod known_keys;
 pub mod link;
 pub mod server;

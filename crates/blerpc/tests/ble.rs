@@ -15,7 +15,6 @@ use blerpc::link::{Link, LinkError, LinkRx, LinkTx};
 use blerpc::{Client, ClientConfig, Error, Server, ServerConfig};
 use blerpc_proto::connection::{CallError, SetupPipelining};
 use common::*;
-use futures_util::StreamExt;
 
 fn server() -> Server {
     Server::new(
@@ -57,34 +56,10 @@ async fn connect_with(
     (client, ch, ph)
 }
 
-async fn every_call_shape(client: &Client) {
+/// [`common::every_call_shape`] and a request of many write commands.
+async fn every_call_shape_and_a_long_write(client: &Client) {
     assert!(client.info().encrypted);
-    let req = pb_bytes(1, b"hello");
-    assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
-    let mut read = pb_uint(1, 0);
-    read.extend(pb_uint(2, 8192));
-    assert_eq!(
-        client.call("flash_read", read).await.unwrap().len(),
-        8192 + 3
-    );
-    let items: Vec<_> = client
-        .server_stream("counter_stream", pb_uint(1, 20))
-        .await
-        .unwrap()
-        .collect()
-        .await;
-    assert_eq!(items.len(), 20);
-    for (i, item) in items.into_iter().enumerate() {
-        assert_eq!(
-            pb_get_uint(&item.unwrap(), 2),
-            Some(i as u64 * 10).filter(|v| *v != 0)
-        );
-    }
-    let mut up = client.client_stream("counter_upload").await.unwrap();
-    for i in 0..20u64 {
-        up.send(pb_uint(1, i)).await.unwrap();
-    }
-    assert_eq!(pb_get_uint(&up.finish().await.unwrap(), 1), Some(20));
+    common::every_call_shape(client).await;
     // A request of many write commands.
     let big = pb_bytes(1, &[0x5a; 6000]);
     assert_eq!(client.call("echo", big.clone()).await.unwrap(), big);
@@ -95,7 +70,7 @@ async fn every_call_shape_encrypted_at_the_firmware_mtu() {
     let (client, central, peripheral) = connect(247, FakeOptions::default()).await;
     assert_eq!(client.info().att_mtu, 247);
     assert_eq!(client.info().peer_id, "ble://fake-peripheral");
-    every_call_shape(&client).await;
+    every_call_shape_and_a_long_write(&client).await;
     assert_eq!((central.dropped(), peripheral.dropped()), (0, 0));
 }
 
@@ -104,7 +79,7 @@ async fn every_call_shape_at_an_ios_sized_mtu() {
     // iOS: maximumWriteValueLength(.withoutResponse) + 3 = 185.
     let (client, central, _) = connect(185, FakeOptions::default()).await;
     assert_eq!(client.info().att_mtu, 185);
-    every_call_shape(&client).await;
+    every_call_shape_and_a_long_write(&client).await;
     assert!(central.sent() > 40);
 }
 
@@ -117,7 +92,7 @@ async fn a_congested_stack_slows_the_link_down_and_loses_nothing() {
         flow_control: true,
     };
     let (client, central, peripheral) = connect(247, options).await;
-    every_call_shape(&client).await;
+    every_call_shape_and_a_long_write(&client).await;
     assert_eq!((central.dropped(), peripheral.dropped()), (0, 0));
 }
 

@@ -42,7 +42,7 @@ async fn connect_pair(pin: PinPolicy) -> (Result<Client, Error>, Server) {
 }
 
 #[tokio::test]
-async fn every_call_shape_encrypted() {
+async fn an_encrypted_connection_reports_the_peripheral_identity() {
     let key = server().identity_public().unwrap();
     let (client, _s) = connect_pair(PinPolicy::Trust(key)).await;
     let client = client.unwrap();
@@ -248,19 +248,6 @@ async fn plaintext_when_both_sides_allow_it() {
     );
 }
 
-/// An acceptor over an in-memory "listener".
-struct MemAcceptor(tokio::sync::mpsc::Receiver<mem::MemLink>);
-
-impl blerpc::server::Acceptor for MemAcceptor {
-    type Link = mem::MemLink;
-    async fn accept(&mut self) -> std::io::Result<mem::MemLink> {
-        self.0
-            .recv()
-            .await
-            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "listener closed"))
-    }
-}
-
 /// `server` serving an in-memory listener (`backlog` links queued) until the returned sender
 /// fires: the listener, the stop sender and the serving task.
 fn serve_mem(
@@ -271,11 +258,11 @@ fn serve_mem(
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<Result<(), blerpc::server::ServerError>>,
 ) {
-    let (listener_tx, listener_rx) = tokio::sync::mpsc::channel(backlog);
+    let (listener_tx, acceptor) = MemAcceptor::new(backlog);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let serving = tokio::spawn(async move {
         server
-            .serve(MemAcceptor(listener_rx), async {
+            .serve(acceptor, async {
                 let _ = stop_rx.await;
             })
             .await

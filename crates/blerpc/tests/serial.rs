@@ -15,7 +15,6 @@ use blerpc::link::{Link, LinkRx, LinkTx};
 use blerpc::{Client, ClientConfig, Error, Server, ServerConfig};
 use blerpc_proto::connection::CallError;
 use common::*;
-use futures_util::StreamExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 
 fn server() -> Server {
@@ -36,40 +35,9 @@ fn client_config(key: [u8; 32]) -> ClientConfig {
     }
 }
 
-async fn every_call_shape(client: &Client) {
-    assert!(client.info().encrypted);
-    let req = pb_bytes(1, b"hello");
-    assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
-    // Default configs carry the large-message extension: 65,536 bytes each way.
-    let large: Vec<u8> = (0..65_536u32).map(|i| (i * 7) as u8).collect();
-    assert!(client.call("echo", large.clone()).await.unwrap() == large);
-    let mut read = pb_uint(1, 0);
-    read.extend(pb_uint(2, 8192));
-    let resp = client.call("flash_read", read).await.unwrap();
-    assert_eq!(resp.len(), 8192 + 3);
-    let items: Vec<_> = client
-        .server_stream("counter_stream", pb_uint(1, 20))
-        .await
-        .unwrap()
-        .collect()
-        .await;
-    assert_eq!(items.len(), 20);
-    for (i, item) in items.into_iter().enumerate() {
-        assert_eq!(
-            pb_get_uint(&item.unwrap(), 2),
-            Some(i as u64 * 10).filter(|v| *v != 0)
-        );
-    }
-    let mut up = client.client_stream("counter_upload").await.unwrap();
-    for i in 0..20u64 {
-        up.send(pb_uint(1, i)).await.unwrap();
-    }
-    assert_eq!(pb_get_uint(&up.finish().await.unwrap(), 1), Some(20));
-}
-
 #[cfg(unix)]
 #[tokio::test]
-async fn every_call_shape_encrypted_over_a_pseudo_terminal() {
+async fn a_clean_pseudo_terminal_drops_no_frame() {
     let blerpc::link::pty::Pty {
         master,
         path,

@@ -10,10 +10,10 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 use std::time::Duration;
 
+use blerpc::link::Acceptor;
 use blerpc::link::tcp::TcpOptions;
 use blerpc::link::ws::{self, WsAcceptor, WsLink, WsOptions};
 use blerpc::link::{Link, LinkError, LinkRx, LinkTx};
-use blerpc::server::Acceptor;
 use blerpc::{Client, Server};
 use common::*;
 use futures_util::{SinkExt, StreamExt};
@@ -86,66 +86,6 @@ async fn serve(
         WsAcceptor::bind("127.0.0.1:0", options).await.unwrap(),
     )
     .await
-}
-
-async fn every_call_shape(client: &Client) {
-    let req = pb_bytes(1, b"hello");
-    assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
-    // Default configs carry the large-message extension: 65,536 bytes each way.
-    let large: Vec<u8> = (0..65_536u32).map(|i| (i * 7) as u8).collect();
-    assert!(client.call("echo", large.clone()).await.unwrap() == large);
-    let mut read = pb_uint(1, 0);
-    read.extend(pb_uint(2, 8192));
-    assert_eq!(
-        client.call("flash_read", read).await.unwrap().len(),
-        8192 + 3
-    );
-    let items: Vec<_> = client
-        .server_stream("counter_stream", pb_uint(1, 20))
-        .await
-        .unwrap()
-        .collect()
-        .await;
-    assert_eq!(items.len(), 20);
-    for (i, item) in items.into_iter().enumerate() {
-        assert_eq!(
-            pb_get_uint(&item.unwrap(), 1),
-            Some(i as u64).filter(|v| *v != 0)
-        );
-    }
-    let mut up = client.client_stream("counter_upload").await.unwrap();
-    for i in 0..20u64 {
-        up.send(pb_uint(1, i)).await.unwrap();
-    }
-    assert_eq!(pb_get_uint(&up.finish().await.unwrap(), 1), Some(20));
-}
-
-async fn call_shapes(encrypted: bool) {
-    let server = server(encrypted);
-    let config = client_config(&server);
-    let (addr, stop, task) = serve(server, WsOptions::default()).await;
-    timeout(LIMIT, async {
-        let url = format!("ws://{addr}/blerpc");
-        let link = ws::connect(&url, &WsOptions::default()).await.unwrap();
-        assert_eq!(link.peer_id(), url);
-        let client = Client::connect(link, config).await.unwrap();
-        assert_eq!(client.info().encrypted, encrypted);
-        every_call_shape(&client).await;
-    })
-    .await
-    .unwrap();
-    drop(stop);
-    task.await.unwrap();
-}
-
-#[tokio::test]
-async fn every_call_shape_encrypted() {
-    call_shapes(true).await;
-}
-
-#[tokio::test]
-async fn every_call_shape_plaintext() {
-    call_shapes(false).await;
 }
 
 #[cfg(feature = "tls")]
@@ -431,40 +371,6 @@ async fn a_vanished_peer_ends_the_link_without_an_error() {
         .unwrap();
     drop(raw);
     assert_eq!(timeout(LIMIT, rx.recv()).await.unwrap().unwrap(), None);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_answers_100_concurrent_clients() {
-    let server = server(true);
-    let config = client_config(&server);
-    let (addr, stop, task) = serve(server, WsOptions::default()).await;
-    timeout(LIMIT, async {
-        let mut tasks = Vec::new();
-        for i in 0..100u32 {
-            let config = config.clone();
-            tasks.push(tokio::spawn(async move {
-                let link = ws::connect(&format!("ws://{addr}/c{i}"), &WsOptions::default())
-                    .await
-                    .unwrap();
-                let client = Client::connect(link, config).await.unwrap();
-                let req = pb_bytes(1, format!("client {i}").as_bytes());
-                assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
-                client
-            }));
-        }
-        let mut clients = Vec::new();
-        for t in tasks {
-            clients.push(t.await.unwrap());
-        }
-        for (i, c) in clients.iter().enumerate() {
-            let req = pb_bytes(1, format!("again {i}").as_bytes());
-            assert_eq!(c.call("echo", req.clone()).await.unwrap(), req);
-        }
-    })
-    .await
-    .unwrap();
-    drop(stop);
-    task.await.unwrap();
 }
 
 fn resident_bytes() -> i64 {

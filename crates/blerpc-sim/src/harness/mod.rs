@@ -31,113 +31,29 @@
 //! ```
 
 mod app;
+mod builder;
+mod events;
 pub mod pb;
 mod wire;
 
 use std::time::Duration;
 
 use blerpc_proto::Instant;
-use blerpc_proto::connection::{
-    CallError, CallId, CallKind, Central, CentralConfig, CentralEvent, CloseReason, Peripheral,
-    PeripheralConfig, PeripheralEvent, Pinning, Warning,
-};
-use blerpc_proto::crypto::{CryptoProvider, IdentitySeed, RustCrypto};
+use blerpc_proto::connection::{CallError, CallId, CallKind, Warning};
 use blerpc_proto::wire::container::MAX_LONG_CONTAINER_LEN;
 use rand_chacha::ChaCha20Rng;
-use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::rand_core::RngCore;
 
 pub use crate::Dir;
 pub use app::{Answer, AppConfig, Request};
+pub use builder::{
+    IDENTITY_SEED, PairBuilder, SeedGuard, TestCentral, TestPeripheral, identity_public, seed,
+};
+pub use events::CEv;
 pub use wire::{BleWire, Latency, Scripted, Wire};
 
-use crate::ble::params::{LinkParams, ParamError};
 use app::Service;
-
-/// The harness's central.
-pub type TestCentral = Central<RustCrypto, ChaCha20Rng, Vec<u8>, Vec<u8>, 4>;
-/// The harness's peripheral.
-pub type TestPeripheral = Peripheral<RustCrypto, ChaCha20Rng, Vec<u8>, Vec<u8>, 4>;
-
-/// The identity seed every harness peripheral uses (RFC 8032 test 1).
-pub const IDENTITY_SEED: [u8; 32] = [
-    0x9d, 0x61, 0xb1, 0x9d, 0xef, 0xfd, 0x5a, 0x60, 0xba, 0x84, 0x4a, 0xf4, 0x92, 0xec, 0x2c, 0xc4,
-    0x44, 0x49, 0xc5, 0x69, 0x7b, 0x32, 0x69, 0x19, 0x70, 0x3b, 0xac, 0x03, 0x1c, 0xae, 0x7f, 0x60,
-];
-
-/// The public key of [`IDENTITY_SEED`].
-pub fn identity_public() -> [u8; 32] {
-    RustCrypto.identity_public(&identity())
-}
-
-fn identity() -> <RustCrypto as CryptoProvider>::Identity {
-    // The seed is a constant that loads (RFC 8032 test 1); a failure is a broken crypto crate.
-    match RustCrypto.load_identity(&IdentitySeed::from_bytes(IDENTITY_SEED)) {
-        Ok(id) => id,
-        Err(e) => panic!("the harness identity does not load: {e}"),
-    }
-}
-
-/// The seed for this test: `BLERPC_SEED` or a fixed default.
-pub fn seed() -> u64 {
-    std::env::var("BLERPC_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed_b1e5)
-}
-
-/// Prints the seed if the test panics.
-#[derive(Debug)]
-pub struct SeedGuard(pub u64);
-
-impl Drop for SeedGuard {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("scenario failed with BLERPC_SEED={}", self.0);
-        }
-    }
-}
-
-/// An owned copy of a central event.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CEv {
-    /// [`CentralEvent::Connected`].
-    Connected {
-        /// An E2E session is established.
-        encrypted: bool,
-    },
-    /// [`CentralEvent::IdentityPresented`].
-    Identity([u8; 32]),
-    /// [`CentralEvent::Response`].
-    Response {
-        /// The call.
-        call: CallId,
-        /// Its response.
-        data: Vec<u8>,
-    },
-    /// [`CentralEvent::StreamItem`].
-    StreamItem {
-        /// The call.
-        call: CallId,
-        /// The item.
-        data: Vec<u8>,
-    },
-    /// [`CentralEvent::StreamEnd`].
-    StreamEnd {
-        /// The call.
-        call: CallId,
-    },
-    /// [`CentralEvent::CallFailed`].
-    Failed {
-        /// The call.
-        call: CallId,
-        /// Why.
-        error: CallError,
-    },
-    /// [`CentralEvent::Closed`].
-    Closed(CloseReason),
-    /// [`CentralEvent::Warning`].
-    Warning(Warning),
-}
+use events::CallRec;
 
 /// What the interceptor does with a PDU on its way to the wire.
 #[derive(Debug)]
@@ -168,147 +84,6 @@ pub fn drop_p2c(flags: u8) -> Interceptor {
         }
     })
 }
-
-/// Builds a [`Pair`]: the two configurations, whether the peripheral has the identity
-/// (encryption offered), the one-way latency, the seed.
-#[derive(Clone, Debug)]
-pub struct PairBuilder {
-    /// The central's configuration (default: pinned to [`identity_public`]).
-    pub central: CentralConfig,
-    /// The peripheral's configuration (default: 65,535-byte requests, 4 pending).
-    pub peripheral: PeripheralConfig,
-    /// The peripheral has [`IDENTITY_SEED`] and offers encryption.
-    pub identity: bool,
-    /// The one-way delay of the [`Latency`] wire.
-    pub latency: Duration,
-    /// The seed of both peers' RNGs and the interceptor's.
-    pub seed: u64,
-    /// The demo application's behaviour.
-    pub app: AppConfig,
-}
-
-impl Default for PairBuilder {
-    fn default() -> Self {
-        let central = CentralConfig {
-            pinning: Pinning::Expect(identity_public()),
-            ..Default::default()
-        };
-        let peripheral = PeripheralConfig {
-            max_request_len: 65_535,
-            max_pending_requests: 4,
-            ..Default::default()
-        };
-        PairBuilder {
-            central,
-            peripheral,
-            identity: true,
-            latency: Duration::from_millis(1),
-            seed: seed(),
-            app: AppConfig::default(),
-        }
-    }
-}
-
-impl PairBuilder {
-    /// Neither side encrypts (the peripheral has no identity).
-    pub fn plaintext() -> Self {
-        let mut b = PairBuilder {
-            identity: false,
-            ..PairBuilder::default()
-        };
-        b.central.require_encryption = false;
-        b.peripheral.require_encryption = false;
-        b
-    }
-
-    /// The default (encrypted) builder, or [`PairBuilder::plaintext`].
-    pub fn encrypted(encrypted: bool) -> Self {
-        if encrypted {
-            PairBuilder::default()
-        } else {
-            PairBuilder::plaintext()
-        }
-    }
-
-    /// Both sides at ATT MTU `mtu`.
-    pub fn mtu(mut self, mtu: usize) -> Self {
-        self.central.att_mtu = mtu;
-        self.peripheral.att_mtu = mtu;
-        self
-    }
-
-    /// A pair on the [`Latency`] wire.
-    pub fn build(self) -> Pair {
-        let latency = self.latency;
-        self.build_with(|_| Latency::new(latency))
-    }
-
-    /// A pair on the BLE model: connection events, packet pairs and time on air per `params`
-    /// (both sides' ATT MTU become `params.att_mtu`).
-    pub fn build_ble(self, params: LinkParams) -> Result<Pair<BleWire>, ParamError> {
-        let wire = BleWire::new(params, START)?;
-        Ok(self.mtu(params.att_mtu).build_with(|_| wire))
-    }
-
-    /// A pair on the wire `make` returns for the start instant.
-    pub fn build_with<W: Wire>(self, make: impl FnOnce(Instant) -> W) -> Pair<W> {
-        let mut rng = ChaCha20Rng::seed_from_u64(self.seed);
-        let now = START;
-        let crng = ChaCha20Rng::seed_from_u64(rng.next_u64());
-        let prng = ChaCha20Rng::seed_from_u64(rng.next_u64());
-        let central = match TestCentral::new(self.central, RustCrypto, crng, now) {
-            Ok(c) => c,
-            Err(e) => panic!("harness central configuration: {e}"),
-        };
-        let id = self.identity.then(identity);
-        let peripheral = match TestPeripheral::new(self.peripheral, RustCrypto, id, prng) {
-            Ok(p) => p,
-            Err(e) => panic!("harness peripheral configuration: {e}"),
-        };
-        let mut pair = Pair {
-            seed: self.seed,
-            rng,
-            now,
-            central,
-            peripheral,
-            wire: make(now),
-            interceptor: None,
-            app: self.app,
-            check_echo: false,
-            log_pdus: true,
-            strict_calls: false,
-            central_events: Vec::new(),
-            peripheral_warnings: Vec::new(),
-            peripheral_requests: Vec::new(),
-            sent_c2p: Vec::new(),
-            sent_p2c: Vec::new(),
-            requests_taken: 0,
-            responses_checked: 0,
-            svc: Service::default(),
-            calls: Vec::new(),
-            connected: false,
-            central_closed: false,
-            _guard: SeedGuard(self.seed),
-        };
-        pair.flush();
-        pair
-    }
-}
-
-/// A call the harness has seen start, for the invariants.
-#[derive(Clone, Debug)]
-struct CallRec {
-    id: CallId,
-    /// `None` for a call first seen in an event (started on `central` directly).
-    kind: Option<CallKind>,
-    /// The unary request's data (the echo check).
-    request: Vec<u8>,
-    name: String,
-    done: bool,
-}
-
-/// The instant every pair starts at.
-const START: Instant = Instant::from_millis(1_000);
 
 /// Upper bound on the steps of one drive, so a livelock fails instead of hanging.
 const MAX_STEPS: usize = 2_000_000;
@@ -757,161 +532,6 @@ impl<W: Wire> Pair<W> {
     }
 
     // ----- events and invariants ------------------------------------------------------------
-
-    fn call_rec(&mut self, id: CallId, what: &str) -> &mut CallRec {
-        let i = match self.calls.iter().position(|c| c.id == id) {
-            Some(i) => i,
-            None if self.strict_calls => {
-                panic!("{what} for call {id:?} that was never started")
-            }
-            None => {
-                // Started on `central` directly: known from now on, kind unknown.
-                self.calls.push(CallRec {
-                    id,
-                    kind: None,
-                    request: Vec::new(),
-                    name: String::new(),
-                    done: false,
-                });
-                self.calls.len() - 1
-            }
-        };
-        &mut self.calls[i]
-    }
-
-    fn finish(&mut self, id: CallId, what: &str) {
-        let r = self.call_rec(id, what);
-        assert!(!r.done, "{what} for call {id:?} that already ended");
-        r.done = true;
-    }
-
-    /// Drains the central's events into the log, checking each.
-    pub fn drain_central(&mut self) {
-        for _ in 0..MAX_ROUNDS {
-            let owned = match self.central.poll_event() {
-                None => return,
-                Some(CentralEvent::Connected { encrypted }) => CEv::Connected { encrypted },
-                Some(CentralEvent::IdentityPresented { identity }) => CEv::Identity(identity),
-                Some(CentralEvent::Response { call, data }) => CEv::Response {
-                    call,
-                    data: data.to_vec(),
-                },
-                Some(CentralEvent::StreamItem { call, data }) => CEv::StreamItem {
-                    call,
-                    data: data.to_vec(),
-                },
-                Some(CentralEvent::StreamEnd { call }) => CEv::StreamEnd { call },
-                Some(CentralEvent::CallFailed { call, error }) => CEv::Failed { call, error },
-                Some(CentralEvent::Closed { reason }) => CEv::Closed(reason),
-                Some(CentralEvent::Warning(w)) => CEv::Warning(w),
-                Some(_) => continue,
-            };
-            self.check(&owned);
-            self.central_events.push(owned);
-        }
-        panic!("the central's event queue never empties");
-    }
-
-    fn check(&mut self, ev: &CEv) {
-        assert!(!self.central_closed, "event after Closed: {ev:?}");
-        match ev {
-            CEv::Connected { encrypted } => {
-                assert!(!self.connected, "connected twice");
-                self.connected = true;
-                // A close drops the session's keys, so only an open central still has them.
-                assert!(
-                    self.central.is_closed() || *encrypted == self.central.is_encrypted(),
-                    "Connected {{ encrypted: {encrypted} }} but is_encrypted() disagrees"
-                );
-            }
-            CEv::Response { call, data } => {
-                let max = self.central.config().max_response_len;
-                let check_echo = self.check_echo;
-                let r = self.call_rec(*call, "Response");
-                assert!(
-                    r.kind != Some(CallKind::ServerStream),
-                    "Response on a server stream"
-                );
-                if check_echo && r.kind == Some(CallKind::Unary) && r.name == "echo" {
-                    assert_eq!(*data, r.request, "call {call:?} got another call's data");
-                    self.responses_checked += 1;
-                }
-                assert!(data.len() <= max, "a response above max_response_len");
-                self.finish(*call, "Response");
-            }
-            CEv::StreamItem { call, .. } => {
-                let r = self.call_rec(*call, "StreamItem");
-                assert!(
-                    matches!(r.kind, None | Some(CallKind::ServerStream)),
-                    "stream item for {call:?}"
-                );
-                assert!(!r.done, "stream item after the end of {call:?}");
-            }
-            CEv::StreamEnd { call } => {
-                let kind = self.call_rec(*call, "StreamEnd").kind;
-                assert!(
-                    matches!(kind, None | Some(CallKind::ServerStream)),
-                    "{kind:?}"
-                );
-                self.finish(*call, "StreamEnd");
-            }
-            CEv::Failed { call, .. } => self.finish(*call, "CallFailed"),
-            CEv::Closed(_) => {
-                assert!(self.central.is_closed(), "Closed while open");
-                self.central_closed = true;
-            }
-            CEv::Identity(_) | CEv::Warning(_) => {}
-        }
-    }
-
-    fn drain_peripheral(&mut self) {
-        let mut requests = Vec::new();
-        let max = self.peripheral.config().max_request_len;
-        for _ in 0..MAX_ROUNDS {
-            match self.peripheral.poll_event() {
-                None => break,
-                Some(PeripheralEvent::Request { tid, name, data }) => {
-                    assert!(data.len() <= max, "request larger than max_request_len");
-                    let request = Request {
-                        tid,
-                        name: name.to_string(),
-                        data: data.to_vec(),
-                    };
-                    if self.app.take_requests {
-                        let taken = self.peripheral.take_request();
-                        let Some((buf, range)) = taken else {
-                            panic!("the request just returned cannot be taken");
-                        };
-                        assert_eq!(
-                            buf.get(range),
-                            Some(&request.data[..]),
-                            "taken = the event's data"
-                        );
-                        assert!(self.peripheral.take_request().is_none(), "taken twice");
-                        self.requests_taken += 1;
-                    }
-                    requests.push(request);
-                }
-                Some(PeripheralEvent::StreamEndC2P { .. }) => requests.push(Request {
-                    tid: 0,
-                    name: String::new(),
-                    data: Vec::new(),
-                }),
-                Some(PeripheralEvent::Warning(w)) => self.peripheral_warnings.push(w),
-                Some(_) => {}
-            }
-        }
-        for request in requests {
-            self.peripheral_requests.push((
-                request.tid,
-                request.name.clone(),
-                request.data.clone(),
-            ));
-            self.svc
-                .on_request(&self.app, &mut self.peripheral, self.now, request);
-        }
-        assert!(self.svc.held.len() <= 4 * 256, "unbounded held requests");
-    }
 }
 
 impl Pair<BleWire> {
@@ -932,6 +552,7 @@ pub fn random_bytes(rng: &mut ChaCha20Rng, n: usize) -> Vec<u8> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::LinkParams;
 
     #[test]
     fn a_call_on_the_ble_model_takes_two_connection_events() {

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use blerpc::blerpc_proto::connection::SetupPipelining;
-use blerpc::link::{Link, LinkError, LinkRx, LinkTx};
+use blerpc::link::{Link, LinkError, LinkRx, LinkTx, SendQueue};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -156,9 +156,7 @@ pub fn pair_with_driver(
         tx: SimTx {
             state: state.clone(),
             dir: tx_dir,
-            queue: VecDeque::new(),
-            limit: params.queue_limit,
-            max: params.att_mtu - 3,
+            queue: SendQueue::for_att_mtu(params.queue_limit, params.att_mtu),
         },
         rx: SimRx {
             state: state.clone(),
@@ -258,9 +256,7 @@ impl Link for SimLink {
 pub struct SimTx {
     state: Arc<State>,
     dir: Dir,
-    queue: VecDeque<Vec<u8>>,
-    limit: usize,
-    max: usize,
+    queue: SendQueue,
 }
 
 impl SimTx {
@@ -273,12 +269,6 @@ impl SimTx {
 
 impl LinkTx for SimTx {
     fn queue(&mut self, pdu: &[u8]) -> Result<(), LinkError> {
-        if pdu.len() > self.max {
-            return Err(LinkError::TooLarge {
-                len: pdu.len(),
-                max: self.max,
-            });
-        }
         {
             let s = self.state.lock();
             if let Some(reason) = s.air.disconnected() {
@@ -289,11 +279,10 @@ impl LinkTx for SimTx {
                 return Err(LinkError::Closed);
             }
         }
-        self.queue.push_back(pdu.to_vec());
-        Ok(())
+        self.queue.push(pdu)
     }
     fn is_full(&self) -> bool {
-        self.queue.len() >= self.limit
+        self.queue.is_full()
     }
     fn has_pending(&self) -> bool {
         !self.queue.is_empty()
@@ -315,7 +304,7 @@ impl LinkTx for SimTx {
                 let now = self.state.offset(Instant::now());
                 let mut moved = false;
                 while s.air.has_room(self.dir)
-                    && let Some(pdu) = self.queue.pop_front()
+                    && let Some(pdu) = self.queue.pop()
                 {
                     s.air.submit(self.dir, now, pdu);
                     moved = true;

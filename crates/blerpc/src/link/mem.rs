@@ -1,11 +1,9 @@
 //! An in-memory link: two ends joined by bounded channels. For tests and in-process use; it
 //! behaves like any other link, flow control included (a full channel makes `flush` wait).
 
-use std::collections::VecDeque;
-
 use tokio::sync::mpsc;
 
-use super::{Link, LinkError, LinkRx, LinkTx};
+use super::{Link, LinkError, LinkRx, LinkTx, SendQueue};
 
 /// PDUs each direction's channel holds before the sender's `flush` waits.
 pub const DEFAULT_CAPACITY: usize = 64;
@@ -66,13 +64,10 @@ impl Link for MemLink {
         self.name.clone()
     }
     fn split(self) -> (MemTx, MemRx) {
-        let max = self.att_mtu.saturating_sub(3);
         (
             MemTx {
                 tx: self.tx,
-                queue: VecDeque::new(),
-                limit: self.capacity,
-                max,
+                queue: SendQueue::for_att_mtu(self.capacity, self.att_mtu),
             },
             MemRx {
                 rx: self.rx,
@@ -86,27 +81,18 @@ impl Link for MemLink {
 #[derive(Debug)]
 pub struct MemTx {
     tx: mpsc::Sender<Vec<u8>>,
-    queue: VecDeque<Vec<u8>>,
-    limit: usize,
-    max: usize,
+    queue: SendQueue,
 }
 
 impl LinkTx for MemTx {
     fn queue(&mut self, pdu: &[u8]) -> Result<(), LinkError> {
-        if pdu.len() > self.max {
-            return Err(LinkError::TooLarge {
-                len: pdu.len(),
-                max: self.max,
-            });
-        }
         if self.tx.is_closed() {
             return Err(LinkError::Closed);
         }
-        self.queue.push_back(pdu.to_vec());
-        Ok(())
+        self.queue.push(pdu)
     }
     fn is_full(&self) -> bool {
-        self.queue.len() >= self.limit
+        self.queue.is_full()
     }
     fn has_pending(&self) -> bool {
         !self.queue.is_empty()
@@ -115,7 +101,7 @@ impl LinkTx for MemTx {
         while !self.queue.is_empty() {
             // `reserve` is cancel-safe; the PDU leaves the queue only once a slot is held.
             let permit = self.tx.reserve().await.map_err(|_| LinkError::Closed)?;
-            if let Some(pdu) = self.queue.pop_front() {
+            if let Some(pdu) = self.queue.pop() {
                 permit.send(pdu);
             }
         }

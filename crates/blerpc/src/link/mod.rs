@@ -19,6 +19,7 @@ pub mod ble;
 pub mod mem;
 #[cfg(all(unix, feature = "serial"))]
 pub mod pty;
+mod queue;
 #[cfg(feature = "serial")]
 pub mod serial;
 #[cfg(feature = "tcp")]
@@ -32,6 +33,8 @@ pub mod ws;
 use std::future::Future;
 
 use blerpc_proto::connection::SetupPipelining;
+
+pub use queue::SendQueue;
 
 /// A link failed.
 #[derive(Debug, thiserror::Error)]
@@ -141,6 +144,15 @@ pub trait LinkRx: Send + 'static {
     /// messages), keeping any received bytes. The connection tasks call it once the connection
     /// has been idle for their idle-release time. The default does nothing.
     fn release_memory(&mut self) {}
+}
+
+/// Produces incoming connections (a TCP listener, a WebSocket listener, ...).
+pub trait Acceptor: Send + 'static {
+    /// The link of an accepted connection.
+    type Link: Link;
+    /// Waits for the next connection. Errors on one connection (a failed TLS handshake) should
+    /// be logged and skipped by the acceptor; an error returned here stops the server.
+    fn accept(&mut self) -> impl Future<Output = std::io::Result<Self::Link>> + Send;
 }
 
 /// The ATT MTU stream links (TCP, TLS, WebSocket, serial) use unless configured: the value the

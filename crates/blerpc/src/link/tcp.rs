@@ -681,7 +681,7 @@ impl TcpAcceptor {
     }
 }
 
-impl crate::server::Acceptor for TcpAcceptor {
+impl crate::link::Acceptor for TcpAcceptor {
     type Link = TcpLink;
     async fn accept(&mut self) -> io::Result<TcpLink> {
         loop {

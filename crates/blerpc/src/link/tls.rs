@@ -476,7 +476,7 @@ impl TlsAcceptor {
     }
 }
 
-impl crate::server::Acceptor for TlsAcceptor {
+impl crate::link::Acceptor for TlsAcceptor {
     type Link = TlsLink;
     async fn accept(&mut self) -> io::Result<TlsLink> {
         let tls = self.tls.acceptor();

@@ -503,7 +503,7 @@ async fn server_handshake(
     })
 }
 
-impl crate::server::Acceptor for WsAcceptor {
+impl crate::link::Acceptor for WsAcceptor {
     type Link = WsLink;
     async fn accept(&mut self) -> io::Result<WsLink> {
         let options = &self.options;

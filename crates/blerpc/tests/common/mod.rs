@@ -9,70 +9,7 @@ use futures_util::StreamExt;
 /// Identity seed of the test server.
 pub const SEED: [u8; 32] = [0x42; 32];
 
-pub fn varint(mut v: u64, out: &mut Vec<u8>) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
-}
-
-pub fn pb_uint(field: u32, v: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    if v != 0 {
-        varint(u64::from(field << 3), &mut out);
-        varint(v, &mut out);
-    }
-    out
-}
-
-pub fn pb_bytes(field: u32, v: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    if !v.is_empty() {
-        varint(u64::from(field << 3 | 2), &mut out);
-        varint(v.len() as u64, &mut out);
-        out.extend_from_slice(v);
-    }
-    out
-}
-
-pub fn pb_get_uint(buf: &[u8], field: u32) -> Option<u64> {
-    let mut pos = 0;
-    while pos < buf.len() {
-        let key = read_varint(buf, &mut pos)?;
-        match key & 7 {
-            0 => {
-                let v = read_varint(buf, &mut pos)?;
-                if key >> 3 == u64::from(field) {
-                    return Some(v);
-                }
-            }
-            2 => {
-                let len = read_varint(buf, &mut pos)? as usize;
-                pos += len;
-            }
-            _ => return None,
-        }
-    }
-    None
-}
-
-fn read_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        v |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Some(v);
-        }
-    }
-    None
-}
+pub use blerpc_sim::harness::pb::{pb_bytes, pb_get_uint, pb_uint};
 
 /// echo (returns the request), flash_read (a synthetic image), data_write (counts bytes),
 /// counter_stream (count items), counter_upload (counts items).
@@ -210,7 +147,7 @@ pub fn serve_in_background<A>(
     tokio::task::JoinHandle<()>,
 )
 where
-    A: blerpc::server::Acceptor + Send + 'static,
+    A: blerpc::link::Acceptor + Send + 'static,
 {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -222,4 +159,119 @@ where
             .unwrap();
     });
     (stop_tx, task)
+}
+
+/// Echo (small and 64 KiB, past the classic limit), an 8 KiB read, a 20-item stream each way:
+/// every call shape a link must carry.
+pub async fn every_call_shape(client: &blerpc::Client) {
+    let req = pb_bytes(1, b"hello");
+    assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
+    // Default configs carry the large-message extension: 65,536 bytes each way.
+    let large: Vec<u8> = (0..65_536u32).map(|i| (i * 7) as u8).collect();
+    assert!(client.call("echo", large.clone()).await.unwrap() == large);
+    let mut read = pb_uint(1, 0);
+    read.extend(pb_uint(2, 8192));
+    assert_eq!(
+        client.call("flash_read", read).await.unwrap().len(),
+        8192 + 3
+    );
+    let items: Vec<_> = client
+        .server_stream("counter_stream", pb_uint(1, 20))
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    assert_eq!(items.len(), 20);
+    for (i, item) in items.into_iter().enumerate() {
+        assert_eq!(
+            pb_get_uint(&item.unwrap(), 2),
+            Some(i as u64 * 10).filter(|v| *v != 0)
+        );
+    }
+    let mut up = client.client_stream("counter_upload").await.unwrap();
+    for i in 0..20u64 {
+        up.send(pb_uint(1, i)).await.unwrap();
+    }
+    assert_eq!(pb_get_uint(&up.finish().await.unwrap(), 1), Some(20));
+}
+
+/// An acceptor over an in-memory "listener": each link sent to the paired sender is accepted.
+pub struct MemAcceptor(tokio::sync::mpsc::Receiver<blerpc::link::mem::MemLink>);
+
+impl MemAcceptor {
+    /// The listener's sending side (`backlog` links queued) and the acceptor.
+    pub fn new(
+        backlog: usize,
+    ) -> (
+        tokio::sync::mpsc::Sender<blerpc::link::mem::MemLink>,
+        MemAcceptor,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::channel(backlog);
+        (tx, MemAcceptor(rx))
+    }
+}
+
+impl blerpc::link::Acceptor for MemAcceptor {
+    type Link = blerpc::link::mem::MemLink;
+    async fn accept(&mut self) -> std::io::Result<blerpc::link::mem::MemLink> {
+        self.0
+            .recv()
+            .await
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "listener closed"))
+    }
+}
+
+/// A CA, a server certificate it signed (for `localhost` and 127.0.0.1) and the key, as PEM
+/// files in a temporary directory.
+#[cfg(feature = "tls")]
+pub struct Pki {
+    _dir: tempfile::TempDir,
+    /// The CA certificate.
+    pub ca: std::path::PathBuf,
+    /// The server certificate.
+    pub cert: std::path::PathBuf,
+    /// The server's private key.
+    pub key: std::path::PathBuf,
+    /// The server certificate, DER.
+    pub leaf: rustls::pki_types::CertificateDer<'static>,
+}
+
+#[cfg(feature = "tls")]
+static NEXT_CA: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[cfg(feature = "tls")]
+impl Pki {
+    /// A new CA and server certificate, both with keys of `alg`.
+    pub fn new(alg: &'static rcgen::SignatureAlgorithm) -> Pki {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+        let dir = tempfile::tempdir().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.distinguished_name.push(
+            DnType::CommonName,
+            format!(
+                "blerpc test CA {}",
+                NEXT_CA.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            ),
+        );
+        let ca_key = KeyPair::generate_for(alg).unwrap();
+        let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = Issuer::new(ca_params, ca_key);
+        let key = KeyPair::generate_for(alg).unwrap();
+        let leaf = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+        let path = |name: &str| dir.path().join(name);
+        std::fs::write(path("ca.pem"), ca_cert.pem()).unwrap();
+        std::fs::write(path("cert.pem"), leaf.pem()).unwrap();
+        std::fs::write(path("key.pem"), key.serialize_pem()).unwrap();
+        Pki {
+            ca: path("ca.pem"),
+            cert: path("cert.pem"),
+            key: path("key.pem"),
+            leaf: leaf.der().clone(),
+            _dir: dir,
+        }
+    }
 }

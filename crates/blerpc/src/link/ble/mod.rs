@@ -22,7 +22,6 @@
 //! flow control: [`LinkTx::is_full`] turns true when the queue is at its limit and
 //! [`LinkTx::flush`] waits while the stack is congested, so PDUs are never dropped by the link.
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -30,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
-use super::{LinkError, LinkRx, LinkTx};
+use super::{LinkError, LinkRx, LinkTx, SendQueue};
 
 #[cfg(feature = "ble-central")]
 pub mod central;
@@ -85,9 +84,7 @@ pub(crate) fn split<S: PduSender>(
     (
         GattTx {
             tx: Some(tx),
-            queue: VecDeque::new(),
-            limit: queue_limit.max(1),
-            max: att_mtu.saturating_sub(3),
+            queue: SendQueue::for_att_mtu(queue_limit, att_mtu),
             failure,
             task: Some(task),
         },
@@ -129,9 +126,7 @@ async fn writer<S: PduSender>(
 #[derive(Debug)]
 pub struct GattTx {
     tx: Option<mpsc::Sender<Vec<u8>>>,
-    queue: VecDeque<Vec<u8>>,
-    limit: usize,
-    max: usize,
+    queue: SendQueue,
     failure: Arc<Mutex<Option<String>>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -147,22 +142,15 @@ impl GattTx {
 
 impl LinkTx for GattTx {
     fn queue(&mut self, pdu: &[u8]) -> Result<(), LinkError> {
-        if pdu.len() > self.max {
-            return Err(LinkError::TooLarge {
-                len: pdu.len(),
-                max: self.max,
-            });
-        }
         match &self.tx {
             Some(tx) if !tx.is_closed() => {}
             _ => return Err(self.closed_error()),
         }
-        self.queue.push_back(pdu.to_vec());
-        Ok(())
+        self.queue.push(pdu)
     }
 
     fn is_full(&self) -> bool {
-        self.queue.len() >= self.limit
+        self.queue.is_full()
     }
 
     fn has_pending(&self) -> bool {
@@ -178,7 +166,7 @@ impl LinkTx for GattTx {
             let Ok(permit) = tx.reserve().await else {
                 return Err(self.closed_error());
             };
-            if let Some(pdu) = self.queue.pop_front() {
+            if let Some(pdu) = self.queue.pop() {
                 permit.send(pdu);
             }
         }

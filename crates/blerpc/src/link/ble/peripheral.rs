@@ -4,7 +4,7 @@
 //! [`GattServer`] is one central's session on the characteristic and [`BlePeripheralLink`] the
 //! link over it. On Linux, [`BluerPeripheral`] (bluer, BlueZ over D-Bus) registers the GATT
 //! service, advertises, and yields a link per connected central; it is a
-//! [`crate::server::Acceptor`], so `server.serve(BluerPeripheral::start(..).await?, shutdown)`
+//! [`crate::link::Acceptor`], so `server.serve(BluerPeripheral::start(..).await?, shutdown)`
 //! runs a BLE peripheral. Other platforms have the trait and the link (and the in-memory fake in
 //! [`super::fake`]) but no adapter.
 //!
@@ -267,7 +267,7 @@ mod bluez {
         }
     }
 
-    impl crate::server::Acceptor for BluerPeripheral {
+    impl crate::link::Acceptor for BluerPeripheral {
         type Link = BlePeripheralLink<BluerSession>;
         async fn accept(&mut self) -> std::io::Result<Self::Link> {
             BluerPeripheral::accept(self)
