@@ -1,14 +1,14 @@
-//! The send queue of the datagram links (in-memory, BLE, the simulated BLE link): whole PDUs
-//! waiting for the transport, bounded in count ([`LinkTx::is_full`](super::LinkTx::is_full)
-//! turns true at the limit) and in size (a PDU above `att_mtu − 3` is refused as
-//! [`LinkError::TooLarge`]). The stream links (TCP, TLS) queue bytes instead, in their own
-//! buffer.
+//! The send queue of the datagram links.
 
 use std::collections::VecDeque;
 
 use super::LinkError;
 
-/// Whole PDUs waiting for a datagram transport (see the [module docs](self)).
+/// The send queue of the datagram links (in-memory, BLE, the simulated BLE link): whole PDUs
+/// waiting for the transport, bounded in count ([`LinkTx::is_full`](super::LinkTx::is_full)
+/// turns true at the limit) and in size (a PDU above `att_mtu − 3` is refused as
+/// [`LinkError::TooLarge`]). The stream links (TCP, TLS) queue bytes instead, in their own
+/// buffer.
 #[derive(Debug, Default)]
 pub struct SendQueue {
     pdus: VecDeque<Vec<u8>>,
