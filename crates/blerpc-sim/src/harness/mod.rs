@@ -1,4 +1,4 @@
-//! The two-peer harness: one sans-IO [`Central`] and one [`Peripheral`] of blerpc-proto, joined
+//! The two-peer harness: one sans-IO [`Central`](blerpc_proto::connection::Central) and one [`Peripheral`](blerpc_proto::connection::Peripheral) of blerpc-proto, joined
 //! by a [`Wire`] on virtual time, with the demo application on the peripheral and the
 //! invariants every test relies on checked at every step.
 //!
