@@ -33,6 +33,9 @@ step "no_std: the core without default features, and a #![no_std] staticlib link
 cargo build -p blerpc-proto --no-default-features --locked
 bash nostd-check/run.sh
 
+step "packaging: the published crates build from their packages alone (blerpc-cli included)"
+cargo package -p blerpc-proto -p blerpc-build -p blerpc -p blerpc-demo -p blerpc-cli --locked --allow-dirty
+
 step "reference vectors regenerate identically (blerpc-protocol 0.8.0 from PyPI)"
 bash tools/vectors/check.sh
 

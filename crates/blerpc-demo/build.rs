@@ -11,6 +11,6 @@ fn main() -> Result<(), blerpc_build::Error> {
         ".blerpc.DataWriteRequest.data",
     ]);
     blerpc_build::configure()
-        .side_file("../../proto/streaming.txt")
-        .compile_with_config(config, &["../../proto/blerpc.proto"], &["../../proto"])
+        .side_file("proto/streaming.txt")
+        .compile_with_config(config, &["proto/blerpc.proto"], &["proto"])
 }
