@@ -18,6 +18,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
 use super::bare::BareClient;
+use super::grpc::GrpcClient;
 use super::server::Endpoints;
 
 /// Every round trip is bounded by this; a run stops at its first failure.
@@ -58,15 +59,18 @@ pub enum Variant {
     /// The bare baseline with each DATA and ACK sealed with AES-128-GCM as bleRPC seals a
     /// message: the cipher's own cost, the least any E2E-encrypted exchange pays.
     BareAead,
+    /// gRPC with tonic at its defaults (HTTP/2; TLS through rustls): what users pick instead.
+    Grpc,
 }
 
 impl Variant {
     /// Every variant, in the order the tables show them.
-    pub const ALL: [Variant; 4] = [
+    pub const ALL: [Variant; 5] = [
         Variant::BlerpcE2e,
         Variant::BlerpcPlain,
         Variant::Bare,
         Variant::BareAead,
+        Variant::Grpc,
     ];
 
     /// A short label.
@@ -76,6 +80,7 @@ impl Variant {
             Variant::BlerpcPlain => "bleRPC plain",
             Variant::Bare => "bare",
             Variant::BareAead => "bare + AES-GCM",
+            Variant::Grpc => "gRPC (tonic)",
         }
     }
 }
@@ -89,6 +94,8 @@ pub struct Target {
     pub identity: [u8; 32],
     /// Trust for TLS: the local CA.
     pub tls: TlsClientConfig,
+    /// The same CA as PEM (the gRPC client's trust).
+    pub ca_pem: String,
     /// bleRPC clients announce the long-container extension (`--classic-containers` clears it).
     pub long_containers: bool,
     /// The clients' setup order (`None`: the link's).
@@ -138,6 +145,7 @@ enum Conn {
     },
     BareTcp(BareClient<TcpStream>),
     BareTls(Box<BareClient<TlsStream<TcpStream>>>),
+    Grpc(GrpcClient),
 }
 
 /// A bare client on `io`, sealed or not.
@@ -182,7 +190,12 @@ impl Conn {
             (Transport::Tls, Variant::BlerpcPlain) => e.blerpc_tls_plain,
             (Transport::Tls, Variant::Bare) => e.bare_tls,
             (Transport::Tls, Variant::BareAead) => e.bare_aead_tls,
+            (Transport::Tcp, Variant::Grpc) => e.grpc_tcp,
+            (Transport::Tls, Variant::Grpc) => e.grpc_tls,
         };
+        if variant == Variant::Grpc {
+            return Self::grpc(target, transport, port, payload).await;
+        }
         let mut setup = SetupTimes::default();
         let t0 = Instant::now();
         let stream = TcpStream::connect(("127.0.0.1", port))
@@ -229,6 +242,30 @@ impl Conn {
             }
         };
         Ok((conn, setup))
+    }
+
+    /// A gRPC channel: tonic connects (TCP, TLS, the HTTP/2 preface) in one step, timed as the
+    /// TCP connect.
+    async fn grpc(
+        target: &Target,
+        transport: Transport,
+        port: u16,
+        payload: &Arc<Vec<u8>>,
+    ) -> Result<(Conn, SetupTimes), String> {
+        let t = Instant::now();
+        let ca = (transport == Transport::Tls).then_some(target.ca_pem.as_str());
+        let client = GrpcClient::connect(
+            std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            ca,
+            Bytes::from(payload.as_ref().clone()),
+            CONNECT_TIMEOUT,
+        )
+        .await?;
+        let setup = SetupTimes {
+            tcp_connect_ms: ms(t.elapsed()),
+            ..SetupTimes::default()
+        };
+        Ok((Conn::Grpc(client), setup))
     }
 
     async fn blerpc<L: blerpc::link::Link>(
@@ -278,6 +315,7 @@ impl Conn {
                 .call()
                 .await
                 .map_err(|e| CallFailure::Failed(e.to_string())),
+            Conn::Grpc(c) => c.call().await.map_err(CallFailure::Failed),
         }
     }
 
@@ -290,6 +328,7 @@ impl Conn {
             Conn::Blerpc { client, .. } => client.close().await,
             Conn::BareTcp(c) => c.close().await,
             Conn::BareTls(c) => c.close().await,
+            Conn::Grpc(c) => drop(c),
         }
     }
 }
@@ -355,24 +394,55 @@ async fn pipelined_loop(
                     Ok(latencies)
                 }
             });
-            let mut all = Vec::with_capacity(messages);
-            let mut error = None;
-            for r in futures_util::future::join_all(callers).await {
-                match r {
-                    Ok(l) => all.extend(l),
-                    Err((l, e)) => {
-                        all.extend(l);
-                        error.get_or_insert(e);
-                    }
-                }
-            }
-            match error {
-                None => Ok(all),
-                Some(e) => Err((all, e)),
-            }
+            gather(futures_util::future::join_all(callers).await, messages)
         }
         Conn::BareTcp(c) => bare_pipelined(c, messages, window).await,
         Conn::BareTls(c) => bare_pipelined(c, messages, window).await,
+        // `window` callers on clones of one channel: HTTP/2 streams on one connection.
+        Conn::Grpc(c) => {
+            let callers = (0..window).map(|i| {
+                let share = messages / window + usize::from(i < messages % window);
+                let c = c.clone();
+                async move {
+                    let mut latencies = Vec::with_capacity(share);
+                    for n in 0..share {
+                        match timed(async { c.call().await.map_err(CallFailure::Failed) }).await {
+                            Ok(ns) => latencies.push(ns),
+                            Err(CallFailure::Failed(e) | CallFailure::Unsupported(e)) => {
+                                return Err((
+                                    latencies,
+                                    format!("caller {i}, message {}: {e}", n + 1),
+                                ));
+                            }
+                        }
+                    }
+                    Ok(latencies)
+                }
+            });
+            gather(futures_util::future::join_all(callers).await, messages)
+        }
+    }
+}
+
+/// The latencies of concurrent callers, and the first error among them.
+fn gather(
+    results: Vec<Result<Vec<u64>, (Vec<u64>, String)>>,
+    messages: usize,
+) -> Result<Vec<u64>, (Vec<u64>, String)> {
+    let mut all = Vec::with_capacity(messages);
+    let mut error = None;
+    for r in results {
+        match r {
+            Ok(l) => all.extend(l),
+            Err((l, e)) => {
+                all.extend(l);
+                error.get_or_insert(e);
+            }
+        }
+    }
+    match error {
+        None => Ok(all),
+        Some(e) => Err((all, e)),
     }
 }
 

@@ -34,6 +34,7 @@ use blerpc::link::tls::TlsClientConfig;
 use clap::{Args, ValueEnum};
 
 mod bare;
+mod grpc;
 mod measure;
 mod plot;
 mod report;
@@ -91,7 +92,7 @@ pub struct LoopbackArgs {
         long,
         value_delimiter = ',',
         value_name = "LIST",
-        default_value = "e2e,plain,bare,bare-aead"
+        default_value = "e2e,plain,bare,bare-aead,grpc"
     )]
     pub variants: Vec<VariantArg>,
     /// bleRPC clients do not announce the long-container extension, so every message travels
@@ -153,6 +154,8 @@ pub enum VariantArg {
     Bare,
     /// The bare baseline with every DATA and ACK sealed with AES-128-GCM.
     BareAead,
+    /// gRPC with tonic at its defaults.
+    Grpc,
 }
 
 impl From<VariantArg> for Variant {
@@ -162,6 +165,7 @@ impl From<VariantArg> for Variant {
             VariantArg::Plain => Variant::BlerpcPlain,
             VariantArg::Bare => Variant::Bare,
             VariantArg::BareAead => Variant::BareAead,
+            VariantArg::Grpc => Variant::Grpc,
         }
     }
 }
@@ -510,6 +514,7 @@ pub fn run(args: &LoopbackArgs) -> anyhow::Result<bool> {
         identity: parse_identity(&server.endpoints.identity)?,
         endpoints: server.endpoints.clone(),
         tls: TlsClientConfig::with_ca_pem(pki.ca_pem.as_bytes())?,
+        ca_pem: pki.ca_pem.clone(),
         long_containers: !args.classic_containers,
         setup_pipelining: args.setup_pipelining.map(Into::into),
     };

@@ -595,6 +595,10 @@ impl Report {
                 Variant::Bare => {
                     "bare baseline (tokio TCP / tokio-rustls, length-prefixed DATA, 4-byte ACK)"
                 }
+                Variant::Grpc => {
+                    "gRPC, tonic 0.14 at its defaults (HTTP/2: h2c on TCP, rustls and ring on TLS; \
+                     what users pick instead)"
+                }
                 Variant::BareAead => {
                     "bare + AES-GCM baseline (the bare exchange with each DATA and ACK sealed as bleRPC \
                      seals a message: counter, AES-128-GCM, tag; the cipher's cost, no protocol)"

@@ -26,7 +26,7 @@ use blerpc_demo::{DemoService, pb};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 
-use super::bare;
+use super::{bare, grpc};
 
 /// The child exits after this long whatever happens.
 pub const MAX_LIFETIME: Duration = Duration::from_secs(3 * 3600);
@@ -60,6 +60,10 @@ pub struct Endpoints {
     pub bare_aead_tcp: u16,
     /// Sealed bare DATA→ACK (AES-128-GCM) over TLS.
     pub bare_aead_tls: u16,
+    /// gRPC (tonic) over TCP (h2c).
+    pub grpc_tcp: u16,
+    /// gRPC (tonic) over TLS.
+    pub grpc_tls: u16,
     /// The bleRPC servers' Ed25519 public key, hex (clients pin it).
     pub identity: String,
 }
@@ -95,7 +99,7 @@ pub fn run_child() -> anyhow::Result<bool> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
-        .block_on(serve(tls))
+        .block_on(serve(tls, &setup))
 }
 
 fn blerpc_server(identity: Option<[u8; 32]>) -> anyhow::Result<Server> {
@@ -110,7 +114,7 @@ fn blerpc_server(identity: Option<[u8; 32]>) -> anyhow::Result<Server> {
     )?)
 }
 
-async fn serve(tls: TlsServerConfig) -> anyhow::Result<bool> {
+async fn serve(tls: TlsServerConfig, setup: &Setup) -> anyhow::Result<bool> {
     let seed = blerpc_cli::identity::generate();
     let e2e = blerpc_server(Some(seed))?;
     let plain = blerpc_server(None)?;
@@ -127,6 +131,8 @@ async fn serve(tls: TlsServerConfig) -> anyhow::Result<bool> {
     let bare_tls = TcpListener::bind(local).await?;
     let bare_aead_tcp = TcpListener::bind(local).await?;
     let bare_aead_tls = TcpListener::bind(local).await?;
+    let grpc_tcp = TcpListener::bind(local).await?;
+    let grpc_tls = TcpListener::bind(local).await?;
     let endpoints = Endpoints {
         blerpc_tcp: tcp_e2e.local_addr()?.port(),
         blerpc_tcp_plain: tcp_plain.local_addr()?.port(),
@@ -136,6 +142,8 @@ async fn serve(tls: TlsServerConfig) -> anyhow::Result<bool> {
         bare_tls: bare_tls.local_addr()?.port(),
         bare_aead_tcp: bare_aead_tcp.local_addr()?.port(),
         bare_aead_tls: bare_aead_tls.local_addr()?.port(),
+        grpc_tcp: grpc_tcp.local_addr()?.port(),
+        grpc_tls: grpc_tls.local_addr()?.port(),
         identity: blerpc::known_keys::to_hex(&identity),
     };
     let never = std::future::pending::<()>;
@@ -165,6 +173,9 @@ async fn serve(tls: TlsServerConfig) -> anyhow::Result<bool> {
     tasks.spawn(serve_bare(bare_tls, Some(tls.clone()), false));
     tasks.spawn(serve_bare(bare_aead_tcp, None, true));
     tasks.spawn(serve_bare(bare_aead_tls, Some(tls), true));
+    tasks.spawn(grpc::serve(grpc_tcp, None));
+    let (cert, key) = (setup.cert_pem.clone(), setup.key_pem.clone());
+    tasks.spawn(async move { grpc::serve(grpc_tls, Some((&cert, &key))).await });
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{READY}{}", serde_json::to_string(&endpoints)?)?;
