@@ -13,6 +13,7 @@
 //! | `scale` | [`scale`]: 10k–100k WebSocket connections against `blerpc serve` | a raw TCP echo on the same load generators |
 //! | `codec` | [`codec`]: the codec path and the key exchange | the reference Python library |
 //! | `aead`, `copy`, `calls`, `wakeup` | [`aead`], [`copy`], [`calls`], [`wakeup`]: the pieces that explain the loopback figures | the other rows of each table |
+//! | `serial` | [`serial`]: the serial link's framing (CRC-16, COBS) per PDU size | — |
 //!
 //! Child processes re-execute this binary with a hidden subcommand ([`process`]); the scale
 //! test's server is `blerpc serve` itself, run from this binary through the CLI's library.
@@ -46,6 +47,7 @@ pub mod plot;
 pub mod process;
 pub mod reference;
 pub mod scale;
+pub mod serial;
 pub mod stats;
 pub mod suite;
 pub mod wakeup;

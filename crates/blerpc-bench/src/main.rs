@@ -4,7 +4,9 @@
 
 use std::process::ExitCode;
 
-use blerpc_bench::{aead, ble, calls, codec, copy, links, loopback, process, scale, suite, wakeup};
+use blerpc_bench::{
+    aead, ble, calls, codec, copy, links, loopback, process, scale, serial, suite, wakeup,
+};
 use clap::{Parser, Subcommand};
 
 /// The benchmarks of blerpc-rs. Without a subcommand: the full suite (every simulated BLE
@@ -40,6 +42,8 @@ enum Suite {
     Wakeup(wakeup::WakeupArgs),
     /// Large copies: memcpy against blerpc-proto's copy.
     Copy(copy::CopyArgs),
+    /// The serial link's framing per PDU size.
+    Serial(serial::SerialArgs),
     /// A child process of a suite.
     #[command(hide = true, subcommand)]
     Role(process::Role),
@@ -60,6 +64,7 @@ fn run(suite: Option<Suite>) -> anyhow::Result<bool> {
         Some(Suite::Calls(a)) => calls::run(&a),
         Some(Suite::Wakeup(a)) => wakeup::run(&a),
         Some(Suite::Copy(a)) => copy::run(&a),
+        Some(Suite::Serial(a)) => serial::run(&a),
         Some(Suite::Role(role)) => process::run(&role),
         Some(Suite::Serve(a)) => blerpc_cli::serve::run_blocking(&a).map(|()| true),
     }

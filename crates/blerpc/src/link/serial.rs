@@ -134,25 +134,19 @@ pub enum FrameError {
     },
 }
 
+/// CRC-16/CCITT-FALSE (IBM-3740 in the `crc` catalogue: poly `0x1021`, init `0xFFFF`, MSB
+/// first, no final XOR), sixteen lookup tables at a time.
+const CRC16: crc::Crc<u16, crc::Table<16>> =
+    crc::Crc::<u16, crc::Table<16>>::new(&crc::CRC_16_IBM_3740);
+
 /// CRC-16/CCITT-FALSE of `data` (poly `0x1021`, init `0xFFFF`, MSB first, no final XOR).
 pub fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0xFFFF;
-    for &byte in data {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
+    CRC16.checksum(data)
 }
 
 /// The longest COBS encoding of `len` bytes.
 pub const fn cobs_max_len(len: usize) -> usize {
-    len + len / 254 + 1
+    cobs::max_encoding_length(len)
 }
 
 /// The longest frame (COBS bytes, without delimiters) carrying a PDU of at most `max_pdu` bytes.
@@ -160,53 +154,12 @@ pub const fn max_encoded_len(max_pdu: usize) -> usize {
     cobs_max_len(max_pdu + CRC_LEN)
 }
 
-/// Appends the COBS encoding of `data` to `out`.
-fn cobs_encode(data: &[u8], out: &mut Vec<u8>) {
-    let mut code_at = out.len();
-    out.push(0);
-    let mut code: u8 = 1;
-    for &byte in data {
-        if byte == 0 {
-            if let Some(c) = out.get_mut(code_at) {
-                *c = code;
-            }
-            code_at = out.len();
-            out.push(0);
-            code = 1;
-        } else {
-            out.push(byte);
-            code += 1;
-            if code == 0xFF {
-                if let Some(c) = out.get_mut(code_at) {
-                    *c = code;
-                }
-                code_at = out.len();
-                out.push(0);
-                code = 1;
-            }
-        }
-    }
-    if let Some(c) = out.get_mut(code_at) {
-        *c = code;
-    }
-}
-
 /// Decodes COBS `data` (no delimiter inside) into `out`, replacing its contents.
 fn cobs_decode(data: &[u8], out: &mut Vec<u8>) -> Result<(), FrameError> {
     out.clear();
-    let mut rest = data;
-    while let Some((&code, tail)) = rest.split_first() {
-        if code == 0 {
-            return Err(FrameError::Cobs);
-        }
-        let run = usize::from(code - 1);
-        let block = tail.get(..run).ok_or(FrameError::Cobs)?;
-        out.extend_from_slice(block);
-        rest = tail.get(run..).unwrap_or(&[]);
-        if code != 0xFF && !rest.is_empty() {
-            out.push(0);
-        }
-    }
+    out.resize(data.len(), 0);
+    let report = cobs::decode(data, out).map_err(|_| FrameError::Cobs)?;
+    out.truncate(report.frame_size());
     Ok(())
 }
 
@@ -215,9 +168,13 @@ pub fn encode_frame(pdu: &[u8], out: &mut Vec<u8>) {
     let mut raw = Vec::with_capacity(pdu.len() + CRC_LEN);
     raw.extend_from_slice(pdu);
     raw.extend_from_slice(&crc16(pdu).to_le_bytes());
-    out.reserve(cobs_max_len(raw.len()) + 2);
-    out.push(DELIMITER);
-    cobs_encode(&raw, out);
+    let start = out.len();
+    out.resize(start + cobs_max_len(raw.len()) + 2, 0);
+    let Some(body) = out.get_mut(start + 1..) else {
+        return;
+    };
+    let n = cobs::encode(&raw, body);
+    out.truncate(start + 1 + n);
     out.push(DELIMITER);
 }
 
@@ -661,21 +618,24 @@ mod tests {
             (&[0x11, 0x00], &[0x02, 0x11, 0x01]),
         ];
         for (raw, enc) in cases {
-            let mut out = Vec::new();
-            cobs_encode(raw, &mut out);
+            let out = cobs::encode_vec(raw);
             assert_eq!(&out, enc, "encode {raw:02x?}");
             let mut back = Vec::new();
             cobs_decode(enc, &mut back).unwrap();
             assert_eq!(&back, raw, "decode {enc:02x?}");
         }
-        // 254 non-zero bytes: one full block, then an empty final block.
+        // 254 non-zero bytes: one full block, and no empty final block after it; a peer that
+        // writes that block (0x01) is understood too.
         let raw: Vec<u8> = (1..=254).map(|i| i as u8).collect();
-        let mut out = Vec::new();
-        cobs_encode(&raw, &mut out);
-        assert_eq!(out.len(), 256);
-        assert_eq!((out[0], out[255]), (0xFF, 0x01));
+        let out = cobs::encode_vec(&raw);
+        assert_eq!(out.len(), 255);
+        assert_eq!((out[0], &out[1..]), (0xFF, &raw[..]));
         let mut back = Vec::new();
         cobs_decode(&out, &mut back).unwrap();
+        assert_eq!(back, raw);
+        let mut with_final_block = out.clone();
+        with_final_block.push(0x01);
+        cobs_decode(&with_final_block, &mut back).unwrap();
         assert_eq!(back, raw);
         assert_eq!(cobs_decode(&[0x05, 0x01], &mut back), Err(FrameError::Cobs));
     }
