@@ -424,11 +424,11 @@ async fn pipelined_loop(
     }
 }
 
+/// A caller's latencies, or those it had when it failed and why.
+type CallerResult = Result<Vec<u64>, (Vec<u64>, String)>;
+
 /// The latencies of concurrent callers, and the first error among them.
-fn gather(
-    results: Vec<Result<Vec<u64>, (Vec<u64>, String)>>,
-    messages: usize,
-) -> Result<Vec<u64>, (Vec<u64>, String)> {
+fn gather(results: Vec<CallerResult>, messages: usize) -> CallerResult {
     let mut all = Vec::with_capacity(messages);
     let mut error = None;
     for r in results {
