@@ -92,21 +92,28 @@ fn quick_run_has_every_row_with_sane_figures() {
         .count();
     assert_eq!(cipher_floor, 2, "{stdout}");
 
-    // The chart: both transports, a bar per ratio (3 variants × 4 payloads × 2 transports).
+    // The chart: both transports, an E2E bar per payload and transport (4 × 2), and its
+    // legend swatch; the sealed baseline's bars likewise.
     let svg = std::fs::read_to_string(&svg_path).unwrap();
     assert!(svg.starts_with("<svg"), "{svg}");
-    assert!(svg.contains("TCP — ") && svg.contains("TLS — "), "{svg}");
-    assert_eq!(svg.matches("<title>").count(), 24, "{svg}");
+    assert!(
+        svg.contains("TCP: p50 over") && svg.contains("TLS: p50 over"),
+        "{svg}"
+    );
+    assert_eq!(svg.matches("fill=\"#1F77B4\"").count(), 8 + 1, "{svg}");
+    assert_eq!(svg.matches("fill=\"#FF9F1C\"").count(), 8 + 1, "{svg}");
 
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     assert_eq!(report["errors"], 0);
     assert_eq!(report["reps"], 1);
     let rows = report["rows"].as_array().unwrap();
-    // 2 transports × (4 payloads + the pipelined 64 KiB row + the load row) × 4 variants.
-    assert_eq!(rows.len(), 48, "{report:#}");
+    // 2 transports × (4 payloads + the pipelined 64 KiB row + the load row) × 5 variants.
+    assert_eq!(rows.len(), 60, "{report:#}");
     let pipelined: Vec<&Value> = rows.iter().filter(|r| r["window"] == 4).collect();
-    assert_eq!(pipelined.len(), 8, "{report:#}");
+    assert_eq!(pipelined.len(), 10, "{report:#}");
+    let grpc = rows.iter().filter(|r| r["variant"] == "grpc").count();
+    assert_eq!(grpc, 12, "{report:#}");
     for row in pipelined {
         assert_eq!(row["payload"], 65_536, "{row:#}");
         assert_eq!(row["clients"], 1, "{row:#}");
@@ -147,21 +154,23 @@ fn quick_run_has_every_row_with_sane_figures() {
     }
     // The published figure sits beside each published row.
     let published = rows.iter().filter(|r| !r["published"].is_null()).count();
-    assert_eq!(published, 8 * 4, "{report:#}");
-    // Connection setup timed per step for every transport and variant.
+    assert_eq!(published, 8 * 5, "{report:#}");
+    // Connection setup timed per step for every transport and variant (tonic connects and
+    // shakes hands inside one call: its TLS handshake has no time of its own).
     let setup = report["setup"].as_array().unwrap();
-    assert_eq!(setup.len(), 8, "{report:#}");
+    assert_eq!(setup.len(), 10, "{report:#}");
     for s in setup {
+        let variant = s["variant"].as_str().unwrap();
         assert!(s["tcp_connect_ms"].as_f64().unwrap() > 0.0, "{s:#}");
         assert!(s["first_call_ms"].as_f64().unwrap() > 0.0, "{s:#}");
         assert_eq!(
             s["tls_handshake_ms"].is_null(),
-            s["transport"] == "tcp",
+            s["transport"] == "tcp" || variant == "grpc",
             "{s:#}"
         );
         assert_eq!(
             s["blerpc_setup_ms"].is_null(),
-            s["variant"].as_str().unwrap().starts_with("bare"),
+            !variant.starts_with("blerpc"),
             "{s:#}"
         );
     }

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::stats::{Tail, Theirs};
 use super::{Run, ScaleArgs};
+use crate::plot::{BLUE, Chart, DARK_GREY, GREEN, PINK, Panel, RED, Series};
 use crate::stats::median;
 use blerpc_cli::call::PipeliningArg;
 
@@ -537,148 +538,87 @@ pub fn print(
     Ok(())
 }
 
-/// A plot of the summary: three panels of grouped bars over the connection counts (round
+/// The summary as a chart: three panels of grouped bars over the connection counts (round
 /// metric, median upgrade latency, server bytes per connection), ours beside the published.
-pub fn svg(summary: &Summary) -> String {
+pub fn chart(summary: &Summary) -> Chart {
     let mut levels: Vec<usize> = summary.rows.iter().map(|r| r.connections).collect();
     levels.dedup();
-    let find = |n: usize, v: &str| {
-        summary
-            .rows
+    let value = |variant: &str, get: fn(&Row) -> f64| -> Vec<Option<f64>> {
+        levels
             .iter()
-            .find(|r| r.connections == n && r.variant == v)
+            .map(|n| {
+                summary
+                    .rows
+                    .iter()
+                    .find(|r| r.connections == *n && r.variant == variant)
+                    .map(get)
+                    .filter(|v| *v > 0.0 || variant != "tcp")
+            })
+            .collect()
     };
-    type Getter<'a> = Box<dyn Fn(usize) -> Option<f64> + 'a>;
-    /// Name, colour, value at a connection count.
-    type Series<'a> = (&'static str, &'static str, Getter<'a>);
-    let series = |get: fn(&Row) -> f64| -> Vec<Series<'_>> {
-        vec![
-            (
-                "ours, ping",
-                "#1f77b4",
-                Box::new(move |n| find(n, "ping").map(get)),
-            ),
-            (
-                "ours, echo",
-                "#2ca02c",
-                Box::new(move |n| find(n, "echo").map(get)),
-            ),
-            (
-                "ours, raw TCP",
-                "#7f7f7f",
-                Box::new(move |n| find(n, "tcp").map(get).filter(|v| *v > 0.0)),
-            ),
+    let ours = |get: fn(&Row) -> f64| -> Vec<Series> {
+        [
+            ("ours, ping", "ping", BLUE),
+            ("ours, echo", "echo", GREEN),
+            ("ours, raw TCP", "tcp", DARK_GREY),
         ]
+        .into_iter()
+        .map(|(name, variant, color)| Series {
+            name: name.into(),
+            color,
+            values: value(variant, get),
+        })
+        .filter(|s| s.values.iter().any(Option::is_some))
+        .collect()
     };
-    let mut panels: Vec<(&str, Vec<Series<'_>>)> = Vec::new();
-    let mut rounds = series(|r| r.round_metric.avg);
-    rounds.push((
-        "published",
-        "#d62728",
-        Box::new(|n| published_rounds(n).map(|p| p.avg)),
-    ));
+    let published = |name: &str, color, get: &dyn Fn(usize) -> Option<f64>| Series {
+        name: name.into(),
+        color,
+        values: levels.iter().map(|n| get(*n)).collect(),
+    };
+    let mut rounds = ours(|r| r.round_metric.avg);
+    rounds.push(published("published", RED, &|n| {
+        published_rounds(n).map(|p| p.avg)
+    }));
     if summary.rows.iter().any(|r| r.variant == "tcp") {
-        rounds.push((
+        rounds.push(published(
             "published, raw TCP",
-            "#ff9896",
-            Box::new(published_raw_tcp_rounds),
+            PINK,
+            &published_raw_tcp_rounds,
         ));
     }
-    panels.push(("Round metric, ms (lower is better)", rounds));
-    let mut storm = series(|r| r.upgrade.median);
-    storm.push((
-        "published",
-        "#d62728",
-        Box::new(|n| published_storm(n).map(|p| p.median)),
-    ));
-    panels.push(("Storm: median upgrade latency, ms", storm));
-    panels.push((
-        "Server memory per idle connection, bytes",
-        series(|r| r.server_bytes_per_conn),
-    ));
-    let (pw, ph, top, left) = (300.0, 220.0, 40.0, 50.0);
-    let width = left + panels.len() as f64 * (pw + left) + 10.0;
-    // Room below the panels for the longest legend (one 14-pixel line per series).
-    let legend = panels.iter().map(|(_, s)| s.len()).max().unwrap_or(0) as f64;
-    let height = top + ph + 40.0 + legend * 14.0;
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    );
-    for (i, (title, series)) in panels.iter().enumerate() {
-        let x0 = left + i as f64 * (pw + left);
-        let max = levels
-            .iter()
-            .flat_map(|&n| series.iter().filter_map(move |(_, _, g)| g(n)))
-            .fold(0.0f64, f64::max)
-            .max(1e-9);
-        s += &format!(
-            "<text x=\"{}\" y=\"{}\" font-weight=\"bold\">{title}</text>\n",
-            x0,
-            top - 15.0
-        );
-        s += &format!(
-            "<line x1=\"{x0}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n<line x1=\"{x0}\" y1=\"{top}\" x2=\"{x0}\" y2=\"{}\" stroke=\"black\"/>\n",
-            top + ph,
-            x0 + pw,
-            top + ph,
-            top + ph
-        );
-        s += &format!(
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n<text x=\"{}\" y=\"{}\" text-anchor=\"end\">0</text>\n",
-            x0 - 4.0,
-            top + 4.0,
-            short(max),
-            x0 - 4.0,
-            top + ph
-        );
-        let group = pw / levels.len().max(1) as f64;
-        let bar = group * 0.8 / series.len().max(1) as f64;
-        for (gi, &n) in levels.iter().enumerate() {
-            let gx = x0 + gi as f64 * group + group * 0.1;
-            for (si, (_, color, get)) in series.iter().enumerate() {
-                if let Some(v) = get(n) {
-                    let h = v / max * ph;
-                    let x = gx + si as f64 * bar;
-                    s += &format!(
-                        "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\" fill=\"{color}\"/>\n<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"9\">{}</text>\n",
-                        top + ph - h,
-                        bar - 1.0,
-                        x + bar / 2.0,
-                        top + ph - h - 2.0,
-                        short(v)
-                    );
-                }
-            }
-            s += &format!(
-                "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
-                gx + group * 0.4,
-                top + ph + 14.0,
-                count(n)
-            );
-        }
-        for (si, (name, color, _)) in series.iter().enumerate() {
-            let ly = top + ph + 32.0 + si as f64 * 14.0;
-            s += &format!(
-                "<rect x=\"{x0}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{color}\"/><text x=\"{}\" y=\"{ly}\">{name}</text>\n",
-                ly - 9.0,
-                x0 + 14.0
-            );
-        }
+    let mut storm = ours(|r| r.upgrade.median);
+    storm.push(published("published", RED, &|n| {
+        published_storm(n).map(|p| p.median)
+    }));
+    let groups: Vec<String> = levels.iter().map(|n| count(*n)).collect();
+    let panel = |title: &str, series| Panel {
+        title: title.into(),
+        groups: groups.clone(),
+        series,
+        marks: Vec::new(),
+        base: 0.0,
+        tick_suffix: "",
+        value_labels: true,
+    };
+    Chart {
+        panels: vec![
+            panel("Round metric, ms (lower is better)", rounds),
+            panel("Storm: median upgrade latency, ms", storm),
+            panel(
+                "Server memory per idle connection, bytes",
+                ours(|r| r.server_bytes_per_conn),
+            ),
+        ],
+        columns: 3,
+        panel_size: (380, 280),
+        notes: vec!["connections along the bottom; blerpc-bench scale".into()],
     }
-    s += "</svg>\n";
-    s
 }
 
-fn short(v: f64) -> String {
-    if v >= 1000.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else if v >= 0.1 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.4}")
-    }
+/// The summary's chart as SVG.
+pub fn svg(summary: &Summary) -> String {
+    chart(summary).svg()
 }
 
 #[cfg(test)]
@@ -686,7 +626,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_legend_line_is_inside_the_plot() {
+    fn three_panels_with_ours_and_the_published_per_connection_count() {
         let row = |variant, metric| Row {
             connections: 100_000,
             variant,
@@ -704,25 +644,37 @@ mod tests {
         let summary = Summary {
             rows: vec![row("ping", 0.13), row("echo", 0.24), row("tcp", 0.10)],
         };
-        let svg = svg(&summary);
-        let attr = |tag: &str, name: &str| -> f64 {
-            let at = tag.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
-            tag[at..].split('"').next().unwrap().parse().unwrap()
+        let chart = chart(&summary);
+        let names = |i: usize| -> Vec<String> {
+            chart.panels[i]
+                .series
+                .iter()
+                .map(|s| s.name.clone())
+                .collect()
         };
-        let height = attr(svg.lines().next().unwrap(), "height");
-        let legends: Vec<&str> = svg
-            .lines()
-            .filter(|l| l.contains("raw TCP</text>"))
-            .collect();
-        // ours in all three panels, the published raw TCP line in the round-metric panel.
-        assert_eq!(legends.len(), 4, "{svg}");
-        // Every text element, wherever it sits on its line (legends follow their swatch).
-        let texts: Vec<&str> = svg.split("<text ").skip(1).collect();
-        assert!(texts.len() > 10, "{svg}");
-        for text in texts {
-            let y = attr(text, "y");
-            assert!(y < height, "text at y {y} outside height {height}: {text}");
-        }
+        assert_eq!(
+            names(0),
+            [
+                "ours, ping",
+                "ours, echo",
+                "ours, raw TCP",
+                "published",
+                "published, raw TCP"
+            ]
+        );
+        assert_eq!(names(2), ["ours, ping", "ours, echo", "ours, raw TCP"]);
+        assert_eq!(chart.panels[0].groups, ["100k"]);
+        assert_eq!(chart.panels[0].series[3].values, [Some(0.5531)]);
+        let svg = chart.svg();
+        // One legend for all three panels.
+        let texts = crate::plot::tests::texts(&svg);
+        assert_eq!(
+            texts.iter().filter(|t| **t == "published, raw TCP").count(),
+            1,
+            "{svg}"
+        );
+        assert!(texts.contains(&"0.55"), "{texts:?}");
+        crate::plot::tests::assert_inside(&svg);
     }
 
     #[test]
