@@ -19,6 +19,7 @@ use clap::Args;
 
 use crate::certs::LocalPki;
 use crate::link::{Address, ConnectOptions, ListenOptions, Listener, Traced, connect};
+use crate::progress::Steps;
 
 /// `blerpc demo` options.
 #[derive(Debug, Args)]
@@ -302,7 +303,7 @@ pub fn select_links(names: &[String]) -> anyhow::Result<Vec<&'static str>> {
 }
 
 /// Runs [`run_link`] over each of `links` in turn, each within `limit`, with one progress line
-/// per link on stderr (a dot per passed test).
+/// per link on stderr (a bar while it runs where stderr is a terminal).
 pub async fn run_links<T>(
     links: &[&'static str],
     limit: Duration,
@@ -311,15 +312,9 @@ pub async fn run_links<T>(
     let pki = LocalPki::generate().context("cannot generate the demo TLS certificates")?;
     let mut runs = Vec::new();
     for &link in links {
-        let mut err = std::io::stderr();
-        let _ = write!(err, "  {link:<7} ");
-        let _ = err.flush();
+        let steps = Steps::new(format!("  {link:<7}"), TESTS.len() as u64);
         let t0 = Instant::now();
-        let progress = |r: &TestResult| {
-            let mut err = std::io::stderr();
-            let _ = err.write_all(if r.passed() { b"." } else { b"F" });
-            let _ = err.flush();
-        };
+        let progress = |r: &TestResult| steps.step(r.passed());
         let (run, extra) =
             match tokio::time::timeout(limit, run_link(link, &pki, progress, &then)).await {
                 Ok(done) => done,
@@ -334,9 +329,8 @@ pub async fn run_links<T>(
                     None,
                 ),
             };
-        let _ = writeln!(
-            err,
-            " {}/{} in {}{}",
+        steps.finish(&format!(
+            "{}/{} in {}{}",
             run.passed(),
             TESTS.len(),
             ms(t0.elapsed()),
@@ -345,7 +339,7 @@ pub async fn run_links<T>(
             } else {
                 format!("  ({})", run.address)
             }
-        );
+        ));
         runs.push((run, extra));
     }
     Ok(runs)

@@ -22,6 +22,7 @@ pub mod identity;
 pub mod keygen;
 pub mod link;
 pub mod os;
+pub mod progress;
 pub mod scan;
 pub mod schema;
 pub mod serve;

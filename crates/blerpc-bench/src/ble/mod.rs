@@ -22,6 +22,7 @@ use crate::reference::{self, BENCHMARKS, BenchResult};
 use anyhow::{Context as _, anyhow, bail};
 use blerpc::client::PinPolicy;
 use blerpc::{Client, ClientConfig, Server, ServerConfig};
+use blerpc_cli::progress::Steps;
 use blerpc_demo::functional::{self, TESTS, TestResult};
 use blerpc_demo::{DemoService, pb};
 use blerpc_sim::profile::{self, Profile};
@@ -199,11 +200,8 @@ fn calls_of(r: &BenchResult) -> u64 {
     per_rep * u64::from(r.reps)
 }
 
-fn progress(s: &str) {
-    let mut e = std::io::stderr();
-    let _ = e.write_all(s.as_bytes());
-    let _ = e.flush();
-}
+/// Steps of one profile: the functional tests, the benchmarks and the limit run.
+const PROFILE_STEPS: usize = TESTS.len() + 2 * BENCHMARKS.len();
 
 /// The link for `profile` with the command line's interval, MTU, PHY, loss and seed.
 pub fn link_for(profile: &Profile, args: &BleArgs) -> anyhow::Result<LinkParams> {
@@ -251,11 +249,12 @@ pub async fn sim_client(
     Ok((pb::BlerpcClient::new(client), monitor))
 }
 
-async fn functional_with_progress(c: &pb::BlerpcClient) -> Vec<TestResult> {
+async fn functional_with_progress(c: &pb::BlerpcClient, steps: &Steps) -> Vec<TestResult> {
+    steps.phase("functional tests");
     let mut out = Vec::new();
     for name in TESTS {
         let r = functional::run_one(c, name).await;
-        progress(if r.passed() { "." } else { "F" });
+        steps.step(r.passed());
         out.push(r);
     }
     out
@@ -264,8 +263,11 @@ async fn functional_with_progress(c: &pb::BlerpcClient) -> Vec<TestResult> {
 async fn benchmarks_with_progress(
     c: &pb::BlerpcClient,
     reps: u32,
+    steps: &Steps,
+    phase: &str,
 ) -> Vec<(&'static str, Result<BenchResult, String>)> {
-    reference::run_all_reps_with(c, reps, |_, ok| progress(if ok { "." } else { "F" })).await
+    steps.phase(phase);
+    reference::run_all_reps_with(c, reps, |_, ok| steps.step(ok)).await
 }
 
 /// CPU time of the calling thread (the simulated runs are single-threaded, so this is all the
@@ -313,7 +315,7 @@ fn paused_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 /// Runs one profile on the simulated link.
-pub fn run_profile(profile: &Profile, args: &BleArgs) -> anyhow::Result<ProfileRun> {
+pub fn run_profile(profile: &Profile, steps: &Steps, args: &BleArgs) -> anyhow::Result<ProfileRun> {
     let params = link_for(profile, args)?;
     let mut run = ProfileRun::new(profile.name, profile.label);
     run.link = Some(params);
@@ -332,24 +334,21 @@ pub fn run_profile(profile: &Profile, args: &BleArgs) -> anyhow::Result<ProfileR
                 return;
             }
         };
-        progress("functional ");
-        run.functional = functional_with_progress(&c).await;
+        run.functional = functional_with_progress(&c, steps).await;
         tokio::time::sleep(wait.saturating_sub(monitor.connected_for())).await;
         run.interval_at_benchmarks = Some(monitor.interval_now());
         run.interval_updated_after = monitor.interval_updated_after();
-        progress(" benchmarks ");
-        run.benchmarks = benchmarks_with_progress(&c, reps).await;
+        run.benchmarks = benchmarks_with_progress(&c, reps, steps, "benchmarks").await;
         c.inner().close().await;
         run.stats = Some(monitor.stats());
         // The physical limit: the same link with full events, after the interval update.
-        progress(" limit ");
         let full = LinkParams {
             initial_interval: None,
             ..params.full_event()
         };
         match sim_client(full).await {
             Ok((c, _)) => {
-                run.limit = benchmarks_with_progress(&c, 1).await;
+                run.limit = benchmarks_with_progress(&c, 1, steps, "limit").await;
                 c.inner().close().await;
             }
             Err(e) => run.error = Some(format!("limit run: {e:#}")),
@@ -370,7 +369,7 @@ pub fn run_profile(profile: &Profile, args: &BleArgs) -> anyhow::Result<ProfileR
 }
 
 /// Runs the suite over a real link (`--connect`).
-pub fn run_connect(url: &str, args: &BleArgs) -> anyhow::Result<ProfileRun> {
+pub fn run_connect(url: &str, args: &BleArgs, steps: &Steps) -> anyhow::Result<ProfileRun> {
     let connect = blerpc_cli::call::ConnectArgs {
         connect: url.to_string(),
         known_keys: args.known_keys.clone(),
@@ -401,10 +400,8 @@ pub fn run_connect(url: &str, args: &BleArgs) -> anyhow::Result<ProfileRun> {
             }
         };
         let c = pb::BlerpcClient::new(client);
-        progress("functional ");
-        run.functional = functional_with_progress(&c).await;
-        progress(" benchmarks ");
-        run.benchmarks = benchmarks_with_progress(&c, reps).await;
+        run.functional = functional_with_progress(&c, steps).await;
+        run.benchmarks = benchmarks_with_progress(&c, reps, steps, "benchmarks").await;
         c.inner().close().await;
     });
     run.real = real.elapsed();
@@ -420,9 +417,10 @@ pub fn run_connect(url: &str, args: &BleArgs) -> anyhow::Result<ProfileRun> {
     // On a BLE link, the model's full-event limit for the interval, MTU and PHY given.
     if url.starts_with("ble://") {
         let nrf = profile::NRF54L15;
-        progress(" limit ");
+        steps.phase("limit (the link model)");
         let limit = run_profile(
             &nrf,
+            steps,
             &BleArgs {
                 reps: 1,
                 ..args.clone()
@@ -472,18 +470,33 @@ pub fn run_suite(args: &BleArgs) -> anyhow::Result<Vec<ProfileRun>> {
         bail!("--reps {} is outside 1 ..= {MAX_REPS}", args.reps);
     }
     if let Some(url) = &args.connect {
-        progress(&format!("  {url} "));
-        let run = run_connect(url, args)?;
-        progress(&format!(" {:.1} s\n", run.real.as_secs_f64()));
+        // Over BLE, the link model's limit is a whole profile run after the real one.
+        let model = if url.starts_with("ble://") {
+            PROFILE_STEPS
+        } else {
+            0
+        };
+        let steps = Steps::new(
+            format!("  {url}"),
+            (TESTS.len() + BENCHMARKS.len() + model) as u64,
+        );
+        let run = run_connect(url, args, &steps)?;
+        steps.finish(&format!(
+            "{}/{} PASS in {:.1} s",
+            run.passed(),
+            TESTS.len(),
+            run.real.as_secs_f64()
+        ));
         return Ok(vec![run]);
     }
     let profiles = selected_profiles(&args.profile)?;
     let mut runs = Vec::new();
     for (i, p) in profiles.iter().enumerate() {
-        progress(&format!("  [{}/{}] {:<9}", i + 1, profiles.len(), p.name));
-        let run = run_profile(p, args)?;
-        progress(&format!(
-            " {}/{} PASS, {:.1} s of link time in {:.2} s\n",
+        let prefix = format!("  [{}/{}] {:<9}", i + 1, profiles.len(), p.name);
+        let steps = Steps::new(prefix, PROFILE_STEPS as u64);
+        let run = run_profile(p, &steps, args)?;
+        steps.finish(&format!(
+            "{}/{} PASS, {:.1} s of link time in {:.2} s",
             run.passed(),
             TESTS.len(),
             run.link_time.as_secs_f64(),

@@ -12,13 +12,13 @@
 //! Python / Rust, with the range of the per-repetition ratios.
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use crate::stats::median;
 use anyhow::{Context as _, Result, bail, ensure};
+use blerpc_cli::progress::Steps;
 
 mod workloads;
 
@@ -402,18 +402,23 @@ pub fn run(args: &CodecArgs) -> Result<bool> {
     let mut reference = None;
 
     let started = Instant::now();
+    let per_rep = rows.len() + usize::from(python.is_some());
+    let steps = Steps::new("codec", (per_rep * args.reps) as u64);
     for rep in 1..=args.reps {
-        eprint!("[rep {rep}/{}] rust:", args.reps);
         for &(w, p) in &rows {
-            eprint!(" {}/{}", w.name(), p.map_or("-", Provider::name));
-            std::io::stderr().flush().ok();
+            steps.phase(&format!(
+                "rep {rep}/{}: rust {}/{}",
+                args.reps,
+                w.name(),
+                p.map_or("-", Provider::name)
+            ));
             let (iters, samples) = run_rust(w, p.unwrap_or(Provider::RustCrypto), plan)
                 .with_context(|| format!("rust {}", w.name()))?;
             rust.entry((w, p)).or_default().push(iters, samples);
+            steps.step(true);
         }
-        eprintln!();
         if let Some(python) = &python {
-            eprintln!("[rep {rep}/{}] python (reference):", args.reps);
+            steps.phase(&format!("rep {rep}/{}: python (the reference)", args.reps));
             let report = run_python(python, &workloads, plan)?;
             for &w in &workloads {
                 let s = report
@@ -425,15 +430,22 @@ pub fn run(args: &CodecArgs) -> Result<bool> {
                     .push(s.iters, s.samples_ns_per_op.clone());
             }
             if !report.library.ends_with(" 0.8.0") {
-                eprintln!("warning: reference is {}, not 0.8.0", report.library);
+                steps.line(&format!(
+                    "warning: reference is {}, not 0.8.0",
+                    report.library
+                ));
             }
             reference = Some(format!(
                 "{} ({}, cryptography {}, {})",
                 report.library, report.python, report.cryptography, report.openssl
             ));
+            steps.step(true);
+        }
+        if !steps.is_bar() {
+            steps.line(&format!("codec: repetition {rep}/{} done", args.reps));
         }
     }
-    eprintln!("done in {:.1} s", started.elapsed().as_secs_f64());
+    steps.finish(&format!("done in {:.1} s", started.elapsed().as_secs_f64()));
 
     // Table.
     let cpu = cpu_model();

@@ -24,13 +24,14 @@
 //! A payload bleRPC cannot carry in one message (classic bleRPC stops at 65,535 bytes) is
 //! reported as "not supported: …" with the error the client gave, never with made-up figures.
 
-use std::io::{IsTerminal as _, Write as _};
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context as _, anyhow, bail};
 use blerpc::link::tls::TlsClientConfig;
+use blerpc_cli::progress::Steps;
 use clap::{Args, ValueEnum};
 
 mod bare;
@@ -338,35 +339,6 @@ fn dedup<T: PartialEq>(v: Vec<T>) -> Vec<T> {
 }
 
 /// Progress on stderr: one rewritten line on a terminal, one line per run otherwise.
-struct Progress {
-    tty: bool,
-    total: usize,
-    started: Instant,
-}
-
-impl Progress {
-    fn line(&self, done: usize, text: &str) {
-        let mut err = std::io::stderr().lock();
-        let head = format!(
-            "[{done:>3}/{} {:>5.1}s] {text}",
-            self.total,
-            self.started.elapsed().as_secs_f64()
-        );
-        if self.tty {
-            let _ = write!(err, "\r\x1b[2K{head}");
-        } else {
-            let _ = writeln!(err, "{head}");
-        }
-        let _ = err.flush();
-    }
-
-    fn finish(&self) {
-        if self.tty {
-            let _ = writeln!(std::io::stderr());
-        }
-    }
-}
-
 fn run_label(rep: usize, reps: usize, key: &report::RowKey) -> String {
     format!(
         "rep {}/{reps}  {} {:>6}  {:>2} client{}{}  {}",
@@ -389,11 +361,8 @@ async fn measure_all(plan: Plan, target: Target, command: String) -> Report {
     let (plan, target) = (&plan, &target);
     let mut collector = Collector::new(plan.reps);
     let total: usize = (0..plan.reps).map(|r| plan.runs(r).len()).sum();
-    let progress = Progress {
-        tty: std::io::stderr().is_terminal(),
-        total,
-        started: Instant::now(),
-    };
+    let steps = Steps::new("loopback", total as u64);
+    let started = Instant::now();
     let payloads: Vec<(usize, Arc<Vec<u8>>)> = plan
         .payloads
         .iter()
@@ -406,13 +375,16 @@ async fn measure_all(plan: Plan, target: Target, command: String) -> Report {
         for key in plan.runs(rep) {
             let label = run_label(rep, plan.reps, &key);
             let messages = plan.messages_for(&key);
-            progress.line(done, &label);
+            steps.phase(&label);
             let Some(payload) = payloads.iter().find(|(p, _)| *p == key.payload) else {
                 continue;
             };
+            // The count beside the bar, about 50 times a run: not per message, which the
+            // timed loop would pay for.
+            let every = (messages / 50).max(1);
             let tick = |n: usize| {
-                if progress.tty {
-                    progress.line(done, &format!("{label}  {n}/{messages}"));
+                if steps.is_bar() && n.is_multiple_of(every) {
+                    steps.phase(&format!("{label}  {n}/{messages}"));
                 }
             };
             let result = measure::run(
@@ -439,11 +411,18 @@ async fn measure_all(plan: Plan, target: Target, command: String) -> Report {
                     report::thousands(s.msg_per_s, 0)
                 )
             };
-            progress.line(done, &format!("{label}  {outcome}"));
+            steps.step(result.first_error.is_none());
+            steps.line(&format!(
+                "[{done:>3}/{total} {:>5.1}s] {label}  {outcome}",
+                started.elapsed().as_secs_f64()
+            ));
             collector.add(rep, key, result);
         }
     }
-    progress.finish();
+    steps.finish(&format!(
+        "{done} runs in {:.1} s",
+        started.elapsed().as_secs_f64()
+    ));
     let report = Report {
         command,
         messages: plan.messages,
@@ -586,7 +565,7 @@ mod tests {
     fn the_variants_rotate_between_repetitions() {
         let plan = Plan {
             messages: 1,
-            reps: 4,
+            reps: 5,
             clients: 20,
             load_messages: 20,
             payloads: vec![0, 64],
@@ -595,11 +574,11 @@ mod tests {
             transports: vec![Transport::Tcp],
             variants: Variant::ALL.to_vec(),
         };
-        let first: Vec<Variant> = (0..4).map(|r| plan.runs(r)[0].variant).collect();
+        let first: Vec<Variant> = (0..5).map(|r| plan.runs(r)[0].variant).collect();
         assert_eq!(first, Variant::ALL);
-        // Two payloads, the pipelined row and the load row, four variants each.
-        assert_eq!(plan.runs(0).len(), 16);
-        assert_eq!(plan.runs(0)[8].window, 4);
-        assert_eq!(plan.runs(0)[12].clients, 20);
+        // Two payloads, the pipelined row and the load row, five variants each.
+        assert_eq!(plan.runs(0).len(), 20);
+        assert_eq!(plan.runs(0)[10].window, 4);
+        assert_eq!(plan.runs(0)[15].clients, 20);
     }
 }

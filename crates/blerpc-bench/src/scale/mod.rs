@@ -27,6 +27,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
+use blerpc_cli::progress::Steps;
 use clap::Args;
 use serde::Serialize;
 
@@ -489,10 +490,12 @@ struct Clients {
     events: mpsc::Receiver<(usize, anyhow::Result<Event>)>,
     /// Connections each process holds at the last progress report.
     opened: Vec<usize>,
+    /// Connections wanted over all processes (the bar's length).
+    wanted: usize,
 }
 
 impl Clients {
-    fn start(specs: Vec<ClientSpec>) -> anyhow::Result<Clients> {
+    fn start(specs: Vec<ClientSpec>, wanted: usize) -> anyhow::Result<Clients> {
         let (tx, events) = mpsc::channel();
         let mut procs = Vec::new();
         let n = specs.len();
@@ -526,6 +529,7 @@ impl Clients {
             procs,
             events,
             opened: vec![0; n],
+            wanted,
         };
         clients.collect(&(0..n).collect::<Vec<_>>(), Duration::from_secs(30), |e| {
             matches!(e, Event::Ready { .. })
@@ -571,6 +575,7 @@ impl Clients {
         let deadline = Instant::now() + limit;
         let mut got: Vec<(usize, Event)> = Vec::new();
         let mut last_shown = Instant::now();
+        let mut bar: Option<Steps> = None;
         while got.len() < from.len() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -586,12 +591,13 @@ impl Clients {
                 if let Some(o) = self.opened.get_mut(index) {
                     *o = opened;
                 }
-                if last_shown.elapsed() >= Duration::from_secs(1) {
+                let open = self.opened.iter().sum::<usize>();
+                let steps = bar.get_or_insert_with(|| Steps::new("scale:  ", self.wanted as u64));
+                steps.phase("connections open");
+                steps.set(open as u64);
+                if !steps.is_bar() && last_shown.elapsed() >= Duration::from_secs(1) {
                     last_shown = Instant::now();
-                    eprintln!(
-                        "scale:   {} connections open",
-                        self.opened.iter().sum::<usize>()
-                    );
+                    steps.line(&format!("scale:   {open} connections open"));
                 }
                 continue;
             }
@@ -603,6 +609,10 @@ impl Clients {
                 }
                 got.push((index, event));
             }
+        }
+        if let Some(steps) = bar {
+            let open = self.opened.iter().sum::<usize>();
+            steps.finish(&format!(" {open} connections open"));
         }
         Ok(got)
     }
@@ -662,7 +672,7 @@ fn run_one(
     let targets: Vec<usize> = (0..client_count)
         .map(|i| connections / client_count + usize::from(i < connections % client_count))
         .collect();
-    let mut clients = Clients::start(specs)?;
+    let mut clients = Clients::start(specs, connections)?;
     let step = Duration::from_millis(args.timeout_ms);
     let long = step * 4 + Duration::from_secs(600);
     let server_rss_before = server.rss();
