@@ -115,13 +115,12 @@ pub enum Error {
         message: String,
     },
     /// A file could not be read or written.
-    #[error("{}: {source}", .path.display())]
+    #[error("{}: {error}", .path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: io::Error,
+        /// The I/O error (part of the message; not also the `source`).
+        error: io::Error,
     },
     /// An `rpc` streams both ways, which bleRPC cannot carry.
     #[error(
@@ -188,7 +187,7 @@ pub enum Error {
     NoOutDir,
     /// prost-build failed while writing the generated code.
     #[error("generating Rust code: {0}")]
-    Generate(#[source] io::Error),
+    Generate(io::Error),
 }
 
 fn location(file: Option<&str>, line: Option<usize>, column: Option<usize>) -> String {
@@ -359,7 +358,7 @@ impl Builder {
             }
         }
         for path in descriptor_paths {
-            std::fs::write(&path, &encoded).map_err(|source| Error::Io { path, source })?;
+            std::fs::write(&path, &encoded).map_err(|error| Error::Io { path, error })?;
         }
 
         config.out_dir(&out_dir);

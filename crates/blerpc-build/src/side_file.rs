@@ -55,9 +55,9 @@ pub struct SideFile {
 impl SideFile {
     /// Reads and parses a side file.
     pub fn read(path: &Path) -> Result<Self, Error> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        let text = std::fs::read_to_string(path).map_err(|error| Error::Io {
             path: path.to_owned(),
-            source,
+            error,
         })?;
         Self::parse(&text).map_err(|(line, message)| Error::SideFile {
             path: path.to_owned(),

@@ -8,9 +8,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
-use blerpc::blerpc_proto::connection::SetupPipelining;
-use blerpc::client::PinPolicy;
-use blerpc::known_keys::{KnownKeysFile, parse_key};
+use blerpc::blerpc_proto::connection::{CallError, SetupPipelining};
+use blerpc::blerpc_proto::wire::error_code::ErrorCode;
+use blerpc::client::{PinPolicy, TofuOutcome};
+use blerpc::known_keys::{KnownKeysFile, parse_key, to_hex};
 use blerpc::server::CallKind;
 use blerpc::{Client, ClientConfig};
 use clap::Args;
@@ -154,10 +155,27 @@ impl ConnectArgs {
             baud_rate: self.baud,
         };
         let config = self.client_config()?;
+        let store = match &config.pinning {
+            PinPolicy::KnownKeys(store) => Some(store.path().to_owned()),
+            _ => None,
+        };
         let timeout = self.timeout()?;
-        tokio::time::timeout(timeout, connect(&address, &options, config))
+        let client = tokio::time::timeout(timeout, connect(&address, &options, config))
             .await
-            .map_err(|_| anyhow!("connecting to {address} timed out after {timeout:?}; is a server listening there?"))?
+            .map_err(|_| anyhow!("connecting to {address} timed out after {timeout:?}; is a server listening there?"))??;
+        let info = client.info();
+        if let (Some(path), Some(TofuOutcome::FirstUse), Some(key)) =
+            (store, info.pinned, info.peer_identity)
+        {
+            eprintln!(
+                "blerpc: first connection to {}: pinned its identity {} in {} (trust on first \
+                 use); a different key from it will be refused",
+                info.peer_id,
+                to_hex(&key),
+                path.display()
+            );
+        }
+        Ok(client)
     }
 }
 
@@ -167,6 +185,18 @@ fn method_of(command: &str, want: &[CallKind], hint: &str) -> anyhow::Result<Met
         bail!("{command} {hint}");
     }
     Ok(method)
+}
+
+/// A failed call as one line: `what: cause`, and where to look when the peripheral sent only
+/// an error code.
+fn failed(e: blerpc::Error, what: String) -> anyhow::Error {
+    let hint = match &e {
+        blerpc::Error::Call(CallError::Peer(ErrorCode::HandlerFailed)) => {
+            " (the code is all bleRPC sends; the server's log says why)"
+        }
+        _ => "",
+    };
+    anyhow!("{what}: {e}{hint}")
 }
 
 async fn print_line(out: &mut tokio::io::Stdout, line: &str) -> anyhow::Result<()> {
@@ -193,9 +223,9 @@ pub async fn call(args: &CallArgs) -> anyhow::Result<()> {
                 let mut stream = client
                     .server_stream(name, request)
                     .await
-                    .with_context(|| format!("{name} failed"))?;
+                    .map_err(|e| failed(e, format!("{name} failed")))?;
                 while let Some(item) = stream.next().await {
-                    let item = item.with_context(|| format!("{name} stream failed"))?;
+                    let item = item.map_err(|e| failed(e, format!("{name} stream failed")))?;
                     print_line(&mut out, &method.decode_response(&item)?).await?;
                 }
             }
@@ -203,7 +233,7 @@ pub async fn call(args: &CallArgs) -> anyhow::Result<()> {
                 let response = client
                     .call(name, request)
                     .await
-                    .with_context(|| format!("{name} failed"))?;
+                    .map_err(|e| failed(e, format!("{name} failed")))?;
                 print_line(&mut out, &method.decode_response(&response)?).await?;
             }
         }
@@ -241,12 +271,12 @@ pub async fn upload(args: &UploadArgs) -> anyhow::Result<()> {
             upload
                 .send(item)
                 .await
-                .with_context(|| format!("{name}: sending item of line {n} failed"))?;
+                .map_err(|e| failed(e, format!("{name}: sending item of line {n} failed")))?;
         }
         let response = upload
             .finish()
             .await
-            .with_context(|| format!("{name} failed"))?;
+            .map_err(|e| failed(e, format!("{name} failed")))?;
         print_line(
             &mut tokio::io::stdout(),
             &method.decode_response(&response)?,

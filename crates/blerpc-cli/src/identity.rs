@@ -27,14 +27,19 @@ pub fn public_key(seed: &[u8; 32]) -> anyhow::Result<[u8; 32]> {
 
 /// Reads a seed file (64 hex digits, surrounding whitespace allowed).
 pub fn load(path: &Path) -> anyhow::Result<[u8; 32]> {
-    let text = std::fs::read_to_string(path)
+    let bytes = std::fs::read(path)
         .with_context(|| format!("cannot read identity file {}", path.display()))?;
-    parse_key(&text).with_context(|| {
-        format!(
-            "identity file {} must hold a 32-byte Ed25519 seed as 64 hex digits (create one with `blerpc keygen --out FILE`)",
-            path.display()
-        )
-    })
+    // Raw bytes (a binary seed, a PEM key, another tool's format) get the same one answer.
+    std::str::from_utf8(&bytes)
+        .ok()
+        .and_then(parse_key)
+        .with_context(|| {
+            format!(
+                "identity file {} is not a seed: it must hold a 32-byte Ed25519 seed as 64 hex \
+                 digits (create one with `blerpc keygen --out FILE`)",
+                path.display()
+            )
+        })
 }
 
 /// Writes `seed` as hex to a new file with mode 0600. An existing file is kept unless `force`.

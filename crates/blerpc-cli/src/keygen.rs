@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context as _;
+use anyhow::{Context as _, bail};
 use blerpc::known_keys::{KnownKeysFile, to_hex};
 use clap::Args;
 
@@ -11,8 +11,9 @@ use crate::identity;
 /// `blerpc keygen` options.
 #[derive(Debug, Args)]
 pub struct KeygenArgs {
-    /// Where to write the seed (64 hex digits). Default: identity.key next to the default
-    /// known-keys file ($XDG_CONFIG_HOME/blerpc/).
+    /// Where to write the seed (64 hex digits); its directory must exist. Default: identity.key
+    /// next to the default known-keys file ($XDG_CONFIG_HOME/blerpc/, created if needed), which
+    /// `blerpc serve` uses when no --identity is given.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Overwrite an existing file (its identity is lost: centrals that pinned it will refuse the
@@ -30,15 +31,29 @@ pub fn default_path() -> PathBuf {
 pub fn run(args: &KeygenArgs) -> anyhow::Result<()> {
     let path = args.out.clone().unwrap_or_else(default_path);
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create directory {}", dir.display()))?;
+        if args.out.is_none() {
+            // The default location's directory is ours to create.
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create directory {}", dir.display()))?;
+        } else if !dir.is_dir() {
+            bail!(
+                "directory {} does not exist: create it first, or leave out --out to write {}",
+                dir.display(),
+                default_path().display()
+            );
+        }
     }
     let seed = identity::generate();
     let public = identity::public_key(&seed)?;
     identity::store(&path, &seed, args.force)?;
+    let serve = if args.out.is_none() {
+        "`blerpc serve` uses it by default".to_string()
+    } else {
+        format!("serve with `blerpc serve --identity {}`", path.display())
+    };
     eprintln!(
-        "blerpc: identity seed written to {} (mode 0600); serve with `blerpc serve --identity {}`; centrals pin this public key:",
-        path.display(),
+        "blerpc: identity seed written to {} (mode 0600; keep it secret); {serve}; centrals pin \
+         this public key:",
         path.display()
     );
     println!("{}", to_hex(&public));

@@ -9,6 +9,9 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use anyhow::{Context as _, anyhow, bail};
+use blerpc::blerpc_proto::connection::CloseReason;
+use blerpc::client::IdentityError;
+use blerpc::known_keys::KnownKeysError;
 use blerpc::link::Acceptor;
 use blerpc::link::tcp::{self, TcpAcceptor, TcpOptions};
 use blerpc::link::tls::{self, TlsAcceptor, TlsClientConfig, TlsServerConfig};
@@ -147,10 +150,17 @@ async fn setup<L: Link>(
     address: &Address,
 ) -> anyhow::Result<Client> {
     Client::connect(link, config).await.map_err(|e| match e {
-        blerpc::Error::Identity(why) => anyhow!(
-            "{address}: {why}; if the server's key changed on purpose, remove its entry from the known-keys file or pass --trust-key HEX"
+        blerpc::Error::Identity(why @ IdentityError::Changed { .. }) => anyhow!(
+            "{address}: {why}; if the server's key changed on purpose, remove its entry from that file or pass --trust-key HEX"
         ),
-        other if other.to_string().contains("identity") => anyhow!(
+        blerpc::Error::Identity(
+            why @ IdentityError::Store(KnownKeysError::Malformed { .. }),
+        ) => anyhow!(
+            "{address}: {why}; the connection is refused until the file is a JSON object of \
+             \"device\": \"64 hex digits\" (fix the entry, or use --known-keys with another file)"
+        ),
+        blerpc::Error::Identity(why) => anyhow!("{address}: {why}"),
+        other @ blerpc::Error::Setup(CloseReason::IdentityRejected) => anyhow!(
             "connection setup with {address} failed: {other}; check --trust-key against the `identity` that `blerpc serve` printed"
         ),
         other => anyhow!("connection setup with {address} failed: {other}"),
@@ -164,14 +174,7 @@ async fn connect_serial(
     config: ClientConfig,
     address: &Address,
 ) -> anyhow::Result<Client> {
-    use blerpc::link::serial::{SerialLink, SerialOptions};
-    let mut serial = SerialOptions::default();
-    if let Some(b) = options.baud_rate {
-        serial.baud_rate = b;
-    }
-    let link = SerialLink::open(path, serial).with_context(|| {
-        format!("cannot open serial port {path} (does it exist, and may you open it?)")
-    })?;
+    let link = SerialListener::open_port(path, options.baud_rate)?;
     setup(Traced::new(link), config, address).await
 }
 
@@ -241,8 +244,10 @@ pub enum Listener {
     Tls(TlsAcceptor, String),
     /// `ws://` or `wss://`.
     Ws(WsAcceptor, String),
-    /// `serial://`: one peer on a port that is opened for each session.
-    Serial(String, Option<u32>),
+    /// `serial://`: one peer on a port, opened when bound (so a missing port fails before
+    /// `listening` is printed) and reopened for each later session.
+    #[cfg(feature = "serial")]
+    Serial(SerialListener),
     /// `ble://[NAME]`: a BLE peripheral advertising the service.
     #[cfg(all(feature = "ble-peripheral", target_os = "linux"))]
     Ble(blerpc::link::ble::peripheral::BluerPeripheral, String),
@@ -296,9 +301,12 @@ impl Listener {
                 Ok(Listener::Ws(a, u))
             }
             Address::Net(other) => bail!("unsupported link {other}"),
-            Address::Serial(path) if cfg!(feature = "serial") => {
-                Ok(Listener::Serial(path.clone(), options.baud_rate))
-            }
+            #[cfg(feature = "serial")]
+            Address::Serial(path) => Ok(Listener::Serial(SerialListener::open(
+                path.clone(),
+                options.baud_rate,
+            )?)),
+            #[cfg(not(feature = "serial"))]
             Address::Serial(_) => bail!(
                 "{address}: this blerpc was built without the `serial` feature; rebuild with --features serial"
             ),
@@ -326,7 +334,8 @@ impl Listener {
     pub fn url(&self) -> String {
         match self {
             Listener::Tcp(_, u) | Listener::Tls(_, u) | Listener::Ws(_, u) => u.clone(),
-            Listener::Serial(p, _) => format!("serial://{p}"),
+            #[cfg(feature = "serial")]
+            Listener::Serial(s) => format!("serial://{}", s.path),
             #[cfg(all(feature = "ble-peripheral", target_os = "linux"))]
             Listener::Ble(_, u) => u.clone(),
         }
@@ -345,52 +354,65 @@ impl Listener {
             Listener::Ws(a, _) => server.serve(TracedAcceptor(a), shutdown).await,
             #[cfg(all(feature = "ble-peripheral", target_os = "linux"))]
             Listener::Ble(a, _) => server.serve(TracedAcceptor(a), shutdown).await,
-            Listener::Serial(path, baud) => {
-                return serve_serial(server, &path, baud, shutdown).await;
-            }
+            #[cfg(feature = "serial")]
+            Listener::Serial(s) => return s.serve(server, shutdown).await,
         };
         result.with_context(|| format!("serving {url} failed"))
     }
 }
 
+/// A serial port to serve one central at a time on.
 #[cfg(feature = "serial")]
-async fn serve_serial(
-    server: &Server,
-    path: &str,
+#[derive(Debug)]
+pub struct SerialListener {
+    path: String,
     baud: Option<u32>,
-    shutdown: impl Future<Output = ()> + Send,
-) -> anyhow::Result<()> {
-    use blerpc::link::serial::{SerialLink, SerialOptions};
-    tokio::pin!(shutdown);
-    loop {
-        let mut options = SerialOptions::default();
+    first: Option<blerpc::link::serial::SerialPortLink>,
+}
+
+#[cfg(feature = "serial")]
+impl SerialListener {
+    fn open(path: String, baud: Option<u32>) -> anyhow::Result<Self> {
+        let first = Some(Self::open_port(&path, baud)?);
+        Ok(SerialListener { path, baud, first })
+    }
+
+    fn open_port(
+        path: &str,
+        baud: Option<u32>,
+    ) -> anyhow::Result<blerpc::link::serial::SerialPortLink> {
+        let mut options = blerpc::link::serial::SerialOptions::default();
         if let Some(b) = baud {
             options.baud_rate = b;
         }
-        let link = SerialLink::open(path, options).with_context(|| {
+        blerpc::link::serial::SerialLink::open(path, options).with_context(|| {
             format!("cannot open serial port {path} (does it exist, and may you open it?)")
-        })?;
-        tokio::select! {
-            () = &mut shutdown => return Ok(()),
-            r = server.serve_link(Traced::new(link)) => {
-                if let Err(e) = r {
-                    tracing::debug!(%path, "serial session ended: {e}");
+        })
+    }
+
+    async fn serve(
+        mut self,
+        server: &Server,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> anyhow::Result<()> {
+        tokio::pin!(shutdown);
+        loop {
+            let link = match self.first.take() {
+                Some(link) => link,
+                None => Self::open_port(&self.path, self.baud)?,
+            };
+            tokio::select! {
+                () = &mut shutdown => return Ok(()),
+                r = server.serve_link(Traced::new(link)) => {
+                    if let Err(e) = r {
+                        tracing::debug!(path = %self.path, "serial session ended: {e}");
+                    }
                 }
             }
+            // The port stays; the next central starts a new session on it.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        // The port stays; the next central starts a new session on it.
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-}
-
-#[cfg(not(feature = "serial"))]
-async fn serve_serial(
-    _: &Server,
-    path: &str,
-    _: Option<u32>,
-    _: impl Future<Output = ()> + Send,
-) -> anyhow::Result<()> {
-    bail!("serial://{path}: this blerpc was built without the `serial` feature")
 }
 
 /// A link that logs every PDU (direction, length, hex) at `trace` level, target `blerpc::pdu`.

@@ -35,7 +35,8 @@ enum Command {
     /// Dissect captured bleRPC PDUs: containers, control payloads, reassembled commands.
     #[command(
         long_about = blerpc_cli::decode::LONG_ABOUT,
-        after_long_help = blerpc_cli::decode::AFTER_LONG_HELP
+        after_long_help = blerpc_cli::decode::AFTER_LONG_HELP,
+        override_usage = "blerpc decode [OPTIONS] <HEX>...\n       blerpc decode [OPTIONS] --file <FILE> [HEX]..."
     )]
     Decode(blerpc_cli::decode::DecodeArgs),
 }

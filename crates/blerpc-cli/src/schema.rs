@@ -116,23 +116,44 @@ impl Method {
     }
 }
 
-fn encode(desc: &MessageDescriptor, json: &str) -> anyhow::Result<Vec<u8>> {
-    let json = json.trim();
-    let json = if json.is_empty() { "{}" } else { json };
+fn parse(desc: &MessageDescriptor, json: &str) -> Result<DynamicMessage, serde_json::Error> {
     let mut de = serde_json::Deserializer::from_str(json);
-    let message = DynamicMessage::deserialize_with_options(
+    DynamicMessage::deserialize_with_options(
         desc.clone(),
         &mut de,
         &DeserializeOptions::new().deny_unknown_fields(true),
     )
     .and_then(|m| de.end().map(|()| m))
-    .map_err(|e| {
+}
+
+/// The first field of a JSON object whose value the message refuses (the parser's own
+/// messages, such as "out of range integral type conversion", do not say which).
+fn bad_field(desc: &MessageDescriptor, json: &str) -> Option<String> {
+    let serde_json::Value::Object(map) = serde_json::from_str(json).ok()? else {
+        return None;
+    };
+    map.into_iter().find_map(|(key, value)| {
+        let one = serde_json::Value::Object([(key.clone(), value)].into_iter().collect());
+        parse(desc, &one.to_string()).is_err().then_some(key)
+    })
+}
+
+fn encode(desc: &MessageDescriptor, json: &str) -> anyhow::Result<Vec<u8>> {
+    let json = json.trim();
+    let json = if json.is_empty() { "{}" } else { json };
+    let message = parse(desc, json).map_err(|e| {
         let fields: Vec<String> = desc
             .fields()
             .map(|f| format!("{}: {}", f.name(), kind_name(&f.kind())))
             .collect();
+        let at = match bad_field(desc, json) {
+            Some(field) if !e.to_string().contains(&format!("'{field}'")) => {
+                format!(" (field `{field}`)")
+            }
+            _ => String::new(),
+        };
         anyhow!(
-            "bad JSON for {}: {e}; expected an object like {{{}}}",
+            "bad JSON for {}{at}: {e}; expected an object like {{{}}}",
             desc.full_name(),
             fields.join(", ")
         )
@@ -260,6 +281,15 @@ mod tests {
         );
         assert!(
             e.contains("expected an object like {address: uint32, length: uint32}"),
+            "{e}"
+        );
+        // A value out of its field's range names the field.
+        let e = m
+            .encode_request(r#"{"length": 4, "address": -1}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("bad JSON for blerpc.FlashReadRequest (field `address`): "),
             "{e}"
         );
         let e = m.encode_request("{").unwrap_err().to_string();

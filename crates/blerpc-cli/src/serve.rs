@@ -28,8 +28,9 @@ pub struct ServeArgs {
     /// free port; the `listening` line shows it.
     #[arg(long, value_name = "URL")]
     pub listen: String,
-    /// The identity seed file (64 hex digits, from `blerpc keygen`). Default: a new key for this
-    /// run only, so centrals cannot pin it across restarts.
+    /// The identity seed file (64 hex digits, from `blerpc keygen`). Default: the file
+    /// `blerpc keygen` writes by default ($XDG_CONFIG_HOME/blerpc/identity.key) if it exists,
+    /// else a new key for this run only, which centrals cannot pin across restarts.
     #[arg(long, value_name = "FILE", conflicts_with = "plaintext")]
     pub identity: Option<PathBuf>,
     /// Serve without encryption (no identity, no key exchange). Centrals must opt in too.
@@ -118,15 +119,59 @@ pub fn parse_range(s: &str) -> Result<Range<u32>, String> {
 /// Builds the demo server `serve` would run: identity, flash image with its readable range
 /// (checked not to expose the seed), encryption setting.
 pub fn build_server(args: &ServeArgs) -> anyhow::Result<(Server, Option<[u8; 32]>)> {
-    build_server_with(args, load_seed(args)?)
+    build_server_with(args, load_seed(args)?.seed())
 }
 
-fn load_seed(args: &ServeArgs) -> anyhow::Result<Option<[u8; 32]>> {
-    Ok(match (&args.identity, args.plaintext) {
-        (_, true) => None,
-        (Some(path), false) => Some(identity::load(path)?),
-        (None, false) => Some(identity::generate()),
-    })
+/// Where the identity comes from.
+enum Seed {
+    /// `--plaintext`: none.
+    None,
+    /// `--identity FILE`.
+    Given([u8; 32]),
+    /// The default file of `blerpc keygen`.
+    Default([u8; 32], PathBuf),
+    /// A new key for this run.
+    New([u8; 32]),
+}
+
+impl Seed {
+    fn seed(&self) -> Option<[u8; 32]> {
+        match self {
+            Seed::None => None,
+            Seed::Given(s) | Seed::Default(s, _) | Seed::New(s) => Some(*s),
+        }
+    }
+}
+
+/// The seed, saying on stderr where it came from unless `--identity` named it.
+fn load_announced(args: &ServeArgs) -> anyhow::Result<Option<[u8; 32]>> {
+    let seed = load_seed(args)?;
+    match &seed {
+        Seed::Default(_, path) => {
+            eprintln!("blerpc: identity from {} (`blerpc keygen`)", path.display());
+        }
+        Seed::New(_) => eprintln!(
+            "blerpc: no --identity given and no {}: serving with a new key for this run \
+             (create a lasting one with `blerpc keygen`)",
+            crate::keygen::default_path().display()
+        ),
+        Seed::None | Seed::Given(_) => {}
+    }
+    Ok(seed.seed())
+}
+
+fn load_seed(args: &ServeArgs) -> anyhow::Result<Seed> {
+    if args.plaintext {
+        return Ok(Seed::None);
+    }
+    if let Some(path) = &args.identity {
+        return Ok(Seed::Given(identity::load(path)?));
+    }
+    let default = crate::keygen::default_path();
+    if default.exists() {
+        return Ok(Seed::Default(identity::load(&default)?, default));
+    }
+    Ok(Seed::New(identity::generate()))
 }
 
 fn build_server_with(
@@ -196,14 +241,9 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
         let _ = crate::os::raise_nofile_limit();
         workers::read_seed(args)?
     } else {
-        load_seed(args)?
+        load_announced(args)?
     };
     let (server, public) = build_server_with(args, seed)?;
-    if args.identity.is_none() && !args.plaintext && !args.worker {
-        eprintln!(
-            "blerpc: no --identity given: serving with a new key for this run (create a lasting one with `blerpc keygen --out FILE`)"
-        );
-    }
     let listener = Listener::bind(
         &address,
         &ListenOptions {

@@ -138,13 +138,34 @@ fn known_keys_pin_on_first_use_and_refuse_a_changed_key() {
         id.to_str().unwrap(),
     ]);
     assert_eq!(d.stdout.trim(), key);
-    for _ in 0..2 {
+    for first in [true, false] {
         let d = call(&url, &["--known-keys", kk], &["call", "echo"], "");
         assert!(d.status.success(), "{}", d.stderr);
         assert_eq!(d.stdout, "{\"message\":\"\"}\n");
+        // Said once: when the key is pinned.
+        let notice = format!("pinned its identity {key} in {kk} (trust on first use)");
+        assert_eq!(d.stderr.contains(&notice), first, "{}", d.stderr);
     }
     let pinned = std::fs::read_to_string(kk).unwrap();
     assert!(pinned.contains(&key), "{pinned}");
+    // A damaged file refuses the connection, with advice for the file, not for a changed key.
+    std::fs::write(dir.path().join("damaged.json"), "{\"x\": 5").unwrap();
+    let damaged = dir.path().join("damaged.json");
+    let d = call(
+        &url,
+        &["--known-keys", damaged.to_str().unwrap()],
+        &["call", "echo"],
+        "",
+    );
+    assert_eq!(d.status.code(), Some(2), "{}", d.stderr);
+    assert_eq!(d.stderr.lines().count(), 1, "{}", d.stderr);
+    assert!(d.stderr.contains("is malformed"), "{}", d.stderr);
+    assert!(
+        d.stderr.contains("until the file is a JSON object"),
+        "{}",
+        d.stderr
+    );
+    assert!(!d.stderr.contains("key changed"), "{}", d.stderr);
     drop(server.child.kill());
     // The same address, another key: refused.
     let port = url.rsplit(':').next().unwrap();
@@ -156,9 +177,95 @@ fn known_keys_pin_on_first_use_and_refuse_a_changed_key() {
     assert_eq!(d.stderr.lines().count(), 1, "{}", d.stderr);
     assert!(
         d.stderr
-            .contains("remove its entry from the known-keys file"),
+            .contains(&format!("is pinned in {kk}; if the server's key changed on purpose, remove its entry from that file")),
         "{}",
         d.stderr
+    );
+}
+
+#[test]
+fn a_users_mistakes_get_one_line_each_that_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |f: &str| dir.path().join(f).to_str().unwrap().to_string();
+    let cli = |args: &[&str]| {
+        let mut c = blerpc();
+        c.args(args);
+        run(c, "")
+    };
+    // keygen into a directory that does not exist: refused, nothing created.
+    let d = cli(&["keygen", "--out", &path("no/such/id.key")]);
+    assert_eq!(d.status.code(), Some(2), "{}", d.stderr);
+    assert!(
+        d.stderr.contains("does not exist: create it first"),
+        "{}",
+        d.stderr
+    );
+    assert!(!dir.path().join("no").exists());
+    // A binary identity file.
+    std::fs::write(path("bin.key"), [0xffu8, 0xfe, 0, 1, 2]).unwrap();
+    let d = cli(&[
+        "serve",
+        "--listen",
+        "tcp://127.0.0.1:0",
+        "--identity",
+        &path("bin.key"),
+    ]);
+    assert_eq!(d.status.code(), Some(2), "{}", d.stderr);
+    assert!(
+        d.stderr.contains("is not a seed: it must hold"),
+        "{}",
+        d.stderr
+    );
+    assert!(!d.stderr.contains("UTF-8"), "{}", d.stderr);
+    // A serial port that does not exist: no `listening` line, the cause once.
+    if cfg!(feature = "serial") {
+        let d = cli(&["serve", "--listen", "serial:///dev/blerpc-no-such-port"]);
+        assert_eq!(d.status.code(), Some(2), "{}", d.stderr);
+        assert!(d.stdout.is_empty(), "{}", d.stdout);
+        assert!(d.stderr.contains("cannot open serial port"), "{}", d.stderr);
+        assert_eq!(
+            d.stderr.matches("No such file or directory").count(),
+            1,
+            "{}",
+            d.stderr
+        );
+    }
+    // Nothing listening: the cause once.
+    let d = call("tcp://127.0.0.1:9", &["--no-pin"], &["call", "echo"], "");
+    assert_eq!(
+        d.stderr.matches("Connection refused").count(),
+        1,
+        "{}",
+        d.stderr
+    );
+    // A value out of range names its field.
+    let d = call(
+        "tcp://127.0.0.1:9",
+        &["--no-pin"],
+        &["call", "flash_read", r#"{"address":-1}"#],
+        "",
+    );
+    assert!(d.stderr.contains("(field `address`)"), "{}", d.stderr);
+    // A handler's failure: the central is told where to look, the server logs why.
+    let (server, url, key) = serve(&["--listen", "tcp://127.0.0.1:0"]);
+    let d = call(
+        &url,
+        &["--trust-key", &key],
+        &["call", "flash_read", r#"{"address":4000000000,"length":4}"#],
+        "",
+    );
+    assert_eq!(d.status.code(), Some(2), "{}", d.stderr);
+    assert!(
+        d.stderr.contains("the server's log says why"),
+        "{}",
+        d.stderr
+    );
+    let log = server.stop();
+    assert!(
+        log.contains(
+            "flash_read failed: handler failed: 0xee6b2800+4 is outside the readable flash"
+        ),
+        "{log}"
     );
 }
 

@@ -76,16 +76,10 @@ impl core::fmt::Display for HandshakeError {
     }
 }
 
+/// The message names the cause itself, so `source` is `None`: a report that walks the chain
+/// prints each cause once.
 #[cfg(feature = "std")]
-impl std::error::Error for HandshakeError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            HandshakeError::Wire(e) => Some(e),
-            HandshakeError::Crypto(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+impl std::error::Error for HandshakeError {}
 
 impl From<WireError> for HandshakeError {
     fn from(e: WireError) -> Self {
@@ -436,15 +430,9 @@ impl<E: core::fmt::Display> core::fmt::Display for TofuError<E> {
     }
 }
 
+/// The message names the store's error itself, so `source` is `None` (printed once).
 #[cfg(feature = "std")]
-impl<E: std::error::Error + 'static> std::error::Error for TofuError<E> {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            TofuError::Store(e) => Some(e),
-            TofuError::Mismatch { .. } => None,
-        }
-    }
-}
+impl<E: std::error::Error + 'static> std::error::Error for TofuError<E> {}
 
 /// Trust on first use: pins `presented` for `device_id` if nothing is pinned, otherwise requires
 /// it to equal the pinned key (compared in constant time).

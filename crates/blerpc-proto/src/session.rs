@@ -80,15 +80,9 @@ impl core::fmt::Display for SessionError {
     }
 }
 
+/// The message names the cause itself, so `source` is `None` (printed once).
 #[cfg(feature = "std")]
-impl std::error::Error for SessionError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            SessionError::Crypto(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+impl std::error::Error for SessionError {}
 
 /// The AES-GCM nonce of a data message: `counter u32 LE ‖ direction ‖ 00 × 7`.
 pub fn data_nonce(counter: u32, direction: crate::Direction) -> [u8; NONCE_LEN] {

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use blerpc::client::PinPolicy;
+use blerpc::client::{IdentityError, PinPolicy};
 use blerpc::known_keys::KnownKeysFile;
 use blerpc::link::{Link, LinkRx, LinkTx, mem};
 use blerpc::{Client, ClientConfig, Error, Server, ServerConfig};
@@ -132,6 +132,7 @@ async fn trust_on_first_use_pins_and_then_refuses_another_identity() {
         },
     )
     .unwrap();
+    let other_key = other.identity_public();
     tokio::spawn(async move { other.serve_link(b).await });
     let err = Client::connect(
         a,
@@ -142,10 +143,15 @@ async fn trust_on_first_use_pins_and_then_refuses_another_identity() {
     )
     .await
     .unwrap_err();
-    let Error::Identity(msg) = err else {
+    let Error::Identity(IdentityError::Changed {
+        pinned, presented, ..
+    }) = &err
+    else {
         panic!("{err:?}")
     };
-    assert!(msg.contains("is pinned"), "{msg}");
+    assert_eq!(Some(*pinned), server_a.identity_public());
+    assert_eq!(Some(*presented), other_key);
+    assert!(err.to_string().contains("is pinned"), "{err}");
 }
 
 #[tokio::test]

@@ -120,6 +120,7 @@ JSON (--json) prints one document:
 #[derive(Debug, Args)]
 pub struct DecodeArgs {
     /// Captured PDUs, one per argument, in hex; `-` reads them from stdin, one per line.
+    /// Required: at least one, unless --file gives them.
     #[arg(value_name = "HEX", required_unless_present = "file")]
     pub pdus: Vec<String>,
     /// Read PDUs from FILE, one per line (`#` starts a comment). Repeatable.
@@ -198,11 +199,11 @@ pub fn run(args: &DecodeArgs) -> anyhow::Result<ExitCode> {
     } else {
         write_stdout(&text::render(&report, args.full))?;
         for e in &report.errors {
-            eprintln!("error: {e}");
+            eprintln!("blerpc: {e}");
         }
         if args.strict {
             for w in &report.warnings {
-                eprintln!("error (--strict): {w}");
+                eprintln!("blerpc: {w} (an error under --strict)");
             }
         }
     }

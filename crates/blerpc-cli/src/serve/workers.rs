@@ -22,7 +22,7 @@ use anyhow::{Context as _, anyhow, bail};
 use blerpc::known_keys::to_hex;
 use blerpc::link::url::LinkUrl;
 
-use super::{ServeArgs, load_seed};
+use super::{ServeArgs, load_announced};
 use crate::link::Address;
 
 /// How long a worker may take to print its `listening` line.
@@ -199,17 +199,12 @@ pub(super) async fn run(args: &ServeArgs) -> anyhow::Result<()> {
         .map(|a| a.port())
         .ok_or_else(|| anyhow!("the reserved socket has no port"))?;
     let url = with_port(url, port);
-    let seed = load_seed(args)?;
+    let seed = load_announced(args)?;
     let seed_line = seed.map_or_else(|| "none".to_string(), hex::encode);
     let public = seed
         .map(|s| crate::identity::public_key(&s))
         .transpose()?
         .map_or_else(|| "none".to_string(), |k| to_hex(&k));
-    if args.identity.is_none() && !args.plaintext {
-        eprintln!(
-            "blerpc: no --identity given: serving with a new key for this run (create a lasting one with `blerpc keygen --out FILE`)"
-        );
-    }
     let started = Instant::now();
     let mut workers: Vec<Worker> = Vec::with_capacity(args.workers);
     for _ in 0..args.workers {

@@ -19,6 +19,13 @@ pub fn bin() -> Command {
         .expect("a test of blerpc-cli or blerpc-bench");
     let mut c = Command::new(path);
     c.env_remove("RUST_LOG");
+    // A configuration directory of its own for each command (no user's known keys or identity
+    // seed is read or written); a test that needs one across commands names it explicitly.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let config = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("config-{}-{n}", std::process::id()));
+    c.env("XDG_CONFIG_HOME", config);
     c
 }
 
@@ -100,6 +107,18 @@ impl Proc {
                 panic!("{}: no stdout line ({e}); stderr: {err}", self.name)
             }
         }
+    }
+}
+
+impl Proc {
+    /// Stops the process and returns what it wrote on stderr.
+    pub fn stop(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.stderr
+            .take()
+            .map(|h| h.join().unwrap())
+            .unwrap_or_default()
     }
 }
 

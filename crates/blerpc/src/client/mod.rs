@@ -16,6 +16,7 @@ use blerpc_proto::connection::{
     SetupPipelining,
 };
 use blerpc_proto::crypto::DefaultProvider;
+pub use blerpc_proto::handshake::TofuOutcome;
 use blerpc_proto::wire::capabilities::{Capabilities, LargeLimits};
 use rand_core::OsRng;
 use tokio::sync::{mpsc, oneshot};
@@ -23,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 mod task;
 
 use crate::clock::Clock;
-use crate::known_keys::KnownKeysFile;
+use crate::known_keys::{KnownKeysFile, to_hex};
 use crate::link::{Link, LinkError};
 use task::{Sinks, Task};
 
@@ -37,15 +38,15 @@ pub(crate) type HostCentral =
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The link failed.
+    /// The link failed (its message is part of this one; not also the `source`).
     #[error("link error: {0}")]
-    Link(#[from] LinkError),
+    Link(LinkError),
     /// Connection setup failed (capabilities, key exchange, encryption requirement).
     #[error("connection setup failed: {0}")]
     Setup(CloseReason),
     /// The peripheral's identity key was refused.
     #[error("peripheral identity refused: {0}")]
-    Identity(String),
+    Identity(IdentityError),
     /// The call failed (timeout, an ERROR from the peripheral, BUSY, a local limit).
     #[error("{0}")]
     Call(CallError),
@@ -61,6 +62,40 @@ pub enum Error {
     /// The configuration is invalid.
     #[error("invalid configuration: {0}")]
     Config(ConfigError),
+}
+
+/// Why a [`PinPolicy::KnownKeys`] client refused the peripheral's identity.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IdentityError {
+    /// A different key is pinned for this device: it was re-keyed, or this is not the device
+    /// (a man in the middle).
+    #[error(
+        "{device} presented key {} but {} is pinned in {}",
+        to_hex(presented),
+        to_hex(pinned),
+        store.display()
+    )]
+    Changed {
+        /// The device id (the link's peer id).
+        device: String,
+        /// The key it presented.
+        presented: [u8; 32],
+        /// The key pinned for it.
+        pinned: [u8; 32],
+        /// The known-keys file.
+        store: std::path::PathBuf,
+    },
+    /// The known-keys file could not be read, parsed or written (the connection is refused:
+    /// fail-closed).
+    #[error("cannot use the known-keys store: {0}")]
+    Store(crate::known_keys::KnownKeysError),
+}
+
+impl From<LinkError> for Error {
+    fn from(e: LinkError) -> Self {
+        Error::Link(e)
+    }
 }
 
 impl Error {
@@ -155,6 +190,10 @@ pub struct ConnectionInfo {
     pub att_mtu: usize,
     /// The link's peer id.
     pub peer_id: String,
+    /// With [`PinPolicy::KnownKeys`]: whether this connection pinned the identity
+    /// ([`TofuOutcome::FirstUse`]) or found it pinned ([`TofuOutcome::Matched`]); `None` under
+    /// the other policies.
+    pub pinned: Option<TofuOutcome>,
 }
 
 pub(crate) enum Sink {
@@ -266,6 +305,7 @@ impl Client {
             device_id,
             ready: Some(ready_tx),
             identity_error: None,
+            pinned: None,
             idle_release: config.idle_release,
             att_mtu: link.att_mtu(),
             peer_id: peer_id.clone(),

@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use blerpc_proto::Instant;
 use blerpc_proto::connection::{CallError, CallId, CentralEvent, CloseReason};
-use blerpc_proto::handshake::{TofuError, tofu_verify};
+use blerpc_proto::handshake::{TofuError, TofuOutcome, tofu_verify};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Cmd, ConnectionInfo, Error, HostCentral, PinPolicy, Request, Sink, Start};
+use super::{
+    Cmd, ConnectionInfo, Error, HostCentral, IdentityError, PinPolicy, Request, Sink, Start,
+};
 use crate::clock::Clock;
 use crate::driver::{Driver, Protocol, Turn};
 use crate::known_keys::to_hex;
@@ -56,7 +58,9 @@ pub(super) struct Task {
     pub(super) pinning: PinPolicy,
     pub(super) device_id: String,
     pub(super) ready: Option<oneshot::Sender<Result<ConnectionInfo, Error>>>,
-    pub(super) identity_error: Option<String>,
+    pub(super) identity_error: Option<IdentityError>,
+    /// What the known-keys store said of the identity (KnownKeys pinning only).
+    pub(super) pinned: Option<TofuOutcome>,
     pub(super) idle_release: Duration,
     pub(super) att_mtu: usize,
     pub(super) peer_id: String,
@@ -302,6 +306,7 @@ impl Task {
                         long_containers: self.central.long_containers(),
                         att_mtu: self.att_mtu,
                         peer_id: self.peer_id.clone(),
+                        pinned: self.pinned,
                     };
                     if let Some(ready) = self.ready.take() {
                         let _ = ready.send(Ok(info));
@@ -387,27 +392,23 @@ impl Task {
         match tofu_verify(store, &self.device_id, &key) {
             Ok(outcome) => {
                 tracing::info!(device = %self.device_id, ?outcome, "peripheral identity {}", to_hex(&key));
+                self.pinned = Some(outcome);
                 self.central.accept_identity(now);
             }
             Err(TofuError::Mismatch { pinned, presented }) => {
-                self.identity_error = Some(format!(
-                    "{} presented key {} but {} is pinned in {}; if the device was re-keyed, remove \
-                     its entry or connect with the new key trusted explicitly",
-                    self.device_id,
-                    to_hex(&presented),
-                    to_hex(&pinned),
-                    store.path().display()
-                ));
+                self.identity_error = Some(IdentityError::Changed {
+                    device: self.device_id.clone(),
+                    presented,
+                    pinned,
+                    store: store.path().to_owned(),
+                });
                 self.central.reject_identity(now);
             }
             Err(TofuError::Store(e)) => {
-                self.identity_error = Some(format!("cannot use the known-keys store: {e}"));
+                self.identity_error = Some(IdentityError::Store(e));
                 self.central.reject_identity(now);
             }
-            Err(e) => {
-                self.identity_error = Some(e.to_string());
-                self.central.reject_identity(now);
-            }
+            Err(_) => self.central.reject_identity(now),
         }
     }
 
@@ -524,6 +525,7 @@ mod tests {
             device_id: String::new(),
             ready: None,
             identity_error: None,
+            pinned: None,
             idle_release: Duration::from_secs(1),
             att_mtu: 247,
             peer_id: String::new(),

@@ -55,12 +55,19 @@ pub enum LinkError {
     /// not start with a container header, a serial frame with a bad CRC).
     #[error("malformed frame: {0}")]
     Framing(String),
-    /// An I/O error from the transport.
+    /// An I/O error from the transport. (Its message is part of this one, so it is not also
+    /// the `source`: a report walking the chain prints it once.)
     #[error("I/O error: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     /// Any other transport error (TLS, WebSocket, BLE stack), as text.
     #[error("{0}")]
     Transport(String),
+}
+
+impl From<std::io::Error> for LinkError {
+    fn from(e: std::io::Error) -> Self {
+        LinkError::Io(e)
+    }
 }
 
 /// A bidirectional link to one peer.

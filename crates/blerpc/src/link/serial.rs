@@ -362,6 +362,9 @@ where
     }
 }
 
+/// A serial link on an operating-system serial port (what [`SerialLink::open`] returns).
+pub type SerialPortLink = SerialLink<tokio_serial::SerialStream>;
+
 impl SerialLink<tokio_serial::SerialStream> {
     /// Opens the serial port at `path` (e.g. `/dev/ttyUSB0`, `COM3`) in raw 8N1 mode at
     /// `options.baud_rate`. Must be called inside a tokio runtime.

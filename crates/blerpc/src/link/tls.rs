@@ -70,7 +70,14 @@ pub enum TlsError {
     /// rustls refused the configuration (a key that does not match the certificate, an
     /// unparsable CA certificate).
     #[error("TLS configuration: {0}")]
-    Rustls(#[from] rustls::Error),
+    Rustls(rustls::Error),
+}
+
+/// rustls' message is part of [`TlsError::Rustls`]'s, so it is not also the `source`.
+impl From<rustls::Error> for TlsError {
+    fn from(e: rustls::Error) -> Self {
+        TlsError::Rustls(e)
+    }
 }
 
 /// The crypto provider both sides use: *ring*, explicitly (never a process-wide default).

@@ -364,10 +364,11 @@ impl Connection {
             } => self.ready.push_back(Ready::Response { tid, name, data }),
             Done::Unary {
                 tid,
+                name,
                 result: Err(status),
-                ..
             } => {
-                tracing::debug!(peer = %self.peer, "handler failed: {status}");
+                // The central only gets the code: the reason is for the server's log.
+                tracing::warn!(peer = %self.peer, "{name} failed: {status}");
                 let _ = self.peripheral.respond_error(now, tid, status.code);
             }
             Done::Upload {
@@ -383,7 +384,7 @@ impl Connection {
                 end_tid,
                 result: Err(status),
             } => {
-                tracing::debug!(peer = %self.peer, "upload handler failed: {status}");
+                tracing::warn!(peer = %self.peer, "{name} (upload) failed: {status}");
                 match end_tid {
                     Some(tid) => {
                         self.uploads.remove(&name);

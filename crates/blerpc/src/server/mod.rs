@@ -203,12 +203,18 @@ pub enum ServerError {
     /// The identity seed could not be loaded.
     #[error("identity key: {0}")]
     Identity(String),
-    /// A connection's link failed.
+    /// A connection's link failed (its message is part of this one; not also the `source`).
     #[error("link error: {0}")]
-    Link(#[from] LinkError),
+    Link(LinkError),
     /// Accepting connections failed.
     #[error("accept failed: {0}")]
     Accept(std::io::Error),
+}
+
+impl From<LinkError> for ServerError {
+    fn from(e: LinkError) -> Self {
+        ServerError::Link(e)
+    }
 }
 
 /// A bleRPC server. Cheap to clone.
