@@ -50,4 +50,5 @@ pub mod scale;
 pub mod serial;
 pub mod stats;
 pub mod suite;
+pub mod table;
 pub mod wakeup;

@@ -13,6 +13,7 @@ use blerpc_cli::demo::{self, LinkRun};
 use clap::Args;
 
 use crate::reference::{self, BENCHMARKS, BenchResult};
+use crate::table::{Align, Table};
 
 /// `blerpc-bench links` options.
 #[derive(Debug, Args, Clone)]
@@ -65,44 +66,93 @@ pub fn all_ok(runs: &[(LinkRun, Benchmarks)]) -> bool {
     })
 }
 
-/// The benchmarks per link (ms per call or per item, KB/s for the throughput ones), with the
-/// published BLE figure (macOS/bleak, CI 15 ms) for scale.
+/// The benchmarks per link: ms per call or per item, then KB/s for the throughput ones, with
+/// the published BLE figure (macOS/bleak, CI 15 ms) for scale.
 pub fn render_benchmarks(runs: &[(LinkRun, Benchmarks)], reps: u32) -> String {
-    const W: usize = 27;
     let mut out = format!(
         "reference benchmarks per link (mean of {reps}; BLE published = macOS/bleak at CI 15 ms)\n"
     );
-    let mut line = format!("{:<24}", "benchmark");
-    for (r, _) in runs {
-        line.push_str(&format!("{:<W$}", r.link));
+    let mut table = Table::new(
+        std::iter::once("benchmark".to_string())
+            .chain(runs.iter().map(|(r, _)| r.link.to_string()))
+            .chain(["BLE published".to_string()]),
+    );
+    for i in 1..=runs.len() + 1 {
+        table = table.align(i, Align::Right);
     }
-    line.push_str("BLE published");
-    out.push_str(&line);
-    out.push('\n');
-    out.push_str(&"-".repeat(24 + W * (runs.len() + 1)));
-    out.push('\n');
+    let find = |benchmarks: &Benchmarks, name: &str| {
+        benchmarks
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, r)| r.clone())
+    };
     for name in BENCHMARKS {
-        let mut line = format!("{name:<24}");
+        let mut row = vec![format!("{name} ({})", reference::per(name).unit())];
         for (_, benchmarks) in runs {
-            let cell = match benchmarks.iter().find(|(n, _)| *n == name) {
-                Some((_, Ok(b))) => match b.kb_per_s {
-                    Some(kb) if reference::is_throughput(name) => {
-                        format!("{:.3} {} {kb:.0} KB/s", b.ms, b.per.unit())
-                    }
-                    _ => format!("{:.3} {}", b.ms, b.per.unit()),
-                },
-                Some((_, Err(e))) => format!("FAILED: {e}"),
+            row.push(match find(benchmarks, name) {
+                Some(Ok(b)) => reference::num(b.ms),
+                Some(Err(e)) => format!("FAILED: {e}"),
                 None => "-".into(),
-            };
-            line.push_str(&format!("{cell:<W$}"));
+            });
         }
-        if let Some(p) = reference::published_one("macos", name) {
-            line.push_str(&p.display(reference::per(name)));
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
+        row.push(
+            reference::published_one("macos", name).map_or("-".into(), |p| reference::num(p.ms)),
+        );
+        table.row(row);
     }
+    for name in BENCHMARKS
+        .into_iter()
+        .filter(|n| reference::is_throughput(n))
+    {
+        let mut row = vec![format!("{name} (KB/s)")];
+        for (_, benchmarks) in runs {
+            row.push(match find(benchmarks, name) {
+                Some(Ok(b)) => b.kb_per_s.map_or("-".into(), reference::num),
+                _ => "-".into(),
+            });
+        }
+        row.push(
+            reference::published_one("macos", name)
+                .and_then(|p| p.kb_per_s)
+                .map_or("-".into(), reference::num),
+        );
+        table.row(row);
+    }
+    out.push_str(&table.plain(""));
     out
+}
+
+/// Every link's tests and benchmarks as JSON.
+pub fn to_json(runs: &[(LinkRun, Benchmarks)], reps: u32) -> serde_json::Value {
+    let links: Vec<serde_json::Value> = runs
+        .iter()
+        .map(|(run, benchmarks)| {
+            let benchmarks: serde_json::Map<String, serde_json::Value> = benchmarks
+                .iter()
+                .map(|(name, r)| {
+                    let v = match r {
+                        Ok(b) => crate::ble::result_json(b),
+                        Err(e) => serde_json::json!({ "error": e }),
+                    };
+                    ((*name).to_string(), v)
+                })
+                .collect();
+            serde_json::json!({
+                "link": run.link,
+                "address": run.address,
+                "connect_ms": run.connect.as_secs_f64() * 1000.0,
+                "functional": run.results.iter().map(|t| serde_json::json!({
+                    "name": t.name,
+                    "pass": t.passed(),
+                    "error": t.outcome.as_ref().err(),
+                    "ms": t.elapsed.as_secs_f64() * 1000.0,
+                })).collect::<Vec<_>>(),
+                "benchmarks": benchmarks,
+                "error": run.error,
+            })
+        })
+        .collect();
+    serde_json::json!({ "suite": "links", "reps": reps, "links": links, "ok": all_ok(runs) })
 }
 
 /// Prints the tests' table and the benchmarks' table; returns whether everything passed.

@@ -17,6 +17,9 @@ struct Cli {
     /// Show the protocol trace on stderr (-v, -vv); RUST_LOG overrides it.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// The full suite's results directory: suite.json (every result) and ble.svg (the chart).
+    #[arg(long, value_name = "DIR", default_value = "bench-results")]
+    out: std::path::PathBuf,
     #[command(subcommand)]
     suite: Option<Suite>,
 }
@@ -52,9 +55,9 @@ enum Suite {
     Serve(Box<blerpc_cli::serve::ServeArgs>),
 }
 
-fn run(suite: Option<Suite>) -> anyhow::Result<bool> {
+fn run(suite: Option<Suite>, out: &std::path::Path) -> anyhow::Result<bool> {
     match suite {
-        None => suite::run(),
+        None => suite::run(out),
         Some(Suite::Ble(a)) => ble::run(&a),
         Some(Suite::Links(a)) => links::run(&a),
         Some(Suite::Loopback(a)) => loopback::run(&a),
@@ -73,7 +76,7 @@ fn run(suite: Option<Suite>) -> anyhow::Result<bool> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     blerpc_cli::trace::init(cli.verbose);
-    match run(cli.suite) {
+    match run(cli.suite, &cli.out) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {

@@ -131,12 +131,29 @@ impl BenchResult {
     }
 }
 
+/// A figure as the publication prints it (one decimal) from 1 up (none from 1000), and with
+/// three significant digits below 1 (a link much faster than BLE: 0.0172, never 0.0).
+pub fn num(v: f64) -> String {
+    if v.abs() >= 1000.0 {
+        format!("{v:.0}")
+    } else if !v.is_finite() || v == 0.0 || v.abs() >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        let digits = (2 - v.abs().log10().floor() as i32).clamp(0, 9) as usize;
+        format!("{v:.digits$}")
+    }
+}
+
 /// Formats a cell like the publication's table.
 pub fn fmt_cell(kb_per_s: Option<f64>, ms: f64, per: Per, total_ms: f64) -> String {
-    match (kb_per_s, per) {
-        (Some(kb), _) => format!("{kb:.1} KB/s, {ms:.1} {}", per.unit()),
-        (None, Per::Item) => format!("{ms:.1} {} ({total_ms:.0} ms)", per.unit()),
-        (None, Per::Call) => format!("{ms:.1} {}", per.unit()),
+    let (kb, ms_s) = (kb_per_s.map(num), num(ms));
+    match (kb, per) {
+        (Some(kb), _) => format!("{kb} KB/s, {ms_s} {}", per.unit()),
+        (None, Per::Item) if total_ms >= 1.0 => {
+            format!("{ms_s} {} ({total_ms:.0} ms)", per.unit())
+        }
+        (None, Per::Item) => format!("{ms_s} {} ({} ms)", per.unit(), num(total_ms)),
+        (None, Per::Call) => format!("{ms_s} {}", per.unit()),
     }
 }
 
@@ -444,6 +461,18 @@ mod tests {
             None,
         );
         assert_eq!(s.display(), "3.3 ms/item (66 ms)");
+        // A fast link keeps three significant digits instead of printing 0.0.
+        let fast = BenchResult::new(
+            "counter_stream",
+            20,
+            Duration::from_micros(344),
+            Per::Item,
+            None,
+        );
+        assert_eq!(fast.display(), "0.0172 ms/item (0.344 ms)");
+        assert_eq!(num(0.211), "0.211");
+        assert_eq!(num(150.04), "150.0");
+        assert_eq!(num(0.0), "0.0");
         assert_eq!(
             published_one("android", "data_write_throughput").map(|p| p.display(Per::Call)),
             Some("4.8 KB/s, 40.7 ms/call".into())

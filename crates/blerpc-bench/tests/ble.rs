@@ -1,4 +1,5 @@
-//! `blerpc-bench ble`: the simulated profiles (tables, JSON, plot) and `--connect` over TCP.
+//! `blerpc-bench ble`: the simulated profiles (tables, JSON, plot) and `--connect` over TCP;
+//! `links`; and the full suite.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../../blerpc-cli/tests/common/mod.rs"]
@@ -181,9 +182,72 @@ fn the_reference_benchmarks_run_per_link() {
         let line = d
             .stdout
             .lines()
-            .find(|l| l.starts_with(name) && l.contains(" ms/"))
+            .find(|l| l.starts_with(&format!("{name} (ms/")))
             .unwrap();
         // Two links, each with a figure, then the published one.
-        assert_eq!(line.matches(" ms/").count(), 3, "{line}");
+        let cells: Vec<f64> = line
+            .split(')')
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .map(|c| c.parse().unwrap())
+            .collect();
+        assert_eq!(cells.len(), 3, "{line}");
+        assert!(cells.iter().all(|c| *c > 0.0), "{line}");
     }
+    // The throughput benchmarks in KB/s as well.
+    for name in ["flash_read_throughput", "data_write_throughput"] {
+        assert!(
+            d.stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("{name} (KB/s)"))),
+            "{}",
+            d.stdout
+        );
+    }
+}
+
+#[test]
+fn the_full_suite_prints_narrow_tables_and_writes_its_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    let mut cmd = bench();
+    cmd.arg("--out").arg(&out);
+    let d = run(cmd, "");
+    assert!(d.status.success(), "{}\n{}", d.stdout, d.stderr);
+    for line in d.stdout.lines() {
+        assert!(
+            line.chars().count() <= 120,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+    assert!(
+        d.stdout.contains(&format!(
+            "results written to {} (JSON)",
+            out.join("suite.json").display()
+        )),
+        "{}",
+        d.stdout
+    );
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("suite.json")).unwrap()).unwrap();
+    assert_eq!(results["ok"], true);
+    assert_eq!(results["ble"]["runs"].as_array().unwrap().len(), 5);
+    let links = results["links"]["links"].as_array().unwrap();
+    assert!(links.iter().any(|l| l["link"] == "tcp"), "{links:?}");
+    for link in links {
+        assert_eq!(link["functional"].as_array().unwrap().len(), 12, "{link}");
+        assert!(
+            link["benchmarks"]["echo_roundtrip"]["ms_per_call"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
+    }
+    assert!(
+        std::fs::read_to_string(out.join("ble.svg"))
+            .unwrap()
+            .starts_with("<svg")
+    );
 }

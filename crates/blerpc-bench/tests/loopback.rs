@@ -72,23 +72,46 @@ fn quick_run_has_every_row_with_sane_figures() {
             cells.get(1) == Some(&label) && cells.get(2) == Some(&clients)
         })
     };
-    for (label, clients) in [
-        ("TCP load", "5"),
-        ("TLS load", "5"),
-        ("TCP pipelined", "1 (4 in flight)"),
-        ("TLS pipelined", "1 (4 in flight)"),
+    for (label, payload) in [
+        ("TCP, 5 clients", "64 B"),
+        ("TLS, 5 clients", "64 B"),
+        ("TCP, 4 in flight", "64 KiB"),
+        ("TLS, 4 in flight", "64 KiB"),
     ] {
-        assert!(has_row(label, clients), "no {label} row:\n{stdout}");
+        assert!(has_row(label, payload), "no {label} row:\n{stdout}");
     }
-    let targets = stdout
-        .lines()
-        .filter(|l| l.starts_with("PASS") || l.starts_with("MISS"))
-        .count();
-    assert_eq!(targets, 4, "{stdout}");
+    // Nothing wider than a terminal.
+    for line in stdout.lines() {
+        assert!(
+            line.chars().count() <= 120,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+    // The target lines (wrapped with a hanging indent), one paragraph each.
+    let section = stdout
+        .split("Targets (shown, not asserted)\n\n")
+        .nth(1)
+        .and_then(|t| t.split("\n\n").next())
+        .unwrap();
+    let mut targets: Vec<String> = Vec::new();
+    for line in section.lines() {
+        match targets.last_mut() {
+            Some(t) if line.starts_with("      ") => t.push_str(&line[5..]),
+            _ => targets.push(line.to_string()),
+        }
+    }
+    assert_eq!(targets.len(), 4, "{section}");
+    assert!(
+        targets
+            .iter()
+            .all(|t| t.starts_with("PASS ") || t.starts_with("MISS ")),
+        "{section}"
+    );
     // The × bare targets show what the cipher alone costs on the same rows.
-    let cipher_floor = stdout
-        .lines()
-        .filter(|l| l.contains("× bare") && l.contains("the AES-GCM seal and open alone"))
+    let cipher_floor = targets
+        .iter()
+        .filter(|t| t.contains("× bare") && t.contains("the AES-GCM seal and open alone"))
         .count();
     assert_eq!(cipher_floor, 2, "{stdout}");
 

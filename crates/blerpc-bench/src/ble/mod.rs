@@ -29,7 +29,7 @@ use blerpc_sim::profile::{self, Profile};
 use blerpc_sim::{LinkParams, LinkStats, Phy};
 use clap::Args;
 
-pub use report::{render_comparison, render_profile, to_json};
+pub use report::{render_comparison, render_profile, result_json, to_json};
 
 /// `blerpc-bench ble` options.
 #[derive(Debug, Args, Clone)]

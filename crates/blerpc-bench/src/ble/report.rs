@@ -8,6 +8,7 @@ use blerpc_demo::functional::TESTS;
 use serde_json::{Value, json};
 
 use super::{BleArgs, ProfileRun};
+use crate::table::{Align, Table, wrap, wrap_hanging};
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
@@ -72,6 +73,16 @@ pub fn ratio(ours: &BenchResult, published: &Published) -> f64 {
     ours.ms / published.ms
 }
 
+/// A ratio with two decimals, or three significant digits below 0.1 (a fast link over BLE's
+/// figures: 0.00149, never 0.00).
+pub fn fmt_ratio(x: f64) -> String {
+    if x >= 0.1 || x == 0.0 || !x.is_finite() {
+        format!("{x:.2}")
+    } else {
+        reference::num(x)
+    }
+}
+
 /// The measured result as a percentage of the physical limit (100% = full events).
 pub fn percent_of_limit(ours: &BenchResult, limit: &BenchResult) -> f64 {
     100.0 * limit.ms / ours.ms
@@ -81,13 +92,10 @@ pub fn percent_of_limit(ours: &BenchResult, limit: &BenchResult) -> f64 {
 /// limit and the percentage of it.
 pub fn render_profile(run: &ProfileRun) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "== {} [{}]: {}",
-        run.label,
-        run.name,
-        describe_link(run)
-    );
+    out.push_str(&wrap_hanging(
+        &format!("== {} [{}]: {}", run.label, run.name, describe_link(run)),
+        "   ",
+    ));
     if let Some(e) = &run.error {
         let _ = writeln!(out, "   could not run: {e}");
     }
@@ -119,64 +127,74 @@ pub fn render_profile(run: &ProfileRun) -> String {
         .iter()
         .find_map(|(_, r)| r.as_ref().ok().map(|r| r.reps))
         .unwrap_or(1);
-    let _ = writeln!(
-        out,
-        "   {:<22} {:<27} {:<27} {:>6}  {:<27} {:>6}",
+    let mut table = Table::new([
         if reps > 1 {
             format!("benchmark (mean of {reps})")
         } else {
             "benchmark".into()
         },
-        "blerpc-rs",
+        "blerpc-rs".into(),
         match &run.compare {
             Some(c) => format!("published ({c})"),
             None => "published".into(),
         },
-        "ratio",
-        "physical limit",
-        "%limit"
-    );
+        "ratio".into(),
+        "physical limit".into(),
+        "%limit".into(),
+    ])
+    .align(3, Align::Right)
+    .align(5, Align::Right);
     for (name, r) in &run.benchmarks {
         let ours = match r {
             Ok(r) => r,
             Err(e) => {
-                let _ = writeln!(out, "   {name:<22} FAILED: {e}");
+                table.row([name.to_string(), format!("FAILED: {e}")]);
                 continue;
             }
         };
         let per = reference::per(name);
         let pubd = published_for(run, name);
         let limit = limit_for(run, name);
-        let _ = writeln!(
-            out,
-            "   {:<22} {:<27} {:<27} {:>6}  {:<27} {:>6}",
-            name,
+        table.row([
+            name.to_string(),
             ours.display(),
             pubd.map_or("-".into(), |p| p.display(per)),
-            pubd.map_or("-".into(), |p| format!("{:.2}", ratio(ours, &p))),
-            limit.map_or("-".into(), BenchResult::display),
+            pubd.map_or("-".into(), |p| fmt_ratio(ratio(ours, &p))),
+            limit.map_or("-".into(), |l| {
+                format!("{} {}", reference::num(l.ms), l.per.unit())
+            }),
             limit.map_or("-".into(), |l| format!("{:.0}%", percent_of_limit(ours, l))),
-        );
+        ]);
     }
+    out.push_str(&table.plain("   "));
+    out.push_str(&wrap_hanging(
+        "   ratio: blerpc-rs's time per call or item ÷ the published one (below 1: faster; on \
+         throughput rows too, whose KB/s is the inverse); %limit: the physical limit's time ÷ \
+         blerpc-rs's (100%: as fast as the link allows)",
+        "   ",
+    ));
     if let Some(per_call) = run.host_time_per_call() {
+        let mut line = format!(
+            "   host CPU per call: {:.1} µs",
+            per_call.as_secs_f64() * 1e6
+        );
+        if let Some(p) = run.link {
+            let share = per_call.as_secs_f64() / p.conn_interval.as_secs_f64() * 100.0;
+            let _ = write!(
+                line,
+                " = {share:.3}% of a connection interval (target < 1%: {})",
+                if share < 1.0 { "PASS" } else { "MISS" }
+            );
+        }
         let _ = write!(
-            out,
-            "   host CPU per call: {:.1} µs ({} calls, {:.2} s CPU, {:.2} s real, for {:.1} s of link time)",
-            per_call.as_secs_f64() * 1e6,
+            line,
+            "; {} calls, {:.2} s CPU, {:.2} s real, for {:.1} s of link time",
             run.calls,
             run.cpu.as_secs_f64(),
             run.real.as_secs_f64(),
             run.link_time.as_secs_f64()
         );
-        if let Some(p) = run.link {
-            let share = per_call.as_secs_f64() / p.conn_interval.as_secs_f64() * 100.0;
-            let _ = write!(
-                out,
-                " = {share:.3}% of a connection interval (target < 1%: {})",
-                if share < 1.0 { "PASS" } else { "MISS" }
-            );
-        }
-        out.push('\n');
+        out.push_str(&wrap_hanging(&line, "   "));
     }
     if let Some(s) = &run.stats {
         let _ = writeln!(
@@ -198,16 +216,16 @@ pub fn render_profile(run: &ProfileRun) -> String {
 /// The publication's table shape: one row per benchmark, one column per platform; under each
 /// of our cells the published one and the ratio. Then how many cells are within ±10%.
 pub fn render_comparison(runs: &[ProfileRun]) -> String {
-    const W: usize = 27;
-    let mut out = String::new();
-    let _ = write!(out, "{:<24}", "benchmark");
-    for r in runs {
-        let _ = write!(out, "{:<W$}", r.label);
+    let mut out = String::from(
+        "ms per call or per item; under each: the published figure and the ratio (time ÷ \
+         published)\n",
+    );
+    let mut table = Table::new(
+        std::iter::once("benchmark".to_string()).chain(runs.iter().map(|r| r.name.clone())),
+    );
+    for i in 1..=runs.len() {
+        table = table.align(i, Align::Right);
     }
-    out = out.trim_end().to_string();
-    out.push('\n');
-    out += &"-".repeat(24 + W * runs.len());
-    out.push('\n');
     let (mut within, mut cells, mut worst) = (0, 0, 0.0f64);
     for name in BENCHMARKS {
         let result = |r: &ProfileRun| {
@@ -217,23 +235,15 @@ pub fn render_comparison(runs: &[ProfileRun]) -> String {
                 .and_then(|(_, x)| x.as_ref().ok())
                 .cloned()
         };
-        let mut ours = format!("{name:<24}");
-        let mut pubd = format!("{:<24}", "  published");
-        let mut rat = format!("{:<24}", "  ratio");
+        let mut ours = vec![format!("{name} ({})", reference::per(name).unit())];
+        let mut pubd = vec!["  published".to_string()];
+        let mut rat = vec!["  ratio".to_string()];
         for r in runs {
             let o = result(r);
             let p = published_for(r, name);
-            let _ = write!(
-                ours,
-                "{:<W$}",
-                o.as_ref().map_or("FAILED".into(), BenchResult::display)
-            );
-            let _ = write!(
-                pubd,
-                "{:<W$}",
-                p.map_or("-".into(), |p| p.display(reference::per(name)))
-            );
-            let cell = match (&o, &p) {
+            ours.push(o.as_ref().map_or("FAILED".into(), |o| reference::num(o.ms)));
+            pubd.push(p.map_or("-".into(), |p| reference::num(p.ms)));
+            rat.push(match (&o, &p) {
                 (Some(o), Some(p)) => {
                     let x = ratio(o, p);
                     cells += 1;
@@ -244,14 +254,13 @@ pub fn render_comparison(runs: &[ProfileRun]) -> String {
                     format!("{x:.3}")
                 }
                 _ => "-".into(),
-            };
-            let _ = write!(rat, "{cell:<W$}");
+            });
         }
-        for line in [ours, pubd, rat] {
-            out += line.trim_end();
-            out.push('\n');
-        }
+        table.row(ours);
+        table.row(pubd);
+        table.row(rat);
     }
+    out.push_str(&table.plain(""));
     if cells > 0 && runs.iter().all(matches_publication) {
         let _ = writeln!(
             out,
@@ -259,17 +268,15 @@ pub fn render_comparison(runs: &[ProfileRun]) -> String {
             worst * 100.0
         );
     } else if cells > 0 {
-        let _ = writeln!(
-            out,
+        out.push_str(&wrap(
             "the link differs from the published conditions (CI 15 ms, ATT MTU 247, LE 2M, no \
-             loss): the published figures are there for reference, the ratios show the change"
-        );
+             loss): the published figures are there for reference, the ratios show the change",
+        ));
     }
     let calls: u64 = runs.iter().map(|r| r.calls).sum();
     let real: Duration = runs.iter().map(|r| r.real).sum();
     let link: Duration = runs.iter().map(|r| r.link_time).sum();
-    let _ = writeln!(
-        out,
+    out += &wrap(&format!(
         "functional tests: {} (all PASS: {}); {} calls, {:.1} s of link time simulated in {:.2} s",
         runs.iter()
             .map(|r| format!("{} {}/{}", r.name, r.passed(), TESTS.len()))
@@ -283,7 +290,7 @@ pub fn render_comparison(runs: &[ProfileRun]) -> String {
         calls,
         link.as_secs_f64(),
         real.as_secs_f64()
-    );
+    ));
     out
 }
 
@@ -298,7 +305,8 @@ pub fn matches_publication(run: &ProfileRun) -> bool {
     })
 }
 
-fn result_json(r: &BenchResult) -> Value {
+/// One benchmark result as JSON (ms per call or item, count, KB/s where it applies).
+pub fn result_json(r: &BenchResult) -> Value {
     let per_key = match r.per {
         reference::Per::Call => "ms_per_call",
         reference::Per::Item => "ms_per_item",

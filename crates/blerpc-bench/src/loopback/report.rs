@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::measure::{SetupTimes, Transport, Variant};
 use super::summary::Summary;
 use crate::stats::median;
+use crate::table::{Align, Table, wrap, wrap_hanging};
 
 /// One published row of benchmarks.md §2 (Windows 11, CPython 3.14.4, v0.1.1).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -539,38 +540,40 @@ pub fn thousands(x: f64, decimals: usize) -> String {
     }
 }
 
-fn msf(x: f64) -> String {
-    if x < 1.0 {
-        format!("{x:.4} ms")
+/// A Markdown table of `rows` under `header`, numbers right-aligned.
+fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut t = Table::new(header.iter().copied());
+    for i in 2..header.len() {
+        t = t.align(i, Align::Right);
+    }
+    for row in rows {
+        t.row(row);
+    }
+    t.pipe()
+}
+
+/// A row's first cell: the transport, and the shape when it is not one call at a time.
+fn row_label(k: &RowKey) -> String {
+    if k.clients > 1 {
+        format!("{}, {} clients", k.transport.label(), k.clients)
+    } else if k.window > 1 {
+        format!("{}, {} in flight", k.transport.label(), k.window)
     } else {
-        format!("{x:.3} ms")
+        k.transport.label().to_string()
     }
 }
 
-fn ratio(r: Option<f64>) -> String {
-    r.map_or_else(|| "—".into(), |r| format!("{r:.2}×"))
+/// Milliseconds with the digits that matter (the unit is in the column's header).
+fn ms_cell(x: f64) -> String {
+    if x < 1.0 {
+        format!("{x:.4}")
+    } else {
+        format!("{x:.3}")
+    }
 }
 
-fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: &mut dyn Iterator<Item = String>| {
-        let mut s = String::from("|");
-        for (cell, w) in cells.zip(&widths) {
-            let pad = w.saturating_sub(cell.chars().count());
-            let _ = write!(s, " {cell}{} |", " ".repeat(pad));
-        }
-        s
-    };
-    let _ = writeln!(out, "{}", line(&mut header.iter().map(|h| h.to_string())));
-    let _ = writeln!(out, "{}", line(&mut widths.iter().map(|w| "-".repeat(*w))));
-    for row in rows {
-        let _ = writeln!(out, "{}", line(&mut row.iter().cloned()));
-    }
+fn ratio_cell(r: Option<f64>) -> String {
+    r.map_or_else(|| "—".into(), |r| format!("{r:.2}"))
 }
 
 impl Report {
@@ -582,13 +585,50 @@ impl Report {
         } else {
             "DEBUG build: figures are not representative, use --release"
         };
-        let _ = writeln!(
-            out,
-            "Loopback DATA→ACK matrix ({build}; medians of {} interleaved repetitions; one warm-up \
-             call per client before timing; published = benchmarks.md §2, Windows 11 / CPython)",
-            self.reps
-        );
+        out.push_str(&wrap(&format!(
+            "Loopback DATA→ACK matrix ({build}): medians of {} interleaved repetitions; {} timed \
+             messages per one-client row and {} in total per load row, after one warm-up call per \
+             client. Times in ms. vs bare, vs plain, vs GCM: this p50 ÷ that variant's p50 on \
+             the same row (below 1 is faster); rate vs bare: this msg/s ÷ bare's (above 1 is \
+             faster).",
+            self.reps,
+            thousands(self.messages as f64, 0),
+            thousands(self.load_messages as f64, 0),
+        )));
+        // The published figures belong to a row shape, whatever the variant: once per shape.
+        let mut seen = std::collections::BTreeSet::new();
+        let published: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .filter_map(|r| {
+                let p = r.published?;
+                seen.insert((r.key.transport, r.key.clients, r.key.window, r.key.payload))
+                    .then(|| {
+                        vec![
+                            row_label(&r.key),
+                            size(r.key.payload),
+                            ms_cell(p.p50_ms),
+                            ms_cell(p.p95_ms),
+                            ms_cell(p.mean_ms),
+                            thousands(p.msg_per_s, 0),
+                        ]
+                    })
+            })
+            .collect();
+        if !published.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nPublished (benchmarks.md §2: the reference, Python on Windows 11), for scale\n"
+            );
+            out.push_str(&table(
+                &["transport", "payload", "p50", "p95", "mean", "msg/s"],
+                published,
+            ));
+        }
         for variant in Variant::ALL {
+            if !self.rows.iter().any(|r| r.key.variant == variant) {
+                continue;
+            }
             let title = match variant {
                 Variant::BlerpcE2e => "bleRPC, E2E encryption on (default)",
                 Variant::BlerpcPlain => "bleRPC, E2E encryption off",
@@ -600,103 +640,72 @@ impl Report {
                      what users pick instead)"
                 }
                 Variant::BareAead => {
-                    "bare + AES-GCM baseline (the bare exchange with each DATA and ACK sealed as bleRPC \
-                     seals a message: counter, AES-128-GCM, tag; the cipher's cost, no protocol)"
+                    "bare + AES-GCM baseline (the bare exchange with each DATA and ACK sealed as \
+                     bleRPC seals a message: counter, AES-128-GCM, tag; the cipher's cost, no \
+                     protocol)"
                 }
             };
-            let _ = writeln!(out, "\n{title}\n");
-            let mut header = vec![
-                "transport",
-                "clients",
-                "payload",
-                "messages",
-                "p50",
-                "p95",
-                "p99",
-                "mean",
-                "throughput",
-                "published p50 / p95 / mean / throughput",
-            ];
+            out.push('\n');
+            out.push_str(&wrap(title));
+            out.push('\n');
+            let mut header = vec!["transport", "payload", "p50", "p95", "p99", "mean", "msg/s"];
             if variant != Variant::Bare {
-                header.extend(["p50 ×bare", "msg/s ×bare"]);
+                header.extend(["vs bare", "rate vs bare"]);
             }
             if variant == Variant::BlerpcE2e {
-                header.extend(["p50 ×plain", "p50 ×bare+GCM"]);
+                header.extend(["vs plain", "vs GCM"]);
             }
             let mut rows = Vec::new();
             for row in self.rows.iter().filter(|r| r.key.variant == variant) {
-                let k = row.key;
-                let published = row.published.map_or_else(
-                    || "—".into(),
-                    |p| {
-                        format!(
-                            "{} / {} / {} / {} msg/s",
-                            msf(p.p50_ms),
-                            msf(p.p95_ms),
-                            msf(p.mean_ms),
-                            thousands(p.msg_per_s, 1)
-                        )
-                    },
-                );
-                let label = if k.clients > 1 {
-                    format!("{} load", k.transport.label())
-                } else if k.window > 1 {
-                    format!("{} pipelined", k.transport.label())
-                } else {
-                    k.transport.label().to_string()
-                };
-                let clients = if k.window > 1 {
-                    format!("{} ({} in flight)", k.clients, k.window)
-                } else {
-                    k.clients.to_string()
-                };
-                let mut cells = vec![label, clients, size(k.payload)];
+                let mut cells = vec![row_label(&row.key), size(row.key.payload)];
                 match (&row.unsupported, &row.median) {
                     (Some(why), _) => {
                         cells.push(format!("not supported: {why}"));
-                        cells.extend(std::iter::repeat_n(String::new(), 5));
+                        cells.extend(std::iter::repeat_n(String::new(), 4));
                     }
                     (None, Some(m)) => cells.extend([
-                        thousands(m.messages as f64, 0),
-                        msf(m.p50_ms),
-                        msf(m.p95_ms),
-                        msf(m.p99_ms),
-                        msf(m.mean_ms),
-                        format!("{} msg/s", thousands(m.msg_per_s, 1)),
+                        ms_cell(m.p50_ms),
+                        ms_cell(m.p95_ms),
+                        ms_cell(m.p99_ms),
+                        ms_cell(m.mean_ms),
+                        thousands(m.msg_per_s, 0),
                     ]),
                     (None, None) => {
                         cells.push(format!(
                             "FAILED: {}",
                             row.first_error.as_deref().unwrap_or("no run completed")
                         ));
-                        cells.extend(std::iter::repeat_n(String::new(), 5));
+                        cells.extend(std::iter::repeat_n(String::new(), 4));
                     }
                 }
-                cells.push(published);
                 if variant != Variant::Bare {
-                    cells.push(ratio(row.p50_vs_bare));
-                    cells.push(ratio(row.rate_vs_bare));
+                    cells.push(ratio_cell(row.p50_vs_bare));
+                    cells.push(ratio_cell(row.rate_vs_bare));
                 }
                 if variant == Variant::BlerpcE2e {
-                    cells.push(ratio(row.p50_vs_plain));
-                    cells.push(ratio(row.p50_vs_bare_aead));
+                    cells.push(ratio_cell(row.p50_vs_plain));
+                    cells.push(ratio_cell(row.p50_vs_bare_aead));
                 }
                 rows.push(cells);
             }
-            table(&mut out, &header, &rows);
+            out.push_str(&table(&header, rows));
         }
-        let _ = writeln!(
-            out,
-            "\nConnection setup (medians; each step timed on its own; first call = the warm-up; total with the full TLS handshake; TLS resumed: one reconnection per row with the first client's session)\n"
-        );
+        out.push('\n');
+        out.push_str(&wrap(
+            "Connection setup, ms (medians; each step timed on its own; TLS: the full handshake, \
+             and one reconnection per row resuming the first client's session; bleRPC: TIMEOUT, \
+             CAPABILITIES and the key exchange; the first call is the warm-up; total: with the \
+             full handshake)",
+        ));
+        out.push('\n');
         let header = [
             "transport",
             "variant",
-            "connections",
-            "TCP connect",
-            "TLS handshake (full)",
-            "TLS resumed",
-            "bleRPC setup (TIMEOUT, CAPABILITIES, KX)",
+            "samples",
+            "TCP",
+            "TLS",
+            "resumed",
+            "bleRPC",
             "first call",
             "total",
         ];
@@ -712,19 +721,26 @@ impl Report {
                     s.transport.label().into(),
                     s.variant.label().into(),
                     s.samples.to_string(),
-                    msf(s.tcp_connect_ms),
-                    s.tls_handshake_ms.map_or_else(|| "—".into(), msf),
-                    s.tls_resumed_ms.map_or_else(|| "—".into(), msf),
-                    s.blerpc_setup_ms.map_or_else(|| "—".into(), msf),
-                    format!("{} ({})", msf(s.first_call_ms), size(s.first_call_payload)),
-                    msf(total),
+                    ms_cell(s.tcp_connect_ms),
+                    s.tls_handshake_ms.map_or_else(|| "—".into(), ms_cell),
+                    s.tls_resumed_ms.map_or_else(|| "—".into(), ms_cell),
+                    s.blerpc_setup_ms.map_or_else(|| "—".into(), ms_cell),
+                    format!(
+                        "{} ({})",
+                        ms_cell(s.first_call_ms),
+                        size(s.first_call_payload)
+                    ),
+                    ms_cell(total),
                 ]
             })
             .collect();
-        table(&mut out, &header, &rows);
+        out.push_str(&table(&header, rows));
         let _ = writeln!(out, "\nTargets (shown, not asserted)\n");
         for t in &self.targets {
-            let _ = writeln!(out, "{:<4}  {}: {}", t.verdict, t.target, t.detail);
+            out.push_str(&wrap_hanging(
+                &format!("{:<4}  {}: {}", t.verdict, t.target, t.detail),
+                "      ",
+            ));
         }
         let _ = writeln!(
             out,
@@ -735,12 +751,10 @@ impl Report {
         for row in self.rows.iter().filter(|r| r.errors > 0) {
             let _ = writeln!(
                 out,
-                "  {} {} {} clients {} window {}: {}",
-                row.key.transport.label(),
+                "  {} {} {}: {}",
+                row_label(&row.key),
                 row.key.variant.label(),
                 size(row.key.payload),
-                row.key.clients,
-                row.key.window,
                 row.first_error.as_deref().unwrap_or("?")
             );
         }
