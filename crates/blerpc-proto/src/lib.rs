@@ -28,19 +28,66 @@
 //! ## The run loop
 //!
 //! The core never touches a socket, a clock or a global RNG. A runtime owns one connection and
-//! loops:
+//! loops: it hands each received PDU to `handle_input`, sends what `poll_transmit` gives,
+//! handles what `poll_event` gives, and calls `handle_timeout` at `poll_timeout`. Here both
+//! ends run in memory, PDUs passed by hand, through an encrypted setup and one call:
 //!
-//! ```ignore
-//! loop {
-//!     while let Some(n) = conn.poll_transmit(now, &mut buf) { link.send(&buf[..n]).await?; }
-//!     while let Some(ev) = conn.poll_event() { app.handle(ev); }
-//!     let deadline = conn.poll_timeout();
-//!     select! {
-//!         pdu = link.recv() => conn.handle_input(now(), &pdu?),
-//!         _ = sleep_until(deadline) => conn.handle_timeout(now()),
-//!         op = user_ops.recv() => apply(&mut conn, now(), op),
+//! ```
+//! use blerpc_proto::connection::{
+//!     CallKind, Central, CentralConfig, CentralEvent, Peripheral, PeripheralConfig,
+//!     PeripheralEvent, Pinning,
+//! };
+//! use blerpc_proto::crypto::{CryptoProvider as _, IdentitySeed, RustCrypto};
+//! use blerpc_proto::time::Instant;
+//! use rand_chacha::ChaCha20Rng;
+//! use rand_chacha::rand_core::SeedableRng as _;
+//!
+//! // Both ends on `Vec<u8>` buffers with 4 reassembly slots (firmware uses `ArrayBuf<N>`).
+//! type Pc = Peripheral<RustCrypto, ChaCha20Rng, Vec<u8>, Vec<u8>, 4>;
+//! type Cc = Central<RustCrypto, ChaCha20Rng, Vec<u8>, Vec<u8>, 4>;
+//!
+//! let now = Instant::from_millis(0);
+//! let identity = RustCrypto.load_identity(&IdentitySeed::from_bytes([7; 32]))?;
+//! let key = RustCrypto.identity_public(&identity);
+//! let mut peripheral =
+//!     Pc::new(PeripheralConfig::default(), RustCrypto, Some(identity), ChaCha20Rng::seed_from_u64(1))?;
+//! let config = CentralConfig { pinning: Pinning::Expect(key), ..CentralConfig::default() };
+//! let mut central = Cc::new(config, RustCrypto, ChaCha20Rng::seed_from_u64(2), now)?;
+//!
+//! let mut pdu = [0u8; 244]; // ATT MTU 247 - 3
+//! let mut reply = None;
+//! while reply.is_none() {
+//!     while let Some(n) = central.poll_transmit(now, &mut pdu) {
+//!         peripheral.handle_input(now, &pdu[..n])?;
+//!     }
+//!     // An echo handler: each request answered with its own data.
+//!     let mut requests = Vec::new();
+//!     while let Some(event) = peripheral.poll_event() {
+//!         if let PeripheralEvent::Request { tid, name, data } = event {
+//!             requests.push((tid, name.to_owned(), data.to_vec()));
+//!         }
+//!     }
+//!     for (tid, name, data) in requests {
+//!         peripheral.respond(now, tid, &name, &data)?;
+//!     }
+//!     while let Some(n) = peripheral.poll_transmit(now, &mut pdu) {
+//!         central.handle_input(now, &pdu[..n])?;
+//!     }
+//!     let mut connected = false;
+//!     while let Some(event) = central.poll_event() {
+//!         match event {
+//!             CentralEvent::Connected { encrypted } => connected = encrypted,
+//!             CentralEvent::Response { data, .. } => reply = Some(data.to_vec()),
+//!             _ => {}
+//!         }
+//!     }
+//!     if connected {
+//!         // EchoRequest { message: "hi" }, sealed with the session key on its way out.
+//!         central.start_call(now, "echo", b"\x0a\x02hi", CallKind::Unary)?;
 //!     }
 //! }
+//! assert_eq!(reply.as_deref(), Some(&b"\x0a\x02hi"[..]));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! Every buffer and queue is bounded by [`connection::CentralConfig`] and

@@ -5,31 +5,59 @@
 //! task around the sans-IO core in [`blerpc_proto`]; end-to-end encryption is on by default and
 //! the client pins the server's identity (trust on first use, fail-closed).
 //!
-//! ```no_run
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use blerpc::link::mem;
-//! # struct Echo;
-//! # impl blerpc::server::Dispatch for Echo {
-//! #   fn kind(&self, _: &str) -> Option<blerpc::server::CallKind> { Some(blerpc::server::CallKind::Unary) }
-//! #   fn unary(&self, _: &str, r: blerpc::server::Bytes) -> blerpc::server::BoxFuture<Result<Vec<u8>, blerpc::server::Status>> { Box::pin(async move { Ok(r.to_vec()) }) }
-//! #   fn server_stream(&self, _: &str, _: blerpc::server::Bytes) -> blerpc::server::BoxStream<Result<Vec<u8>, blerpc::server::Status>> { unimplemented!() }
-//! #   fn client_stream(&self, _: &str, _: blerpc::server::BoxStream<blerpc::server::Bytes>) -> blerpc::server::BoxFuture<Result<Vec<u8>, blerpc::server::Status>> { unimplemented!() }
-//! # }
-//! let (a, b) = mem::pair(247);
-//! let server = blerpc::Server::new(Echo, blerpc::ServerConfig {
-//!     identity: Some([7; 32]),
-//!     ..Default::default()
-//! })?;
-//! let key = server.identity_public().unwrap();
-//! tokio::spawn(async move { server.serve_link(b).await });
-//! let client = blerpc::Client::connect(a, blerpc::ClientConfig {
-//!     pinning: blerpc::client::PinPolicy::Trust(key),
-//!     ..Default::default()
-//! })
-//! .await?;
-//! let reply = client.call("echo", b"\x0a\x02hi".to_vec()).await?;
-//! # Ok(()) }
+//! ## Quick start
+//!
+//! Describe the service in a `.proto` file, as gRPC users do:
+//!
+//! ```text
+//! // proto/thermostat.proto
+//! syntax = "proto3";
+//! package thermostat;
+//! message SetTargetRequest { sint32 centi_celsius = 1; }
+//! message SetTargetResponse { sint32 centi_celsius = 1; }
+//! service Thermostat {
+//!   rpc SetTarget(SetTargetRequest) returns (SetTargetResponse);
+//!   // ... streams in either direction too
+//! }
 //! ```
+//!
+//! generate it in `build.rs` with [`blerpc-build`](https://docs.rs/blerpc-build) (pure Rust, no
+//! `protoc`): `blerpc_build::compile(&["proto/thermostat.proto"], &["proto"])?;`, and include
+//! it with `pub mod thermostat { blerpc::include_proto!("thermostat"); }`. That gives the
+//! messages, a typed `ThermostatClient`, a `Thermostat` trait to implement and a
+//! `ThermostatServer` that serves it. The workspace's `blerpc-example` crate does exactly
+//! this; serve its handler and call it, end-to-end encrypted over an in-memory link:
+//!
+//! ```
+//! use blerpc::client::PinPolicy;
+//! use blerpc::link::mem;
+//! use blerpc::{Client, ClientConfig, Server, ServerConfig};
+//! use blerpc_example::SimThermostat;
+//! use blerpc_example::thermostat::{SetTargetRequest, ThermostatClient, ThermostatServer};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // The peripheral: the handler behind the generated server, with its identity key.
+//! let (central_end, peripheral_end) = mem::pair(247); // ATT MTU 247
+//! let server = Server::new(
+//!     ThermostatServer::new(SimThermostat::default()),
+//!     ServerConfig { identity: Some([7; 32]), ..Default::default() },
+//! )?;
+//! let key = server.identity_public().ok_or("the server has no identity")?;
+//! tokio::spawn(async move { server.serve_link(peripheral_end).await });
+//!
+//! // The central: the generated client over a connection that trusts exactly that key.
+//! let config = ClientConfig { pinning: PinPolicy::Trust(key), ..Default::default() };
+//! let client = ThermostatClient::new(Client::connect(central_end, config).await?);
+//! let reply = client.set_target(SetTargetRequest { centi_celsius: 2050 }).await?;
+//! assert_eq!(reply.centi_celsius, 2050);
+//! assert!(client.inner().info().encrypted);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Swap `mem::pair` for a link of `link::tcp`, `link::tls`, `link::ws`, `link::serial` or the BLE
+//! links to run the same code over a real transport.
 
 pub mod client;
 mod clock;
