@@ -13,6 +13,7 @@
 //! | `scale` | [`scale`]: 10k–100k WebSocket connections against `blerpc serve` | a raw TCP echo on the same load generators |
 //! | `codec` | [`codec`]: the codec path and the key exchange | the reference Python library |
 //! | `aead`, `copy`, `calls`, `wakeup` | [`aead`], [`copy`], [`calls`], [`wakeup`]: the pieces that explain the loopback figures | the other rows of each table |
+//! | `handshake` | [`handshake`]: the key exchange's primitives per crypto library (what the codec's `kx` row sums) | the other libraries |
 //! | `serial` | [`serial`]: the serial link's framing (CRC-16, COBS) per PDU size | — |
 //!
 //! Child processes re-execute this binary with a hidden subcommand ([`process`]); the scale
@@ -41,6 +42,7 @@ pub mod ble;
 pub mod calls;
 pub mod codec;
 pub mod copy;
+pub mod handshake;
 pub mod links;
 pub mod loopback;
 pub mod plot;

@@ -5,7 +5,8 @@
 use std::process::ExitCode;
 
 use blerpc_bench::{
-    aead, ble, calls, codec, copy, links, loopback, process, scale, serial, suite, wakeup,
+    aead, ble, calls, codec, copy, handshake, links, loopback, process, scale, serial, suite,
+    wakeup,
 };
 use clap::{Parser, Subcommand};
 
@@ -39,6 +40,8 @@ enum Suite {
     Codec(codec::CodecArgs),
     /// AES-128-GCM seal and open per message size and crypto library.
     Aead(aead::AeadArgs),
+    /// The key exchange's primitives per crypto library.
+    Handshake(handshake::HandshakeArgs),
     /// CPU per unary call with client and server in one thread.
     Calls(calls::CallsArgs),
     /// How a two-process round trip responds to added work.
@@ -64,6 +67,7 @@ fn run(suite: Option<Suite>, out: &std::path::Path) -> anyhow::Result<bool> {
         Some(Suite::Scale(a)) => scale::run(&a),
         Some(Suite::Codec(a)) => codec::run(&a),
         Some(Suite::Aead(a)) => aead::run(&a),
+        Some(Suite::Handshake(a)) => handshake::run(&a),
         Some(Suite::Calls(a)) => calls::run(&a),
         Some(Suite::Wakeup(a)) => wakeup::run(&a),
         Some(Suite::Copy(a)) => copy::run(&a),

@@ -237,7 +237,10 @@ impl<P: CryptoProvider> CodecPath<P> {
         {
             pdus += 1;
             let pdu = self.pdu.get(..n).context("container length")?;
-            let container = Container::parse(pdu).context("container parse")?;
+            let container = match Container::parse(pdu) {
+                Ok(c) => c,
+                Err(e) => bail!("container parse: {e}"),
+            };
             if let Some(d) = self.assembler.feed(&container).context("assemble")? {
                 done = Some(d);
             }

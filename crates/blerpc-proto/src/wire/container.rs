@@ -151,6 +151,10 @@ pub struct Container<'a> {
 
 impl<'a> Container<'a> {
     /// Parses one PDU. The declared payload must be present; trailing bytes are ignored.
+    ///
+    /// Always inlined: it runs once per PDU, and inlined, the container it returns is built in
+    /// the caller's own variable instead of being copied out of a returned `Result`.
+    #[inline(always)]
     pub fn parse(pdu: &'a [u8]) -> Result<Container<'a>, WireError> {
         let tid = read_u8(pdu, 0, "tid")?;
         let seq = read_u8(pdu, 1, "seq")?;
