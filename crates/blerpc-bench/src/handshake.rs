@@ -152,7 +152,7 @@ pub fn run(args: &HandshakeArgs) -> Result<bool> {
             std::iter::once(op.to_string()).chain(
                 samples
                     .iter_mut()
-                    .map(|cells| format!("{:.0}", median(&mut cells[i]))),
+                    .map(|cells| format!("{:.0}", median(&cells[i]))),
             ),
         );
     }
