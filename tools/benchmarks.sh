@@ -30,7 +30,7 @@ run() {
 
 for s in "${suites[@]}"; do
   case $s in
-    suite) run suite --out "$out/suite" ;;
+    suite) run suite --out target/bench-results ;;
     ble) run ble ble --json "$out/ble.json" --plot "$out/ble.svg" ;;
     codec) run codec codec --reps 5 --json "$out/codec.json" ;;
     handshake) run handshake handshake --reps 7 ;;

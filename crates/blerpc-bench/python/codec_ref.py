@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Reference side of the `codec` benchmark: the same work as crates/blerpc-bench/src/lib.rs, done
+"""Reference side of the `codec` benchmark: the same work as crates/blerpc-bench/src/codec/, done
 with the reference library (blerpc-protocol 0.8.0 on PyPI), timed with perf_counter_ns.
 
 Prints one JSON object on stdout:
   {"library": ..., "python": ..., "cryptography": ...,
    "results": {"enc_8k": {"iters": N, "samples_ns_per_op": [...]}, ...}}
-Progress goes to stderr. Run by `cargo run --release -p blerpc-bench --bin codec`; standalone:
+Progress goes to stderr. Run by `cargo run --release -p blerpc-bench -- codec`; standalone:
   python codec_ref.py --samples 5 --sample-ms 20
 """
 

@@ -314,6 +314,9 @@ async fn run_row(
     Ok(per_call)
 }
 
+/// The rows of a run without `--variants`: every one.
+const DEFAULT_VARIANTS: &str = "bare,plain,e2e,mem-plain,mem-e2e";
+
 /// `blerpc-bench calls` options.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CallsArgs {
@@ -324,20 +327,10 @@ pub struct CallsArgs {
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub reps: usize,
     /// Payload sizes in bytes, comma-separated.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        value_name = "BYTES",
-        default_value = "0,64,1024"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = "0,64,1024")]
     pub payloads: Vec<usize>,
     /// Variants, comma-separated.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        value_name = "LIST",
-        default_value = "bare,plain,e2e,mem-plain,mem-e2e"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_VARIANTS)]
     pub variants: Vec<Variant>,
 }
 

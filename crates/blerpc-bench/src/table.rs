@@ -87,46 +87,37 @@ impl Table {
         }
     }
 
-    /// Columns two spaces apart, a rule under the header, each line after `indent`, no
-    /// trailing blanks.
-    pub fn plain(&self, indent: &str) -> String {
+    /// The header, a rule of dashes, then the rows, each line made of the cells padded to
+    /// their column's width: `start`, the cells joined by `between`, `end`; no trailing blanks.
+    fn lines(&self, start: &str, between: &str, end: &str) -> String {
         let widths = self.widths();
-        let mut out = String::new();
         let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+        let mut out = String::new();
         for row in std::iter::once(&self.header)
             .chain(std::iter::once(&rule))
             .chain(&self.rows)
         {
-            let mut line = String::from(indent);
+            let mut line = String::from(start);
             for (i, (cell, w)) in row.iter().zip(&widths).enumerate() {
                 if i > 0 {
-                    line.push_str("  ");
+                    line.push_str(between);
                 }
                 Self::cell(&mut line, cell, *w, self.align[i]);
             }
+            line.push_str(end);
             let _ = writeln!(out, "{}", line.trim_end());
         }
         out
     }
 
+    /// Columns two spaces apart, a rule under the header, each line after `indent`.
+    pub fn plain(&self, indent: &str) -> String {
+        self.lines(indent, "  ", "")
+    }
+
     /// A Markdown table (`| a | b |`), pasteable into the docs.
     pub fn pipe(&self) -> String {
-        let widths = self.widths();
-        let mut out = String::new();
-        let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-        for row in std::iter::once(&self.header)
-            .chain(std::iter::once(&rule))
-            .chain(&self.rows)
-        {
-            let mut line = String::from("|");
-            for (i, (cell, w)) in row.iter().zip(&widths).enumerate() {
-                line.push(' ');
-                Self::cell(&mut line, cell, *w, self.align[i]);
-                line.push_str(" |");
-            }
-            let _ = writeln!(out, "{line}");
-        }
-        out
+        self.lines("| ", " | ", " |")
     }
 }
 

@@ -171,14 +171,7 @@ fn the_reference_benchmarks_run_per_link() {
         "{}",
         d.stdout
     );
-    for name in [
-        "flash_read_throughput",
-        "flash_read_overhead",
-        "echo_roundtrip",
-        "data_write_throughput",
-        "counter_stream",
-        "counter_upload",
-    ] {
+    for name in blerpc_bench::reference::BENCHMARKS {
         let line = d
             .stdout
             .lines()

@@ -43,7 +43,7 @@ fn quick_run_has_every_row_with_sane_figures() {
         if t0.elapsed() > common::TIMEOUT {
             let _ = child.kill();
             panic!(
-                "blerpc bench loopback --quick took over {:?}",
+                "blerpc-bench loopback --quick took over {:?}",
                 common::TIMEOUT
             );
         }

@@ -11,48 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// Runs `cmd` to completion, killing it after `limit`.
-fn output_within(mut cmd: std::process::Command, limit: Duration) -> common::Done {
-    use std::io::Read as _;
-    use std::process::Stdio;
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn blerpc");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "bench scale did not finish within {limit:?}; stderr:\n{}",
-                err_t.join().unwrap()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    common::Done {
-        status,
-        stdout: out_t.join().unwrap(),
-        stderr: err_t.join().unwrap(),
-    }
-}
-
+/// The number at `path` in `v`.
 fn f(v: &Value, path: &[&str]) -> f64 {
     let mut x = v;
     for p in path {
@@ -76,7 +35,7 @@ fn quick_scale_run_has_no_errors_and_sane_figures() {
         .arg(&json)
         .arg("--svg")
         .arg(&svg);
-    let out = output_within(cmd, Duration::from_secs(170));
+    let out = common::run_within(cmd, "", Duration::from_secs(170));
     let (stdout, stderr) = (&out.stdout, &out.stderr);
     assert!(
         out.status.success(),

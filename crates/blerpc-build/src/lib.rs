@@ -64,7 +64,7 @@
 //! (`config.bytes([".pkg.Message.field"])`): the decoded field shares the received buffer and
 //! one payload can be sent many times without a copy (the demo service does this for its flash
 //! reads and data writes; 64 KiB calls over loopback TCP are measured in
-//! `docs/benchmarks/network.md`).
+//! `docs/benchmarks/loopback.md`).
 //!
 //! Alongside `<package>.rs`, each package with commands gets `<package>_descriptor.bin`: the
 //! encoded `FileDescriptorSet` of everything compiled, as bleRPC sees it (services synthesized

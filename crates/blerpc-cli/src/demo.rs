@@ -67,7 +67,8 @@ impl LinkRun {
     }
 }
 
-fn demo_server() -> anyhow::Result<(Server, [u8; 32])> {
+/// The demo service with a fresh identity, and that identity's public key.
+pub fn demo_server() -> anyhow::Result<(Server, [u8; 32])> {
     let server = Server::new(
         pb::BlerpcServer::new(DemoService::default()),
         ServerConfig {
@@ -81,7 +82,8 @@ fn demo_server() -> anyhow::Result<(Server, [u8; 32])> {
     Ok((server, key))
 }
 
-fn client_config(key: [u8; 32]) -> ClientConfig {
+/// A client configuration that trusts exactly `key`.
+pub fn client_config(key: [u8; 32]) -> ClientConfig {
     ClientConfig {
         pinning: PinPolicy::Trust(key),
         ..Default::default()

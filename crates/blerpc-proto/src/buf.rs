@@ -98,8 +98,8 @@ pub fn copy_is_slow_case(dst: *const u8, src: *const u8, len: usize) -> bool {
 /// Large copies are made of [`COPY_CHUNK`]-byte pieces when the destination lies 1 to 63 bytes
 /// past the source modulo 4 KiB. glibc's `memcpy` (up to at least 2.36) copies blocks from about
 /// 2 KiB up to the L2 cache size with `rep movsb` on CPUs that announce fast string moves, and on
-/// AMD Zen that instruction is 15 to 25 times slower at this distance: 64 KiB take about 23–38 µs
-/// instead of 1.4 µs (`cargo run --release -p blerpc-bench --bin copy` prints the table). Two heap
+/// AMD Zen that instruction is many times slower at this distance (`blerpc-bench copy` prints
+/// the table for the CPU at hand). Two heap
 /// buffers of the same size sit exactly 16 bytes apart modulo 4 KiB (glibc's chunk header), so
 /// copying a large message from one buffer to the next hits it every time. Pieces below glibc's
 /// `rep movsb` threshold are copied with vector moves at full speed on every CPU.

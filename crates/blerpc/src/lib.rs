@@ -90,7 +90,7 @@ pub mod __private {
 
     /// Encodes `message` into a new `Vec` of exactly its length, copying `bytes` fields with
     /// [`blerpc_proto::buf::extend_bytes`] (a plain `Vec` copies them with one `memcpy`, which
-    /// is about 20 times slower on AMD Zen when the message was built just before; see
+    /// is many times slower on AMD Zen when the message was built just before; see
     /// [`blerpc_proto::buf::copy_bytes`]).
     pub fn encode(message: &impl prost::Message) -> Vec<u8> {
         encode_into(message, Vec::new())

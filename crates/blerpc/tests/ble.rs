@@ -16,17 +16,6 @@ use blerpc::{Client, ClientConfig, Error, Server, ServerConfig};
 use blerpc_proto::connection::{CallError, SetupPipelining};
 use common::*;
 
-fn server() -> Server {
-    Server::new(
-        Demo,
-        ServerConfig {
-            identity: Some(SEED),
-            ..Default::default()
-        },
-    )
-    .unwrap()
-}
-
 async fn connect(
     att_mtu: usize,
     options: FakeOptions,
@@ -42,7 +31,7 @@ async fn connect_with(
 ) -> (Client, fake::FakeHandle, fake::FakeHandle) {
     let (central, peripheral) = fake::pair_with(att_mtu, options);
     let (ch, ph) = (central.handle(), peripheral.handle());
-    let server = server();
+    let server = server(true);
     let key = server.identity_public().unwrap();
     tokio::spawn(async move { server.serve_link(BlePeripheralLink::new(peripheral)).await });
     let mut config = ClientConfig {
@@ -150,7 +139,7 @@ async fn a_stack_without_flow_control_drops_writes_and_the_call_times_out() {
     };
     let (central, peripheral) = fake::pair_with(247, options);
     let handle = central.handle();
-    let server = server();
+    let server = server(true);
     let key = server.identity_public().unwrap();
     tokio::spawn(async move { server.serve_link(BlePeripheralLink::new(peripheral)).await });
     let mut config = ClientConfig {
@@ -180,7 +169,7 @@ async fn a_radio_disconnection_closes_the_connection() {
 async fn closing_the_client_disconnects_and_ends_the_peripheral_side() {
     let (central, peripheral) = fake::pair(247);
     let handle = peripheral.handle();
-    let server = server();
+    let server = server(true);
     let key = server.identity_public().unwrap();
     let serving =
         tokio::spawn(async move { server.serve_link(BlePeripheralLink::new(peripheral)).await });

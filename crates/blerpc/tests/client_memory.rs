@@ -3,7 +3,7 @@
 //! `cargo test -p blerpc --features ws --release --test client_memory -- --ignored --nocapture`;
 //! and a bound on the same figure that fails on regressions.
 //!
-//! The clients connect the way `blerpc bench scale` does: the upgrade done by hand on a raw TCP
+//! The clients connect the way `blerpc-bench scale` does: the upgrade done by hand on a raw TCP
 //! stream, then `ws::client_from_upgraded` with a 1 KiB read buffer, encryption on. Client and
 //! server run in separate runtimes; every allocation carries a tag naming the side whose thread
 //! made it, so the server's connections (and whatever the test thread does) are not counted.
@@ -81,7 +81,7 @@ fn snapshot() -> Vec<isize> {
 /// One measurement at a time: both tests count into the same table.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// The bench's read buffer (`blerpc bench scale`, `--read-buffer` default).
+/// The bench's read buffer (`blerpc-bench scale`, `--read-buffer` default).
 const READ_BUFFER: usize = 1024;
 
 /// Client heap per idle connection: the total and the rows by allocation size (size, count per

@@ -14,20 +14,9 @@ use blerpc_proto::wire::error_code::ErrorCode;
 use common::*;
 use futures_util::StreamExt;
 
-fn server() -> Server {
-    Server::new(
-        Demo,
-        ServerConfig {
-            identity: Some(SEED),
-            ..Default::default()
-        },
-    )
-    .unwrap()
-}
-
 async fn connect_pair(pin: PinPolicy) -> (Result<Client, Error>, Server) {
     let (a, b) = mem::pair(247);
-    let server = server();
+    let server = server(true);
     let s = server.clone();
     tokio::spawn(async move { s.serve_link(b).await });
     let client = Client::connect(
@@ -43,39 +32,17 @@ async fn connect_pair(pin: PinPolicy) -> (Result<Client, Error>, Server) {
 
 #[tokio::test]
 async fn an_encrypted_connection_reports_the_peripheral_identity() {
-    let key = server().identity_public().unwrap();
+    let key = server(true).identity_public().unwrap();
     let (client, _s) = connect_pair(PinPolicy::Trust(key)).await;
     let client = client.unwrap();
     assert!(client.info().encrypted);
     assert_eq!(client.info().peer_identity, Some(key));
-    let req = pb_bytes(1, b"hello");
-    assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
-    let mut read = pb_uint(1, 0);
-    read.extend(pb_uint(2, 8192));
-    let resp = client.call("flash_read", read).await.unwrap();
-    assert_eq!(resp.len(), 8192 + 3);
-    let stream = client
-        .server_stream("counter_stream", pb_uint(1, 20))
-        .await
-        .unwrap();
-    let items: Vec<_> = stream.collect().await;
-    assert_eq!(items.len(), 20);
-    for (i, item) in items.into_iter().enumerate() {
-        assert_eq!(
-            pb_get_uint(&item.unwrap(), 2),
-            Some(i as u64 * 10).filter(|v| *v != 0)
-        );
-    }
-    let mut up = client.client_stream("counter_upload").await.unwrap();
-    for i in 0..20u64 {
-        up.send(pb_uint(1, i)).await.unwrap();
-    }
-    assert_eq!(pb_get_uint(&up.finish().await.unwrap(), 1), Some(20));
+    every_call_shape(&client).await;
 }
 
 #[tokio::test]
 async fn concurrent_calls_from_many_tasks_share_one_connection() {
-    let key = server().identity_public().unwrap();
+    let key = server(true).identity_public().unwrap();
     let (client, _s) = connect_pair(PinPolicy::Trust(key)).await;
     let client = client.unwrap();
     let mut tasks = Vec::new();
@@ -157,7 +124,7 @@ async fn trust_on_first_use_pins_and_then_refuses_another_identity() {
 #[tokio::test]
 async fn a_central_that_skips_the_key_exchange_is_refused() {
     let (a, b) = mem::pair(247);
-    let s = server();
+    let s = server(true);
     tokio::spawn(async move { s.serve_link(b).await });
     let (mut tx, mut rx) = a.split();
     // A plaintext REQUEST echo "hello" on tid 9 (wire.md §6.2), no TIMEOUT/CAPS/KX.
@@ -217,7 +184,7 @@ async fn a_request_over_the_limit_gets_a_clear_error() {
 
 #[tokio::test]
 async fn unknown_commands_and_handler_failures_are_reported() {
-    let key = server().identity_public().unwrap();
+    let key = server(true).identity_public().unwrap();
     let (client, _s) = connect_pair(PinPolicy::Trust(key)).await;
     let client = client.unwrap();
     let err = client.call("nope", vec![]).await.unwrap_err();
@@ -293,7 +260,7 @@ async fn connect_mem(listener: &tokio::sync::mpsc::Sender<mem::MemLink>, key: [u
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_answers_1000_concurrent_centrals() {
-    let server = server();
+    let server = server(true);
     let key = server.identity_public().unwrap();
     let (listener_tx, stop_tx, serving) = serve_mem(server, 16);
     let mut tasks = Vec::new();
@@ -331,7 +298,7 @@ async fn a_server_answers_1000_concurrent_centrals() {
 
 #[tokio::test]
 async fn graceful_shutdown_finishes_in_flight_calls() {
-    let server = server();
+    let server = server(true);
     let key = server.identity_public().unwrap();
     let (listener_tx, stop_tx, serving) = serve_mem(server, 1);
     let c = connect_mem(&listener_tx, key).await;
@@ -381,7 +348,7 @@ async fn shutdown_reaches_a_connection_idle_after_many_turns() {
 
 #[tokio::test]
 async fn dropping_a_stream_cancels_it_and_the_connection_goes_on() {
-    let key = server().identity_public().unwrap();
+    let key = server(true).identity_public().unwrap();
     let (client, _s) = connect_pair(PinPolicy::Trust(key)).await;
     let client = client.unwrap();
     let mut stream = client
@@ -400,7 +367,7 @@ fn _link_is_object_safe_enough<L: Link>(_: L) {}
 
 #[tokio::test]
 async fn an_upload_whose_handler_fails_early_reports_the_error_promptly() {
-    let key = server().identity_public().unwrap();
+    let key = server(true).identity_public().unwrap();
     let (client, _s) = connect_pair(PinPolicy::Trust(key)).await;
     let client = client.unwrap();
     let start = std::time::Instant::now();
@@ -423,7 +390,7 @@ async fn an_upload_whose_handler_fails_early_reports_the_error_promptly() {
 #[tokio::test]
 async fn an_empty_upload_to_a_service_that_cannot_tell_its_command_gets_an_error_promptly() {
     // The test service has two upload commands, so STREAM_END_C2P alone is ambiguous.
-    let key = server().identity_public().unwrap();
+    let key = server(true).identity_public().unwrap();
     let (client, _s) = connect_pair(PinPolicy::Trust(key)).await;
     let client = client.unwrap();
     let start = std::time::Instant::now();
@@ -452,7 +419,7 @@ struct Count {
 
 #[tokio::test]
 async fn message_calls_frame_the_request_and_match_byte_calls() {
-    let key = server().identity_public().unwrap();
+    let key = server(true).identity_public().unwrap();
     let (client, _s) = connect_pair(PinPolicy::Trust(key)).await;
     let client = client.unwrap();
     // Below and above one classic transaction's data (the in-memory link is classic: 61 KB at

@@ -17,17 +17,6 @@ use blerpc_proto::connection::CallError;
 use common::*;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 
-fn server() -> Server {
-    Server::new(
-        Demo,
-        ServerConfig {
-            identity: Some(SEED),
-            ..Default::default()
-        },
-    )
-    .unwrap()
-}
-
 fn client_config(key: [u8; 32]) -> ClientConfig {
     ClientConfig {
         pinning: PinPolicy::Trust(key),
@@ -43,7 +32,7 @@ async fn a_clean_pseudo_terminal_drops_no_frame() {
         path,
         slave: _slave,
     } = blerpc::link::pty::open().unwrap();
-    let server = server();
+    let server = server(true);
     let key = server.identity_public().unwrap();
     let server_link = SerialLink::new(master, SerialOptions::default());
     let server_stats = server_link.stats();
@@ -216,7 +205,7 @@ async fn garbage_between_frames_is_dropped_and_every_call_still_succeeds() {
         let (central, peripheral, up, down) = noisy_pair(c2p, p2c);
         let central_stats = central.stats();
         let peripheral_stats = peripheral.stats();
-        let server = server();
+        let server = server(true);
         let key = server.identity_public().unwrap();
         tokio::spawn(async move { server.serve_link(peripheral).await });
         let client = Client::connect(central, client_config(key)).await.unwrap();
@@ -273,7 +262,7 @@ async fn a_corrupted_container_surfaces_as_a_call_timeout_and_the_connection_rec
     let (central, peripheral, _up, _down) = noisy_pair(c2p, p2c);
     let central_stats = central.stats();
     let peripheral_stats = peripheral.stats();
-    let server = server();
+    let server = server(true);
     let key = server.identity_public().unwrap();
     tokio::spawn(async move { server.serve_link(peripheral).await });
     let mut config = client_config(key);

@@ -50,7 +50,7 @@ async fn serve(
 }
 
 /// The link's provider (*ring*) serves and verifies the key types the docs list (RSA is covered
-/// by `blerpc bench loopback`'s RSA-2048 certificate, which *ring* cannot generate here).
+/// by `blerpc-bench loopback`'s RSA-2048 certificate, which *ring* cannot generate here).
 #[tokio::test]
 async fn ecdsa_p256_p384_and_ed25519_certificates_work() {
     for alg in [

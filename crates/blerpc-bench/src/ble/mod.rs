@@ -20,11 +20,10 @@ use std::time::Duration;
 
 use crate::reference::{self, BENCHMARKS, BenchResult};
 use anyhow::{Context as _, anyhow, bail};
-use blerpc::client::PinPolicy;
-use blerpc::{Client, ClientConfig, Server, ServerConfig};
+use blerpc::Client;
 use blerpc_cli::progress::Steps;
 use blerpc_demo::functional::{self, TESTS, TestResult};
-use blerpc_demo::{DemoService, pb};
+use blerpc_demo::pb;
 use blerpc_sim::profile::{self, Profile};
 use blerpc_sim::{LinkParams, LinkStats, Phy};
 use clap::Args;
@@ -224,28 +223,13 @@ pub fn link_for(profile: &Profile, args: &BleArgs) -> anyhow::Result<LinkParams>
 pub async fn sim_client(
     params: LinkParams,
 ) -> anyhow::Result<(pb::BlerpcClient, blerpc_sim::Monitor)> {
-    let server = Server::new(
-        pb::BlerpcServer::new(DemoService::default()),
-        ServerConfig {
-            identity: Some(blerpc_cli::identity::generate()),
-            ..Default::default()
-        },
-    )?;
-    let key = server
-        .identity_public()
-        .ok_or_else(|| anyhow!("the server has no identity"))?;
+    let (server, key) = blerpc_cli::demo::demo_server()?;
     let (central, peripheral) = blerpc_sim::pair(params)?;
     let monitor = central.monitor();
     tokio::spawn(async move { server.serve_link(peripheral).await });
-    let client = Client::connect(
-        central,
-        ClientConfig {
-            pinning: PinPolicy::Trust(key),
-            ..Default::default()
-        },
-    )
-    .await
-    .context("connecting over the simulated link")?;
+    let client = Client::connect(central, blerpc_cli::demo::client_config(key))
+        .await
+        .context("connecting over the simulated link")?;
     Ok((pb::BlerpcClient::new(client), monitor))
 }
 

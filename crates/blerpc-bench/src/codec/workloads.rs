@@ -123,8 +123,8 @@ pub struct CodecPath<P: CryptoProvider> {
 /// copies it to) is half a page modulo 4096.
 ///
 /// Copying 8 KB between two addresses a few dozen bytes apart modulo 4096 stalls on "4K
-/// aliasing" (loads falsely wait for stores to the same page offset): on the benchmark machine the
-/// same copy took 2-3x longer. Which offsets the heap hands out depends on what ran before (a key
+/// aliasing" (loads falsely wait for stores to the same page offset) and takes several times
+/// longer. Which offsets the heap hands out depends on what ran before (a key
 /// exchange's allocations shift it), which made repetitions bimodal. Fixing the distance makes
 /// runs comparable; real senders avoid this copy altogether (`respond_with` encodes in place).
 fn place_data(data: &[u8], dst: usize) -> (Vec<u8>, usize) {

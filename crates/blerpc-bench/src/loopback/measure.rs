@@ -375,24 +375,11 @@ async fn pipelined_loop(
     let window = window.clamp(1, messages.max(1));
     match conn {
         Conn::Blerpc { api, payload, .. } => {
+            let (api, payload) = (&*api, &*payload);
             let callers = (0..window).map(|i| {
-                let share = messages / window + usize::from(i < messages % window);
-                let (api, payload) = (&*api, &*payload);
-                async move {
-                    let mut latencies = Vec::with_capacity(share);
-                    for n in 0..share {
-                        match timed(blerpc_call(api, payload)).await {
-                            Ok(ns) => latencies.push(ns),
-                            Err(CallFailure::Failed(e) | CallFailure::Unsupported(e)) => {
-                                return Err((
-                                    latencies,
-                                    format!("caller {i}, message {}: {e}", n + 1),
-                                ));
-                            }
-                        }
-                    }
-                    Ok(latencies)
-                }
+                caller(i, share(messages, window, i), move || {
+                    blerpc_call(api, payload)
+                })
             });
             gather(futures_util::future::join_all(callers).await, messages)
         }
@@ -401,27 +388,38 @@ async fn pipelined_loop(
         // `window` callers on clones of one channel: HTTP/2 streams on one connection.
         Conn::Grpc(c) => {
             let callers = (0..window).map(|i| {
-                let share = messages / window + usize::from(i < messages % window);
                 let c = c.clone();
-                async move {
-                    let mut latencies = Vec::with_capacity(share);
-                    for n in 0..share {
-                        match timed(async { c.call().await.map_err(CallFailure::Failed) }).await {
-                            Ok(ns) => latencies.push(ns),
-                            Err(CallFailure::Failed(e) | CallFailure::Unsupported(e)) => {
-                                return Err((
-                                    latencies,
-                                    format!("caller {i}, message {}: {e}", n + 1),
-                                ));
-                            }
-                        }
-                    }
-                    Ok(latencies)
-                }
+                caller(i, share(messages, window, i), move || {
+                    let c = c.clone();
+                    async move { c.call().await.map_err(CallFailure::Failed) }
+                })
             });
             gather(futures_util::future::join_all(callers).await, messages)
         }
     }
+}
+
+/// Caller `i`'s share of `messages` split over `window` callers.
+fn share(messages: usize, window: usize, i: usize) -> usize {
+    messages / window + usize::from(i < messages % window)
+}
+
+/// Caller `i`: `count` timed calls one after the other, stopping at the first failure.
+async fn caller<F, C>(i: usize, count: usize, mut call: C) -> CallerResult
+where
+    C: FnMut() -> F,
+    F: Future<Output = Result<(), CallFailure>>,
+{
+    let mut latencies = Vec::with_capacity(count);
+    for n in 0..count {
+        match timed(call()).await {
+            Ok(ns) => latencies.push(ns),
+            Err(CallFailure::Failed(e) | CallFailure::Unsupported(e)) => {
+                return Err((latencies, format!("caller {i}, message {}: {e}", n + 1)));
+            }
+        }
+    }
+    Ok(latencies)
 }
 
 /// A caller's latencies, or those it had when it failed and why.

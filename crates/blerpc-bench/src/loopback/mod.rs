@@ -50,6 +50,9 @@ use measure::Target;
 use report::{Collector, Targets};
 use server::ServerProcess;
 
+/// The variants of a run without `--variants`: every one.
+const DEFAULT_VARIANTS: &str = "e2e,plain,bare,bare-aead,grpc";
+
 /// `blerpc-bench loopback` options.
 #[derive(Debug, Args)]
 pub struct LoopbackArgs {
@@ -80,21 +83,11 @@ pub struct LoopbackArgs {
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub window: usize,
     /// Transports, comma-separated.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        value_name = "LIST",
-        default_value = "tcp,tls"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = "tcp,tls")]
     pub transports: Vec<TransportArg>,
     /// Variants, comma-separated (the ratios need `bare`, `plain` for the E2E cost, and
     /// `bare-aead` for the cipher's own share).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        value_name = "LIST",
-        default_value = "e2e,plain,bare,bare-aead,grpc"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_VARIANTS)]
     pub variants: Vec<VariantArg>,
     /// bleRPC clients do not announce the long-container extension, so every message travels
     /// in classic containers of at most 244 bytes (as on BLE at MTU 247): for comparing with

@@ -36,6 +36,10 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
+use super::wire::{
+    Frames, XorShift, check_upgrade_response, numbered_payload, raw_message, upgrade_request,
+};
+
 /// What the connections carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 pub enum Variant {
@@ -189,145 +193,6 @@ enum Conn {
     Raw(TcpStream),
     Rpc(Client),
     Tcp(TcpStream),
-}
-
-/// The payload of message number `seq`: its 16 hex digits, then `x` up to `len` bytes (at
-/// least 8), so a stale reply cannot pass for a new one.
-fn numbered_payload(seq: u64, len: usize) -> Vec<u8> {
-    let len = len.max(8);
-    let mut p = vec![b'x'; len];
-    for (d, s) in p.iter_mut().zip(format!("{seq:016x}").bytes()) {
-        *d = s;
-    }
-    p.truncate(len);
-    p
-}
-
-/// The ping and tcp variants' messages for [`super::rounds`]: a masked ping frame answered by
-/// its pong, or raw bytes answered by themselves.
-struct Frames {
-    variant: Variant,
-    payload: usize,
-    rng: XorShift,
-    seq: u64,
-}
-
-impl super::rounds::Exchange for Frames {
-    fn next(&mut self, message: &mut Vec<u8>, reply: &mut Vec<u8>) {
-        self.seq += 1;
-        let payload = numbered_payload(self.seq, self.payload);
-        let mask = (self.rng.next() as u32).to_le_bytes();
-        raw_message(self.variant, &payload, mask, message, reply);
-    }
-}
-
-/// The bytes a raw connection sends for `payload` and the exact reply it must get: a masked
-/// ping frame and its pong (`0x8A`, the unmasked length, the same payload, at most 125 bytes)
-/// for `Ping`, the payload itself both ways otherwise (the tcp variant's echo).
-fn raw_message(
-    variant: Variant,
-    payload: &[u8],
-    mask: [u8; 4],
-    message: &mut Vec<u8>,
-    reply: &mut Vec<u8>,
-) {
-    reply.clear();
-    if variant == Variant::Ping {
-        ping_frame(payload, mask, message);
-        let body = payload.get(..payload.len().min(125)).unwrap_or(&[]);
-        reply.push(0x8A);
-        reply.push(body.len() as u8);
-        reply.extend_from_slice(body);
-    } else {
-        message.clear();
-        message.extend_from_slice(payload);
-        reply.extend_from_slice(payload);
-    }
-}
-
-/// Small, fast, good-enough randomness for WebSocket masks and keys (not security relevant: the
-/// mask only keeps intermediaries from caching; the key only proves the server speaks WebSocket).
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-}
-
-/// The client's upgrade request and the `Sec-WebSocket-Accept` value the server must answer.
-fn upgrade_request(host: &str, path: &str, key_bytes: [u8; 16]) -> (String, String) {
-    let key = base64(&key_bytes);
-    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
-    (
-        format!(
-            "GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-             Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        ),
-        accept,
-    )
-}
-
-/// Checks a complete response header: `101`, and the expected accept key.
-fn check_upgrade_response(head: &[u8], accept: &str) -> Result<(), String> {
-    let text = std::str::from_utf8(head).map_err(|_| "non-UTF-8 upgrade response".to_string())?;
-    let status = text.lines().next().unwrap_or("");
-    if !status.starts_with("HTTP/1.1 101") {
-        return Err(format!("upgrade refused: {status}"));
-    }
-    let ok = text.lines().any(|l| {
-        l.split_once(':').is_some_and(|(k, v)| {
-            k.trim().eq_ignore_ascii_case("sec-websocket-accept") && v.trim() == accept
-        })
-    });
-    if ok {
-        Ok(())
-    } else {
-        Err("wrong or missing Sec-WebSocket-Accept".into())
-    }
-}
-
-/// Standard base64 with padding (RFC 4648), for the 16-byte upgrade key.
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk.first().copied().unwrap_or(0),
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                let idx = (n >> (18 - 6 * i)) & 63;
-                out.push(char::from(ALPHABET[idx as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// A masked client ping frame (FIN, opcode 0x9) carrying `payload` (at most 125 bytes).
-fn ping_frame(payload: &[u8], mask: [u8; 4], out: &mut Vec<u8>) {
-    out.clear();
-    out.push(0x89);
-    out.push(0x80 | (payload.len().min(125) as u8));
-    out.extend_from_slice(&mask);
-    out.extend(
-        payload
-            .iter()
-            .take(125)
-            .zip(mask.iter().cycle())
-            .map(|(b, m)| b ^ m),
-    );
 }
 
 struct Generator {
@@ -813,14 +678,7 @@ pub fn run(spec_json: &str) -> anyhow::Result<bool> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    #[test]
-    fn base64_matches_rfc4648() {
-        assert_eq!(base64(b""), "");
-        assert_eq!(base64(b"f"), "Zg==");
-        assert_eq!(base64(b"fo"), "Zm8=");
-        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
-    }
+    use crate::scale::wire::ping_frame;
 
     #[test]
     fn ping_frames_are_masked() {

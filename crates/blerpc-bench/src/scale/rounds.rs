@@ -7,11 +7,11 @@
 //!
 //! Why not futures: with 10,000 connections a round is 10,000 futures in a `FuturesUnordered`.
 //! Each lives in its own ~1 KB heap task, every readiness event wakes one through its own cache
-//! lines, and tokio's cooperative budget makes the set yield every ~128 operations. `perf`
-//! showed the load generator spending 27 µs of CPU per message against the server's 10, and
-//! `FuturesUnordered`'s `wake_by_ref` alone at 37 % of its samples, so the generator, not the
-//! server, set the round time. Here a connection is a slot in one array; a message costs a
-//! `write`, a `read` and its share of an `epoll_wait`.
+//! lines, and tokio's cooperative budget makes the set yield every ~128 operations: profiled,
+//! the load generator spent more CPU per message than the server, mostly in
+//! `FuturesUnordered`'s wake-ups, so the generator, not the server, set the round time. Here a
+//! connection is a slot in one array; a message costs a `write`, a `read` and its share of an
+//! `epoll_wait`.
 
 use std::io::{self, Read as _, Write as _};
 use std::net::TcpStream;

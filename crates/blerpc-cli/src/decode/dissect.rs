@@ -9,13 +9,9 @@
 
 use std::collections::BTreeMap;
 
-use blerpc_proto::Role;
 use blerpc_proto::assemble::{AssembleError, Assembler, AssemblerConfig};
-use blerpc_proto::crypto::{CryptoProvider, RustCrypto, SessionKey, TAG_LEN};
-use blerpc_proto::session::{COUNTER_LEN, SESSION_OVERHEAD, Session};
 use blerpc_proto::split;
 use blerpc_proto::wire::WireError;
-use blerpc_proto::wire::command::{Command, CommandType};
 use blerpc_proto::wire::container::{
     ATT_OVERHEAD, Container, ContainerKind, FIRST_HEADER_LEN, HEADER_LEN, LARGE_FIRST_HEADER_LEN,
     MAX_CHUNK_LEN, MAX_LONG_CONTAINER_LEN,
@@ -24,8 +20,7 @@ use blerpc_proto::wire::container::{
 use super::control::control_cmd_name;
 use super::input::{PduInput, parse_hex};
 use super::report::{
-    CommandReport, ContainerReport, Diagnostic, Dir, EncryptionReport, IncompleteReport, Layer,
-    MessageReport, PduReport, Report, SplitReport,
+    ContainerReport, Diagnostic, Dir, IncompleteReport, Layer, PduReport, Report, SplitReport,
 };
 
 /// The default ATT MTU: what every reference central requests.
@@ -116,8 +111,8 @@ pub(super) struct Dissector<'o> {
     tracks: BTreeMap<u8, Track>,
     pub(super) step1: Option<SeenStep1>,
     /// Last decrypted counter per direction ([`Dir::index`]).
-    last_counter: [Option<u32>; 2],
-    report: Report,
+    pub(super) last_counter: [Option<u32>; 2],
+    pub(super) report: Report,
 }
 
 /// Where a diagnostic points, before it gets its message.
@@ -231,48 +226,6 @@ fn kind_name(kind: ContainerKind) -> &'static str {
 }
 
 /// Decrypts a session frame `counter ‖ ciphertext ‖ tag` sent in `dir`, with the core's session.
-fn open_frame(key: &[u8; 16], dir: Dir, frame: &[u8]) -> Option<Vec<u8>> {
-    let aead = RustCrypto.aead(&SessionKey::from_bytes(*key)).ok()?;
-    // The receiving role of a frame sent in `dir`.
-    let role = match dir {
-        Dir::C2p => Role::Peripheral,
-        Dir::P2c => Role::Central,
-    };
-    let mut session = Session::new(aead, role);
-    let mut buf = frame.to_vec();
-    let range = session.open_in_place(&mut buf).ok()?;
-    buf.get(range).map(<[u8]>::to_vec)
-}
-
-/// The unauthenticated view of a session frame: counter, ciphertext length and tag.
-fn frame_view(msg: &[u8]) -> Option<(u32, usize, String)> {
-    if msg.len() < SESSION_OVERHEAD {
-        return None;
-    }
-    let counter = u32::from_le_bytes(msg.get(..COUNTER_LEN)?.try_into().ok()?);
-    let tag = msg.get(msg.len() - TAG_LEN..)?;
-    Some((counter, msg.len() - SESSION_OVERHEAD, hex::encode(tag)))
-}
-
-fn command_report(cmd: &Command<'_>) -> CommandReport {
-    CommandReport {
-        kind: match cmd.kind {
-            CommandType::Request => "REQUEST",
-            CommandType::Response => "RESPONSE",
-        },
-        name: cmd.name.to_owned(),
-        data_len: cmd.data.len(),
-        data_hex: hex::encode(cmd.data),
-    }
-}
-
-fn command_dir(cmd: &Command<'_>) -> Dir {
-    match cmd.kind {
-        CommandType::Request => Dir::C2p,
-        CommandType::Response => Dir::P2c,
-    }
-}
-
 impl Dissector<'_> {
     pub(super) fn error(&mut self, d: Diagnostic) {
         if let Some(pdu) = d.pdu
@@ -674,166 +627,6 @@ impl Dissector<'_> {
         }
     }
 
-    fn message(&mut self, tid: u8, pdus: Vec<usize>, completed_by: usize, msg: &[u8]) {
-        let index = self.report.messages.len();
-        if let Some(p) = self.report.pdus.get_mut(completed_by) {
-            p.completes_message = Some(index);
-        }
-        let at = At {
-            pdu: None,
-            tid: Some(tid),
-            message: Some(index),
-        };
-        let mut m = MessageReport {
-            tid,
-            pdus,
-            length: msg.len(),
-            hex: hex::encode(msg),
-            encryption: None,
-            command: None,
-            note: None,
-        };
-        if msg.is_empty() {
-            m.note = Some("empty message (total_length 0): no command".to_owned());
-            self.report.messages.push(m);
-            return;
-        }
-        let frame = frame_view(msg);
-        if let (Some(key), Some((counter, ciphertext_len, tag))) = (self.opts.key, &frame) {
-            let dirs = match self.opts.direction {
-                Some(d) => vec![d],
-                None => vec![Dir::C2p, Dir::P2c],
-            };
-            for dir in dirs {
-                let Some(plain) = open_frame(&key, dir, msg) else {
-                    continue;
-                };
-                m.encryption = Some(EncryptionReport {
-                    counter: *counter,
-                    ciphertext_len: *ciphertext_len,
-                    tag: tag.clone(),
-                    decrypted: true,
-                    direction: Some(dir),
-                });
-                self.check_replay(at, dir, *counter);
-                self.plain_command(at, &mut m, &plain, Some(dir), " of the decrypted message");
-                self.report.messages.push(m);
-                return;
-            }
-        }
-        let exact = parse_command(msg).ok().filter(|c| {
-            Command::header_len_large(c.name.len(), c.data.len()) + c.data.len() == msg.len()
-        });
-        match (exact, &frame) {
-            (Some(_), _) => {
-                if self.opts.key.is_some() && frame.is_some() {
-                    m.note =
-                        Some("plaintext command (does not authenticate with --key)".to_owned());
-                }
-                self.plain_command(at, &mut m, msg, self.opts.direction, " of the message");
-            }
-            (None, Some((counter, ciphertext_len, tag))) => {
-                m.encryption = Some(EncryptionReport {
-                    counter: *counter,
-                    ciphertext_len: *ciphertext_len,
-                    tag: tag.clone(),
-                    decrypted: false,
-                    direction: None,
-                });
-                if self.opts.key.is_some() {
-                    let tried = match self.opts.direction {
-                        Some(d) => d.to_string(),
-                        None => "C→P or P→C".to_owned(),
-                    };
-                    self.error(diag(
-                        at,
-                        Layer::Session,
-                        Some("tag"),
-                        Some(msg.len() - TAG_LEN),
-                        format!(
-                            "message is neither a plaintext command nor a session frame that authenticates with --key as {tried} (counter={counter}, tag at byte {})",
-                            msg.len() - TAG_LEN
-                        ),
-                    ));
-                } else {
-                    m.note = Some(format!(
-                        "possibly encrypted: counter={counter}, ciphertext_len={ciphertext_len}, tag={tag}; pass --key to decrypt"
-                    ));
-                }
-            }
-            (None, None) => {
-                self.plain_command(at, &mut m, msg, self.opts.direction, " of the message");
-            }
-        }
-        self.report.messages.push(m);
-    }
-
-    /// Parses `plain` as the message's command (trailing bytes are a warning, failure an error).
-    fn plain_command(
-        &mut self,
-        at: At,
-        m: &mut MessageReport,
-        plain: &[u8],
-        dir: Option<Dir>,
-        unit: &str,
-    ) {
-        match parse_command(plain) {
-            Ok(cmd) => {
-                let used =
-                    Command::header_len_large(cmd.name.len(), cmd.data.len()) + cmd.data.len();
-                if plain.len() > used {
-                    self.warn(diag(
-                        at,
-                        Layer::Command,
-                        Some("data"),
-                        Some(used),
-                        format!(
-                            "{} bytes after the command's data{unit} (ignored)",
-                            plain.len() - used
-                        ),
-                    ));
-                }
-                if let Some(dir) = dir
-                    && dir != command_dir(&cmd)
-                {
-                    let kind = command_report(&cmd).kind;
-                    self.warn(diag(
-                        at,
-                        Layer::Command,
-                        Some("type"),
-                        Some(0),
-                        format!("a {kind} travelling {dir}"),
-                    ));
-                }
-                m.command = Some(command_report(&cmd));
-            }
-            Err(e) => {
-                let d = wire_diag(at, Layer::Command, &e, 0, unit);
-                self.error(d);
-            }
-        }
-    }
-
-    fn check_replay(&mut self, at: At, dir: Dir, counter: u32) {
-        let last = self.last_counter.get(dir.index()).copied().flatten();
-        if let Some(last) = last
-            && counter <= last
-        {
-            self.warn(diag(
-                at,
-                Layer::Session,
-                Some("counter"),
-                Some(0),
-                format!(
-                    "counter {counter} is not above the previous {last} ({dir}): a receiver rejects it as a replay"
-                ),
-            ));
-        }
-        if let Some(slot) = self.last_counter.get_mut(dir.index()) {
-            *slot = Some(last.map_or(counter, |l| l.max(counter)));
-        }
-    }
-
     fn finish(mut self) -> Report {
         let tracks = std::mem::take(&mut self.tracks);
         for (tid, t) in tracks {
@@ -873,16 +666,6 @@ fn mtu_hint(split: &SplitReport, chunk: usize, remaining: usize, header: usize) 
 
 /// A command, in its large-message form (type bit 0, `u32` data_len) when that parses, else
 /// classic (reserved type bits ignored, as the reference does).
-fn parse_command(bytes: &[u8]) -> Result<Command<'_>, WireError> {
-    let large = bytes
-        .first()
-        .is_some_and(|t| t & blerpc_proto::wire::command::LARGE_DATA_FLAG != 0);
-    match Command::parse_large(bytes) {
-        Ok(cmd) if large => Ok(cmd),
-        _ => Command::parse(bytes),
-    }
-}
-
 /// Containers a large-message splitter at this MTU uses: classic when the message fits.
 fn large_container_count(total: usize, mtu: usize) -> Result<usize, split::SplitError> {
     split::SplitCursor::new_large(0, total, mtu).map(|c| c.containers_left())

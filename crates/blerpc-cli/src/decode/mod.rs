@@ -16,6 +16,7 @@
 mod control;
 mod dissect;
 mod input;
+mod message;
 mod report;
 pub mod text;
 

@@ -137,7 +137,13 @@ pub struct Done {
 }
 
 /// Runs `cmd` to completion within [`TIMEOUT`] (killed after), feeding `stdin`.
-pub fn run(mut cmd: Command, stdin: &str) -> Done {
+pub fn run(cmd: Command, stdin: &str) -> Done {
+    run_within(cmd, stdin, TIMEOUT)
+}
+
+/// Runs `cmd` to completion within `limit` (killed after, and the test fails with what it
+/// wrote on stderr), feeding `stdin`.
+pub fn run_within(mut cmd: Command, stdin: &str, limit: Duration) -> Done {
     use std::io::Write as _;
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -165,10 +171,13 @@ pub fn run(mut cmd: Command, stdin: &str) -> Done {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        if start.elapsed() > TIMEOUT {
+        if start.elapsed() > limit {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("{cmd:?} did not finish within {TIMEOUT:?}");
+            panic!(
+                "{cmd:?} did not finish within {limit:?}; stderr:\n{}",
+                err_t.join().unwrap()
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     };

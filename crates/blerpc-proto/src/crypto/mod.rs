@@ -44,36 +44,11 @@
 //! points), ring and aws-lc use their own (canonical-`S`, cofactorless) check. Honestly generated
 //! signatures verify under all three.
 //!
-//! [`DefaultProvider`] is the provider a host runtime should use (see the measurements below).
-//!
-//! ## Measurements
-//!
-//! ```text
-//! cargo run --release -p blerpc-proto --example crypto_providers --features ring,aws-lc-rs
-//! ```
-//!
-//! On the project's build machine (2-core AMD EPYC with AES-NI, VAES, AVX2; shared and under load,
-//! so about ±20 %): median ns per operation of 31 batches, then the median of three runs. AES-GCM
-//! rows are one seal plus one open.
-//!
-//! ```text
-//! operation (median ns/op)        RustCrypto        Ring       AwsLc
-//! aes128gcm seal+open 8229 B           14461        3253        4249
-//! aes128gcm seal+open 35 B               322         261         338
-//! ed25519 sign                         41235       27356       12839
-//! ed25519 verify                       55603       54967       53265
-//! x25519 agree                         84152       61602       46260
-//! handshake central+peripheral        382799      308841      257849
-//! ```
-//!
-//! Across runs ring was consistently the fastest on AES-GCM on that machine (1.3-2.7x aws-lc and
-//! 4-6x the portable `aes-gcm` on 8 KiB), while aws-lc was fastest on the asymmetric operations
-//! (its Ed25519 signing is 2-3x faster) and so on the handshake (about 15-20 %). On a CPU with
-//! AVX-512, VAES and VPCLMULQDQ (an Intel Xeon, `cargo run --release -p blerpc-bench --bin aead`)
-//! aws-lc's AES-GCM is the faster at every size: 64 KiB seal + open 8.9 µs against ring's 14.2,
-//! 8 KiB 1.34 against 1.94, 100 B 0.19 against 0.26. [`Host`] takes the asymmetric operations
-//! from aws-lc and AES-GCM from whichever library is faster on the CPU ([`HostAead`]); it is the
-//! [`DefaultProvider`] with both host features, else `Ring`, else `AwsLc`, else [`RustCrypto`].
+//! [`DefaultProvider`] is the provider a host runtime should use: [`Host`] with both host
+//! features (X25519 and Ed25519 from aws-lc, AES-GCM from whichever library is faster on the CPU,
+//! [`HostAead`]), else `Ring`, else `AwsLc`, else [`RustCrypto`]. Which library is faster for
+//! which primitive, measured per CPU: `docs/benchmarks/codec.md`, from `blerpc-bench handshake`
+//! and `blerpc-bench aead`.
 //!
 //! ## Secrets
 //!

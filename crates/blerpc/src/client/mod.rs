@@ -203,7 +203,7 @@ pub(crate) enum Sink {
 
 /// A command from a handle to the connection task. The large variants are boxed: the channel
 /// allocates its slots 32 at a time, and every idle connection keeps one such block (16 bytes a
-/// slot instead of 88: about 2.3 KB less per connection).
+/// slot instead of 88).
 pub(crate) enum Cmd {
     Start(Box<Start>),
     Item(Box<Item>),

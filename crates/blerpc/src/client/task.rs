@@ -21,8 +21,7 @@ use crate::link::{LinkError, LinkRx, LinkTx};
 #[cfg(doc)]
 use blerpc_proto::connection::Central;
 
-/// Hashes a [`CallId`] with one multiplication instead of SipHash (about 150 instructions per
-/// call fewer). Call ids are a counter the connection assigns itself, never a peer's value, so
+/// Hashes a [`CallId`] with one multiplication instead of SipHash. Call ids are a counter the connection assigns itself, never a peer's value, so
 /// there is no flooding to defend against; the odd multiplier keeps consecutive ids in distinct
 /// buckets and spreads them over the top bits hashbrown uses as tags.
 #[derive(Default)]

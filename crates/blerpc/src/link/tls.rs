@@ -82,11 +82,10 @@ impl From<rustls::Error> for TlsError {
 
 /// The crypto provider both sides use: *ring*, explicitly (never a process-wide default).
 ///
-/// *ring* rather than aws-lc-rs, measured (`docs/benchmarks/network.md`, "The TLS provider"):
-/// its AES-128-GCM seals and opens records faster on the loopback matrix's 64 KiB rows (bare
-/// rustls echo 3,962 → 4,401 msg/s, four in flight 10,476 → 16,402), and aws-lc's random
-/// generator gathers CPU-jitter entropy the first time a process uses it, which made the first
-/// TLS handshake of every process 45–66 ms instead of ~1.2 ms here. Server keys: RSA, ECDSA
+/// *ring* rather than aws-lc-rs, measured side by side on the loopback matrix
+/// (`docs/benchmarks/loopback.md`): its AES-128-GCM sealed and opened the 64 KiB rows' records
+/// faster, and aws-lc's random generator gathers CPU-jitter entropy the first time a process
+/// uses it, which made the first TLS handshake of every process tens of milliseconds slower. Server keys: RSA, ECDSA
 /// P-256 and P-384, Ed25519 (as rustls reads them from PEM); not ECDSA P-521.
 pub fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())

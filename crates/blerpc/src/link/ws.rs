@@ -19,9 +19,7 @@
 //! connection; 64 MiB messages) suit few busy connections. This link uses
 //! [`TcpOptions::read_buffer_size`] (4 KiB by default) for the read buffer and as the write batch,
 //! and caps messages and frames at one container, so a peer cannot make a connection buffer more
-//! than that. Measured (`tests/ws.rs`, `idle_connection_memory`, 1,000 connections, counting
-//! allocator): about 4.5 KiB of heap per idle server connection (4 KiB of it the read buffer),
-//! against about 129 KiB with tungstenite's default buffer.
+//! than that (`tests/ws.rs`, `idle_connection_memory`, counts the heap of idle connections).
 //!
 //! **Path.** Any request path is accepted unless [`WsOptions::path`] requires one (others get
 //! 404). **Peer ids:** `ws://HOST:PORT/PATH` (or `wss://`) as dialled on the client; the remote

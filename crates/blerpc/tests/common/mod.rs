@@ -96,7 +96,7 @@ pub fn client_config(server: &Server) -> ClientConfig {
     config
 }
 
-/// The client side of a WebSocket upgrade, by hand as `blerpc bench scale` does it: the TCP stream
+/// The client side of a WebSocket upgrade, by hand as `blerpc-bench scale` does it: the TCP stream
 /// once the server's 101 response header has been read (nothing after it).
 pub async fn ws_upgraded(addr: std::net::SocketAddr) -> tokio::net::TcpStream {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
