@@ -7,6 +7,7 @@
 use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
+use plotters::style::FontTransform;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// Blue: ours, first.
@@ -116,6 +117,8 @@ fn px(pixels: f64) -> f64 {
 }
 const LINE: u32 = 16;
 const LEGEND_SWATCH: i32 = 12;
+/// The advance of one character of a value label, pixels (about 0.6 of its 10-pixel size).
+const LABEL_ADVANCE: f64 = 6.0;
 
 /// A short label for `v`: as many digits as its size needs.
 pub fn short(v: f64) -> String {
@@ -303,26 +306,35 @@ impl Panel {
             });
             chart.draw_series(bars)?;
             if self.value_labels {
+                // A bar's pixel width: labels wider than it stand upright, so that neighbours
+                // never overlap.
+                let (left, _) = chart.backend_coord(&(0.0, lo));
+                let (right, _) = chart.backend_coord(&(width, lo));
+                let bar_px = f64::from((right - left).max(1));
                 let labels = series.values.iter().enumerate().filter_map(|(g, v)| {
                     let v = (*v)?;
                     let x = bar_x(g, k) + width * 0.46;
+                    let text = short(v);
+                    let upright = text.chars().count() as f64 * LABEL_ADVANCE > bar_px;
                     // Above a bar that rises, below one that falls under the base.
-                    let (dy, vpos) = if v < self.base {
-                        (2, VPos::Top)
-                    } else {
-                        (-2, VPos::Bottom)
+                    let below = v < self.base;
+                    let font = (FONT, px(10.0)).into_font().color(&BLACK);
+                    let (dy, font) = match (upright, below) {
+                        (false, false) => (-2, font.pos(Pos::new(HPos::Center, VPos::Bottom))),
+                        (false, true) => (2, font.pos(Pos::new(HPos::Center, VPos::Top))),
+                        // Rotated a quarter turn, the text's start is its bottom end.
+                        (true, false) => (
+                            -3,
+                            font.transform(FontTransform::Rotate270)
+                                .pos(Pos::new(HPos::Left, VPos::Center)),
+                        ),
+                        (true, true) => (
+                            3,
+                            font.transform(FontTransform::Rotate270)
+                                .pos(Pos::new(HPos::Right, VPos::Center)),
+                        ),
                     };
-                    Some(
-                        EmptyElement::at((x, v))
-                            + Text::new(
-                                short(v),
-                                (0, dy),
-                                (FONT, px(10.0))
-                                    .into_font()
-                                    .color(&BLACK)
-                                    .pos(Pos::new(HPos::Center, vpos)),
-                            ),
-                    )
+                    Some(EmptyElement::at((x, v)) + Text::new(text, (0, dy), font))
                 });
                 chart.draw_series(labels)?;
             }

@@ -12,7 +12,7 @@ use blerpc::link::ble::central::BleCentralLink;
 use blerpc::link::ble::fake::{self, FakeOptions};
 use blerpc::link::ble::peripheral::BlePeripheralLink;
 use blerpc::link::{Link, LinkError, LinkRx, LinkTx};
-use blerpc::{Client, ClientConfig, Error, Server, ServerConfig};
+use blerpc::{Client, ClientConfig, Error};
 use blerpc_proto::connection::{CallError, SetupPipelining};
 use common::*;
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use blerpc::client::PinPolicy;
 use blerpc::link::serial::{SerialLink, SerialOptions};
 use blerpc::link::{Link, LinkRx, LinkTx};
-use blerpc::{Client, ClientConfig, Error, Server, ServerConfig};
+use blerpc::{Client, ClientConfig, Error};
 use blerpc_proto::connection::CallError;
 use common::*;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
