@@ -53,7 +53,7 @@ wait
     echo "# Fuzz results"
     echo
     echo "$(date -u '+%Y-%m-%d %H:%M UTC'), ${SECONDS_PER_TARGET} s per target, ${JOBS} at a time, on $(nproc) CPUs."
-    echo "Produced by \`fuzz/run-all.sh\`; logs in \`fuzz/work/logs/\`."
+    echo "Produced by \`fuzz/run-all.sh ${SECONDS_PER_TARGET} ${JOBS}\` (every committed seed as a read-only corpus); logs in \`fuzz/work/logs/\`."
     echo
     echo "| target | execs | execs/s | corpus | status |"
     echo "|---|---:|---:|---:|---|"
