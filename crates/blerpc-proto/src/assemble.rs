@@ -225,6 +225,17 @@ impl<B: Buffer> Slot<B> {
         self.buf.clear();
     }
 
+    /// Frees the slot of a transaction that will not complete (discarded, timed out, refused):
+    /// a buffer grown past [`RESERVE_AHEAD`] gives its memory back at once, so an abandoned
+    /// long message does not stay resident until the connection next goes idle.
+    fn drop_transaction(&mut self) {
+        let grown = self.buf.len() > RESERVE_AHEAD;
+        self.free();
+        if grown {
+            self.buf.release();
+        }
+    }
+
     fn is_receiving(&self, tid: u8) -> bool {
         matches!(self.state, SlotState::Receiving { tid: t, .. } if t == tid)
     }
@@ -238,11 +249,11 @@ impl<B: Buffer> Slot<B> {
         let len = self.buf.len();
         let ahead = total.saturating_sub(len).min(RESERVE_AHEAD);
         if self.buf.spare_capacity() < take.len() && self.buf.try_reserve(ahead).is_err() {
-            self.free();
+            self.drop_transaction();
             return Err(AssembleError::Capacity { tid });
         }
         if self.buf.try_extend(take).is_err() {
-            self.free();
+            self.drop_transaction();
             return Err(AssembleError::Capacity { tid });
         }
         if self.buf.len() >= total {
@@ -400,7 +411,7 @@ impl<B: Buffer + Default, const SLOTS: usize> Assembler<B, SLOTS> {
         let expected = (received % 256) as u8;
         let exhausted = !large && received >= 256;
         if seq != expected || exhausted {
-            s.free();
+            s.drop_transaction();
             return Err(AssembleError::SequenceGap {
                 tid,
                 expected,
@@ -472,7 +483,7 @@ impl<B: Buffer + Default, const SLOTS: usize> Assembler<B, SLOTS> {
     /// tid are not touched (they belong to their [`Completed`] handle).
     pub fn discard(&mut self, tid: u8) {
         for s in self.slots.iter_mut().filter(|s| s.is_receiving(tid)) {
-            s.free();
+            s.drop_transaction();
         }
     }
 
@@ -495,6 +506,27 @@ impl<B: Buffer + Default, const SLOTS: usize> Assembler<B, SLOTS> {
         for s in self.slots.iter_mut().filter(|s| s.state == SlotState::Free) {
             s.buf.release();
         }
+    }
+
+    /// Transactions in progress (FIRST seen, not yet complete).
+    pub fn receiving(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| matches!(s.state, SlotState::Receiving { .. }))
+            .count()
+    }
+
+    /// The bytes the transactions in progress announced in their FIRST containers, together:
+    /// what they hold once complete (a budget on this bounds reassembly memory before the bytes
+    /// arrive).
+    pub fn claimed(&self) -> usize {
+        self.slots
+            .iter()
+            .map(|s| match s.state {
+                SlotState::Receiving { total, .. } => total,
+                _ => 0,
+            })
+            .fold(0, usize::saturating_add)
     }
 
     /// Slots in use: transactions in progress plus completed messages not yet released.

@@ -102,9 +102,9 @@
 //!
 //! | configuration | bytes |
 //! |---|---|
-//! | firmware peripheral, no allocator: `Peripheral<RustCrypto, Trng, ArrayBuf<12288>, ArrayBuf<8448>, 1>` (12 KB reassembly as the nRF firmware, an outbox that holds one encrypted 8 KB `flash_read` response) | **23,072** (20,736 buffers + 2,336 state: the handshake's keys, then the session's, in one 768-byte slot; identity 232, control queue 352, event queue 656, timers) |
-//! | host peripheral, `Vec<u8>` buffers, 4 slots, idle (after `release_memory()`: buffers keep their capacity between messages and are freed when the runtime sees the connection idle) | 2,560 |
-//! | host central, `Vec<u8>` buffers, 4 slots, idle | 2,704 |
+//! | firmware peripheral, no allocator: `Peripheral<RustCrypto, Trng, ArrayBuf<12288>, ArrayBuf<8448>, 1>` (12 KB reassembly as the nRF firmware, an outbox that holds one encrypted 8 KB `flash_read` response) | **23,120** (20,736 buffers + 2,384 state: the handshake's keys, then the session's, in one 768-byte slot; identity 232, control queue 352, event queue 656, timers and limits) |
+//! | host peripheral, `Vec<u8>` buffers, 4 slots, idle (after `release_memory()`: buffers keep their capacity between messages and are freed when the runtime sees the connection idle) | 2,608 |
+//! | host central, `Vec<u8>` buffers, 4 slots, idle | 2,720 |
 //!
 //! A 32 KB-RAM peripheral therefore keeps about 8 KB for its BLE stack and application.
 //!

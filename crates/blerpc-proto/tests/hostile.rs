@@ -11,25 +11,13 @@ use blerpc_sim::harness::pb::*;
 use blerpc_sim::harness::*;
 use rand_chacha::rand_core::RngCore;
 
-/// Sends `pdu` straight to the peripheral and returns what it answers.
-fn poke(p: &mut Pair, pdu: &[u8]) -> Vec<Vec<u8>> {
-    let before = p.sent_p2c.len();
-    p.peripheral.handle_input(p.now, pdu).unwrap();
-    p.flush();
-    p.sent_p2c[before..].to_vec()
-}
-
-fn error_reply(tid: u8, code: ErrorCode) -> Vec<u8> {
-    vec![tid, 0x00, 0xd4, 0x01, code.to_byte()]
-}
-
 #[test]
 fn empty_and_six_byte_capabilities_requests_are_both_answered() {
     let mut p = Pair::new();
     let want = vec![0x07, 0x00, 0xd0, 0x06, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00];
-    assert_eq!(poke(&mut p, &[0x07, 0x00, 0xd0, 0x00]), vec![want.clone()]);
+    assert_eq!(p.poke(&[0x07, 0x00, 0xd0, 0x00]), vec![want.clone()]);
     assert_eq!(
-        poke(&mut p, &[0x07, 0x00, 0xd0, 0x06, 0, 0, 0, 0, 0, 0]),
+        p.poke(&[0x07, 0x00, 0xd0, 0x06, 0, 0, 0, 0, 0, 0]),
         vec![want]
     );
 }
@@ -43,7 +31,7 @@ fn unknown_types_and_control_commands_are_ignored() {
         vec![0x01, 0x00, 0xdc, 0x00],             // cmd 7
         vec![0x01, 0x00, 0xfc, 0x01, 0xaa],       // cmd 15
     ] {
-        assert!(poke(&mut p, &pdu).is_empty(), "{pdu:02x?}");
+        assert!(p.poke(&pdu).is_empty(), "{pdu:02x?}");
     }
     // ...and the connection still works afterwards.
     p.connect();
@@ -54,7 +42,7 @@ fn unknown_types_and_control_commands_are_ignored() {
 fn trailing_bytes_after_a_container_are_tolerated() {
     let mut p = Pair::new();
     assert_eq!(
-        poke(&mut p, &[0x00, 0x00, 0xc4, 0x00, 0xde, 0xad]),
+        p.poke(&[0x00, 0x00, 0xc4, 0x00, 0xde, 0xad]),
         vec![vec![0, 0, 0xc4, 2, 100, 0]]
     );
 }
@@ -65,20 +53,17 @@ fn plaintext_and_malformed_requests_get_error_codes() {
     let mut p = Pair::new();
     let req = hex::decode("0900000f000f00046563686f07000a0568656c6c6f").unwrap();
     assert_eq!(
-        poke(&mut p, &req),
+        p.poke(&req),
         vec![error_reply(9, ErrorCode::EncryptionRequired)]
     );
     // Without encryption: a message that is not a command packet (data_len runs past the end).
     let mut p = PairBuilder::plaintext().build();
     let bad = hex::decode("0a0000050005000165ff00").unwrap();
-    assert_eq!(
-        poke(&mut p, &bad),
-        vec![error_reply(10, ErrorCode::DecodeFailed)]
-    );
+    assert_eq!(p.poke(&bad), vec![error_reply(10, ErrorCode::DecodeFailed)]);
     // A RESPONSE sent to the peripheral.
     let resp = hex::decode("0b00000f000f80046563686f07000a0568656c6c6f").unwrap();
     assert_eq!(
-        poke(&mut p, &resp),
+        p.poke(&resp),
         vec![error_reply(11, ErrorCode::DecodeFailed)]
     );
 }
@@ -90,19 +75,19 @@ fn oversize_requests_and_sequence_gaps_get_error_codes() {
     let mut p = b.build();
     // FIRST announcing 1001 bytes.
     assert_eq!(
-        poke(&mut p, &[0x05, 0x00, 0x00, 0xe9, 0x03, 0x01, 0x00]),
+        p.poke(&[0x05, 0x00, 0x00, 0xe9, 0x03, 0x01, 0x00]),
         vec![error_reply(5, ErrorCode::RequestTooLarge)]
     );
     // FIRST of 500 bytes, then seq 2 instead of 1.
     let mut first = vec![0x06, 0x00, 0x00, 0xf4, 0x01, 0x0a];
     first.extend([0u8; 10]);
-    assert!(poke(&mut p, &first).is_empty());
+    assert!(p.poke(&first).is_empty());
     assert_eq!(
-        poke(&mut p, &[0x06, 0x02, 0x40, 0x02, 0, 0]),
+        p.poke(&[0x06, 0x02, 0x40, 0x02, 0, 0]),
         vec![error_reply(6, ErrorCode::SequenceGap)]
     );
     // The rest of that transaction is ignored without duplicate errors.
-    assert!(poke(&mut p, &[0x06, 0x03, 0x40, 0x02, 0, 0]).is_empty());
+    assert!(p.poke(&[0x06, 0x03, 0x40, 0x02, 0, 0]).is_empty());
 }
 
 #[test]
@@ -135,7 +120,7 @@ fn a_replayed_request_is_refused_and_not_handled_twice() {
     assert_eq!(p.call("echo", &echo_req("once")).unwrap(), echo_req("once"));
     let captured = p.sent_c2p.last().unwrap().clone();
     let handled = p.peripheral_requests.len();
-    let replies = poke(&mut p, &captured);
+    let replies = p.poke(&captured);
     assert_eq!(
         replies,
         vec![error_reply(captured[0], ErrorCode::DecryptFailed)]
@@ -302,11 +287,14 @@ fn abandoned_partial_requests_free_their_slots() {
     let mut p = b.build();
     // Four FIRSTs that never complete occupy all four reassembly slots...
     for tid in 0..4u8 {
-        assert!(poke(&mut p, &[tid, 0x00, 0x00, 0xe8, 0x03, 0x01, 0x00]).is_empty());
+        assert!(
+            p.poke(&[tid, 0x00, 0x00, 0xe8, 0x03, 0x01, 0x00])
+                .is_empty()
+        );
     }
     // ...so a fifth transaction is refused with BUSY, not silently lost.
     assert_eq!(
-        poke(&mut p, &[9, 0x00, 0x00, 0xe8, 0x03, 0x01, 0x00]),
+        p.poke(&[9, 0x00, 0x00, 0xe8, 0x03, 0x01, 0x00]),
         vec![error_reply(9, ErrorCode::Busy)]
     );
     // After the reassembly timeout the slots are free again.

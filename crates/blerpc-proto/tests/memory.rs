@@ -59,6 +59,6 @@ fn peripheral_connection_ram() {
     );
 }
 
-const DOCUMENTED_FIRMWARE_PERIPHERAL: usize = 23_072;
-const DOCUMENTED_HOST_PERIPHERAL: usize = 2_560;
-const DOCUMENTED_HOST_CENTRAL: usize = 2_704;
+const DOCUMENTED_FIRMWARE_PERIPHERAL: usize = 23_120;
+const DOCUMENTED_HOST_PERIPHERAL: usize = 2_608;
+const DOCUMENTED_HOST_CENTRAL: usize = 2_720;

@@ -55,8 +55,33 @@ impl TidSet {
     }
 }
 
-/// Tracks when each partially reassembled transaction last made progress, so that a
-/// transaction abandoned by the peer cannot hold a reassembly slot forever.
+/// How long a partial transaction may take: `timeout` from its FIRST container, plus the time
+/// its announced length takes at `min_rate` bytes per second. The deadline runs from the FIRST
+/// container and never moves, so a peer that trickles one container now and then cannot hold a
+/// reassembly buffer forever.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReassemblyDeadline {
+    pub(crate) timeout: Duration,
+    /// Bytes per second a transaction must at least average (0: no allowance for length).
+    pub(crate) min_rate: u32,
+}
+
+impl ReassemblyDeadline {
+    /// The deadline of a transaction of `total` bytes whose FIRST container arrived at `now`.
+    pub(crate) fn of(&self, now: Instant, total: usize) -> Instant {
+        let allowance = match self.min_rate {
+            0 => Duration::ZERO,
+            rate => {
+                let micros = (total as u64).saturating_mul(1_000_000) / u64::from(rate);
+                Duration::from_micros(micros)
+            }
+        };
+        now + self.timeout.saturating_add(allowance)
+    }
+}
+
+/// The deadline of each partially reassembled transaction, so that a transaction abandoned
+/// (or trickled) by the peer cannot hold a reassembly slot forever.
 #[derive(Debug)]
 pub(crate) struct Partials<const SLOTS: usize> {
     entries: [Option<(u8, Instant)>; SLOTS],
@@ -68,16 +93,16 @@ impl<const SLOTS: usize> Partials<SLOTS> {
             entries: [None; SLOTS],
         }
     }
-    /// Records progress on `tid`.
-    pub(crate) fn touch(&mut self, tid: u8, now: Instant) {
+    /// Records that `tid` started (or restarted) and must complete by `deadline`.
+    pub(crate) fn start(&mut self, tid: u8, deadline: Instant) {
         if let Some(e) = self
             .entries
             .iter_mut()
             .find(|e| matches!(e, Some((t, _)) if *t == tid))
         {
-            *e = Some((tid, now));
+            *e = Some((tid, deadline));
         } else if let Some(e) = self.entries.iter_mut().find(|e| e.is_none()) {
-            *e = Some((tid, now));
+            *e = Some((tid, deadline));
         }
     }
     pub(crate) fn remove(&mut self, tid: u8) {
@@ -90,20 +115,16 @@ impl<const SLOTS: usize> Partials<SLOTS> {
     pub(crate) fn clear(&mut self) {
         self.entries = [None; SLOTS];
     }
-    /// The earliest instant at which a transaction expires.
-    pub(crate) fn next_deadline(&self, timeout: Duration) -> Option<Instant> {
-        self.entries
-            .iter()
-            .flatten()
-            .map(|(_, t)| *t + timeout)
-            .min()
+    /// The earliest deadline.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.entries.iter().flatten().map(|(_, t)| *t).min()
     }
-    /// Removes and returns one transaction that has been idle past `timeout`.
-    pub(crate) fn pop_expired(&mut self, now: Instant, timeout: Duration) -> Option<u8> {
+    /// Removes and returns one transaction whose deadline has passed.
+    pub(crate) fn pop_expired(&mut self, now: Instant) -> Option<u8> {
         let e = self
             .entries
             .iter_mut()
-            .find(|e| matches!(e, Some((_, t)) if *t + timeout <= now))?;
+            .find(|e| matches!(e, Some((_, t)) if *t <= now))?;
         e.take().map(|(tid, _)| tid)
     }
 }
@@ -223,33 +244,41 @@ where
         }
     }
 
-    /// Feeds a FIRST, LARGE FIRST or SUBSEQUENT container to the assembler and keeps the
-    /// transaction's reassembly deadline.
+    /// Feeds a FIRST, LARGE FIRST or SUBSEQUENT container to the assembler; a FIRST that
+    /// starts a transaction sets its deadline (see [`ReassemblyDeadline`]).
     pub(crate) fn feed(
         &mut self,
         now: Instant,
         container: &Container<'_>,
+        deadline: ReassemblyDeadline,
     ) -> Result<Option<Completed>, AssembleError> {
         let tid = container.tid;
         let fed = self.assembler.feed(container);
-        match fed {
-            Ok(None) => self.partials.touch(tid, now),
-            Ok(Some(_)) | Err(_) => self.partials.remove(tid),
+        let total = match container.kind {
+            ContainerKind::First { total_length } => Some(usize::from(total_length)),
+            ContainerKind::LargeFirst { total_length } => Some(total_length as usize),
+            _ => None,
+        };
+        match (&fed, total) {
+            (Ok(None), Some(total)) => self.partials.start(tid, deadline.of(now, total)),
+            (Ok(None), None) => {}
+            (Ok(Some(_)) | Err(_), _) => self.partials.remove(tid),
         }
         fed
     }
 
-    /// Drops every partial transaction idle past `timeout`, with a warning each.
-    pub(crate) fn expire_partials(&mut self, now: Instant, timeout: Duration) {
-        while let Some(tid) = self.partials.pop_expired(now, timeout) {
+    /// Drops every partial transaction past its deadline, with a warning each; the buffer of
+    /// each goes back.
+    pub(crate) fn expire_partials(&mut self, now: Instant) {
+        while let Some(tid) = self.partials.pop_expired(now) {
             self.assembler.discard(tid);
             self.warn(Warning::ReassemblyTimeout { tid });
         }
     }
 
     /// The earliest reassembly deadline.
-    pub(crate) fn next_partial_deadline(&self, timeout: Duration) -> Option<Instant> {
-        self.partials.next_deadline(timeout)
+    pub(crate) fn next_partial_deadline(&self) -> Option<Instant> {
+        self.partials.next_deadline()
     }
 
     /// Reassembly limits in force from now on (the extensions agreed at CAPABILITIES).
@@ -447,24 +476,38 @@ mod tests {
         assert_eq!(s.len(), 4);
     }
 
+    const TEN_S: ReassemblyDeadline = ReassemblyDeadline {
+        timeout: Duration::from_secs(10),
+        min_rate: 0,
+    };
+
     #[test]
-    fn partials_expire_from_their_last_progress() {
+    fn partials_expire_at_the_deadline_their_first_container_set() {
         let mut p: Partials<2> = Partials::new();
-        let timeout = Duration::from_secs(10);
-        p.touch(7, T0);
-        p.touch(9, T0 + Duration::from_secs(3));
+        p.start(7, T0 + Duration::from_secs(10));
+        p.start(9, T0 + Duration::from_secs(13));
         // A third transaction finds no free entry (the assembler refuses it first).
-        p.touch(11, T0);
-        assert_eq!(p.next_deadline(timeout), Some(T0 + timeout));
-        p.touch(7, T0 + Duration::from_secs(5));
-        assert_eq!(p.next_deadline(timeout), Some(T0 + Duration::from_secs(13)));
-        assert_eq!(
-            p.pop_expired(T0 + Duration::from_secs(13), timeout),
-            Some(9)
-        );
-        assert_eq!(p.pop_expired(T0 + Duration::from_secs(13), timeout), None);
+        p.start(11, T0);
+        assert_eq!(p.next_deadline(), Some(T0 + Duration::from_secs(10)));
+        // A restarted transaction takes its new deadline.
+        p.start(7, T0 + Duration::from_secs(15));
+        assert_eq!(p.next_deadline(), Some(T0 + Duration::from_secs(13)));
+        assert_eq!(p.pop_expired(T0 + Duration::from_secs(13)), Some(9));
+        assert_eq!(p.pop_expired(T0 + Duration::from_secs(13)), None);
         p.remove(7);
-        assert_eq!(p.next_deadline(timeout), None);
+        assert_eq!(p.next_deadline(), None);
+    }
+
+    #[test]
+    fn a_long_transaction_gets_time_for_its_length_at_the_minimum_rate() {
+        let d = ReassemblyDeadline {
+            timeout: Duration::from_secs(10),
+            min_rate: 4096,
+        };
+        assert_eq!(d.of(T0, 0), T0 + Duration::from_secs(10));
+        // 16 MiB at 4 KiB/s: 4,096 s more.
+        assert_eq!(d.of(T0, 16 << 20), T0 + Duration::from_secs(10 + 4096));
+        assert_eq!(TEN_S.of(T0, 16 << 20), T0 + Duration::from_secs(10));
     }
 
     #[test]
@@ -493,15 +536,15 @@ mod tests {
         // FIRST of tid 3: total 6 bytes, 4 in this container; then SUBSEQUENT seq 1 with 2.
         let first = [0x03, 0x00, 0x00, 0x06, 0x00, 0x04, b'a', b'b', b'c', b'd'];
         let c = e.accept(&first).unwrap().unwrap();
-        assert_eq!(e.feed(T0, &c), Ok(None));
+        assert_eq!(e.feed(T0, &c, TEN_S), Ok(None));
         assert_eq!(
-            e.next_partial_deadline(Duration::from_secs(10)),
+            e.next_partial_deadline(),
             Some(T0 + Duration::from_secs(10))
         );
         let subsequent = [0x03, 0x01, 0x40, 0x02, b'e', b'f'];
         let c = e.accept(&subsequent).unwrap().unwrap();
-        let done = e.feed(T0, &c).unwrap().unwrap();
-        assert_eq!(e.next_partial_deadline(Duration::from_secs(10)), None);
+        let done = e.feed(T0, &c, TEN_S).unwrap().unwrap();
+        assert_eq!(e.next_partial_deadline(), None);
         let msg = MsgRef::new(done, 1, 4);
         e.push(Rec::Msg(msg)).unwrap();
         assert_eq!(e.next_record(), Some(Rec::Msg(msg)));
@@ -518,10 +561,14 @@ mod tests {
         let mut e = endpoint();
         let first = [0x04, 0x00, 0x00, 0x06, 0x00, 0x02, 1, 2];
         let c = e.accept(&first).unwrap().unwrap();
-        assert_eq!(e.feed(T0, &c), Ok(None));
-        e.expire_partials(T0 + Duration::from_secs(9), Duration::from_secs(10));
+        assert_eq!(e.feed(T0, &c, TEN_S), Ok(None));
+        // Progress does not move the deadline: a SUBSEQUENT at 9 s, still expired at 10 s.
+        let subsequent = [0x04, 0x01, 0x40, 0x02, 3, 4];
+        let c = e.accept(&subsequent).unwrap().unwrap();
+        assert_eq!(e.feed(T0 + Duration::from_secs(9), &c, TEN_S), Ok(None));
+        e.expire_partials(T0 + Duration::from_secs(9));
         assert_eq!(e.assembler.in_flight(), 1);
-        e.expire_partials(T0 + Duration::from_secs(10), Duration::from_secs(10));
+        e.expire_partials(T0 + Duration::from_secs(10));
         assert_eq!(e.assembler.in_flight(), 0);
         assert_eq!(
             e.next_record(),

@@ -72,6 +72,16 @@ pub enum Warning {
     },
     /// The application did not poll events fast enough; a request was refused with BUSY.
     EventQueueFull,
+    /// A FIRST container would have taken the partial requests' announced lengths past the
+    /// reassembly budget; the request was refused with BUSY before any byte was buffered.
+    ReassemblyBudget {
+        /// Its transaction id.
+        tid: u8,
+        /// What the partial requests claimed already.
+        claimed: usize,
+        /// What this one announced.
+        requested: usize,
+    },
 }
 
 /// A FIFO of `N` `Copy` items that never allocates.

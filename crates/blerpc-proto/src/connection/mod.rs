@@ -60,7 +60,7 @@ pub use central::{
 };
 pub use error::{CallError, CloseReason, ConfigError, EventQueueFull, SendError};
 pub use events::Warning;
-pub use peripheral::{Peripheral, PeripheralConfig, PeripheralEvent};
+pub use peripheral::{Peripheral, PeripheralCloseReason, PeripheralConfig, PeripheralEvent};
 
 /// The smallest ATT MTU a connection accepts: the 10-byte CAPABILITIES reply (the largest
 /// control every setup needs) must fit in one `ATT_MTU − 3` PDU. The splitter alone goes down

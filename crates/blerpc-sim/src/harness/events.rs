@@ -202,6 +202,7 @@ impl<W: Wire> Pair<W> {
                     data: Vec::new(),
                 }),
                 Some(PeripheralEvent::Warning(w)) => self.peripheral_warnings.push(w),
+                Some(PeripheralEvent::Closed(reason)) => self.peripheral_closed = Some(reason),
                 Some(_) => {}
             }
         }

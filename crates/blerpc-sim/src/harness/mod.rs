@@ -39,7 +39,7 @@ mod wire;
 use std::time::Duration;
 
 use blerpc_proto::Instant;
-use blerpc_proto::connection::{CallError, CallId, CallKind, Warning};
+use blerpc_proto::connection::{CallError, CallId, CallKind, PeripheralCloseReason, Warning};
 use blerpc_proto::wire::container::MAX_LONG_CONTAINER_LEN;
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::RngCore;
@@ -119,6 +119,9 @@ pub struct Pair<W: Wire = Latency> {
     pub central_events: Vec<CEv>,
     /// The peripheral's warnings.
     pub peripheral_warnings: Vec<Warning>,
+    /// Why the peripheral closed the connection, once it has
+    /// ([`PeripheralEvent::Closed`](blerpc_proto::connection::PeripheralEvent::Closed)).
+    pub peripheral_closed: Option<PeripheralCloseReason>,
     /// Every request the peripheral handed out: (tid, name, data); STREAM_END_C2P as
     /// `(0, "", [])`.
     pub peripheral_requests: Vec<(u8, String, Vec<u8>)>,
@@ -371,6 +374,16 @@ impl<W: Wire> Pair<W> {
         true
     }
 
+    /// Hands `pdu` straight to the peripheral (past the wire, as a stranger's bytes), lets both
+    /// sides answer, and returns what the peripheral sent meanwhile (with `log_pdus`).
+    pub fn poke(&mut self, pdu: &[u8]) -> Vec<Vec<u8>> {
+        let before = self.sent_p2c.len();
+        let full = self.peripheral.handle_input(self.now, pdu).is_err();
+        assert!(!full, "EventQueueFull with drained events");
+        self.flush();
+        self.sent_p2c.get(before..).unwrap_or(&[]).to_vec()
+    }
+
     /// Hands `pdu` to the side `dir` points at, now, as the link would deliver it, and lets
     /// both sides answer.
     pub fn deliver(&mut self, dir: Dir, pdu: &[u8]) {
@@ -539,6 +552,11 @@ impl Pair<BleWire> {
     pub fn link_stats(&self) -> &crate::ble::LinkStats {
         self.wire.stats()
     }
+}
+
+/// The ERROR control a peripheral sends under `tid` with `code`.
+pub fn error_reply(tid: u8, code: blerpc_proto::wire::error_code::ErrorCode) -> Vec<u8> {
+    vec![tid, 0x00, 0xd4, 0x01, code.to_byte()]
 }
 
 /// Random bytes from the harness's RNG.

@@ -12,7 +12,7 @@ use super::setup::{EarlyStep1, State};
 use crate::Instant;
 use crate::assemble::{AssembleError, Assembler, Completed};
 use crate::buf::Buffer;
-use crate::connection::endpoint::{MsgRef, TidSet};
+use crate::connection::endpoint::{MsgRef, ReassemblyDeadline, TidSet};
 use crate::connection::events::Warning;
 use crate::connection::framing::{EnqueueError, bytes, wire_len};
 use crate::connection::{CallError, CloseReason};
@@ -417,7 +417,11 @@ where
     }
 
     pub(super) fn handle_data(&mut self, now: Instant, container: &Container<'_>) {
-        match self.ep.feed(now, container) {
+        let deadline = ReassemblyDeadline {
+            timeout: self.config.reassembly_timeout,
+            min_rate: self.config.reassembly_min_rate,
+        };
+        match self.ep.feed(now, container, deadline) {
             Ok(None) => {}
             Ok(Some(done)) => self.on_message(now, done),
             Err(e) => {

@@ -81,8 +81,14 @@ pub struct CentralConfig {
     pub call_timeout: Duration,
     /// Longest gap between two items of a peripheral→central stream. Default 2 s.
     pub stream_idle_timeout: Duration,
-    /// A partially received response idle this long is dropped. Default 10 s.
+    /// A partially received response is dropped this long after its FIRST container (plus its
+    /// length's allowance, see `reassembly_min_rate`). Default 10 s.
     pub reassembly_timeout: Duration,
+    /// Bytes per second a partial response must at least average: a response of `n` bytes
+    /// may take `reassembly_timeout + n / reassembly_min_rate` from its FIRST container before
+    /// it is dropped (0: `reassembly_timeout` alone). Default 4,096 (a 16 MiB message gets
+    /// 68 minutes more).
+    pub reassembly_min_rate: u32,
     /// Largest response accepted (wire bytes, after encryption). Default 16 MiB
     /// ([`DEFAULT_MAX_LARGE_MESSAGE_LEN`](super::super::DEFAULT_MAX_LARGE_MESSAGE_LEN)); beyond 65,535 only reachable with the
     /// large-message extension (at most `u32::MAX` then).
@@ -127,6 +133,7 @@ impl Default for CentralConfig {
             call_timeout: Duration::from_secs(5),
             stream_idle_timeout: Duration::from_secs(2),
             reassembly_timeout: Duration::from_secs(10),
+            reassembly_min_rate: 4096,
             max_response_len: super::super::DEFAULT_MAX_LARGE_MESSAGE_LEN,
             max_calls_in_flight: 4,
             busy_retries: 3,

@@ -244,7 +244,7 @@ where
         if self.state.deadline().is_some_and(|d| d <= now) {
             self.setup_timed_out(now);
         }
-        self.ep.expire_partials(now, self.config.reassembly_timeout);
+        self.ep.expire_partials(now);
         self.handle_call_timeouts(now);
     }
 
@@ -286,8 +286,7 @@ where
         [
             self.state.deadline(),
             self.next_call_deadline(),
-            self.ep
-                .next_partial_deadline(self.config.reassembly_timeout),
+            self.ep.next_partial_deadline(),
         ]
         .into_iter()
         .flatten()

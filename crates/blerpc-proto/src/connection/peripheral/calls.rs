@@ -18,7 +18,7 @@ use crate::connection::{PeripheralConfig, SendError};
 use crate::crypto::CryptoProvider;
 use crate::split::classic_max_message_len;
 use crate::wire::command::{Command, CommandType, MAX_LARGE_DATA_LEN, MAX_NAME_LEN};
-use crate::wire::container::ControlCmd;
+use crate::wire::container::{Container, ContainerKind, ControlCmd};
 use crate::wire::error_code::ErrorCode;
 
 impl<P, R, A, O, const SLOTS: usize> Peripheral<P, R, A, O, SLOTS>
@@ -297,8 +297,68 @@ where
         self.warn(Warning::Assembly(e));
     }
 
+    /// A data container before the session exists while encryption is required: its FIRST is
+    /// answered with ERROR `ENCRYPTION_REQUIRED` (what the request would get once reassembled),
+    /// the rest of it is dropped, and nothing is buffered.
+    pub(super) fn refuse_before_session(&mut self, container: &Container<'_>) {
+        let tid = container.tid;
+        self.refused_before_session = self.refused_before_session.saturating_add(1);
+        if self.refused_before_session > self.config.max_containers_before_session {
+            self.close_for(super::PeripheralCloseReason::DataBeforeSession);
+            return;
+        }
+        if matches!(
+            container.kind,
+            ContainerKind::First { .. } | ContainerKind::LargeFirst { .. }
+        ) {
+            self.send_error(tid, ErrorCode::EncryptionRequired);
+        }
+        self.warn(Warning::PlaintextRejected { tid });
+    }
+
+    /// Whether a data container may go to the assembler. A FIRST that starts a message which
+    /// does not complete in it is refused with ERROR BUSY when the partial requests' announced
+    /// lengths would exceed the reassembly budget, or when the requests pending and partial
+    /// already reach `max_pending_requests`; an oversized one gets `REQUEST_TOO_LARGE` as
+    /// before (from the assembler).
+    pub(super) fn admit(&mut self, container: &Container<'_>) -> bool {
+        let tid = container.tid;
+        let total = match container.kind {
+            ContainerKind::First { total_length } => usize::from(total_length),
+            ContainerKind::LargeFirst { total_length } => total_length as usize,
+            _ => return true,
+        };
+        if container.payload.len() >= total || total > self.config.max_request_len {
+            // Complete in this container (no partial), or refused as too large by the
+            // assembler.
+            return true;
+        }
+        // A FIRST replaces a transaction of the same tid: what that one claimed does not count.
+        self.ep.assembler.discard(tid);
+        self.ep.partials.remove(tid);
+        let claimed = self.ep.assembler.claimed();
+        let partial = self.ep.assembler.receiving();
+        let over_budget = claimed.saturating_add(total) > self.reassembly_budget;
+        let over_pending = self.pending.len() + partial >= self.config.max_pending_requests;
+        if over_budget || over_pending {
+            self.send_error(tid, ErrorCode::Busy);
+            self.warn(if over_budget {
+                Warning::ReassemblyBudget {
+                    tid,
+                    claimed,
+                    requested: total,
+                }
+            } else {
+                Warning::Assembly(AssembleError::NoFreeSlot { tid })
+            });
+            return false;
+        }
+        true
+    }
+
     pub(super) fn on_request(&mut self, done: Completed) {
         let tid = done.tid;
+        self.mark_set_up();
         if self.pending.len() >= self.config.max_pending_requests || self.ep.events_free() < 2 {
             self.ep.assembler.release(done);
             self.send_error(tid, ErrorCode::Busy);

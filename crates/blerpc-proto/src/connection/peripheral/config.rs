@@ -28,13 +28,50 @@ pub struct PeripheralConfig {
     pub require_encryption: bool,
     /// Time allowed between key-exchange step 1 and step 3. Default 5 s.
     pub handshake_timeout: Duration,
-    /// Requests handed to the application and not yet answered; more get ERROR BUSY.
+    /// Requests handed to the application and not yet answered, together with the partial
+    /// requests still arriving (counted from their FIRST container); more get ERROR BUSY.
     /// Default 2 (the firmware's double buffer).
     pub max_pending_requests: usize,
     /// Items one peripheral→central stream may carry. Default 10,000 (the firmware's cap).
     pub max_stream_items: u32,
-    /// A partially received request idle this long is dropped. Default 10 s.
+    /// A partially received request is dropped (and its buffer given back) this long after its
+    /// FIRST container, plus its length's allowance (`reassembly_min_rate`); later containers
+    /// do not move the deadline. Default 10 s.
     pub reassembly_timeout: Duration,
+    /// Bytes per second a partial request must at least average: a request of `n` bytes may
+    /// take `reassembly_timeout + n / reassembly_min_rate` (0: `reassembly_timeout` alone).
+    /// Default 4,096.
+    pub reassembly_min_rate: u32,
+    /// The announced lengths of all partial requests together ([`Assembler::claimed`]): a
+    /// FIRST container that would take them past this is refused with ERROR BUSY before any
+    /// byte of it is buffered. Never less than `max_request_len` (one request of the largest
+    /// size always fits). Default 24,576 (two requests of the default `max_request_len`). A
+    /// runtime can lower it per input with [`Peripheral::set_reassembly_budget`] to share a
+    /// budget among connections.
+    ///
+    /// [`Assembler::claimed`]: crate::assemble::Assembler::claimed
+    pub max_reassembly_bytes: usize,
+    /// Time from [`Peripheral::open`] until the connection must be established: the key
+    /// exchange complete when `require_encryption`, else a CAPABILITIES request or a request
+    /// received. A connection still unproven then is closed
+    /// ([`PeripheralCloseReason::SetupTimeout`]). `None`: no deadline. Default 10 s.
+    ///
+    /// [`PeripheralCloseReason::SetupTimeout`]: super::PeripheralCloseReason::SetupTimeout
+    pub setup_timeout: Option<Duration>,
+    /// Key-exchange step 1 containers accepted on one connection (each costs an X25519 key
+    /// pair and an Ed25519 signature); one more closes the connection
+    /// ([`PeripheralCloseReason::KeyExchangeAttempts`]). At least 1. Default 3.
+    ///
+    /// [`PeripheralCloseReason::KeyExchangeAttempts`]: super::PeripheralCloseReason::KeyExchangeAttempts
+    pub max_key_exchange_attempts: u8,
+    /// Data containers (FIRST, SUBSEQUENT) accepted before the session exists when encryption
+    /// is required: each request among them is refused with ERROR `ENCRYPTION_REQUIRED`, and
+    /// one container more closes the connection
+    /// ([`PeripheralCloseReason::DataBeforeSession`]; a central that keeps sending requests it
+    /// was told are refused is not one to serve). Default 64.
+    ///
+    /// [`PeripheralCloseReason::DataBeforeSession`]: super::PeripheralCloseReason::DataBeforeSession
+    pub max_containers_before_session: u16,
     /// Bytes of responses waiting for the link. Default 128 KiB. A response must also fit here
     /// (minus a 6-byte entry header): a larger one is answered with ERROR `RESPONSE_TOO_LARGE`.
     pub max_outbox_bytes: usize,
@@ -65,6 +102,11 @@ impl Default for PeripheralConfig {
             max_pending_requests: 2,
             max_stream_items: 10_000,
             reassembly_timeout: Duration::from_secs(10),
+            reassembly_min_rate: 4096,
+            max_reassembly_bytes: 2 * 12_288,
+            setup_timeout: Some(Duration::from_secs(10)),
+            max_key_exchange_attempts: 3,
+            max_containers_before_session: 64,
             max_outbox_bytes: 128 * 1024,
             large_messages: false,
             long_containers: false,

@@ -33,6 +33,47 @@ pub enum PeripheralEvent<'a> {
     /// Something was dropped or refused (diagnostics only; the central was told where the
     /// protocol allows).
     Warning(Warning),
+    /// The peripheral closed the connection for cause: send what is queued (an ERROR, where
+    /// there is one) and close the link. Inputs are ignored from now on.
+    Closed(PeripheralCloseReason),
+}
+
+/// Why a [`Peripheral`] closed its connection (see [`PeripheralEvent::Closed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PeripheralCloseReason {
+    /// The connection was not established within
+    /// [`PeripheralConfig::setup_timeout`](super::PeripheralConfig::setup_timeout) of
+    /// [`Peripheral::open`].
+    SetupTimeout,
+    /// The central started more key exchanges than
+    /// [`PeripheralConfig::max_key_exchange_attempts`](super::PeripheralConfig::max_key_exchange_attempts)
+    /// allows.
+    KeyExchangeAttempts {
+        /// The step 1 containers received, the refused one included.
+        attempts: u8,
+    },
+    /// The central sent more data containers before the session existed than
+    /// [`PeripheralConfig::max_containers_before_session`](super::PeripheralConfig::max_containers_before_session)
+    /// allows (encryption is required).
+    DataBeforeSession,
+}
+
+impl core::fmt::Display for PeripheralCloseReason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            PeripheralCloseReason::SetupTimeout => {
+                f.write_str("the central did not complete setup in time")
+            }
+            PeripheralCloseReason::KeyExchangeAttempts { attempts } => write!(
+                f,
+                "the central started {attempts} key exchanges, more than allowed"
+            ),
+            PeripheralCloseReason::DataBeforeSession => {
+                f.write_str("the central kept sending requests before the key exchange")
+            }
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -48,6 +89,7 @@ pub(super) enum Record {
     },
     Secured,
     Warning(Warning),
+    Closed(PeripheralCloseReason),
 }
 
 impl EndpointRecord for Record {

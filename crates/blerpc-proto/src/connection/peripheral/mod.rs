@@ -15,11 +15,11 @@ mod event;
 mod setup;
 
 pub use config::PeripheralConfig;
-pub use event::PeripheralEvent;
+pub use event::{PeripheralCloseReason, PeripheralEvent};
 
 use rand_core::CryptoRngCore;
 
-use super::endpoint::{Endpoint, TidSet};
+use super::endpoint::{Endpoint, ReassemblyDeadline, TidSet};
 use super::outbox::STEP2_CONTROL_PAYLOAD;
 use super::{ConfigError, EventQueueFull, check_att_mtu, check_large_limit};
 use crate::Instant;
@@ -50,6 +50,17 @@ pub struct Peripheral<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: u
     /// The request tid of the active peripheral→central stream and the items sent so far.
     stream: Option<(u8, u32)>,
     closed: bool,
+    /// Until the connection is established: when it must be (armed by [`Peripheral::open`]).
+    setup_deadline: Option<Instant>,
+    /// A CAPABILITIES request or a request arrived (what establishes a plaintext connection).
+    set_up: bool,
+    /// Key-exchange step 1 containers received.
+    kx_attempts: u8,
+    /// Data containers refused before the session existed.
+    refused_before_session: u16,
+    /// The reassembly budget in force for the next input (see
+    /// [`Peripheral::set_reassembly_budget`]).
+    reassembly_budget: usize,
 }
 
 impl<P, R, A, O, const SLOTS: usize> Peripheral<P, R, A, O, SLOTS>
@@ -76,6 +87,11 @@ where
         if config.max_request_len == 0 {
             return Err(ConfigError::Limit {
                 field: "max_request_len",
+            });
+        }
+        if config.max_key_exchange_attempts == 0 {
+            return Err(ConfigError::Limit {
+                field: "max_key_exchange_attempts",
             });
         }
         if config.max_pending_requests == 0 || config.max_pending_requests > 256 {
@@ -111,7 +127,39 @@ where
             pending: TidSet::default(),
             stream: None,
             closed: false,
+            setup_deadline: None,
+            set_up: false,
+            kx_attempts: 0,
+            refused_before_session: 0,
+            reassembly_budget: config.max_reassembly_bytes.max(config.max_request_len),
         })
+    }
+
+    /// Starts the connection's clock: from `now` the central has
+    /// [`PeripheralConfig::setup_timeout`] to establish it (see [`Peripheral::is_established`]).
+    /// Call it once, when the link comes up; without it there is no setup deadline.
+    pub fn open(&mut self, now: Instant) {
+        if !self.is_established() {
+            self.setup_deadline = self.config.setup_timeout.map(|t| now + t);
+        }
+    }
+
+    /// Sets the reassembly budget for the inputs that follow to `bytes` (never above
+    /// [`PeripheralConfig::max_reassembly_bytes`], or `max_request_len` if larger): a runtime that shares one budget among its
+    /// connections sets each connection's share, what it holds
+    /// ([`Peripheral::reassembly_claimed`]) plus what is free, before each input.
+    pub fn set_reassembly_budget(&mut self, bytes: usize) {
+        let most = self
+            .config
+            .max_reassembly_bytes
+            .max(self.config.max_request_len);
+        self.reassembly_budget = bytes.min(most);
+    }
+
+    /// The announced lengths of the partial requests together (what the reassembly budget
+    /// counts).
+    pub fn reassembly_claimed(&self) -> usize {
+        self.ep.assembler.claimed()
     }
 
     // ----- accessors -------------------------------------------------------------------------
@@ -119,6 +167,30 @@ where
     /// The configuration in force.
     pub fn config(&self) -> &PeripheralConfig {
         &self.config
+    }
+    /// `true` once the connection has proven itself: the key exchange has completed where
+    /// encryption is required; otherwise once a CAPABILITIES request or a request arrived. A
+    /// runtime evicts connections not yet established first.
+    pub fn is_established(&self) -> bool {
+        if self.config.require_encryption {
+            self.kx.is_established()
+        } else {
+            self.set_up || self.kx.is_established()
+        }
+    }
+    /// `true` once the connection is closed (locally, or by the peripheral for cause: see
+    /// [`PeripheralEvent::Closed`]).
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+    /// The longest container the peripheral accepts now: `att_mtu - 3`, or
+    /// [`MAX_LONG_CONTAINER_LEN`](crate::wire::container::MAX_LONG_CONTAINER_LEN) while the
+    /// long-container extension is in force, but only once the session exists where encryption
+    /// is required (a stranger gets small containers only). A stream link reading containers
+    /// can refuse longer ones before buffering them.
+    pub fn max_input_container_len(&self) -> usize {
+        let long = self.ep.long && (self.kx.is_established() || !self.config.require_encryption);
+        super::max_container_len(self.config.att_mtu, long)
     }
     /// `true` once the key exchange has completed, until the connection closes (closing drops
     /// the session and its keys).
@@ -220,6 +292,18 @@ where
         self.kx = Kx::Unavailable;
     }
 
+    /// Closes the connection for cause: queued data is dropped, the priority controls (an
+    /// ERROR explaining the close) stay queued for the link, and the runtime hears
+    /// [`PeripheralEvent::Closed`].
+    fn close_for(&mut self, reason: PeripheralCloseReason) {
+        self.closed = true;
+        self.ep.clear(false);
+        self.pending = TidSet::default();
+        self.kx = Kx::Unavailable;
+        self.setup_deadline = None;
+        self.push(Record::Closed(reason));
+    }
+
     // ----- inputs ----------------------------------------------------------------------------
 
     /// Handles one PDU from the link. Returns [`EventQueueFull`] (and leaves the PDU unconsumed)
@@ -235,11 +319,24 @@ where
             ContainerKind::Control(cmd) => {
                 self.handle_control(now, container.tid, cmd, container.payload)
             }
-            _ => match self.ep.feed(now, &container) {
-                Ok(None) => {}
-                Ok(Some(done)) => self.on_request(done),
-                Err(e) => self.on_assembly_error(e),
-            },
+            _ if self.config.require_encryption && !self.kx.is_established() => {
+                // No memory for strangers: before the session exists a request can only be
+                // refused, so it is refused at its FIRST container, before a byte is buffered.
+                self.refuse_before_session(&container);
+            }
+            _ => {
+                if self.admit(&container) {
+                    let deadline = ReassemblyDeadline {
+                        timeout: self.config.reassembly_timeout,
+                        min_rate: self.config.reassembly_min_rate,
+                    };
+                    match self.ep.feed(now, &container, deadline) {
+                        Ok(None) => {}
+                        Ok(Some(done)) => self.on_request(done),
+                        Err(e) => self.on_assembly_error(e),
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -254,7 +351,15 @@ where
         {
             self.kx = Kx::AwaitStep1;
         }
-        self.ep.expire_partials(now, self.config.reassembly_timeout);
+        if self.setup_deadline.is_some_and(|d| d <= now) {
+            if self.is_established() {
+                self.setup_deadline = None;
+            } else {
+                self.close_for(PeripheralCloseReason::SetupTimeout);
+                return;
+            }
+        }
+        self.ep.expire_partials(now);
     }
 
     // ----- outputs ---------------------------------------------------------------------------
@@ -297,6 +402,7 @@ where
             Record::StreamEndC2P { tid } => PeripheralEvent::StreamEndC2P { tid },
             Record::Secured => PeripheralEvent::Secured,
             Record::Warning(w) => PeripheralEvent::Warning(w),
+            Record::Closed(reason) => PeripheralEvent::Closed(reason),
         })
     }
 
@@ -309,14 +415,10 @@ where
             Kx::AwaitStep3 { deadline, .. } => Some(deadline),
             _ => None,
         };
-        [
-            kx,
-            self.ep
-                .next_partial_deadline(self.config.reassembly_timeout),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        [kx, self.setup_deadline, self.ep.next_partial_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn push(&mut self, record: Record) {

@@ -64,6 +64,14 @@ where
         }
     }
 
+    /// A CAPABILITIES request or a request arrived: a plaintext connection is now established.
+    pub(super) fn mark_set_up(&mut self) {
+        self.set_up = true;
+        if !self.config.require_encryption {
+            self.setup_deadline = None;
+        }
+    }
+
     pub(super) fn send_error(&mut self, tid: u8, code: ErrorCode) {
         self.send_control(tid, ControlCmd::Error, &[code.to_byte()]);
     }
@@ -114,6 +122,7 @@ where
                 if let Ok(n) = caps.emit(&mut reply) {
                     self.send_control(tid, ControlCmd::Capabilities, reply.get(..n).unwrap_or(&[]));
                 }
+                self.mark_set_up();
             }
             ControlMessage::KeyExchange(step) => self.on_key_exchange(now, tid, step),
             ControlMessage::StreamEndC2P => self.push(Record::StreamEndC2P { tid }),
@@ -127,6 +136,18 @@ where
 
     pub(super) fn on_key_exchange(&mut self, now: Instant, tid: u8, payload: &[u8]) {
         let step = payload.first().copied();
+        if step == Some(1) {
+            self.kx_attempts = self.kx_attempts.saturating_add(1);
+            if self.kx_attempts > self.config.max_key_exchange_attempts {
+                // Each step 1 costs a key pair and a signature: a central that keeps starting
+                // over is closed instead of served.
+                self.send_error(tid, ErrorCode::KeyExchangeFailed);
+                self.close_for(super::PeripheralCloseReason::KeyExchangeAttempts {
+                    attempts: self.kx_attempts,
+                });
+                return;
+            }
+        }
         let kx = core::mem::replace(&mut self.kx, Kx::Unavailable);
         self.kx = match (step, kx) {
             (Some(1), Kx::AwaitStep1 | Kx::AwaitStep3 { .. })
@@ -164,6 +185,7 @@ where
                     Ok((session, step4)) => {
                         self.send_control(tid, ControlCmd::KeyExchange, &step4);
                         self.push(Record::Secured);
+                        self.setup_deadline = None;
                         Kx::Established(session)
                     }
                     Err(_) => {
