@@ -1,13 +1,24 @@
 //! Identity seeds: the 32-byte Ed25519 seed a peripheral signs its key exchange with, kept in a
 //! file as 64 hex digits (what `blerpc keygen` writes and `blerpc serve --identity` reads).
+//!
+//! # Wiping
+//!
+//! The copies of the secret this module makes are wiped when it is done with them
+//! ([`zeroize::Zeroizing`]): the bytes [`load`] reads from the file, the hex string [`store`]
+//! writes, and the seed [`public_key`] hands to the crypto provider (an
+//! [`IdentitySeed`], zeroized on drop by blerpc-proto). Not wiped: the `[u8; 32]` that
+//! [`generate`] and [`load`] return (the caller owns it: `blerpc serve` moves it into its
+//! `ServerConfig`), copies the compiler makes when it moves an array between stack frames,
+//! the file itself and the kernel's page cache.
 
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::path::Path;
 
 use anyhow::{Context as _, bail};
 use blerpc::known_keys::{parse_key, to_hex};
 use blerpc_proto::crypto::{CryptoProvider as _, DefaultProvider, IdentitySeed};
 use rand_core::{OsRng, RngCore as _};
+use zeroize::Zeroizing;
 
 /// A fresh random identity seed.
 pub fn generate() -> [u8; 32] {
@@ -25,22 +36,66 @@ pub fn public_key(seed: &[u8; 32]) -> anyhow::Result<[u8; 32]> {
     Ok(provider.identity_public(&identity))
 }
 
-/// Reads a seed file (64 hex digits, surrounding whitespace allowed).
-pub fn load(path: &Path) -> anyhow::Result<[u8; 32]> {
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("cannot read identity file {}", path.display()))?;
-    // Raw bytes (a binary seed, a PEM key, another tool's format) get the same one answer.
-    std::str::from_utf8(&bytes)
-        .ok()
-        .and_then(parse_key)
-        .with_context(|| {
-            format!(
-                "identity file {} is not a seed: it must hold a 32-byte Ed25519 seed as 64 hex \
-                 digits (create one with `blerpc keygen --out FILE`)",
-                path.display()
-            )
-        })
+/// The seed in the contents of an identity file: 64 hex digits (either case), surrounding
+/// whitespace allowed; `None` for anything else (not UTF-8, another length, a binary seed, a
+/// PEM key). What [`load`] accepts.
+pub fn parse_seed(bytes: &[u8]) -> Option<[u8; 32]> {
+    std::str::from_utf8(bytes).ok().and_then(parse_key)
 }
+
+/// Reads a seed file (64 hex digits, surrounding whitespace allowed). On Unix, a file that
+/// other users can read or write gets a warning on stderr naming the fix (`chmod 600 FILE`).
+pub fn load(path: &Path) -> anyhow::Result<[u8; 32]> {
+    let read = || -> std::io::Result<Zeroizing<Vec<u8>>> {
+        let mut file = std::fs::File::open(path)?;
+        let meta = file.metadata()?;
+        warn_if_shared(path, &meta);
+        // Room for the whole file up front: growing the buffer would leave unwiped copies.
+        let len = usize::try_from(meta.len()).unwrap_or(0);
+        let mut bytes = Zeroizing::new(Vec::with_capacity(len.saturating_add(1)));
+        file.read_to_end(&mut bytes)?;
+        Ok(bytes)
+    };
+    let bytes = read().with_context(|| format!("cannot read identity file {}", path.display()))?;
+    // Raw bytes (a binary seed, a PEM key, another tool's format) get the same one answer.
+    parse_seed(&bytes).with_context(|| {
+        format!(
+            "identity file {} is not a seed: it must hold a 32-byte Ed25519 seed as 64 hex \
+             digits (create one with `blerpc keygen --out FILE`)",
+            path.display()
+        )
+    })
+}
+
+/// The warning [`load`] prints for an identity file with `mode` (its permission bits) on
+/// Unix, or `None` when only its owner has access.
+pub fn shared_mode_warning(path: &Path, mode: u32) -> Option<String> {
+    let mode = mode & 0o777;
+    if mode & 0o077 == 0 {
+        return None;
+    }
+    let who = if mode & 0o044 != 0 {
+        "other users can read the secret seed"
+    } else {
+        "other users can replace it"
+    };
+    Some(format!(
+        "blerpc: warning: identity file {path} has mode {mode:04o}: {who}; \
+         fix it with `chmod 600 {path}`",
+        path = path.display()
+    ))
+}
+
+#[cfg(unix)]
+fn warn_if_shared(path: &Path, meta: &std::fs::Metadata) {
+    use std::os::unix::fs::PermissionsExt as _;
+    if let Some(warning) = shared_mode_warning(path, meta.permissions().mode()) {
+        eprintln!("{warning}");
+    }
+}
+
+#[cfg(not(unix))]
+fn warn_if_shared(_: &Path, _: &std::fs::Metadata) {}
 
 /// Writes `seed` as hex to a new file with mode 0600. An existing file is kept unless `force`.
 pub fn store(path: &Path, seed: &[u8; 32], force: bool) -> anyhow::Result<()> {
@@ -74,7 +129,9 @@ pub fn store(path: &Path, seed: &[u8; 32], force: bool) -> anyhow::Result<()> {
         file.set_permissions(std::fs::Permissions::from_mode(0o600))
             .with_context(|| format!("cannot set mode 0600 on {}", path.display()))?;
     }
-    writeln!(file, "{}", to_hex(seed))
+    let hex = Zeroizing::new(to_hex(seed));
+    file.write_all(hex.as_bytes())
+        .and_then(|()| file.write_all(b"\n"))
         .and_then(|()| file.sync_all())
         .with_context(|| format!("cannot write identity file {}", path.display()))
 }
@@ -124,6 +181,40 @@ mod tests {
         std::fs::write(&path, "zz").unwrap();
         let e = format!("{:#}", load(&path).unwrap_err());
         assert!(e.contains("64 hex digits"), "{e}");
+    }
+
+    #[test]
+    fn the_file_format_byte_for_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("id.key");
+        store(&path, &[0xa5; 32], false).unwrap();
+        let text = std::fs::read(&path).unwrap();
+        assert_eq!(text, format!("{}\n", "a5".repeat(32)).as_bytes());
+        assert_eq!(parse_seed(&text), Some([0xa5; 32]));
+        assert_eq!(
+            parse_seed(format!("\r\n {}\t", "A5".repeat(32)).as_bytes()),
+            Some([0xa5; 32])
+        );
+        assert_eq!(parse_seed(&[0xa5; 32]), None);
+        assert_eq!(parse_seed(b"\xff"), None);
+        assert_eq!(parse_seed("+a".repeat(32).as_bytes()), None);
+    }
+
+    #[test]
+    fn the_mode_warning_names_the_file_and_the_fix() {
+        let p = Path::new("/k/id.key");
+        assert_eq!(shared_mode_warning(p, 0o100600), None);
+        assert_eq!(shared_mode_warning(p, 0o400), None);
+        assert_eq!(
+            shared_mode_warning(p, 0o100644).unwrap(),
+            "blerpc: warning: identity file /k/id.key has mode 0644: other users can read the \
+             secret seed; fix it with `chmod 600 /k/id.key`"
+        );
+        assert!(
+            shared_mode_warning(p, 0o620)
+                .unwrap()
+                .contains("mode 0620: other users can replace it")
+        );
     }
 
     #[test]

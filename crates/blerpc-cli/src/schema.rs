@@ -114,6 +114,18 @@ impl Method {
     pub fn decode_response(&self, bytes: &[u8]) -> anyhow::Result<String> {
         decode(&self.output(), bytes)
     }
+
+    /// Decodes one request (or upload item) to JSON, as [`Method::decode_response`] does for
+    /// responses: what a server-side tool (or the fuzz round trip) shows for a request.
+    pub fn decode_request(&self, bytes: &[u8]) -> anyhow::Result<String> {
+        decode(&self.input(), bytes)
+    }
+
+    /// Encodes one response (or stream item) given as JSON, as [`Method::encode_request`]
+    /// does for requests.
+    pub fn encode_response(&self, json: &str) -> anyhow::Result<Vec<u8>> {
+        encode(&self.output(), json)
+    }
 }
 
 fn parse(desc: &MessageDescriptor, json: &str) -> Result<DynamicMessage, serde_json::Error> {
@@ -256,6 +268,14 @@ mod tests {
             r#"{"message":"hi"}"#
         );
         assert_eq!(echo.encode_request("").unwrap(), b"");
+        assert_eq!(
+            echo.decode_request(b"\x0a\x02hi").unwrap(),
+            r#"{"message":"hi"}"#
+        );
+        assert_eq!(
+            echo.encode_response(r#"{"message":"hi"}"#).unwrap(),
+            b"\x0a\x02hi"
+        );
         let dw = s.method("data_write").unwrap();
         assert_eq!(
             dw.encode_request(r#"{"data":"AAEC"}"#).unwrap(),

@@ -399,6 +399,13 @@ fn serve_refuses_an_identity_inside_the_readable_flash() {
     image[4096..4128].copy_from_slice(&seed);
     std::fs::write(dir.path().join("flash.bin"), &image).unwrap();
     std::fs::write(dir.path().join("id.key"), blerpc::known_keys::to_hex(&seed)).unwrap();
+    #[cfg(unix)]
+    {
+        // Private, as `blerpc keygen` writes it (a readable one adds a warning line).
+        use std::os::unix::fs::PermissionsExt as _;
+        let private = std::fs::Permissions::from_mode(0o600);
+        std::fs::set_permissions(dir.path().join("id.key"), private).unwrap();
+    }
     let args = |readable: &str| {
         let mut c = blerpc();
         c.args([

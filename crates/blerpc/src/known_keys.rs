@@ -4,8 +4,22 @@
 //! Trust on first use: the first identity seen for a device is pinned; a different one later is
 //! refused. Every failure (unreadable file, bad JSON, a write that fails) refuses the connection:
 //! fail-closed.
+//!
+//! # Several processes
+//!
+//! Any number of processes may share one file. A lookup reads it without a lock: a pin never
+//! rewrites the file in place but writes a temporary file of its own
+//! (`.<name>.<pid>.<random>.tmp`, in the same directory) and renames it over the file, so a
+//! reader sees the old or the new contents, never a mix. A pin holds an exclusive advisory lock
+//! ([`std::fs::File::lock`]: `flock` on Unix, `LockFileEx` on Windows) on the sidecar file
+//! `<name>.lock` from reading the pins to the rename, so concurrent pins are serialised and none
+//! is lost. The lock is on a sidecar because the file itself is replaced by every pin; the
+//! sidecar is never removed. The lock is advisory: a program that writes the file without taking
+//! it (the reference Python central, an older blerpc) can still overwrite a concurrent pin.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -31,10 +45,22 @@ pub enum KnownKeysError {
         /// What is wrong.
         reason: String,
     },
+    /// Another process pinned a different key for the device between this process's lookup
+    /// and its pin (two first connections at once, to two different keys). Nothing is written.
+    #[error(
+        "known-keys file {path}: another process pinned a different key for {device_id:?} meanwhile"
+    )]
+    Conflict {
+        /// The file.
+        path: PathBuf,
+        /// The device.
+        device_id: String,
+    },
 }
 
-/// A known-keys file. Reads on every lookup and writes atomically (temp file + rename) on every
-/// pin, so several processes sharing the file see each other's pins.
+/// A known-keys file. Reads on every lookup and writes atomically (temp file + rename, under a
+/// lock) on every pin, so several processes sharing the file see each other's pins (see the
+/// [module docs](self)).
 #[derive(Clone, Debug)]
 pub struct KnownKeysFile {
     path: PathBuf,
@@ -63,49 +89,109 @@ impl KnownKeysFile {
         &self.path
     }
 
-    fn load(&self) -> Result<BTreeMap<String, String>, KnownKeysError> {
-        let text = match std::fs::read_to_string(&self.path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
-            Err(source) => {
-                return Err(KnownKeysError::Io {
-                    path: self.path.clone(),
-                    source,
-                });
-            }
-        };
-        serde_json::from_str(&text).map_err(|e| KnownKeysError::Malformed {
-            path: self.path.clone(),
-            reason: e.to_string(),
-        })
+    /// The sidecar file a pin locks: the file's path with `.lock` appended.
+    pub fn lock_path(&self) -> PathBuf {
+        let mut name = OsString::from(self.path.as_os_str());
+        name.push(".lock");
+        PathBuf::from(name)
     }
 
-    fn store(&self, map: &BTreeMap<String, String>) -> Result<(), KnownKeysError> {
-        let io = |source| KnownKeysError::Io {
+    fn io(&self, source: std::io::Error) -> KnownKeysError {
+        KnownKeysError::Io {
             path: self.path.clone(),
             source,
-        };
-        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(io)?;
         }
-        let json = serde_json::to_string_pretty(map).map_err(|e| KnownKeysError::Malformed {
-            path: self.path.clone(),
-            reason: e.to_string(),
-        })?;
-        let tmp = self.path.with_extension("json.tmp");
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        let mut file = options.open(&tmp).map_err(io)?;
-        file.write_all(json.as_bytes()).map_err(io)?;
-        file.write_all(b"\n").map_err(io)?;
-        file.sync_all().map_err(io)?;
-        std::fs::rename(&tmp, &self.path).map_err(io)
     }
+
+    fn malformed(&self, reason: impl ToString) -> KnownKeysError {
+        KnownKeysError::Malformed {
+            path: self.path.clone(),
+            reason: reason.to_string(),
+        }
+    }
+
+    fn bad_entry(&self, device_id: &str) -> KnownKeysError {
+        self.malformed(format!("entry for {device_id:?} is not a 32-byte hex key"))
+    }
+
+    fn load(&self) -> Result<BTreeMap<String, String>, KnownKeysError> {
+        let bytes = match std::fs::read(&self.path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+            Err(source) => return Err(self.io(source)),
+        };
+        parse_pins(&bytes).map_err(|e| self.malformed(e))
+    }
+
+    /// Takes the exclusive lock on [`KnownKeysFile::lock_path`], creating the directory and the
+    /// sidecar if needed; released when the returned file is dropped (or the process dies).
+    /// `None` where the platform has no file locks.
+    fn lock(&self) -> Result<Option<File>, KnownKeysError> {
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| self.io(e))?;
+        }
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create(true).truncate(false);
+        private(&mut options);
+        let file = options.open(self.lock_path()).map_err(|e| self.io(e))?;
+        match file.lock() {
+            Ok(()) => Ok(Some(file)),
+            // No advisory locks here: the unique temporary file still keeps the file whole.
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => Ok(None),
+            Err(e) => Err(self.io(e)),
+        }
+    }
+
+    /// Replaces the file with `pins`: a new temporary file, synced, renamed over it. Called
+    /// with the lock held.
+    fn store(&self, pins: &BTreeMap<String, String>) -> Result<(), KnownKeysError> {
+        let text = emit_pins(pins).map_err(|e| self.malformed(e))?;
+        let tmp = self.temp_path();
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        private(&mut options);
+        let written = options.open(&tmp).and_then(|mut file| {
+            file.write_all(text.as_bytes())?;
+            file.sync_all()?;
+            drop(file);
+            std::fs::rename(&tmp, &self.path)
+        });
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written.map_err(|e| self.io(e))
+    }
+
+    /// `.<name>.<pid>.<random>.tmp` next to the file: unique per process and per pin.
+    fn temp_path(&self) -> PathBuf {
+        let mut random = [0u8; 8];
+        if rand_core::RngCore::try_fill_bytes(&mut rand_core::OsRng, &mut random).is_err() {
+            // No OS randomness: the clock still separates two pins of one process.
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            random = (nanos as u64).to_le_bytes();
+        }
+        let mut name = OsString::from(".");
+        name.push(
+            self.path
+                .file_name()
+                .unwrap_or_else(|| std::ffi::OsStr::new("known_keys.json")),
+        );
+        name.push(format!(".{}.{}.tmp", std::process::id(), to_hex(&random)));
+        self.path.with_file_name(name)
+    }
+}
+
+/// Mode 0600 for files the store creates (Unix).
+fn private(options: &mut OpenOptions) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    #[cfg(not(unix))]
+    let _ = options;
 }
 
 impl KnownKeys for KnownKeysFile {
@@ -118,35 +204,79 @@ impl KnownKeys for KnownKeysFile {
         };
         parse_key(hex)
             .map(Some)
-            .ok_or_else(|| KnownKeysError::Malformed {
-                path: self.path.clone(),
-                reason: format!("entry for {device_id:?} is not a 32-byte hex key"),
-            })
+            .ok_or_else(|| self.bad_entry(device_id))
     }
 
+    /// Pins `key` for `device_id`, keeping every other pin. The read-modify-write runs under
+    /// the file's lock; if another process pinned the same key meanwhile nothing is written,
+    /// and if it pinned a different one the pin fails with [`KnownKeysError::Conflict`].
     fn put(&mut self, device_id: &str, key: &[u8; 32]) -> Result<(), KnownKeysError> {
+        let _lock = self.lock()?;
         let mut map = self.load()?;
+        if let Some(existing) = map.get(device_id) {
+            return match parse_key(existing) {
+                Some(pinned) if pinned == *key => Ok(()),
+                Some(_) => Err(KnownKeysError::Conflict {
+                    path: self.path.clone(),
+                    device_id: device_id.to_string(),
+                }),
+                None => Err(self.bad_entry(device_id)),
+            };
+        }
         map.insert(device_id.to_string(), to_hex(key));
         self.store(&map)
     }
 }
 
-/// Lowercase hex of `bytes`.
-pub fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// The pins in the contents of a known-keys file: a JSON object of device id → key hex (what
+/// [`KnownKeysFile`] reads). The values are checked only when a device is looked up
+/// ([`parse_key`]), so one bad entry refuses only its own device. Duplicate ids: the last wins.
+pub fn parse_pins(bytes: &[u8]) -> Result<BTreeMap<String, String>, serde_json::Error> {
+    serde_json::from_slice(bytes)
 }
 
-/// Parses 64 hex digits into a key.
+/// The contents [`KnownKeysFile`] writes for `pins`: pretty-printed JSON, sorted by device id,
+/// and a final newline. [`parse_pins`] gives `pins` back.
+pub fn emit_pins(pins: &BTreeMap<String, String>) -> Result<String, serde_json::Error> {
+    let mut text = serde_json::to_string_pretty(pins)?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// Lowercase hex of `bytes`, written into one allocation of exactly its length (no
+/// intermediate strings, so wrapping the result in `zeroize::Zeroizing` leaves no other copy).
+pub fn to_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
+}
+
+/// Parses 64 hex digits (either case, surrounding whitespace allowed) into a key. Anything else
+/// is `None`: a sign, a `0x` prefix, inner whitespace or a different length.
 pub fn parse_key(hex: &str) -> Option<[u8; 32]> {
-    let hex = hex.trim();
-    if hex.len() != 64 || !hex.is_ascii() {
+    let hex = hex.trim().as_bytes();
+    if hex.len() != 64 {
         return None;
     }
     let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    for (byte, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
+        let [hi, lo] = pair else { return None };
+        *byte = (hex_digit(*hi)? << 4) | hex_digit(*lo)?;
     }
     Some(out)
+}
+
+fn hex_digit(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -203,5 +333,84 @@ mod tests {
         let k = [0xab; 32];
         assert_eq!(parse_key(&to_hex(&k)), Some(k));
         assert_eq!(parse_key("ab"), None);
+        assert_eq!(to_hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
+        let upper = format!(" \t{}\n", "AB".repeat(32));
+        assert_eq!(parse_key(&upper), Some(k));
+    }
+
+    #[test]
+    fn a_key_is_exactly_64_hex_digits() {
+        // `u8::from_str_radix` takes a sign: "+f" must not pass as a digit pair.
+        assert_eq!(parse_key(&"+f".repeat(32)), None);
+        assert_eq!(parse_key(&format!("0x{}", "ab".repeat(31))), None);
+        assert_eq!(
+            parse_key(&format!("{} {}", "ab".repeat(16), "ab".repeat(15))),
+            None
+        );
+        assert_eq!(parse_key(&"gg".repeat(32)), None);
+        assert_eq!(parse_key(&"ab".repeat(33)), None);
+        // 64 bytes but not 64 characters.
+        assert_eq!(parse_key(&format!("é{}", "a".repeat(62))), None);
+    }
+
+    #[test]
+    fn pins_parse_and_emit_as_the_file_holds_them() {
+        let text = b"{\n  \"a\": \"01\",\n  \"b\": \"zz\"\n}\n";
+        let pins = parse_pins(text).unwrap();
+        assert_eq!(pins.len(), 2);
+        assert_eq!(pins["b"], "zz");
+        assert_eq!(emit_pins(&pins).unwrap().as_bytes(), text);
+        assert_eq!(emit_pins(&BTreeMap::new()).unwrap(), "{}\n");
+        assert!(parse_pins(b"[]").is_err());
+        assert!(parse_pins(b"{\"a\": 1}").is_err());
+        assert!(parse_pins(b"{\"a\": \"\xff\"}").is_err());
+    }
+
+    #[test]
+    fn a_pin_keeps_the_others_and_refuses_a_concurrent_different_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("known_keys.json");
+        std::fs::write(&path, r#"{"other": "zz"}"#).unwrap();
+        let mut store = KnownKeysFile::new(&path);
+        store.put("dev", &[1; 32]).unwrap();
+        // What a second process sees after its own lookup found nothing.
+        store.put("dev", &[1; 32]).unwrap();
+        assert!(matches!(
+            store.put("dev", &[2; 32]),
+            Err(KnownKeysError::Conflict { ref device_id, .. }) if device_id == "dev"
+        ));
+        let pins = parse_pins(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(pins["other"], "zz");
+        assert_eq!(pins["dev"], "01".repeat(32));
+        assert_eq!(store.lock_path(), dir.path().join("known_keys.json.lock"));
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["known_keys.json", "known_keys.json.lock"]);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(store.lock_path())
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
+    #[test]
+    fn temp_names_are_unique_and_hidden_next_to_the_file() {
+        let store = KnownKeysFile::new("/x/y/known_keys.json");
+        let (a, b) = (store.temp_path(), store.temp_path());
+        assert_ne!(a, b);
+        assert_eq!(a.parent(), Some(Path::new("/x/y")));
+        let name = a.file_name().unwrap().to_string_lossy().into_owned();
+        let prefix = format!(".known_keys.json.{}.", std::process::id());
+        assert!(
+            name.starts_with(&prefix) && name.ends_with(".tmp"),
+            "{name}"
+        );
     }
 }

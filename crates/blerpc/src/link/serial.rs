@@ -30,11 +30,12 @@
 //! # Damage
 //!
 //! The receiver collects bytes up to the next `00`, undoes COBS and checks the CRC. A frame that
-//! does not decode, fails the CRC, or grows beyond the largest valid frame for the receiver's MTU
-//! is **dropped**: counted in [`SerialStats`], logged at `warn`, and the receiver resynchronises at
-//! the next `00`. A dropped PDU is simply missing to the protocol above, which reacts as it does to
-//! any lost container: the reassembly of that transaction fails (sequence gap) and the call times
-//! out, or a single-container request is never answered and times out.
+//! does not decode, grows beyond the largest valid frame for the receiver's MTU, decodes to a
+//! PDU longer than `att_mtu - 3`, or fails the CRC is **dropped**: counted in [`SerialStats`],
+//! logged at `warn`, and the receiver resynchronises at the next `00`. A dropped PDU is simply
+//! missing to the protocol above, which reacts as it does to any lost container: the reassembly
+//! of that transaction fails (sequence gap) and the call times out, or a single-container
+//! request is never answered and times out.
 //!
 //! CRC-16 detects every error of up to 3 bits and every burst up to 16 bits in a frame; random
 //! garbage passes with probability 2⁻¹⁶ per frame and reaches the protocol as a malformed
@@ -132,6 +133,16 @@ pub enum FrameError {
         /// The largest valid encoded frame (without delimiters).
         max: usize,
     },
+    /// The frame is within the encoded bound but decodes to a PDU longer than the receiver's
+    /// limit (COBS overhead is one byte per 254, so the encoded bound alone lets a frame with
+    /// zeros in it carry a few bytes more). Counted with [`FrameError::Oversized`].
+    #[error("PDU of {len} bytes is longer than the limit of {max}")]
+    PduTooLong {
+        /// The decoded PDU's length.
+        len: usize,
+        /// The receiver's limit (`att_mtu - 3`).
+        max: usize,
+    },
 }
 
 /// CRC-16/CCITT-FALSE (IBM-3740 in the `crc` catalogue: poly `0x1021`, init `0xFFFF`, MSB
@@ -183,6 +194,7 @@ pub fn encode_frame(pdu: &[u8], out: &mut Vec<u8>) {
 pub struct Deframer {
     frame: Vec<u8>,
     pdu: Vec<u8>,
+    max_pdu: usize,
     max_encoded: usize,
     discarding: bool,
 }
@@ -194,6 +206,7 @@ impl Deframer {
         Deframer {
             frame: Vec::with_capacity(max_encoded),
             pdu: Vec::with_capacity(max_pdu + CRC_LEN),
+            max_pdu,
             max_encoded,
             discarding: false,
         }
@@ -243,6 +256,12 @@ impl Deframer {
         let Some(body_len) = len.checked_sub(CRC_LEN) else {
             return Err(FrameError::TooShort(len));
         };
+        if body_len > self.max_pdu {
+            return Err(FrameError::PduTooLong {
+                len: body_len,
+                max: self.max_pdu,
+            });
+        }
         let (body, crc) = self.pdu.split_at(body_len);
         let got = u16::from_le_bytes([
             crc.first().copied().unwrap_or(0),
@@ -290,7 +309,7 @@ pub struct SerialCounters {
     pub cobs_errors: u64,
     /// Frames dropped for a CRC mismatch.
     pub crc_errors: u64,
-    /// Frames dropped for exceeding the largest valid frame.
+    /// Frames dropped for exceeding the largest valid frame or the PDU limit.
     pub oversized: u64,
     /// Unfinished frames dropped when the stream ended.
     pub truncated: u64,
@@ -320,7 +339,7 @@ impl SerialStats {
         let c = match e {
             FrameError::Cobs | FrameError::TooShort(_) => &self.0.cobs,
             FrameError::Crc { .. } => &self.0.crc,
-            FrameError::Oversized { .. } => &self.0.oversized,
+            FrameError::Oversized { .. } | FrameError::PduTooLong { .. } => &self.0.oversized,
         };
         c.fetch_add(1, Ordering::Relaxed);
     }
@@ -687,6 +706,21 @@ mod tests {
         let (ok, bad) = decode_all(&bytes, 20);
         assert_eq!(ok, vec![vec![8; 20]]);
         assert_eq!(bad.len(), 1);
+    }
+
+    #[test]
+    fn a_frame_within_the_encoded_bound_but_over_the_pdu_limit_is_dropped() {
+        // 257 bytes with a zero early on encode to 260 bytes: the encoded bound for a 256-byte
+        // limit (258 with the CRC: 258 + 2 blocks). Found by the serial_deframer fuzz target.
+        let mut pdu = vec![0x03; 257];
+        pdu[8] = 0;
+        let mut frame = Vec::new();
+        encode_frame(&pdu, &mut frame);
+        assert_eq!(frame.len() - 2, max_encoded_len(256));
+        let (ok, bad) = decode_all(&frame, 256);
+        assert!(ok.is_empty());
+        assert_eq!(bad, vec![FrameError::PduTooLong { len: 257, max: 256 }]);
+        assert_eq!(decode_all(&frame, 257), (vec![pdu], vec![]));
     }
 
     #[test]
