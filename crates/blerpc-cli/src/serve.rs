@@ -6,13 +6,17 @@
 //! listening tcp://127.0.0.1:40731 identity 3b6a27bc…   (64 hex digits, or `none` with --plaintext)
 //! ```
 
+use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use blerpc::known_keys::to_hex;
 use blerpc::link::tcp::TcpOptions;
 use blerpc::link::tls::TlsServerConfig;
+use blerpc::metrics::Metrics;
 use blerpc::{Server, ServerConfig};
 use blerpc_demo::{DemoLimits, DemoService, FlashImage, pb};
 use clap::Args;
@@ -55,9 +59,30 @@ pub struct ServeArgs {
     /// Serial baud rate (serial:// only).
     #[arg(long, value_name = "N")]
     pub baud: Option<u32>,
-    /// Connections served at once (per worker); further connections wait in the backlog.
+    /// Connections served at once (per worker). At the cap a newcomer evicts the oldest
+    /// connection that has not completed setup (and the key exchange); with none, it is closed.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_connections: usize,
+    /// Connections from one IP address that have not completed setup, at once (per worker).
+    /// Default: no limit (at --max-connections, unproven connections are evicted first).
+    #[arg(long, value_name = "N")]
+    pub max_unproven_per_address: Option<usize>,
+    /// Connections from one IP address at once (per worker). Default: no limit (devices behind
+    /// one NAT share an address).
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_address: Option<usize>,
+    /// Seconds a connection has to complete setup (and the key exchange unless --plaintext)
+    /// before it is closed.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub setup_timeout: f64,
+    /// Seconds a stream link (tcp://, tls://) allows for the rest of a container once the peer
+    /// has begun one.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub container_timeout: f64,
+    /// Serve the server's counters (refusals, evictions and closes by reason, connections open)
+    /// in the Prometheus text format at http://ADDR/metrics. Not with --workers.
+    #[arg(long, value_name = "ADDR", conflicts_with = "workers")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// Serve from N processes sharing the port with SO_REUSEPORT (tcp://, tls://, ws://,
     /// wss://; Unix). The kernel spreads connections over them, and each worker has its own
     /// open-file limit. All workers use the same identity.
@@ -195,12 +220,16 @@ fn build_server_with(
             "refusing to start: move the readable range (--readable) away from the key, or use another identity",
         )?;
     }
+    seconds("--setup-timeout", args.setup_timeout)?;
     let mut config = ServerConfig {
         identity: seed,
         max_connections: args.max_connections.max(1),
+        max_unproven_per_address: args.max_unproven_per_address,
+        max_connections_per_address: args.max_connections_per_address,
         ..Default::default()
     };
     config.peripheral.require_encryption = !args.plaintext;
+    config.peripheral.setup_timeout = Some(Duration::from_secs_f64(args.setup_timeout));
     let service = DemoService::new(flash, DemoLimits::default());
     let server = Server::new(pb::BlerpcServer::new(service), config)
         .context("the server configuration is invalid")?;
@@ -235,15 +264,19 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
         (Some(cert), Some(key)) => Some(TlsServerConfig::from_pem_files(cert, key)?),
         _ => None,
     };
+    // A server holds a socket per connection: use the whole open-file allowance (the soft
+    // limit is often 1,024, below --max-connections).
+    let _ = crate::os::raise_nofile_limit();
     let seed = if args.worker {
         crate::os::die_with_parent();
-        // Each worker holds its share of the connections: use the whole open-file allowance.
-        let _ = crate::os::raise_nofile_limit();
         workers::read_seed(args)?
     } else {
         load_announced(args)?
     };
     let (server, public) = build_server_with(args, seed)?;
+    if let Some(addr) = args.metrics {
+        serve_metrics(addr, server.metrics()).await?;
+    }
     let listener = Listener::bind(
         &address,
         &ListenOptions {
@@ -254,6 +287,8 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
                 listen_backlog: args.backlog,
                 read_buffer_size: args.read_buffer,
                 long_containers: !args.classic_containers,
+                container_timeout: seconds("--container-timeout", args.container_timeout)?,
+                metrics: Some(server.metrics()),
                 ..Default::default()
             },
         },
@@ -268,6 +303,45 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
             .context("cannot write to stdout")?;
     }
     listener.serve(&server, shutdown_signal()).await
+}
+
+/// `value` seconds as a duration; an error naming `flag` unless positive and finite.
+fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
+    if !(value.is_finite() && value > 0.0 && value < 1e9) {
+        bail!("{flag} {value} must be a positive number of seconds");
+    }
+    Ok(Duration::from_secs_f64(value))
+}
+
+/// Serves `metrics` at `http://addr/metrics` (OpenMetrics text, which Prometheus reads) in the
+/// background; fails if `addr` cannot be bound.
+async fn serve_metrics(addr: SocketAddr, metrics: Arc<Metrics>) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("--metrics {addr}: cannot listen"))?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let text = metrics.render();
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    text,
+                )
+            }
+        }),
+    );
+    eprintln!("blerpc: metrics on http://{bound}/metrics");
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::warn!("metrics endpoint stopped: {e}");
+        }
+    });
+    Ok(())
 }
 
 /// Completes on Ctrl-C, or SIGTERM on Unix.
@@ -329,6 +403,11 @@ mod tests {
             readable: None,
             baud: None,
             max_connections: 1024,
+            max_unproven_per_address: None,
+            max_connections_per_address: None,
+            setup_timeout: 10.0,
+            container_timeout: 10.0,
+            metrics: None,
             workers: 1,
             threads: None,
             backlog: 1024,

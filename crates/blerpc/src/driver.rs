@@ -45,6 +45,11 @@ pub(crate) trait Protocol {
     fn handle_timeout(&mut self, now: Instant);
     /// Gives back the state machine's buffers (the connection is idle).
     fn release_memory(&mut self);
+    /// The longest container the state machine accepts now, if it limits the link
+    /// ([`LinkRx::set_max_container`]); the default `None` leaves the link's own limit.
+    fn max_input_container_len(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// What woke a [`Driver::turn`].
@@ -223,6 +228,7 @@ impl<Tx: LinkTx, Rx: LinkRx> Driver<Tx, Rx> {
                 Some(Ok(Some(pdu))) => {
                     bytes += pdu.len();
                     protocol.handle_input(now, pdu);
+                    self.limit_input(protocol);
                 }
                 Some(Ok(None)) => return Ok(false),
                 Some(Err(e)) => return Err(e),
@@ -230,6 +236,13 @@ impl<Tx: LinkTx, Rx: LinkRx> Driver<Tx, Rx> {
             }
         }
         Ok(true)
+    }
+
+    /// Tells the link the longest container the protocol accepts now.
+    pub(crate) fn limit_input(&mut self, protocol: &impl Protocol) {
+        if let Some(max) = protocol.max_input_container_len() {
+            self.rx.set_max_container(max);
+        }
     }
 
     /// The transmit scratch buffer's length (0 on stream links, which write in place).
@@ -240,5 +253,11 @@ impl<Tx: LinkTx, Rx: LinkRx> Driver<Tx, Rx> {
     /// Flushes and closes the link (errors are the peer's business by now).
     pub(crate) async fn close(&mut self) {
         let _ = self.tx.close().await;
+    }
+
+    /// Flushes and closes the link, giving up after `limit` (a peer that does not read must
+    /// not hold a connection that is being closed).
+    pub(crate) async fn close_within(&mut self, limit: Duration) {
+        let _ = tokio::time::timeout(limit, self.tx.close()).await;
     }
 }

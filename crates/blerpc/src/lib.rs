@@ -64,6 +64,7 @@ mod clock;
 mod driver;
 pub mod known_keys;
 pub mod link;
+pub mod metrics;
 pub mod server;
 
 pub use blerpc_proto;

@@ -16,6 +16,8 @@
 
 #[cfg(any(feature = "ble-central", feature = "ble-peripheral"))]
 pub mod ble;
+#[cfg(any(feature = "tls", feature = "ws"))]
+pub(crate) mod handshakes;
 pub mod mem;
 #[cfg(all(unix, feature = "serial"))]
 pub mod pty;
@@ -62,6 +64,15 @@ pub enum LinkError {
     /// Any other transport error (TLS, WebSocket, BLE stack), as text.
     #[error("{0}")]
     Transport(String),
+    /// The peer began a container and did not finish it in time
+    /// ([`TcpOptions::container_timeout`](tcp::TcpOptions::container_timeout)).
+    #[error("the peer began a container and sent only {received} bytes of it within {after:?}")]
+    ContainerTimeout {
+        /// The deadline.
+        after: std::time::Duration,
+        /// Bytes of the container received.
+        received: usize,
+    },
 }
 
 impl From<std::io::Error> for LinkError {
@@ -99,6 +110,11 @@ pub trait Link: Send + 'static {
     /// A stable identifier of the peer, used as the key for identity pinning (e.g.
     /// `tcp://127.0.0.1:9000`, a BLE address).
     fn peer_id(&self) -> String;
+    /// The peer's IP address on IP links (TCP, TLS, WebSocket), for per-address limits; `None`
+    /// elsewhere (the default).
+    fn peer_ip(&self) -> Option<std::net::IpAddr> {
+        None
+    }
     /// Splits the link into its halves.
     fn split(self) -> (Self::Tx, Self::Rx);
 }
@@ -147,6 +163,13 @@ pub trait LinkTx: Send + 'static {
 pub trait LinkRx: Send + 'static {
     /// The next PDU, or `Ok(None)` once the peer has closed the link. Cancel-safe.
     fn recv(&mut self) -> impl Future<Output = Result<Option<&[u8]>, LinkError>> + Send;
+    /// Accept containers of at most `len` bytes from now on (never more than the link carries):
+    /// a server lowers it until the connection may use long containers, so a stranger's long
+    /// container fails the link at its header instead of being buffered. The default does
+    /// nothing (datagram links receive whole PDUs of the link's own size).
+    fn set_max_container(&mut self, len: usize) {
+        let _ = len;
+    }
     /// Gives back memory the link grew under load (e.g. a read buffer enlarged for long
     /// messages), keeping any received bytes. The connection tasks call it once the connection
     /// has been idle for their idle-release time. The default does nothing.

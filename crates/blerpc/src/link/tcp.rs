@@ -55,6 +55,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream, ToSocketAddrs};
 
 use super::{DEFAULT_STREAM_ATT_MTU, Link, LinkError, LinkRx, LinkTx};
+use crate::metrics::Metrics;
 
 /// Options of the TCP link (also used by the TLS and WebSocket links that run over TCP).
 #[derive(Clone, Debug)]
@@ -84,9 +85,28 @@ pub struct TcpOptions {
     /// Bounds connecting (TCP connect plus the TLS / WebSocket handshake) on the client, and each
     /// TLS / WebSocket handshake on acceptors. Default 10 s.
     pub handshake_timeout: Duration,
-    /// Acceptors only: TLS / WebSocket handshakes in progress at once; further connections wait
-    /// in the listen backlog. Default 256.
+    /// Acceptors only: TLS / WebSocket handshakes in progress at once. A connection that
+    /// arrives when all are taken drops the oldest handshake in progress (a silent socket
+    /// cannot hold a slot against newcomers). Default 256.
     pub max_handshakes: usize,
+    /// Acceptors only: TLS / WebSocket handshakes in progress at once from one IP address; a
+    /// connection beyond it is closed at once. Default `None` (no limit: the oldest-first
+    /// eviction at `max_handshakes` already keeps silent sockets from holding the slots, and
+    /// clients behind one NAT or a load test share an address).
+    pub max_handshakes_per_address: Option<usize>,
+    /// Once the peer has begun a container, the rest of it must arrive within this time, or the
+    /// link fails with [`LinkError::ContainerTimeout`] (a peer that stops mid-container cannot
+    /// hold the connection's buffer forever). Applies to TCP and TLS; the WebSocket link's
+    /// messages are bounded by its handshake and the connection's setup deadline. Default 10 s.
+    pub container_timeout: Duration,
+    /// TCP keepalive: after this long without traffic the kernel probes the peer every 10 s and
+    /// closes the connection after 6 unanswered probes, so a peer that vanished (power loss, a
+    /// dropped NAT mapping) is detected while the connection is idle. `None`: off. Default
+    /// 60 s.
+    pub keepalive: Option<Duration>,
+    /// Where acceptors count and log the handshakes they refuse, drop or time out (share the
+    /// server's [`Metrics`]). Default `None`: logged at debug level only.
+    pub metrics: Option<std::sync::Arc<Metrics>>,
     /// Acceptors only: the listen backlog (connections the kernel completes before they are
     /// accepted; capped by `net.core.somaxconn`). Default 1,024. Raise it for connection storms.
     pub listen_backlog: u32,
@@ -110,6 +130,10 @@ impl Default for TcpOptions {
             reuse_port: false,
             handshake_timeout: Duration::from_secs(10),
             max_handshakes: 256,
+            max_handshakes_per_address: None,
+            container_timeout: Duration::from_secs(10),
+            keepalive: Some(Duration::from_secs(60)),
+            metrics: None,
             listen_backlog: 1024,
             long_containers: true,
         }
@@ -182,8 +206,31 @@ pub async fn connect(addr: impl ToSocketAddrs, options: &TcpOptions) -> Result<T
         Ok(TcpStream::connect(addr).await?)
     })
     .await?;
+    set_keepalive(&stream, options);
     Ok(TcpLink::from_stream(stream, options)?)
 }
+
+/// Turns on TCP keepalive as [`TcpOptions::keepalive`] says (a failure is logged: the connection
+/// still works, only a vanished peer is noticed later).
+pub(crate) fn set_keepalive(stream: &TcpStream, options: &TcpOptions) {
+    let Some(idle) = options.keepalive else {
+        return;
+    };
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(idle)
+        .with_interval(KEEPALIVE_INTERVAL);
+    #[cfg(any(target_os = "linux", target_os = "android", target_vendor = "apple"))]
+    let keepalive = keepalive.with_retries(KEEPALIVE_RETRIES);
+    if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&keepalive) {
+        tracing::debug!("TCP keepalive: {e}");
+    }
+}
+
+/// Keepalive probes' interval once the idle time has passed.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// Unanswered keepalive probes before the kernel closes the connection.
+#[cfg(any(target_os = "linux", target_os = "android", target_vendor = "apple"))]
+const KEEPALIVE_RETRIES: u32 = 6;
 
 /// Runs `fut` with a deadline; a timeout becomes an `Io(TimedOut)` error naming `what`.
 pub(crate) async fn timed<T>(
@@ -243,6 +290,9 @@ impl Link for TcpLink {
     fn peer_id(&self) -> String {
         format!("tcp://{}", self.peer)
     }
+    fn peer_ip(&self) -> Option<std::net::IpAddr> {
+        Some(self.peer.ip())
+    }
     fn split(self) -> (Self::Tx, Self::Rx) {
         let (r, w) = self.stream.into_split();
         halves(r, w, &self.options)
@@ -276,6 +326,9 @@ pub(crate) fn halves<R, W>(r: R, w: W, options: &TcpOptions) -> (StreamTx<W>, St
             end: 0,
             returned: 0,
             max,
+            limit: max,
+            container_timeout: options.container_timeout,
+            partial_since: None,
             eof: false,
         },
     )
@@ -423,7 +476,13 @@ pub struct StreamRx<R> {
     end: usize,
     /// Length of the container the last `recv` returned; consumed at the next call.
     returned: usize,
+    /// The longest container accepted now ([`LinkRx::set_max_container`]), at most `limit`.
     max: usize,
+    /// The longest container the link carries.
+    limit: usize,
+    container_timeout: Duration,
+    /// When the link began waiting for the rest of a container.
+    partial_since: Option<tokio::time::Instant>,
     eof: bool,
 }
 
@@ -438,15 +497,21 @@ impl<R: AsyncRead + Unpin + Send + 'static> LinkRx for StreamRx<R> {
             let pending = self.buf.get(self.start..self.end).unwrap_or(&[]);
             if let Some(len) = container_len(pending) {
                 if len > self.max {
+                    let why = if self.max < self.limit {
+                        "; long containers only once the connection allows them"
+                    } else {
+                        ""
+                    };
                     return Err(LinkError::Framing(format!(
-                        "the peer sent a {len}-byte container; this link carries at most {} \
-                         (ATT MTU {})",
+                        "the peer sent a {len}-byte container; this link accepts at most {} \
+                         (ATT MTU {}){why}",
                         self.max,
                         self.max + ATT_OVERHEAD
                     )));
                 }
                 if pending.len() >= len {
                     self.returned = len;
+                    self.partial_since = None;
                     return Ok(self.buf.get(self.start..self.start + len));
                 }
                 if len > self.buf.len() {
@@ -477,8 +542,28 @@ impl<R: AsyncRead + Unpin + Send + 'static> LinkRx for StreamRx<R> {
                 return Err(LinkError::Framing("receive buffer overrun".into()));
             };
             let offered = space.len();
+            // Part of a container is here: the rest has until the container deadline, counted
+            // from the first wait for it (kept across cancelled calls).
+            let deadline = (self.start < self.end).then(|| {
+                *self
+                    .partial_since
+                    .get_or_insert_with(tokio::time::Instant::now)
+                    + self.container_timeout
+            });
             // `read` is cancel-safe: if this future is dropped, no bytes were taken.
-            match self.io.read(space).await {
+            let read = match deadline {
+                Some(at) => match tokio::time::timeout_at(at, self.io.read(space)).await {
+                    Ok(read) => read,
+                    Err(_) => {
+                        return Err(LinkError::ContainerTimeout {
+                            after: self.container_timeout,
+                            received: self.end - self.start,
+                        });
+                    }
+                },
+                None => self.io.read(space).await,
+            };
+            match read {
                 Ok(0) => self.eof = true,
                 Ok(n) => {
                     self.end += n;
@@ -500,6 +585,10 @@ impl<R: AsyncRead + Unpin + Send + 'static> LinkRx for StreamRx<R> {
                 Err(e) => return Err(LinkError::Io(e)),
             }
         }
+    }
+
+    fn set_max_container(&mut self, len: usize) {
+        self.max = len.max(HEADER_LEN).min(self.limit);
     }
 
     fn release_memory(&mut self) {
@@ -591,6 +680,7 @@ pub(crate) async fn accept_tcp(
                 if let Err(e) = stream.set_nodelay(options.nodelay) {
                     tracing::debug!(%addr, "TCP_NODELAY: {e}");
                 }
+                set_keepalive(&stream, options);
                 return (stream, addr);
             }
             Err(e)
@@ -605,50 +695,6 @@ pub(crate) async fn accept_tcp(
             Err(e) => {
                 tracing::warn!("accept failed (retrying in 100 ms): {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-}
-
-/// Accepts connections and runs their handshakes concurrently (at most
-/// [`TcpOptions::max_handshakes`] at once, each bounded by [`TcpOptions::handshake_timeout`]), so
-/// a slow or silent peer cannot hold up the others. Returns the next link whose handshake
-/// succeeded; failures are logged at debug level and skipped. Cancel-safe: handshakes in progress
-/// stay in `pending`.
-#[cfg(any(feature = "tls", feature = "ws"))]
-pub(crate) async fn accept_with_handshake<L, F, Fut>(
-    listener: &TcpListener,
-    options: &TcpOptions,
-    pending: &mut tokio::task::JoinSet<Option<L>>,
-    handshake: F,
-) -> L
-where
-    L: Send + 'static,
-    F: Fn(TcpStream, SocketAddr) -> Fut,
-    Fut: Future<Output = Result<L, LinkError>> + Send + 'static,
-{
-    loop {
-        tokio::select! {
-            biased;
-            Some(done) = pending.join_next(), if !pending.is_empty() => {
-                if let Ok(Some(link)) = done {
-                    return link;
-                }
-            }
-            (stream, addr) = accept_tcp(listener, options),
-                if pending.len() < options.max_handshakes.max(1) =>
-            {
-                let fut = handshake(stream, addr);
-                let limit = options.handshake_timeout;
-                pending.spawn(async move {
-                    match timed(limit, "handshake", fut).await {
-                        Ok(link) => Some(link),
-                        Err(e) => {
-                            tracing::debug!(%addr, "handshake failed: {e}");
-                            None
-                        }
-                    }
-                });
             }
         }
     }

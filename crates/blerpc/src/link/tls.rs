@@ -35,7 +35,6 @@ use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use subtle::ConstantTimeEq;
 use tokio::io::{ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
-use tokio::task::JoinSet;
 pub use tokio_rustls::TlsStream;
 
 use super::tcp::{self, StreamRx, StreamTx, TcpOptions};
@@ -444,6 +443,9 @@ impl Link for TlsLink {
     fn peer_id(&self) -> String {
         self.peer.clone()
     }
+    fn peer_ip(&self) -> Option<std::net::IpAddr> {
+        self.stream.get_ref().0.peer_addr().ok().map(|a| a.ip())
+    }
     fn split(self) -> (Self::Tx, Self::Rx) {
         let (r, w) = tokio::io::split(self.stream);
         tcp::halves(r, w, &self.options)
@@ -458,7 +460,7 @@ pub struct TlsAcceptor {
     listener: TcpListener,
     tls: TlsServerConfig,
     options: TcpOptions,
-    pending: JoinSet<Option<TlsLink>>,
+    pending: super::handshakes::Handshakes<TlsLink>,
 }
 
 impl TlsAcceptor {
@@ -472,7 +474,7 @@ impl TlsAcceptor {
             listener: tcp::bind_listener(addr, &options).await?,
             tls,
             options,
-            pending: JoinSet::new(),
+            pending: super::handshakes::Handshakes::new(),
         })
     }
 
@@ -487,11 +489,9 @@ impl crate::link::Acceptor for TlsAcceptor {
     async fn accept(&mut self) -> io::Result<TlsLink> {
         let tls = self.tls.acceptor();
         let options = &self.options;
-        Ok(tcp::accept_with_handshake(
-            &self.listener,
-            options,
-            &mut self.pending,
-            |stream, addr| {
+        Ok(self
+            .pending
+            .next(&self.listener, options, |stream, addr| {
                 let tls = tls.clone();
                 let options = options.clone();
                 async move {
@@ -505,8 +505,7 @@ impl crate::link::Acceptor for TlsAcceptor {
                         options,
                     })
                 }
-            },
-        )
-        .await)
+            })
+            .await)
     }
 }

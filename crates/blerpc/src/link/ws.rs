@@ -35,7 +35,6 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
-use tokio::task::JoinSet;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -255,6 +254,14 @@ impl Link for WsLink {
     fn peer_id(&self) -> String {
         self.peer.clone()
     }
+    fn peer_ip(&self) -> Option<std::net::IpAddr> {
+        let tcp = match self.ws.get_ref() {
+            WsStream::Plain(s) => s,
+            #[cfg(feature = "tls")]
+            WsStream::Tls(s) => s.get_ref().0,
+        };
+        tcp.peer_addr().ok().map(|a| a.ip())
+    }
     fn split(self) -> (WsTx, WsRx) {
         let (sink, stream) = self.ws.split();
         let max = self.options.max_container();
@@ -271,6 +278,7 @@ impl Link for WsLink {
                 stream,
                 current: Bytes::new(),
                 max,
+                limit: max,
                 done: false,
             },
         )
@@ -348,7 +356,9 @@ impl LinkTx for WsTx {
 pub struct WsRx {
     stream: SplitStream<WebSocketStream<WsStream>>,
     current: Bytes,
+    /// The longest container accepted now ([`LinkRx::set_max_container`]), at most `limit`.
     max: usize,
+    limit: usize,
     done: bool,
 }
 
@@ -403,6 +413,10 @@ impl LinkRx for WsRx {
         self.done = true;
         Ok(None)
     }
+
+    fn set_max_container(&mut self, len: usize) {
+        self.max = len.min(self.limit);
+    }
 }
 
 /// Accepts bleRPC connections over WebSocket (`ws://`, or `wss://` with
@@ -415,7 +429,7 @@ pub struct WsAcceptor {
     options: WsOptions,
     #[cfg(feature = "tls")]
     tls: Option<super::tls::TlsServerConfig>,
-    pending: JoinSet<Option<WsLink>>,
+    pending: super::handshakes::Handshakes<WsLink>,
 }
 
 impl WsAcceptor {
@@ -426,7 +440,7 @@ impl WsAcceptor {
             options,
             #[cfg(feature = "tls")]
             tls: None,
-            pending: JoinSet::new(),
+            pending: super::handshakes::Handshakes::new(),
         })
     }
 
@@ -507,11 +521,9 @@ impl crate::link::Acceptor for WsAcceptor {
         let options = &self.options;
         #[cfg(feature = "tls")]
         let tls = self.tls.as_ref().map(|t| t.acceptor());
-        Ok(tcp::accept_with_handshake(
-            &self.listener,
-            &options.tcp,
-            &mut self.pending,
-            |stream, addr| {
+        Ok(self
+            .pending
+            .next(&self.listener, &options.tcp, |stream, addr| {
                 server_handshake(
                     stream,
                     addr,
@@ -519,8 +531,7 @@ impl crate::link::Acceptor for WsAcceptor {
                     #[cfg(feature = "tls")]
                     tls.clone(),
                 )
-            },
-        )
-        .await)
+            })
+            .await)
     }
 }

@@ -8,16 +8,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use blerpc_proto::Instant as CoreInstant;
-use blerpc_proto::connection::{PeripheralEvent, SendError};
+use blerpc_proto::connection::{PeripheralCloseReason, PeripheralEvent, SendError, Warning};
 use blerpc_proto::wire::error_code::ErrorCode;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt as _, StreamExt};
 use tokio::sync::{mpsc, watch};
 
+use super::admission::Ticket;
 use super::{
     BoxFuture, BoxStream, Bytes, CallKind, Dispatch, HostPeripheral, ServerError, Status,
     TAKE_REQUEST_MIN, copy_to_bytes,
 };
+use crate::metrics::Reason;
+
+/// How long a connection closed for cause may take to send its last ERROR.
+const SHUT_FLUSH: Duration = Duration::from_secs(1);
 use crate::clock::Clock;
 use crate::driver::{Driver, Protocol, Turn};
 use crate::link::{LinkRx, LinkTx};
@@ -76,6 +81,10 @@ pub(super) struct Upload {
 
 /// One connection's task state.
 pub(super) struct Connection {
+    /// Its place in the server's connection table (cap, eviction, shared budget).
+    pub(super) ticket: Ticket,
+    /// The peripheral closed the connection for cause: send what is queued, then close.
+    pub(super) shut: bool,
     pub(super) peer: String,
     /// Boxed: the connection moves into its task's future by value, and an async fn keeps its
     /// arguments twice; a 3 KB peripheral inline would cost an idle connection 3 KB more.
@@ -104,6 +113,8 @@ enum Work {
     Item(Option<Result<Vec<u8>, Status>>),
     /// The server is shutting down.
     Stop,
+    /// The server evicted this connection (unproven, at the connection cap).
+    Evict,
 }
 
 impl Protocol for Connection {
@@ -115,8 +126,15 @@ impl Protocol for Connection {
     }
     fn handle_input(&mut self, now: CoreInstant, pdu: &[u8]) {
         self.now = now;
+        self.peripheral
+            .set_reassembly_budget(self.ticket.reassembly_share());
         // Events are drained after every input, so the queue has room.
         let _ = self.peripheral.handle_input(now, pdu);
+        self.ticket
+            .set_claimed(self.peripheral.reassembly_claimed());
+        if !self.ticket.is_proven() && self.peripheral.is_established() {
+            self.ticket.prove();
+        }
         self.drain_events();
     }
     fn poll_timeout(&self) -> Option<CoreInstant> {
@@ -125,9 +143,14 @@ impl Protocol for Connection {
     fn handle_timeout(&mut self, now: CoreInstant) {
         self.now = now;
         self.peripheral.handle_timeout(now);
+        self.ticket
+            .set_claimed(self.peripheral.reassembly_claimed());
     }
     fn release_memory(&mut self) {
         self.peripheral.release_memory();
+    }
+    fn max_input_container_len(&self) -> Option<usize> {
+        Some(self.peripheral.max_input_container_len())
     }
 }
 
@@ -145,8 +168,13 @@ impl Connection {
         // Built outside the async block, which then holds it once (moving the link's halves in
         // there would keep their slots too).
         let mut d = Driver::new(tx, rx, self.clock, self.idle_release);
+        // Boxed here, so the task holds a pointer, not the waiter.
+        let mut evicted = Box::pin(self.ticket.evicted());
         async move {
             let classic_len = self.peripheral.config().att_mtu.max(4);
+            // The setup deadline runs from now; a stranger gets classic containers only.
+            self.peripheral.open(d.now().1);
+            d.limit_input(&self);
             // One future for the whole connection (not a new waiter on the channel every turn).
             let mut stopped = Box::pin(async move {
                 while stop.changed().await.is_ok() {
@@ -170,6 +198,10 @@ impl Connection {
                     d.close().await;
                     return Ok(());
                 }
+                if self.shut && !d.tx.has_pending() && self.peripheral.is_idle() {
+                    d.close_within(SHUT_FLUSH).await;
+                    return Ok(());
+                }
                 d.drive_idle(&mut self, !busy, t);
                 d.drive_timer(&self);
                 // Pull the next stream item only while the outbox can take it.
@@ -181,6 +213,7 @@ impl Connection {
                 let (pending, stream, draining) =
                     (&mut self.pending, &mut self.stream, self.draining);
                 let stopped = &mut stopped;
+                let evicted = &mut evicted;
                 let work = move || async move {
                     tokio::select! {
                         Some(done) = pending.next(), if !pending.is_empty() => Work::Done(done),
@@ -188,7 +221,7 @@ impl Connection {
                             Work::Item(item)
                         }
                         () = stopped, if !draining => Work::Stop,
-                        else => std::future::pending().await,
+                        () = evicted => Work::Evict,
                     }
                 };
                 match d.turn(work).await? {
@@ -196,6 +229,7 @@ impl Connection {
                     Turn::Input(pdu, now) => {
                         let len = pdu.len();
                         self.handle_input(now, pdu);
+                        d.limit_input(&self);
                         if !d.recv_buffered(&mut self, now, len)? {
                             return Ok(());
                         }
@@ -208,6 +242,8 @@ impl Connection {
                             Work::Done(done) => self.on_done(done),
                             Work::Item(item) => self.on_stream_item(item),
                             Work::Stop => self.draining = true,
+                            // The table already counted and logged it.
+                            Work::Evict => return Ok(()),
                         }
                     }
                 }
@@ -231,7 +267,24 @@ impl Connection {
                 }
                 PeripheralEvent::StreamEndC2P { tid } => self.on_stream_end(tid),
                 PeripheralEvent::Secured => tracing::debug!(peer = %self.peer, "session secured"),
+                PeripheralEvent::Warning(w @ Warning::ReassemblyBudget { .. }) => {
+                    tracing::debug!(peer = %self.peer, "refused: {w:?}");
+                    self.ticket
+                        .metrics()
+                        .closed(Reason::ReassemblyBudget, &self.peer);
+                }
                 PeripheralEvent::Warning(w) => tracing::debug!(peer = %self.peer, "dropped: {w:?}"),
+                PeripheralEvent::Closed(why) => {
+                    let reason = match why {
+                        PeripheralCloseReason::KeyExchangeAttempts { .. } => {
+                            Reason::KeyExchangeAttempts
+                        }
+                        PeripheralCloseReason::DataBeforeSession => Reason::DataBeforeSession,
+                        _ => Reason::SetupTimeout,
+                    };
+                    self.ticket.metrics().closed(reason, &self.peer);
+                    self.shut = true;
+                }
                 _ => {}
             }
         }
@@ -519,7 +572,8 @@ mod tests {
             .build()
             .unwrap();
         let _runtime = rt.enter();
-        let future = server.connection(link, stop).unwrap();
+        let ticket = server.admission.admit(None, "mem").unwrap();
+        let future = server.connection(link, ticket, stop).unwrap();
         let size = std::mem::size_of_val(&future);
         println!("connection {arguments} B of arguments, future {size} B");
         // The driver's state and the wait's futures (the link's flush and receive, the timer,

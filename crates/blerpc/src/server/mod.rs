@@ -11,6 +11,26 @@
 //! [`ServerConfig::max_connections`] at once and shuts down gracefully: it stops accepting, lets
 //! every connection finish the requests it has, and aborts what is left after
 //! [`ServerConfig::shutdown_grace`].
+//!
+//! ## Hostile peers
+//!
+//! Every limit below is an option of [`ServerConfig`] or of the core's [`PeripheralConfig`]:
+//!
+//! | threat | what bounds it | default |
+//! |---|---|---|
+//! | silent connections | the setup deadline: established (key exchange done where encryption is required) within `peripheral.setup_timeout` or closed | 10 s |
+//! | many connections | `max_connections`; at the cap the oldest unproven connection is evicted, else the newcomer is closed at once | 1,024 |
+//! | one address | `max_unproven_per_address`, `max_connections_per_address`, [`TcpOptions`](crate::link::tcp::TcpOptions)`::max_handshakes_per_address` | none (opt in) |
+//! | pre-session memory | before the session exists (encryption required) requests are refused at their FIRST container and only classic containers are read | on |
+//! | partial requests | `peripheral.max_reassembly_bytes` per connection, `max_reassembly_bytes` server-wide; deadline `peripheral.reassembly_timeout` from the FIRST container (+ length at `reassembly_min_rate`); partial requests count towards BUSY | 32 MiB, 512 MiB, 10 s + 4 KiB/s |
+//! | key-exchange floods | `peripheral.max_key_exchange_attempts`, then the connection is closed | 3 |
+//! | requests before the session | `peripheral.max_containers_before_session` refused (ENCRYPTION_REQUIRED), then closed | 64 |
+//! | a stalled container | [`TcpOptions::container_timeout`](crate::link::tcp::TcpOptions::container_timeout) | 10 s |
+//! | handshake slots | [`TcpOptions`](crate::link::tcp::TcpOptions): `max_handshakes` (the oldest is dropped for a newcomer), `handshake_timeout` | 256, 10 s |
+//! | vanished peers | TCP keepalive ([`TcpOptions::keepalive`](crate::link::tcp::TcpOptions::keepalive)) | 60 s idle, 6 probes 10 s apart |
+//!
+//! Every refusal, eviction and close for cause is counted in [`Metrics`] (by reason) and logged at
+//! `warn` with the peer and the reason, at most 5 lines per reason per second.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -27,15 +47,18 @@ use futures_util::stream::FuturesUnordered;
 /// The requests' buffer type: a long request is handed over in the buffer it was reassembled in.
 pub use prost::bytes::Bytes;
 use rand_core::OsRng;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 pub use blerpc_proto::connection::CallKind;
 
+mod admission;
 mod connection;
 
 use crate::clock::Clock;
 use crate::link::{Acceptor, Link, LinkError};
+use crate::metrics::Metrics;
+use admission::{Admission, Limits, Ticket};
 use connection::Connection;
 
 /// Requests reassembled at once per connection.
@@ -163,8 +186,25 @@ pub struct ServerConfig {
     /// `peripheral.require_encryption` is false); without, the server runs in plaintext and
     /// `require_encryption` must be false.
     pub identity: Option<[u8; 32]>,
-    /// Connections served at once; further connections wait to be accepted. Default 1,024.
+    /// Connections served at once. At the cap a newcomer evicts the oldest connection not yet
+    /// established; with none, the newcomer is closed at once. Default 1,024.
     pub max_connections: usize,
+    /// Connections from one IP address at once (TCP, TLS, WebSocket); more are closed at once.
+    /// Default `None` (devices behind one NAT share an address).
+    pub max_connections_per_address: Option<usize>,
+    /// Connections from one IP address not yet established, at once; more are closed at once.
+    /// Default `None` (no limit: at `max_connections` unproven connections are evicted first
+    /// anyway, and many clients may share an address).
+    pub max_unproven_per_address: Option<usize>,
+    /// The partial requests of all connections together, in announced bytes: a FIRST container
+    /// that would take them past it is refused with BUSY (each connection also has its own
+    /// `peripheral.max_reassembly_bytes`). Default 512 MiB.
+    pub max_reassembly_bytes: usize,
+    /// Where refusals, evictions and closes for cause are counted; `None` makes a new one
+    /// ([`Server::metrics`] returns it). Share it with the acceptors'
+    /// [`TcpOptions::metrics`](crate::link::tcp::TcpOptions::metrics) to count their handshakes
+    /// too.
+    pub metrics: Option<Arc<Metrics>>,
     /// Items of one upload buffered before its handler catches up; beyond it items get BUSY.
     /// Default 1,024.
     pub upload_buffer: usize,
@@ -180,12 +220,17 @@ impl Default for ServerConfig {
             peripheral: PeripheralConfig {
                 max_request_len: blerpc_proto::connection::DEFAULT_MAX_LARGE_MESSAGE_LEN,
                 max_outbox_bytes: crate::client::LARGE_OUTBOX_BYTES,
+                max_reassembly_bytes: 2 * blerpc_proto::connection::DEFAULT_MAX_LARGE_MESSAGE_LEN,
                 large_messages: true,
                 long_containers: true,
                 ..Default::default()
             },
             identity: None,
             max_connections: 1024,
+            max_connections_per_address: None,
+            max_unproven_per_address: None,
+            max_reassembly_bytes: 512 << 20,
+            metrics: None,
             upload_buffer: 1024,
             idle_release: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(5),
@@ -209,6 +254,10 @@ pub enum ServerError {
     /// Accepting connections failed.
     #[error("accept failed: {0}")]
     Accept(std::io::Error),
+    /// The connection was refused: the server is at its connection cap with nothing unproven
+    /// to evict, or the peer's address is at its limit (see [`ServerConfig`]).
+    #[error("connection refused: the server is at a connection limit")]
+    Refused,
 }
 
 impl From<LinkError> for ServerError {
@@ -224,6 +273,7 @@ pub struct Server {
     config: Arc<ServerConfig>,
     identity: Option<Identity>,
     public: Option<[u8; 32]>,
+    admission: Arc<Admission>,
 }
 
 impl std::fmt::Debug for Server {
@@ -250,12 +300,28 @@ impl Server {
         // Fail at construction, not on the first connection.
         HostPeripheral::new(config.peripheral, provider, identity.clone(), OsRng)
             .map_err(ServerError::Config)?;
+        let metrics = config.metrics.clone().unwrap_or_else(Metrics::new);
+        let admission = Admission::new(
+            Limits {
+                max_connections: config.max_connections,
+                max_per_address: config.max_connections_per_address,
+                max_unproven_per_address: config.max_unproven_per_address,
+                reassembly_budget: config.max_reassembly_bytes,
+            },
+            metrics,
+        );
         Ok(Server {
             dispatch: Arc::new(dispatch),
             config: Arc::new(config),
             identity,
             public,
+            admission,
         })
+    }
+
+    /// The server's counters (refusals, evictions, closes for cause; connections open).
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.admission.metrics.clone()
     }
 
     /// The Ed25519 public key centrals pin, if the server has an identity.
@@ -263,10 +329,15 @@ impl Server {
         self.public
     }
 
-    /// Serves one connection until it closes.
+    /// Serves one connection until it closes (it counts towards the connection cap like an
+    /// accepted one).
     pub async fn serve_link<L: Link>(&self, link: L) -> Result<(), ServerError> {
         let (_tx, rx) = watch::channel(false);
-        self.connection(link, rx)?.await
+        let peer = link.peer_id();
+        let Some(ticket) = self.admission.admit(link.peer_ip(), &peer) else {
+            return Err(ServerError::Refused);
+        };
+        self.connection(link, ticket, rx)?.await
     }
 
     /// Accepts and serves connections until `shutdown` completes, then shuts down gracefully.
@@ -275,18 +346,10 @@ impl Server {
         mut acceptor: A,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ServerError> {
-        let limit = Arc::new(Semaphore::new(self.config.max_connections.max(1)));
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
         tokio::pin!(shutdown);
         let result = loop {
-            let permit = tokio::select! {
-                () = &mut shutdown => break Ok(()),
-                permit = limit.clone().acquire_owned() => match permit {
-                    Ok(p) => p,
-                    Err(_) => break Ok(()),
-                },
-            };
             let link = tokio::select! {
                 () = &mut shutdown => break Ok(()),
                 link = acceptor.accept() => match link {
@@ -295,19 +358,21 @@ impl Server {
                 },
             };
             let peer = link.peer_id();
-            let connection = match self.connection(link, stop_rx.clone()) {
+            // Refused (at a limit): dropping the link closes it at once.
+            let Some(ticket) = self.admission.admit(link.peer_ip(), &peer) else {
+                continue;
+            };
+            let connection = match self.connection(link, ticket, stop_rx.clone()) {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::debug!(%peer, "connection refused: {e}");
                     continue;
                 }
             };
-            // `map`, not an async block: awaiting a captured future would hold it twice.
             tasks.spawn(connection.map(move |result| {
                 if let Err(e) = result {
                     tracing::debug!(%peer, "connection ended: {e}");
                 }
-                drop(permit);
             }));
             // Reap finished connections so the set does not grow.
             while tasks.try_join_next().is_some() {}
@@ -334,6 +399,7 @@ impl Server {
     fn connection<L: Link>(
         &self,
         link: L,
+        ticket: Ticket,
         stop: watch::Receiver<bool>,
     ) -> Result<impl Future<Output = Result<(), ServerError>> + Send + 'static, ServerError> {
         let mut pconfig = self.config.peripheral;
@@ -348,6 +414,8 @@ impl Server {
         )
         .map_err(ServerError::Config)?;
         let conn = Connection {
+            ticket,
+            shut: false,
             peer: link.peer_id(),
             peripheral: Box::new(peripheral),
             dispatch: self.dispatch.clone(),
@@ -362,6 +430,26 @@ impl Server {
             now: CoreInstant::from_micros(0),
         };
         let (tx, rx) = link.split();
-        Ok(conn.run(tx, rx, stop))
+        let (metrics, peer) = (self.admission.metrics.clone(), conn.peer.clone());
+        Ok(conn.run(tx, rx, stop).inspect(move |result| {
+            if let Err(ServerError::Link(e)) = result
+                && let Some(reason) = link_reason(e)
+            {
+                metrics.closed(reason, &peer);
+            }
+        }))
+    }
+}
+
+/// The counted reason a link failure closed a connection, if it is one a peer can cause.
+fn link_reason(e: &LinkError) -> Option<crate::metrics::Reason> {
+    use crate::metrics::Reason;
+    match e {
+        LinkError::ContainerTimeout { .. } => Some(Reason::ContainerTimeout),
+        LinkError::Framing(_) => Some(Reason::Framing),
+        LinkError::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
+            Some(Reason::KeepaliveTimeout)
+        }
+        _ => None,
     }
 }

@@ -1,0 +1,157 @@
+//! The TLS and WebSocket acceptors' handshakes in progress: run concurrently, each within
+//! [`TcpOptions::handshake_timeout`], at most [`TcpOptions::max_handshakes`] at once and
+//! [`TcpOptions::max_handshakes_per_address`] per IP address. A connection that arrives when
+//! every slot is taken drops the oldest handshake in progress, so silent sockets cannot hold
+//! the slots against newcomers; one beyond its address's limit is closed at once.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::{AbortHandle, Id, JoinSet};
+
+use super::LinkError;
+use super::tcp::{TcpOptions, accept_tcp, timed};
+use crate::metrics::Reason;
+
+/// Handshakes in progress (see the [module docs](self)).
+#[derive(Debug)]
+pub(crate) struct Handshakes<L> {
+    tasks: JoinSet<Option<L>>,
+    /// Oldest first; entries of finished tasks are skipped when met.
+    order: VecDeque<(Id, AbortHandle)>,
+    /// The address of each task in progress.
+    addr: HashMap<Id, SocketAddr>,
+    per_address: HashMap<IpAddr, usize>,
+}
+
+impl<L: Send + 'static> Handshakes<L> {
+    pub(crate) fn new() -> Self {
+        Handshakes {
+            tasks: JoinSet::new(),
+            order: VecDeque::new(),
+            addr: HashMap::new(),
+            per_address: HashMap::new(),
+        }
+    }
+
+    /// Handshakes in progress.
+    pub(crate) fn len(&self) -> usize {
+        self.addr.len()
+    }
+
+    /// Accepts connections and runs their handshakes until one succeeds; failures are counted
+    /// and logged ([`TcpOptions::metrics`]) and skipped. Cancel-safe: handshakes in progress
+    /// stay here.
+    pub(crate) async fn next<F, Fut>(
+        &mut self,
+        listener: &TcpListener,
+        options: &TcpOptions,
+        handshake: F,
+    ) -> L
+    where
+        F: Fn(TcpStream, SocketAddr) -> Fut,
+        Fut: Future<Output = Result<L, LinkError>> + Send + 'static,
+    {
+        loop {
+            tokio::select! {
+                biased;
+                Some(done) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
+                    let (id, link) = match done {
+                        Ok((id, link)) => (id, link),
+                        Err(e) => (e.id(), None),
+                    };
+                    self.forget(id);
+                    if let Some(link) = link {
+                        return link;
+                    }
+                }
+                (stream, addr) = accept_tcp(listener, options) => {
+                    self.start(stream, addr, options, &handshake);
+                }
+            }
+        }
+    }
+
+    fn start<F, Fut>(
+        &mut self,
+        stream: TcpStream,
+        addr: SocketAddr,
+        options: &TcpOptions,
+        handshake: &F,
+    ) where
+        F: Fn(TcpStream, SocketAddr) -> Fut,
+        Fut: Future<Output = Result<L, LinkError>> + Send + 'static,
+    {
+        let ip = addr.ip();
+        let peer = addr.to_string();
+        let here = self.per_address.get(&ip).copied().unwrap_or(0);
+        if options
+            .max_handshakes_per_address
+            .is_some_and(|max| here >= max.max(1))
+        {
+            report(options, Reason::HandshakeAddressLimit, &peer);
+            return; // dropping the stream closes it
+        }
+        while self.len() >= options.max_handshakes.max(1) {
+            let Some((id, handle)) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(old) = self.addr.get(&id).copied() {
+                handle.abort();
+                self.forget(id);
+                report(options, Reason::HandshakeEvicted, &old.to_string());
+            }
+        }
+        let fut = handshake(stream, addr);
+        let limit = options.handshake_timeout;
+        let metrics = options.metrics.clone();
+        let handle = self.tasks.spawn(async move {
+            match timed(limit, "handshake", fut).await {
+                Ok(link) => Some(link),
+                Err(e) => {
+                    let timed_out = matches!(&e, LinkError::Io(io) if io.kind() == std::io::ErrorKind::TimedOut);
+                    let reason = if timed_out {
+                        Reason::HandshakeTimeout
+                    } else {
+                        Reason::HandshakeFailed
+                    };
+                    match &metrics {
+                        Some(m) => m.refused(reason, &peer),
+                        None => tracing::debug!(%peer, "handshake failed: {e}"),
+                    }
+                    None
+                }
+            }
+        });
+        let id = handle.id();
+        self.order.push_back((id, handle));
+        self.addr.insert(id, addr);
+        *self.per_address.entry(ip).or_insert(0) += 1;
+        // Keep the order queue from growing with finished entries.
+        if self.order.len() > 2 * self.len() + 16 {
+            let live = &self.addr;
+            self.order.retain(|(id, _)| live.contains_key(id));
+        }
+    }
+
+    fn forget(&mut self, id: Id) {
+        if let Some(addr) = self.addr.remove(&id) {
+            let ip = addr.ip();
+            if let Some(n) = self.per_address.get_mut(&ip) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.per_address.remove(&ip);
+                }
+            }
+        }
+    }
+}
+
+fn report(options: &TcpOptions, reason: Reason, peer: &str) {
+    match &options.metrics {
+        Some(m) => m.refused(reason, peer),
+        None => tracing::debug!(%peer, "handshake {}", reason.as_str()),
+    }
+}

@@ -1,0 +1,299 @@
+//! What a server refused, evicted and closed, and why: counters in the Prometheus text format
+//! (prometheus-client) and a `warn` line per event, rate-limited per reason.
+//!
+//! One [`Metrics`] is shared by a [`Server`](crate::Server) and its acceptors (give the same
+//! `Arc` to [`TcpOptions::metrics`](crate::link::tcp::TcpOptions::metrics)); render it with
+//! [`Metrics::render`] for a `/metrics` endpoint.
+//!
+//! ```
+//! use blerpc::metrics::{Metrics, Reason};
+//!
+//! let metrics = Metrics::new();
+//! metrics.refused(Reason::ConnectionCap, "tcp://127.0.0.1:50000");
+//! let text = metrics.render();
+//! assert!(text.contains(r#"blerpc_connections_refused_total{reason="connection_cap"} 1"#));
+//! ```
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// Why a connection (or a handshake, or a request) was refused, evicted or closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Reason {
+    /// At the connection cap with no unproven connection to evict: the newcomer was closed.
+    ConnectionCap,
+    /// The source address holds as many connections (or unproven ones) as allowed.
+    AddressLimit,
+    /// An unproven connection was closed to make room for a newcomer at the cap.
+    EvictedUnproven,
+    /// The TLS or WebSocket handshake did not finish in time.
+    HandshakeTimeout,
+    /// The TLS or WebSocket handshake failed.
+    HandshakeFailed,
+    /// The oldest handshake in progress was dropped to make room for a newcomer.
+    HandshakeEvicted,
+    /// The source address holds as many handshakes in progress as allowed.
+    HandshakeAddressLimit,
+    /// The connection was not established (setup, and the key exchange where encryption is
+    /// required) within the setup deadline.
+    SetupTimeout,
+    /// The central started more key exchanges than allowed.
+    KeyExchangeAttempts,
+    /// The central kept sending requests before the key exchange (encryption required).
+    DataBeforeSession,
+    /// A stream link began a container and did not finish it within the container deadline.
+    ContainerTimeout,
+    /// The peer sent bytes that are not a valid frame (a container longer than allowed, a bad
+    /// CRC).
+    Framing,
+    /// The peer stopped answering keepalives.
+    KeepaliveTimeout,
+    /// A request was refused with BUSY because the reassembly budget (the connection's or the
+    /// server's) was spent.
+    ReassemblyBudget,
+}
+
+impl Reason {
+    /// The label value (`snake_case`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::ConnectionCap => "connection_cap",
+            Reason::AddressLimit => "address_limit",
+            Reason::EvictedUnproven => "evicted_unproven",
+            Reason::HandshakeTimeout => "handshake_timeout",
+            Reason::HandshakeFailed => "handshake_failed",
+            Reason::HandshakeEvicted => "handshake_evicted",
+            Reason::HandshakeAddressLimit => "handshake_address_limit",
+            Reason::SetupTimeout => "setup_timeout",
+            Reason::KeyExchangeAttempts => "key_exchange_attempts",
+            Reason::DataBeforeSession => "data_before_session",
+            Reason::ContainerTimeout => "container_timeout",
+            Reason::Framing => "framing",
+            Reason::KeepaliveTimeout => "keepalive_timeout",
+            Reason::ReassemblyBudget => "reassembly_budget",
+        }
+    }
+
+    /// What it means, for the log line.
+    fn describe(self) -> &'static str {
+        match self {
+            Reason::ConnectionCap => "refused: at the connection cap, nothing unproven to evict",
+            Reason::AddressLimit => "refused: the address's connection limit",
+            Reason::EvictedUnproven => "evicted: unproven, to make room at the connection cap",
+            Reason::HandshakeTimeout => "closed: TLS/WebSocket handshake not finished in time",
+            Reason::HandshakeFailed => "closed: TLS/WebSocket handshake failed",
+            Reason::HandshakeEvicted => "closed: oldest handshake dropped to make room",
+            Reason::HandshakeAddressLimit => "refused: the address's handshake limit",
+            Reason::SetupTimeout => "closed: setup (and key exchange) not done in time",
+            Reason::KeyExchangeAttempts => "closed: too many key exchanges",
+            Reason::DataBeforeSession => "closed: requests before the key exchange",
+            Reason::ContainerTimeout => "closed: a container begun and not finished in time",
+            Reason::Framing => "closed: malformed frame",
+            Reason::KeepaliveTimeout => "closed: keepalive not answered",
+            Reason::ReassemblyBudget => "refused a request with BUSY: reassembly budget spent",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+/// Log lines per reason per second; the rest are counted and reported with the next line.
+const LOG_LINES_PER_SECOND: u32 = 5;
+
+/// The server's counters (see the [module docs](self)).
+pub struct Metrics {
+    registry: Registry,
+    accepted: Counter,
+    refused: Family<ReasonLabel, Counter>,
+    closed: Family<ReasonLabel, Counter>,
+    open: Gauge,
+    unproven: Gauge,
+    reassembly: Gauge,
+    log: Mutex<HashMap<Reason, Window>>,
+}
+
+#[derive(Clone, Copy)]
+struct Window {
+    start: Instant,
+    lines: u32,
+    suppressed: u64,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("accepted", &self.accepted.get())
+            .field("open", &self.open.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// Counters at zero, registered under the `blerpc_` prefix.
+    pub fn new() -> Arc<Metrics> {
+        let mut registry = Registry::with_prefix("blerpc");
+        let accepted = Counter::default();
+        let refused = Family::<ReasonLabel, Counter>::default();
+        let closed = Family::<ReasonLabel, Counter>::default();
+        let (open, unproven, reassembly) = (Gauge::default(), Gauge::default(), Gauge::default());
+        registry.register(
+            "connections_accepted",
+            "Connections accepted (after any TLS/WebSocket handshake)",
+            accepted.clone(),
+        );
+        registry.register(
+            "connections_refused",
+            "Connections and handshakes refused or dropped before they were served, by reason",
+            refused.clone(),
+        );
+        registry.register(
+            "connections_closed",
+            "Connections closed for cause, and requests refused for a spent budget, by reason",
+            closed.clone(),
+        );
+        registry.register("connections_open", "Connections served now", open.clone());
+        registry.register(
+            "connections_unproven",
+            "Connections not yet established (setup, and the key exchange where required)",
+            unproven.clone(),
+        );
+        registry.register(
+            "reassembly_claimed_bytes",
+            "Bytes the partial requests of all connections announced (the server-wide budget)",
+            reassembly.clone(),
+        );
+        Arc::new(Metrics {
+            registry,
+            accepted,
+            refused,
+            closed,
+            open,
+            unproven,
+            reassembly,
+            log: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The counters in the Prometheus text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// Counts a connection or handshake refused before it was served, and logs it.
+    pub fn refused(&self, reason: Reason, peer: &str) {
+        self.refused
+            .get_or_create(&ReasonLabel {
+                reason: reason.as_str(),
+            })
+            .inc();
+        self.warn(reason, peer);
+    }
+
+    /// Counts a connection closed (or a request refused) for cause, and logs it.
+    pub fn closed(&self, reason: Reason, peer: &str) {
+        self.closed
+            .get_or_create(&ReasonLabel {
+                reason: reason.as_str(),
+            })
+            .inc();
+        self.warn(reason, peer);
+    }
+
+    /// How many times `reason` was counted (refused and closed together).
+    pub fn count(&self, reason: Reason) -> u64 {
+        let label = ReasonLabel {
+            reason: reason.as_str(),
+        };
+        self.refused.get_or_create(&label).get() + self.closed.get_or_create(&label).get()
+    }
+
+    pub(crate) fn accepted(&self) {
+        self.accepted.inc();
+    }
+    pub(crate) fn open_delta(&self, by: i64) {
+        self.open.inc_by(by);
+    }
+    pub(crate) fn unproven_delta(&self, by: i64) {
+        self.unproven.inc_by(by);
+    }
+    pub(crate) fn set_reassembly(&self, bytes: usize) {
+        self.reassembly
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// A `warn` line for `reason`, at most [`LOG_LINES_PER_SECOND`] per reason per second; the
+    /// next line says how many were left out.
+    fn warn(&self, reason: Reason, peer: &str) {
+        let now = Instant::now();
+        let suppressed = {
+            let Ok(mut log) = self.log.lock() else { return };
+            let w = log.entry(reason).or_insert(Window {
+                start: now,
+                lines: 0,
+                suppressed: 0,
+            });
+            if now.duration_since(w.start) >= Duration::from_secs(1) {
+                w.start = now;
+                w.lines = 0;
+            }
+            if w.lines >= LOG_LINES_PER_SECOND {
+                w.suppressed += 1;
+                return;
+            }
+            w.lines += 1;
+            std::mem::take(&mut w.suppressed)
+        };
+        if suppressed > 0 {
+            tracing::warn!(
+                %peer,
+                reason = reason.as_str(),
+                "{} ({suppressed} more like it not logged)",
+                reason.describe()
+            );
+        } else {
+            tracing::warn!(%peer, reason = reason.as_str(), "{}", reason.describe());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_render_by_reason() {
+        let m = Metrics::new();
+        m.accepted();
+        m.open_delta(2);
+        m.closed(Reason::SetupTimeout, "tcp://127.0.0.1:1");
+        m.closed(Reason::SetupTimeout, "tcp://127.0.0.1:2");
+        m.refused(Reason::HandshakeEvicted, "ws://127.0.0.1:3");
+        let text = m.render();
+        assert!(
+            text.contains("blerpc_connections_accepted_total 1"),
+            "{text}"
+        );
+        assert!(text.contains("blerpc_connections_open 2"), "{text}");
+        assert!(
+            text.contains(r#"blerpc_connections_closed_total{reason="setup_timeout"} 2"#),
+            "{text}"
+        );
+        assert_eq!(m.count(Reason::SetupTimeout), 2);
+        assert_eq!(m.count(Reason::HandshakeEvicted), 1);
+        assert_eq!(m.count(Reason::Framing), 0);
+    }
+}
