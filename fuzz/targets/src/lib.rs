@@ -15,6 +15,10 @@
 //! | `handshake_central`, `handshake_peripheral` | `[mode]` then mutations or raw steps | [`handshake`] |
 //! | `session_open` | `[role]` then session ops | [`session`] |
 //! | `connection_central`, `connection_peripheral`, `two_party` | [`connection::WorldConfig`] bytes then [`connection::Op`]s, on blerpc-sim's two-peer harness | [`connection`] |
+//! | `known_keys_file`, `identity_file` | a file's contents | [`files`] |
+//! | `json_protobuf` | `[method and direction]` then JSON text or protobuf bytes | [`cli`] |
+//! | `dissector` | `[decode options]` then a capture file or binary PDUs | [`cli`] |
+//! | `serial_deframer` | `[max_pdu u16][read size][mode]` then a line or a program that builds one | [`serial`] |
 //!
 //! ```
 //! // Any bytes are a valid input; a well-formed one runs a whole encrypted session.
@@ -32,11 +36,14 @@
 )]
 
 pub mod assembler;
+pub mod cli;
 pub mod codecs;
 pub mod connection;
+pub mod files;
 pub mod handshake;
 pub mod input;
 pub mod keys;
+pub mod serial;
 pub mod session;
 
 /// The body of one target.
@@ -56,4 +63,9 @@ pub const TARGETS: &[(&str, TargetFn)] = &[
     ("connection_central", connection::connection_central),
     ("connection_peripheral", connection::connection_peripheral),
     ("two_party", connection::two_party),
+    ("known_keys_file", files::known_keys_file),
+    ("identity_file", files::identity_file),
+    ("json_protobuf", cli::json_protobuf),
+    ("dissector", cli::dissector),
+    ("serial_deframer", serial::serial_deframer),
 ];

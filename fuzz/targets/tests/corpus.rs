@@ -135,6 +135,11 @@ corpus_tests!(
     connection_central,
     connection_peripheral,
     two_party,
+    known_keys_file,
+    identity_file,
+    json_protobuf,
+    dissector,
+    serial_deframer,
 );
 
 /// The seed corpus is real traffic: the echo program checks at least one response.
@@ -805,4 +810,212 @@ fn generate_corpus() {
         }
         s.write();
     }
+}
+
+/// Writes the seeds of the runtime's and the CLI's parser targets (`known_keys_file`,
+/// `identity_file`, `json_protobuf`, `dissector`, `serial_deframer`) only, so the other
+/// targets' corpora (minimised fuzzer finds among them) are left alone. The committed corpora
+/// of these targets are these seeds merged with a fuzzing run and minimised
+/// (`cargo +nightly fuzz cmin`, see fuzz/README.md).
+#[test]
+#[ignore = "writes seeds; run by hand after changing one of these targets' input formats"]
+fn generate_runtime_corpus() {
+    // known_keys_file: the file's contents.
+    let key = "5a".repeat(32);
+    let mut s = Seeds::new("known_keys_file");
+    s.add("empty_object", b"{}\n".to_vec());
+    s.add("empty_file", Vec::new());
+    s.add(
+        "as_written_matched",
+        format!("{{\n  \"tcp://fuzz:7000\": \"{key}\"\n}}\n").into_bytes(),
+    );
+    s.add(
+        "other_key_mismatch",
+        format!("{{\"tcp://fuzz:7000\": \"{}\"}}", "01".repeat(32)).into_bytes(),
+    );
+    s.add(
+        "bad_entry_for_the_device",
+        br#"{"tcp://fuzz:7000": "zz", "other": "0102"}"#.to_vec(),
+    );
+    s.add(
+        "others_then_first_use",
+        format!(
+            "{{\"ble://AA:BB\": \"{}\", \"serial:///dev/ttyUSB0\": \" {} \\n\", \"x\": \"\"}}",
+            "AB".repeat(32),
+            "0f".repeat(32)
+        )
+        .into_bytes(),
+    );
+    s.add(
+        "duplicate_ids",
+        format!("{{\"a\": \"{key}\", \"a\": \"{}\"}}", "00".repeat(32)).into_bytes(),
+    );
+    s.add(
+        "escapes",
+        format!(r#"{{"\u0074cp://fuzz:7000": "{key}", "\ud83d\ude00": "\n"}}"#).into_bytes(),
+    );
+    s.add(
+        "signed_digits",
+        format!("{{\"d\": \"{}\"}}", "+f".repeat(32)).into_bytes(),
+    );
+    s.add("array", b"[\"5a\"]".to_vec());
+    s.add("number_value", br#"{"a": 1}"#.to_vec());
+    s.add("not_utf8", b"{\"a\": \"\xff\"}".to_vec());
+    s.add("truncated", b"{\"a\": \"5a".to_vec());
+    s.write();
+
+    // identity_file: the file's contents.
+    let mut s = Seeds::new("identity_file");
+    s.add("keygen", format!("{}\n", "42".repeat(32)).into_bytes());
+    s.add("rfc8032", {
+        b"9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60".to_vec()
+    });
+    s.add(
+        "upper_crlf",
+        format!("\r\n {}\t\r\n", "A5".repeat(32)).into_bytes(),
+    );
+    s.add(
+        "unicode_space",
+        format!("\u{3000}{}\u{85}", "0f".repeat(32)).into_bytes(),
+    );
+    s.add("binary_seed", vec![0x42; 32]);
+    s.add(
+        "pem",
+        b"-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END PRIVATE KEY-----\n"
+            .to_vec(),
+    );
+    s.add("short", "ab".repeat(31).into_bytes());
+    s.add("long", "ab".repeat(33).into_bytes());
+    s.add("prefix_0x", format!("0x{}", "ab".repeat(31)).into_bytes());
+    s.add(
+        "inner_space",
+        format!("{} {}", "ab".repeat(16), "ab".repeat(16)).into_bytes(),
+    );
+    s.add("not_utf8", b"\xff\xfe".to_vec());
+    s.write();
+
+    // json_protobuf: [selector] then JSON (bit 7 clear) or protobuf bytes (bit 7 set).
+    let mut s = Seeds::new("json_protobuf");
+    let requests: [(u8, &str, &str); 9] = [
+        (0, "echo_hi", r#"{"message":"hi"}"#),
+        (0, "echo_empty", ""),
+        (0, "echo_unicode", r#"{"message":"h\u00e9\ud83d\ude00\n"}"#),
+        (1, "flash_read", r#"{"address": 1, "length": 3}"#),
+        (1, "flash_read_bad", r#"{"length": 4, "address": -1}"#),
+        (2, "data_write", r#"{"data":"AAEC"}"#),
+        (3, "counter_stream", r#"{"count":"3"}"#),
+        (4, "counter_upload", r#"{"seq":1,"value":-30}"#),
+        (4, "unknown_field", r#"{"seq":1,"valu":2}"#),
+    ];
+    for (m, name, json) in requests {
+        let mut d = vec![m];
+        d.extend_from_slice(json.as_bytes());
+        s.add(&format!("request_{name}"), d);
+    }
+    let responses: [(u8, &str, &[u8]); 6] = [
+        (0, "echo", b"\x0a\x02hi"),
+        (1, "flash_read", b"\x08\x01\x12\x03\x26\x45\x64"),
+        (2, "data_write", b"\x08\x80\x02"),
+        (
+            3,
+            "counter_stream_negative",
+            b"\x08\x03\x10\xe2\xff\xff\xff\xff\xff\xff\xff\xff\x01",
+        ),
+        (4, "counter_upload", b"\x08\x02"),
+        (0, "unknown_field_and_bad_utf8", b"\x18\x01\x0a\x01\xff"),
+    ];
+    for (m, name, bytes) in responses {
+        let mut d = vec![0x80 | m];
+        d.extend_from_slice(bytes);
+        s.add(&format!("response_{name}"), d);
+    }
+    s.write();
+
+    // dissector: [options] then binary PDUs as chunks, or (bit 7) a capture file.
+    let mut s = Seeds::new("dissector");
+    let key_bit = 0x20;
+    let mtu247 = 5;
+    let mtu23 = 1;
+    let mut all_control = vec![mtu247];
+    for c in vectors("control.json") {
+        encode_chunk(&unhex(&c["container_hex"]), &mut all_control);
+    }
+    s.add("control_vectors", all_control);
+    for c in vectors("assembly.json") {
+        let mut d = vec![mtu23];
+        for h in c["containers"].as_array().unwrap() {
+            encode_chunk(&unhex(h), &mut d);
+        }
+        s.add(&format!("assembly_{}", c["name"].as_str().unwrap()), d);
+    }
+    for c in vectors("session.json").iter().step_by(4) {
+        let frame = unhex(&c["frame_hex"]);
+        if frame.is_empty() || frame.len() > 200 {
+            continue;
+        }
+        let n = frame.len() as u8;
+        let mut pdu = vec![3, 0, 0, n, 0, n];
+        pdu.extend_from_slice(&frame);
+        let mut d = vec![mtu247 | key_bit];
+        encode_chunk(&pdu, &mut d);
+        s.add(&format!("session_{}", c["name"].as_str().unwrap()), d);
+    }
+    let (enc_c2p, enc_p2c) = capture_traffic(true);
+    let mut d = vec![mtu247 | 0x40];
+    for pdu in enc_c2p.iter().chain(&enc_p2c).take(24) {
+        encode_chunk(pdu, &mut d);
+    }
+    s.add("traffic_encrypted_strict", d);
+    let (pt_c2p, _) = capture_traffic(false);
+    let mut d = vec![mtu247 | 0x08];
+    for pdu in pt_c2p.iter().take(24) {
+        encode_chunk(pdu, &mut d);
+    }
+    s.add("traffic_plaintext_c2p", d);
+    let mut d = vec![0x80 | mtu23];
+    d.extend_from_slice(
+        b"# the README's example\n2a000028000e00046563686f20000a1e42424242\n\
+          2a:01:40:10:42:42:42:42:42:42:42:42:42:42:42:42:42:42:42:42\n\
+          0x2a 0x02 0x40 0x0a 42424242424242424242   # last\n\n0 c4\n0x\nzz\n",
+    );
+    s.add("text_capture", d);
+    s.write();
+
+    // serial_deframer: [max_pdu u16][step][mode] then a line or a program.
+    let mut s = Seeds::new("serial_deframer");
+    s.add(
+        "documented_example",
+        vec![
+            244, 0, 0, 0, 0x00, 0x01, 0x01, 0x04, 0xc4, 0x02, 0x64, 0x03, 0xcb, 0xde, 0x00,
+        ],
+    );
+    s.add(
+        "garbage_and_short",
+        vec![
+            20, 0, 3, 0, 0x00, 0x02, 0x11, 0x00, 0x00, 0x04, 0x11, 0x00, 0x01, 0x00, 0x05,
+        ],
+    );
+    let mut d = vec![244, 0, 7, 1];
+    d.push(0);
+    encode_chunk(b"one", &mut d);
+    d.push(1);
+    encode_chunk(&[0x55; 300], &mut d);
+    d.push(0);
+    encode_chunk(&[0; 244], &mut d);
+    d.push(2 | (5 << 2));
+    encode_chunk(&(0..100).collect::<Vec<u8>>(), &mut d);
+    d.push(3 | (2 << 2));
+    encode_chunk(b"truncated", &mut d);
+    d.push(0);
+    encode_chunk(b"", &mut d);
+    d.push(0);
+    encode_chunk(&(1..=254).collect::<Vec<u8>>(), &mut d);
+    s.add("program_frames_noise_damage", d);
+    let mut d = vec![20, 0, 1, 1];
+    d.push(0);
+    encode_chunk(&[9; 21], &mut d);
+    d.push(0);
+    encode_chunk(&[8; 20], &mut d);
+    s.add("program_at_the_limit", d);
+    s.write();
 }
