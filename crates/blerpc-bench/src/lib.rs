@@ -14,6 +14,7 @@
 //! | `codec` | [`codec`]: the codec path and the key exchange | the reference Python library |
 //! | `aead`, `copy`, `calls`, `wakeup` | [`aead`], [`copy`], [`calls`], [`wakeup`]: the pieces that explain the loopback figures | the other rows of each table |
 //! | `handshake` | [`handshake`]: the key exchange's primitives per crypto library (what the codec's `kx` row sums) | the other libraries |
+//! | `hostile` | [`hostile`]: attacks (silent sockets, pre-auth memory, slow containers, key-exchange floods, random bytes, many tids, reopen storms) on a real `blerpc serve` while a legitimate client calls | the same client with no attack |
 //! | `serial` | [`serial`]: the serial link's framing (CRC-16, COBS) per PDU size | — |
 //!
 //! Child processes re-execute this binary with a hidden subcommand ([`process`]); the scale
@@ -43,6 +44,7 @@ pub mod calls;
 pub mod codec;
 pub mod copy;
 pub mod handshake;
+pub mod hostile;
 pub mod links;
 pub mod loopback;
 pub mod plot;

@@ -5,8 +5,8 @@
 use std::process::ExitCode;
 
 use blerpc_bench::{
-    aead, ble, calls, codec, copy, handshake, links, loopback, process, scale, serial, suite,
-    wakeup,
+    aead, ble, calls, codec, copy, handshake, hostile, links, loopback, process, scale, serial,
+    suite, wakeup,
 };
 use clap::{Parser, Subcommand};
 
@@ -50,6 +50,8 @@ enum Suite {
     Copy(copy::CopyArgs),
     /// The serial link's framing per PDU size.
     Serial(serial::SerialArgs),
+    /// Hostile peers against a real `blerpc serve` while a legitimate client calls.
+    Hostile(Box<hostile::HostileArgs>),
     /// A child process of a suite.
     #[command(hide = true, subcommand)]
     Role(process::Role),
@@ -72,6 +74,7 @@ fn run(suite: Option<Suite>, out: &std::path::Path) -> anyhow::Result<bool> {
         Some(Suite::Wakeup(a)) => wakeup::run(&a),
         Some(Suite::Copy(a)) => copy::run(&a),
         Some(Suite::Serial(a)) => serial::run(&a),
+        Some(Suite::Hostile(a)) => hostile::run(&a),
         Some(Suite::Role(role)) => process::run(&role),
         Some(Suite::Serve(a)) => blerpc_cli::serve::run_blocking(&a).map(|()| true),
     }

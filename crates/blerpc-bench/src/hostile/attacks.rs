@@ -1,0 +1,290 @@
+//! The attacks: each opens its sockets from several 127.x source addresses (so per-address
+//! limits and the open-file limit are exercised as from many hosts) and runs until stopped,
+//! counting what it did and when the server closed each socket.
+//!
+//! The containers are written byte by byte here (an attacker's bytes, not a peer's): the header
+//! is `tid, seq, flags, …` as `../shared/spec/wire.md` §3 gives it.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rand_core::RngCore as _;
+use serde::Serialize;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::watch;
+
+/// One attack of the suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Attack {
+    /// Connections that never send a byte (plain TCP: the setup deadline; WS and TLS: the
+    /// handshake slots).
+    Silent,
+    /// CAPABILITIES with both extensions, then four 16 MiB LARGE FIRST claims and their data,
+    /// without a key exchange.
+    PreAuthMemory,
+    /// A TIMEOUT request, then three bytes of a container and nothing more.
+    SlowContainer,
+    /// Key-exchange step 1 as fast as the server answers, reconnecting when closed.
+    KxFlood,
+    /// Random bytes.
+    RandomBytes,
+    /// FIRST containers under every one of the 256 tids, before any key exchange.
+    ManyTids,
+    /// Connect, send a TIMEOUT request, close, again, as fast as possible.
+    ReopenStorm,
+}
+
+impl Attack {
+    /// Every attack, in the order the suite runs them.
+    pub const ALL: [Attack; 7] = [
+        Attack::Silent,
+        Attack::PreAuthMemory,
+        Attack::SlowContainer,
+        Attack::KxFlood,
+        Attack::RandomBytes,
+        Attack::ManyTids,
+        Attack::ReopenStorm,
+    ];
+
+    /// The name in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Attack::Silent => "silent",
+            Attack::PreAuthMemory => "pre-auth-memory",
+            Attack::SlowContainer => "slow-container",
+            Attack::KxFlood => "kx-flood",
+            Attack::RandomBytes => "random-bytes",
+            Attack::ManyTids => "many-tids",
+            Attack::ReopenStorm => "reopen-storm",
+        }
+    }
+
+    /// Sockets the attack holds for `sockets` in the profile (floods and storms use fewer,
+    /// busier ones).
+    pub fn sockets(self, sockets: usize) -> usize {
+        match self {
+            Attack::KxFlood | Attack::ReopenStorm => (sockets / 50).clamp(2, 64),
+            Attack::PreAuthMemory => (sockets / 10).clamp(4, 256),
+            Attack::RandomBytes => (sockets / 10).clamp(4, 512),
+            _ => sockets,
+        }
+    }
+}
+
+/// What an attack did.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Connections opened.
+    pub opened: AtomicU64,
+    /// Connections that could not be opened.
+    pub connect_errors: AtomicU64,
+    /// Connections the server closed (EOF or reset).
+    pub closed_by_server: AtomicU64,
+    /// Bytes written.
+    pub sent: AtomicU64,
+    /// Microseconds from connect to the server's close, for each closed connection (summed;
+    /// with `closed_by_server` the mean) and the longest.
+    pub close_us_sum: AtomicU64,
+    /// The longest time a connection stayed open before the server closed it.
+    pub close_us_max: AtomicU64,
+}
+
+impl Tally {
+    fn closed(&self, since: Instant) {
+        let us = since.elapsed().as_micros() as u64;
+        self.closed_by_server.fetch_add(1, Ordering::Relaxed);
+        self.close_us_sum.fetch_add(us, Ordering::Relaxed);
+        self.close_us_max.fetch_max(us, Ordering::Relaxed);
+    }
+}
+
+/// Source addresses the attack's sockets are spread over (127.0.0.2 …).
+const SOURCES: u8 = 16;
+
+async fn connect_from(n: usize, target: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = TcpSocket::new_v4()?;
+    let last = 2 + (n % usize::from(SOURCES)) as u8;
+    socket.bind(SocketAddr::from((Ipv4Addr::new(127, 0, 0, last), 0)))?;
+    socket.connect(target).await
+}
+
+/// Runs `attack` with `sockets` connections against `target` until `stop` turns true.
+pub async fn run(
+    attack: Attack,
+    target: SocketAddr,
+    sockets: usize,
+    tally: Arc<Tally>,
+    stop: watch::Receiver<bool>,
+) {
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in 0..attack.sockets(sockets) {
+        let (tally, mut stop) = (tally.clone(), stop.clone());
+        tasks.spawn(async move {
+            let work = one(attack, n, target, tally);
+            tokio::select! {
+                () = work => {}
+                _ = stop.wait_for(|s| *s) => {}
+            }
+        });
+        // Open at a steady pace rather than all in one burst (the backlog would drop SYNs).
+        if n % 64 == 63 {
+            tokio::task::yield_now().await;
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+/// One socket's part (or, for floods and storms, one worker's loop).
+async fn one(attack: Attack, n: usize, target: SocketAddr, tally: Arc<Tally>) {
+    loop {
+        let Ok(mut s) = connect_from(n, target).await else {
+            tally.connect_errors.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        tally.opened.fetch_add(1, Ordering::Relaxed);
+        let since = Instant::now();
+        let again = match attack {
+            Attack::Silent => {
+                wait_close(&mut s).await;
+                false
+            }
+            Attack::PreAuthMemory => pre_auth_memory(&mut s, &tally).await,
+            Attack::SlowContainer => {
+                // TIMEOUT request, then 3 of a FIRST container's 6 header bytes.
+                send(&mut s, &[0x00, 0x00, 0xc4, 0x00, 0x05, 0x00, 0x00], &tally).await;
+                wait_close(&mut s).await;
+                false
+            }
+            Attack::KxFlood => {
+                kx_flood(&mut s, &tally).await;
+                true
+            }
+            Attack::RandomBytes => {
+                random_bytes(&mut s, n, &tally).await;
+                false
+            }
+            Attack::ManyTids => {
+                for tid in 0..=255u8 {
+                    // FIRST: total 1,000 bytes, 100 of them here.
+                    let mut pdu = vec![tid, 0x00, 0x00, 0xe8, 0x03, 100];
+                    pdu.extend_from_slice(&[0xab; 100]);
+                    if !send(&mut s, &pdu, &tally).await {
+                        break;
+                    }
+                }
+                wait_close(&mut s).await;
+                false
+            }
+            Attack::ReopenStorm => {
+                send(&mut s, &[0x00, 0x00, 0xc4, 0x00], &tally).await;
+                drop(s);
+                tokio::task::yield_now().await;
+                continue;
+            }
+        };
+        tally.closed(since);
+        if !again {
+            // Closed by the server: the socket's part is done (it does not come back).
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+async fn send(s: &mut TcpStream, bytes: &[u8], tally: &Tally) -> bool {
+    tally.sent.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    s.write_all(bytes).await.is_ok()
+}
+
+/// Reads (and discards) until the server closes the connection.
+async fn wait_close(s: &mut TcpStream) {
+    let mut buf = [0u8; 512];
+    while let Ok(n) = s.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+    }
+}
+
+async fn pre_auth_memory(s: &mut TcpStream, tally: &Tally) -> bool {
+    // CAPABILITIES announcing large messages and long containers (flags 0x0006).
+    let mut out = vec![0x01, 0x00, 0xd0, 0x06, 0, 0, 0, 0, 0x06, 0x00];
+    let total = (16u32 << 20).to_le_bytes();
+    for tid in 0x10..0x14u8 {
+        // LARGE FIRST (flags 0x01): 16 MiB announced, 200 bytes here.
+        out.extend_from_slice(&[tid, 0x00, 0x01, total[0], total[1], total[2], total[3], 200]);
+        out.extend_from_slice(&[0x5a; 200]);
+    }
+    if !send(s, &out, tally).await {
+        return false;
+    }
+    // Then SUBSEQUENT containers for them, 241 bytes each, as fast as the server takes them
+    // (its replies are read and dropped so the socket never blocks on them).
+    let (mut r, mut w) = s.split();
+    let drain = async {
+        let mut buf = [0u8; 512];
+        while let Ok(n) = r.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    let flood = async {
+        let mut seq = 1u8;
+        loop {
+            let mut chunk = Vec::with_capacity(4 * 245);
+            for tid in 0x10..0x14u8 {
+                chunk.extend_from_slice(&[tid, seq, 0x40, 241]);
+                chunk.extend_from_slice(&[0x5a; 241]);
+            }
+            tally.sent.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+            if w.write_all(&chunk).await.is_err() {
+                break;
+            }
+            seq = seq.wrapping_add(1);
+        }
+    };
+    tokio::select! {
+        () = drain => {}
+        () = flood => {}
+    }
+    false
+}
+
+async fn kx_flood(s: &mut TcpStream, tally: &Tally) {
+    let mut buf = [0u8; 1024];
+    for tid in 0..=255u8 {
+        // KEY_EXCHANGE step 1 (cmd 0x6: flags 0xd8) with an arbitrary X25519 key.
+        let mut pdu = vec![tid, 0x00, 0xd8, 33, 0x01];
+        pdu.extend_from_slice(&[tid | 1; 32]);
+        if !send(s, &pdu, tally).await {
+            return;
+        }
+        // Wait for the answer (step 2 or an ERROR) so each attempt costs the server its work.
+        match s.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+async fn random_bytes(s: &mut TcpStream, n: usize, tally: &Tally) {
+    let mut rng = <rand_chacha::ChaCha8Rng as rand_core::SeedableRng>::seed_from_u64(n as u64);
+    let mut buf = vec![0u8; 4096];
+    let mut sink = [0u8; 512];
+    loop {
+        rng.fill_bytes(&mut buf);
+        if !send(s, &buf, tally).await {
+            return;
+        }
+        // Whatever the server answers, and whether it has closed.
+        let answer = tokio::time::timeout(Duration::from_millis(10), s.read(&mut sink)).await;
+        if let Ok(Ok(0) | Err(_)) = answer {
+            return;
+        }
+    }
+}

@@ -1,0 +1,522 @@
+//! `blerpc-bench hostile`: attacks on a real `blerpc serve` process while a legitimate client
+//! keeps calling.
+//!
+//! For each link (TCP, WebSocket, TLS) a server process starts (this binary's `serve`, the
+//! CLI's code, with its metrics endpoint). A baseline phase measures the legitimate client
+//! alone; then each attack ([`attacks::Attack`]) runs for a phase while the client calls. The
+//! client opens a new connection for every call (connect, setup, key exchange, `echo`, close),
+//! as the users who found the server unreachable did, every `--interval-ms`.
+//!
+//! Per attack it reports the client's calls (all must succeed) with p50/p99 beside the
+//! baseline's, the server's RSS (peak during, and after the attack stopped) and CPU, what the
+//! attack opened and how many of its sockets the server closed (and how fast), and the
+//! server's counters by reason. `--quick` is the profile `cargo test` runs (a few hundred
+//! sockets, short deadlines); the default is the documented run (10,000 sockets).
+//!
+//! ```text
+//! blerpc-bench hostile --quick
+//! blerpc-bench hostile --json docs/benchmarks/hostile.json
+//! ```
+
+pub mod attacks;
+mod server;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use blerpc::client::PinPolicy;
+use blerpc::{ClientConfig, link::tls::TlsClientConfig};
+use blerpc_cli::link::{Address, ConnectOptions};
+use clap::Args;
+use serde::Serialize;
+use tokio::sync::watch;
+
+use crate::table::{Align, Table};
+use attacks::{Attack, Tally};
+use server::{Server, ServerOptions};
+
+/// `blerpc-bench hostile` options.
+#[derive(Clone, Debug, Args)]
+pub struct HostileArgs {
+    /// The short profile (what `cargo test` runs): 300 sockets, 3 s phases, 2 s setup and 1 s
+    /// container deadlines.
+    #[arg(long)]
+    pub quick: bool,
+    /// Hostile sockets per attack (floods and storms use fewer, busier ones). Default 10,000
+    /// (300 with --quick).
+    #[arg(long, value_name = "N")]
+    pub sockets: Option<usize>,
+    /// Seconds each phase runs. Default 15 (3 with --quick).
+    #[arg(long, value_name = "SECS")]
+    pub phase: Option<f64>,
+    /// The server's setup deadline (`serve --setup-timeout`). Default 10 (2 with --quick).
+    #[arg(long, value_name = "SECS")]
+    pub setup_timeout: Option<f64>,
+    /// The server's container deadline (`serve --container-timeout`). Default 5 (1 with
+    /// --quick).
+    #[arg(long, value_name = "SECS")]
+    pub container_timeout: Option<f64>,
+    /// Milliseconds between the legitimate client's calls.
+    #[arg(long, value_name = "MS", default_value_t = 50)]
+    pub interval_ms: u64,
+    /// Only these links (tcp, ws, tls; repeatable). Default: all three.
+    #[arg(long, value_name = "LINK")]
+    pub link: Vec<String>,
+    /// Only these attacks (by name; repeatable). Default: all of them.
+    #[arg(long, value_name = "ATTACK")]
+    pub attack: Vec<String>,
+    /// Write every phase's results as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
+}
+
+/// The profile a run uses (the options with their defaults filled in).
+#[derive(Clone, Debug, Serialize)]
+pub struct Profile {
+    /// Hostile sockets per attack.
+    pub sockets: usize,
+    /// Seconds per phase.
+    pub phase_s: f64,
+    /// The server's setup deadline.
+    pub setup_timeout_s: f64,
+    /// The server's container deadline.
+    pub container_timeout_s: f64,
+    /// Milliseconds between legitimate calls.
+    pub interval_ms: u64,
+}
+
+impl HostileArgs {
+    /// The profile these options give.
+    pub fn profile(&self) -> Profile {
+        let q = self.quick;
+        Profile {
+            sockets: self.sockets.unwrap_or(if q { 300 } else { 10_000 }),
+            phase_s: self.phase.unwrap_or(if q { 3.0 } else { 15.0 }),
+            setup_timeout_s: self.setup_timeout.unwrap_or(if q { 2.0 } else { 10.0 }),
+            container_timeout_s: self.container_timeout.unwrap_or(if q { 1.0 } else { 5.0 }),
+            interval_ms: self.interval_ms.max(1),
+        }
+    }
+}
+
+/// One phase's results.
+#[derive(Clone, Debug, Serialize)]
+pub struct Phase {
+    /// `tcp`, `ws` or `tls`.
+    pub link: String,
+    /// The attack, or `none` for the baseline.
+    pub attack: String,
+    /// Hostile sockets the attack held (or workers, for floods and storms).
+    pub sockets: usize,
+    /// Legitimate calls made and those that succeeded.
+    pub calls: usize,
+    /// Legitimate calls that succeeded.
+    pub ok: usize,
+    /// The first legitimate failure, if any.
+    pub first_error: Option<String>,
+    /// Connect + setup + key exchange + echo, milliseconds.
+    pub p50_ms: f64,
+    /// The same, 99th percentile.
+    pub p99_ms: f64,
+    /// p99 over the baseline phase's p99 on the same link (the target is ≤ 2).
+    pub p99_vs_baseline: f64,
+    /// Server RSS before the phase, at its peak during it, and after the attack stopped
+    /// (settled), bytes.
+    pub rss_before: u64,
+    /// Peak RSS during the phase.
+    pub rss_peak: u64,
+    /// RSS after the attack stopped and the server settled.
+    pub rss_after: u64,
+    /// Server CPU seconds during the phase.
+    pub server_cpu_s: f64,
+    /// Connections the attack opened.
+    pub opened: u64,
+    /// Of those, closed by the server while the attack ran.
+    pub closed_by_server: u64,
+    /// The longest a hostile connection stayed open before the server closed it, seconds.
+    pub max_close_s: f64,
+    /// Bytes the attack sent.
+    pub attack_bytes: u64,
+    /// The server's counters that moved during the phase, by reason.
+    pub reasons: Vec<(String, u64)>,
+    /// Bytes the server logged during the phase (rate-limited `warn` lines).
+    pub log_bytes: u64,
+    /// Connections the server still served after the attack stopped and it settled.
+    pub open_after: u64,
+}
+
+/// The whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// What it ran with.
+    pub profile: Profile,
+    /// Every phase.
+    pub phases: Vec<Phase>,
+    /// What failed (empty when every check passed).
+    pub failures: Vec<String>,
+}
+
+/// Runs the suite; `Ok(false)` if a check failed.
+pub fn run(args: &HostileArgs) -> anyhow::Result<bool> {
+    let report = run_report(args)?;
+    print_report(&report);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    for f in &report.failures {
+        println!("FAILED: {f}");
+    }
+    Ok(report.failures.is_empty())
+}
+
+/// Runs the suite and returns its results.
+pub fn run_report(args: &HostileArgs) -> anyhow::Result<Report> {
+    let profile = args.profile();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(run_async(args, profile))
+}
+
+async fn run_async(args: &HostileArgs, profile: Profile) -> anyhow::Result<Report> {
+    let (nofile, _) =
+        blerpc_cli::os::raise_nofile_limit().context("reading the open-file limit")?;
+    // The attack's sockets, the client's and some to spare.
+    if (nofile as usize) < profile.sockets + 256 {
+        anyhow::bail!(
+            "{} sockets need an open-file limit of at least {}; this process may open {nofile} \
+             (ulimit -n), so pass a smaller --sockets",
+            profile.sockets,
+            profile.sockets + 256
+        );
+    }
+    let dir = tempfile_dir()?;
+    let key = dir.join("identity.key");
+    blerpc_cli::identity::store(&key, &blerpc_cli::identity::generate(), true)?;
+    let pki = blerpc_cli::certs::LocalPki::generate()?;
+    pki.write_to(&dir)?;
+    let links: Vec<&str> = ["tcp", "ws", "tls"]
+        .into_iter()
+        .filter(|l| args.link.is_empty() || args.link.iter().any(|a| a == l))
+        .collect();
+    let mut phases = Vec::new();
+    let mut failures = Vec::new();
+    for link in links {
+        let listen = match link {
+            "tcp" => "tcp://127.0.0.1:0",
+            "ws" => "ws://127.0.0.1:0/blerpc",
+            _ => "tls://127.0.0.1:0",
+        };
+        let mut server = Server::start(&ServerOptions {
+            listen,
+            key: &key,
+            tls: (link == "tls").then_some(dir.as_path()),
+            setup_timeout: Duration::from_secs_f64(profile.setup_timeout_s),
+            container_timeout: Duration::from_secs_f64(profile.container_timeout_s),
+            dir: &dir,
+        })?;
+        let client = Legit {
+            address: server.url.parse()?,
+            options: ConnectOptions {
+                tls: (link == "tls")
+                    .then(|| TlsClientConfig::with_ca_pem(pki.ca_pem.as_bytes()))
+                    .transpose()?,
+                ..Default::default()
+            },
+            identity: server.identity,
+        };
+        eprintln!("hostile: {link} server at {}", server.url);
+        let baseline = phase(&mut server, &client, link, None, &profile).await?;
+        let base_p99 = baseline.p99_ms;
+        check(&baseline, &profile, &mut failures);
+        phases.push(baseline);
+        // On WebSocket and TLS the attack that matters is on their handshake slots: silent
+        // sockets; the protocol attacks behind the handshake are the TCP ones.
+        let attacks: Vec<Attack> = Attack::ALL
+            .into_iter()
+            .filter(|a| link == "tcp" || *a == Attack::Silent)
+            .filter(|a| args.attack.is_empty() || args.attack.iter().any(|n| n == a.name()))
+            .collect();
+        for attack in attacks {
+            let mut p = phase(&mut server, &client, link, Some(attack), &profile).await?;
+            p.p99_vs_baseline = if base_p99 > 0.0 {
+                p.p99_ms / base_p99
+            } else {
+                0.0
+            };
+            check(&p, &profile, &mut failures);
+            phases.push(p);
+        }
+        server.check_alive()?;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(Report {
+        profile,
+        phases,
+        failures,
+    })
+}
+
+/// The checks that make a run pass: correctness, not time (timings are reported).
+fn check(p: &Phase, profile: &Profile, failures: &mut Vec<String>) {
+    let what = format!("{} {}", p.link, p.attack);
+    if p.ok != p.calls || p.calls == 0 {
+        failures.push(format!(
+            "{what}: {} of {} legitimate calls succeeded (first error: {})",
+            p.ok,
+            p.calls,
+            p.first_error.as_deref().unwrap_or("none")
+        ));
+    }
+    let deadline = profile.setup_timeout_s + 2.0;
+    let must_close = matches!(
+        p.attack.as_str(),
+        "silent" | "pre-auth-memory" | "slow-container" | "many-tids"
+    ) && p.link == "tcp"
+        && profile.phase_s > deadline;
+    if must_close && p.closed_by_server < p.opened {
+        failures.push(format!(
+            "{what}: the server closed {} of {} hostile connections within the phase",
+            p.closed_by_server, p.opened
+        ));
+    }
+    if must_close && p.max_close_s > deadline {
+        failures.push(format!(
+            "{what}: a hostile connection stayed open {:.1} s (setup deadline {:.1} s)",
+            p.max_close_s, profile.setup_timeout_s
+        ));
+    }
+    // Memory: no attack may cost the server more than 64 MiB at its peak (the attacks that
+    // took 256 MiB before cost a few), and it must come back within 16 MiB of where it was.
+    let grew = p.rss_peak.saturating_sub(p.rss_before);
+    if grew > 64 << 20 {
+        failures.push(format!("{what}: server RSS grew by {} MiB", grew >> 20));
+    }
+    if p.rss_after > p.rss_before + (16 << 20) {
+        failures.push(format!(
+            "{what}: server RSS did not come back: {} MiB after, {} MiB before",
+            p.rss_after >> 20,
+            p.rss_before >> 20
+        ));
+    }
+}
+
+/// The legitimate client.
+#[derive(Clone)]
+struct Legit {
+    address: Address,
+    options: ConnectOptions,
+    identity: [u8; 32],
+}
+
+/// `EchoRequest { message: "hello" }`: field 1, length 5.
+const ECHO: &[u8] = &[0x0a, 0x05, b'h', b'e', b'l', b'l', b'o'];
+/// One legitimate call's bound.
+const CALL_LIMIT: Duration = Duration::from_secs(10);
+
+impl Legit {
+    /// Calls every `interval` for `duration` on a current-thread runtime of its own: the
+    /// latencies of the calls that succeeded, the calls made and the first failure.
+    fn run(
+        &self,
+        duration: Duration,
+        interval: Duration,
+    ) -> anyhow::Result<(Vec<f64>, usize, Option<String>)> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(async {
+            let (mut latencies, mut calls, mut first_error) = (Vec::new(), 0, None);
+            let end = Instant::now() + duration;
+            while Instant::now() < end {
+                let next = Instant::now() + interval;
+                calls += 1;
+                match self.call().await {
+                    Ok(ms) => latencies.push(ms),
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+                tokio::time::sleep_until(next.into()).await;
+            }
+            Ok((latencies, calls, first_error))
+        })
+    }
+
+    /// One call on a new connection: its latency, or what failed.
+    async fn call(&self) -> Result<f64, String> {
+        let start = Instant::now();
+        let config = ClientConfig {
+            pinning: PinPolicy::Trust(self.identity),
+            ..Default::default()
+        };
+        let work = async {
+            let client = blerpc_cli::link::connect(&self.address, &self.options, config)
+                .await
+                .map_err(|e| format!("{e:#}"))?;
+            let reply = client
+                .call("echo", ECHO.to_vec())
+                .await
+                .map_err(|e| e.to_string())?;
+            client.close().await;
+            if reply != ECHO {
+                return Err(format!("wrong echo: {reply:02x?}"));
+            }
+            Ok(())
+        };
+        match tokio::time::timeout(CALL_LIMIT, work).await {
+            Ok(Ok(())) => Ok(start.elapsed().as_secs_f64() * 1e3),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(format!("no answer within {CALL_LIMIT:?}")),
+        }
+    }
+}
+
+async fn phase(
+    server: &mut Server,
+    client: &Legit,
+    link: &str,
+    attack: Option<Attack>,
+    profile: &Profile,
+) -> anyhow::Result<Phase> {
+    let name = attack.map_or("none", Attack::name);
+    eprintln!("hostile: {link} {name} …");
+    let before = server.counters()?;
+    let (rss_before, cpu_before, log_before) = (server.rss(), server.cpu(), server.log_bytes());
+    let tally = Arc::new(Tally::default());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let sockets = attack.map_or(0, |a| a.sockets(profile.sockets));
+    let attack_task = attack.map(|a| {
+        tokio::spawn(attacks::run(
+            a,
+            server.addr,
+            profile.sockets,
+            tally.clone(),
+            stop_rx.clone(),
+        ))
+    });
+    // Let the attack reach its strength before measuring (at most 2 s).
+    let ramp = Instant::now();
+    while attack.is_some()
+        && (tally.opened.load(Ordering::Relaxed) as usize) < sockets
+        && ramp.elapsed() < Duration::from_secs(2)
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The client runs on a runtime of its own, on its own thread: the attack's tasks share
+    // this one and must not delay its calls (they still share the machine's CPUs with it).
+    let legit = client.clone();
+    let (duration, interval) = (
+        Duration::from_secs_f64(profile.phase_s),
+        Duration::from_millis(profile.interval_ms),
+    );
+    let calling = tokio::task::spawn_blocking(move || legit.run(duration, interval));
+    let mut rss_peak = rss_before;
+    while !calling.is_finished() {
+        rss_peak = rss_peak.max(server.rss());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (mut latencies, calls, first_error) = calling.await.context("the legitimate client")??;
+    let _ = stop_tx.send(true);
+    if let Some(task) = attack_task {
+        let _ = task.await;
+    }
+    let cpu = server.cpu() - cpu_before;
+    // The attack's sockets are closed now: let the server notice and give memory back.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let rss_after = server.rss();
+    let counters = server.counters()?;
+    server.check_alive()?;
+    latencies.sort_by(f64::total_cmp);
+    let closed = tally.closed_by_server.load(Ordering::Relaxed);
+    Ok(Phase {
+        link: link.to_string(),
+        attack: name.to_string(),
+        sockets,
+        calls,
+        ok: latencies.len(),
+        first_error,
+        p50_ms: crate::stats::quantile(&latencies, 0.5),
+        p99_ms: crate::stats::quantile(&latencies, 0.99),
+        p99_vs_baseline: 1.0,
+        rss_before,
+        rss_peak,
+        rss_after,
+        server_cpu_s: cpu,
+        opened: tally.opened.load(Ordering::Relaxed),
+        closed_by_server: closed,
+        max_close_s: tally.close_us_max.load(Ordering::Relaxed) as f64 / 1e6,
+        attack_bytes: tally.sent.load(Ordering::Relaxed),
+        reasons: counters.delta(&before),
+        log_bytes: server.log_bytes().saturating_sub(log_before),
+        open_after: counters.gauge("blerpc_connections_open") as u64,
+    })
+}
+
+fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("blerpc-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1}", bytes as f64 / (1 << 20) as f64)
+}
+
+fn print_report(r: &Report) {
+    let p = &r.profile;
+    println!(
+        "hostile peers against blerpc serve: {} sockets per attack, {:.0} s phases, setup \
+         deadline {:.1} s, container deadline {:.1} s; the legitimate client makes a new \
+         connection per call every {} ms",
+        p.sockets, p.phase_s, p.setup_timeout_s, p.container_timeout_s, p.interval_ms
+    );
+    let mut t = Table::new([
+        "link", "attack", "sockets", "calls ok", "p50 ms", "p99 ms", "×base", "RSS MiB", "peak",
+        "after", "CPU s", "closed", "max s",
+    ]);
+    for i in 2..13 {
+        t = t.align(i, Align::Right);
+    }
+    for ph in &r.phases {
+        t.row([
+            ph.link.clone(),
+            ph.attack.clone(),
+            ph.sockets.to_string(),
+            format!("{}/{}", ph.ok, ph.calls),
+            format!("{:.1}", ph.p50_ms),
+            format!("{:.1}", ph.p99_ms),
+            format!("{:.2}", ph.p99_vs_baseline),
+            mib(ph.rss_before),
+            mib(ph.rss_peak),
+            mib(ph.rss_after),
+            format!("{:.2}", ph.server_cpu_s),
+            format!("{}/{}", ph.closed_by_server, ph.opened),
+            format!("{:.1}", ph.max_close_s),
+        ]);
+    }
+    print!("{}", t.plain(""));
+    println!(
+        "calls ok: legitimate calls that succeeded; ×base: p99 over the same link's baseline \
+         (no attack) p99; RSS: before the phase, peak during it, after the attack stopped; \
+         closed: hostile connections the server closed / opened; max s: the longest one stayed"
+    );
+    let mut reasons = Table::new(["link", "attack", "server counters (by reason)", "log bytes"])
+        .align(3, Align::Right);
+    for ph in r.phases.iter().filter(|p| !p.reasons.is_empty()) {
+        let list: Vec<String> = ph.reasons.iter().map(|(r, n)| format!("{r}={n}")).collect();
+        reasons.row([
+            ph.link.clone(),
+            ph.attack.clone(),
+            list.join(" "),
+            ph.log_bytes.to_string(),
+        ]);
+    }
+    if !reasons.is_empty() {
+        print!("{}", reasons.plain(""));
+    }
+}

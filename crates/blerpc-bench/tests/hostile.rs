@@ -1,0 +1,73 @@
+//! `blerpc-bench hostile --quick`: every attack against real `blerpc serve` processes (TCP,
+//! WebSocket, TLS) while a legitimate client calls. The run itself fails when a legitimate
+//! call fails, a hostile connection outlives the deadlines or the server's memory does not come
+//! back; this test checks that verdict and, from the JSON report, that each attack met the
+//! defence meant for it (by the server's own counters).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../../blerpc-cli/tests/common/mod.rs"]
+mod common;
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// The phase of `link` and `attack`.
+fn phase<'a>(report: &'a Value, link: &str, attack: &str) -> &'a Value {
+    report["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["link"] == link && p["attack"] == attack)
+        .unwrap_or_else(|| panic!("no phase {link} {attack}"))
+}
+
+/// The count the server gave `reason` during a phase.
+fn reason(p: &Value, reason: &str) -> u64 {
+    p["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r[0] == reason)
+        .and_then(|r| r[1].as_u64())
+        .unwrap_or(0)
+}
+
+#[test]
+fn quick_hostile_run_keeps_the_legitimate_client_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("hostile.json");
+    let mut cmd = common::bin();
+    cmd.args(["hostile", "--quick", "--json"]).arg(&json);
+    let out = common::run_within(cmd, "", Duration::from_secs(240));
+    assert!(
+        out.status.success(),
+        "hostile --quick failed:\n{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(report["failures"].as_array().unwrap().is_empty());
+    for p in report["phases"].as_array().unwrap() {
+        assert_eq!(p["ok"], p["calls"], "{p}");
+    }
+    let opened = |p: &Value| p["opened"].as_u64().unwrap();
+    // Each attack was stopped by the defence meant for it, as the server counted it.
+    let silent = phase(&report, "tcp", "silent");
+    assert_eq!(reason(silent, "setup_timeout"), opened(silent), "{silent}");
+    let slow = phase(&report, "tcp", "slow-container");
+    assert_eq!(reason(slow, "container_timeout"), opened(slow), "{slow}");
+    let memory = phase(&report, "tcp", "pre-auth-memory");
+    assert!(reason(memory, "data_before_session") > 0, "{memory}");
+    let kx = phase(&report, "tcp", "kx-flood");
+    assert!(reason(kx, "key_exchange_attempts") > 0, "{kx}");
+    let garbage = phase(&report, "tcp", "random-bytes");
+    assert!(reason(garbage, "framing") > 0, "{garbage}");
+    // 300 silent sockets against 256 handshake slots: the oldest made room for newcomers.
+    for link in ["ws", "tls"] {
+        let p = phase(&report, link, "silent");
+        assert!(reason(p, "handshake_evicted") > 0, "{p}");
+    }
+    // Refusals and closes were logged.
+    assert!(silent["log_bytes"].as_u64().unwrap() > 0, "{silent}");
+}
