@@ -71,6 +71,10 @@ pub struct ServeArgs {
     /// one NAT share an address).
     #[arg(long, value_name = "N")]
     pub max_connections_per_address: Option<usize>,
+    /// New connections one IP address may open per second (per worker), in bursts of twice as
+    /// many; more are closed at once. 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = 100.0)]
+    pub max_connection_rate: f64,
     /// Seconds a connection has to complete setup (and the key exchange unless --plaintext)
     /// before it is closed.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
@@ -226,6 +230,7 @@ fn build_server_with(
         max_connections: args.max_connections.max(1),
         max_unproven_per_address: args.max_unproven_per_address,
         max_connections_per_address: args.max_connections_per_address,
+        connection_rate_per_address: connection_rate(args.max_connection_rate)?,
         ..Default::default()
     };
     config.peripheral.require_encryption = !args.plaintext;
@@ -303,6 +308,21 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
             .context("cannot write to stdout")?;
     }
     listener.serve(&server, shutdown_signal()).await
+}
+
+/// `--max-connection-rate`: `None` for 0, else the rate with bursts of twice as many.
+fn connection_rate(per_second: f64) -> anyhow::Result<Option<blerpc::server::ConnectionRate>> {
+    if !(per_second.is_finite() && per_second >= 0.0) {
+        bail!(
+            "--max-connection-rate {per_second} must be a number of connections per second (0: no limit)"
+        );
+    }
+    Ok(
+        (per_second > 0.0).then_some(blerpc::server::ConnectionRate {
+            per_second,
+            burst: (2.0 * per_second).max(1.0),
+        }),
+    )
 }
 
 /// `value` seconds as a duration; an error naming `flag` unless positive and finite.
@@ -405,6 +425,7 @@ mod tests {
             max_connections: 1024,
             max_unproven_per_address: None,
             max_connections_per_address: None,
+            max_connection_rate: 100.0,
             setup_timeout: 10.0,
             container_timeout: 10.0,
             metrics: None,

@@ -32,6 +32,8 @@ pub enum Reason {
     ConnectionCap,
     /// The source address holds as many connections (or unproven ones) as allowed.
     AddressLimit,
+    /// The source address opened connections faster than allowed.
+    ConnectionRate,
     /// An unproven connection was closed to make room for a newcomer at the cap.
     EvictedUnproven,
     /// The TLS or WebSocket handshake did not finish in time.
@@ -67,6 +69,7 @@ impl Reason {
         match self {
             Reason::ConnectionCap => "connection_cap",
             Reason::AddressLimit => "address_limit",
+            Reason::ConnectionRate => "connection_rate",
             Reason::EvictedUnproven => "evicted_unproven",
             Reason::HandshakeTimeout => "handshake_timeout",
             Reason::HandshakeFailed => "handshake_failed",
@@ -87,6 +90,7 @@ impl Reason {
         match self {
             Reason::ConnectionCap => "refused: at the connection cap, nothing unproven to evict",
             Reason::AddressLimit => "refused: the address's connection limit",
+            Reason::ConnectionRate => "refused: the address opens connections too fast",
             Reason::EvictedUnproven => "evicted: unproven, to make room at the connection cap",
             Reason::HandshakeTimeout => "closed: TLS/WebSocket handshake not finished in time",
             Reason::HandshakeFailed => "closed: TLS/WebSocket handshake failed",

@@ -88,6 +88,8 @@ impl ServerProc {
             .arg(&key)
             .args(["--workers", &workers.to_string()])
             .args(["--max-connections", &max_connections.to_string()])
+            // The load generators open thousands of connections a second from each address.
+            .args(["--max-connection-rate", "0"])
             .args(["--backlog", "65535"])
             .args(["--read-buffer", &read_buffer.to_string()])
             .args(["--flash-size", "4096"]);

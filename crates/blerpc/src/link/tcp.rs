@@ -299,8 +299,23 @@ impl Link for TcpLink {
     }
 }
 
-/// The framing halves over any byte stream's read and write halves.
-pub(crate) fn halves<R, W>(r: R, w: W, options: &TcpOptions) -> (StreamTx<W>, StreamRx<R>) {
+/// The framing halves over any byte stream's read and write halves (what the TCP and TLS links
+/// split into; usable over a Unix socket or a pipe): containers back to back, each read whole
+/// before [`LinkRx::recv`] returns it, within the options' limits and container deadline.
+///
+/// ```
+/// use blerpc::link::{LinkRx as _, tcp::{TcpOptions, halves}};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// // A TIMEOUT request and a CAPABILITIES request, back to back in one read.
+/// let bytes: &[u8] = &[0x00, 0x00, 0xc4, 0x00, 0x01, 0x00, 0xd0, 0x00];
+/// let (_tx, mut rx) = halves(bytes, tokio::io::sink(), &TcpOptions::default());
+/// assert_eq!(rx.recv().await.unwrap(), Some(&[0x00, 0x00, 0xc4, 0x00][..]));
+/// assert_eq!(rx.recv().await.unwrap(), Some(&[0x01, 0x00, 0xd0, 0x00][..]));
+/// assert_eq!(rx.recv().await.unwrap(), None);
+/// # });
+/// ```
+pub fn halves<R, W>(r: R, w: W, options: &TcpOptions) -> (StreamTx<W>, StreamRx<R>) {
     let max = options.max_container();
     // A long container grows the buffer when it arrives; idle connections keep the small one.
     let base = options

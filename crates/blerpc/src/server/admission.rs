@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 
@@ -25,6 +26,27 @@ pub(super) struct Limits {
     pub(super) max_per_address: Option<usize>,
     pub(super) max_unproven_per_address: Option<usize>,
     pub(super) reassembly_budget: usize,
+    /// New connections per second from one address, and the burst above it.
+    pub(super) connection_rate: Option<Rate>,
+}
+
+/// A token bucket's refill rate and depth.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rate {
+    /// Tokens per second.
+    pub per_second: f64,
+    /// The bucket's depth: how many may come at once.
+    pub burst: f64,
+}
+
+/// Addresses whose connection rate is tracked at once; past it the fullest buckets (the
+/// addresses that connected least recently) are forgotten.
+const MAX_TRACKED_ADDRESSES: usize = 65_536;
+
+#[derive(Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: std::time::Instant,
 }
 
 struct Entry {
@@ -45,6 +67,35 @@ struct State {
     /// By id, which is also age (oldest first).
     conns: BTreeMap<u64, Entry>,
     addresses: HashMap<IpAddr, PerAddress>,
+    buckets: HashMap<IpAddr, Bucket>,
+}
+
+impl State {
+    /// Takes a token from `ip`'s bucket; `false` when it is empty.
+    fn take_token(&mut self, ip: IpAddr, rate: Rate, now: std::time::Instant) -> bool {
+        if self.buckets.len() >= MAX_TRACKED_ADDRESSES && !self.buckets.contains_key(&ip) {
+            // Forget the addresses that have been quiet longest (their buckets are full).
+            let horizon = Duration::from_secs_f64(rate.burst / rate.per_second.max(1e-9));
+            self.buckets
+                .retain(|_, b| now.saturating_duration_since(b.at) < horizon);
+            if self.buckets.len() >= MAX_TRACKED_ADDRESSES {
+                self.buckets.clear();
+            }
+        }
+        let b = self.buckets.entry(ip).or_insert(Bucket {
+            tokens: rate.burst,
+            at: now,
+        });
+        let elapsed = now.saturating_duration_since(b.at).as_secs_f64();
+        b.tokens = (b.tokens + elapsed * rate.per_second).min(rate.burst);
+        b.at = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 /// The server's connection table (see the [module docs](self)).
@@ -77,6 +128,13 @@ impl Admission {
     /// evict.
     pub(super) fn admit(self: &Arc<Self>, ip: Option<IpAddr>, peer: &str) -> Option<Ticket> {
         let mut state = self.lock();
+        if let (Some(ip), Some(rate)) = (ip, self.limits.connection_rate)
+            && !state.take_token(ip, rate, std::time::Instant::now())
+        {
+            drop(state);
+            self.metrics.refused(Reason::ConnectionRate, peer);
+            return None;
+        }
         if let Some(ip) = ip {
             let here = state.addresses.get(&ip);
             let (all, unproven) = here.map_or((0, 0), |a| (a.all, a.unproven));
@@ -269,6 +327,7 @@ mod tests {
                 max_per_address: per_address,
                 max_unproven_per_address: unproven,
                 reassembly_budget: 1000,
+                connection_rate: None,
             },
             Metrics::new(),
         )
@@ -316,6 +375,27 @@ mod tests {
         assert_eq!(adm.metrics.count(Reason::AddressLimit), 2);
         // Links without an IP address are not limited by address.
         let _x = adm.admit(None, "mem").unwrap();
+    }
+
+    #[test]
+    fn an_address_opens_connections_at_the_configured_rate() {
+        let mut state = State::default();
+        let rate = Rate {
+            per_second: 10.0,
+            burst: 3.0,
+        };
+        let t0 = std::time::Instant::now();
+        let ip = A.unwrap();
+        for _ in 0..3 {
+            assert!(state.take_token(ip, rate, t0));
+        }
+        assert!(!state.take_token(ip, rate, t0));
+        // Another address has its own bucket.
+        assert!(state.take_token(B.unwrap(), rate, t0));
+        // 100 ms later, one more.
+        let t1 = t0 + Duration::from_millis(100);
+        assert!(state.take_token(ip, rate, t1));
+        assert!(!state.take_token(ip, rate, t1));
     }
 
     #[test]

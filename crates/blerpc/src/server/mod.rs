@@ -20,6 +20,7 @@
 //! |---|---|---|
 //! | silent connections | the setup deadline: established (key exchange done where encryption is required) within `peripheral.setup_timeout` or closed | 10 s |
 //! | many connections | `max_connections`; at the cap the oldest unproven connection is evicted, else the newcomer is closed at once | 1,024 |
+//! | connection floods | `connection_rate_per_address` (token bucket per IP) | 100/s, bursts of 200 |
 //! | one address | `max_unproven_per_address`, `max_connections_per_address`, [`TcpOptions`](crate::link::tcp::TcpOptions)`::max_handshakes_per_address` | none (opt in) |
 //! | pre-session memory | before the session exists (encryption required) requests are refused at their FIRST container and only classic containers are read | on |
 //! | partial requests | `peripheral.max_reassembly_bytes` per connection, `max_reassembly_bytes` server-wide; deadline `peripheral.reassembly_timeout` from the FIRST container (+ length at `reassembly_min_rate`); partial requests count towards BUSY | 32 MiB, 512 MiB, 10 s + 4 KiB/s |
@@ -58,6 +59,7 @@ mod connection;
 use crate::clock::Clock;
 use crate::link::{Acceptor, Link, LinkError};
 use crate::metrics::Metrics;
+pub use admission::Rate as ConnectionRate;
 use admission::{Admission, Limits, Ticket};
 use connection::Connection;
 
@@ -200,6 +202,10 @@ pub struct ServerConfig {
     /// that would take them past it is refused with BUSY (each connection also has its own
     /// `peripheral.max_reassembly_bytes`). Default 512 MiB.
     pub max_reassembly_bytes: usize,
+    /// New connections one IP address may open per second, and the burst it may open at once;
+    /// more are closed at once (before any handshake or key exchange work). `None`: no limit.
+    /// Default 100 per second, bursts of 200.
+    pub connection_rate_per_address: Option<ConnectionRate>,
     /// Where refusals, evictions and closes for cause are counted; `None` makes a new one
     /// ([`Server::metrics`] returns it). Share it with the acceptors'
     /// [`TcpOptions::metrics`](crate::link::tcp::TcpOptions::metrics) to count their handshakes
@@ -230,6 +236,10 @@ impl Default for ServerConfig {
             max_connections_per_address: None,
             max_unproven_per_address: None,
             max_reassembly_bytes: 512 << 20,
+            connection_rate_per_address: Some(ConnectionRate {
+                per_second: 100.0,
+                burst: 200.0,
+            }),
             metrics: None,
             upload_buffer: 1024,
             idle_release: Duration::from_secs(1),
@@ -307,6 +317,7 @@ impl Server {
                 max_per_address: config.max_connections_per_address,
                 max_unproven_per_address: config.max_unproven_per_address,
                 reassembly_budget: config.max_reassembly_bytes,
+                connection_rate: config.connection_rate_per_address,
             },
             metrics,
         );
