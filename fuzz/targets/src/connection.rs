@@ -393,6 +393,10 @@ enum Target {
     Central,
     Peripheral,
     TwoParty,
+    /// A peripheral configured as the `blerpc` server configures it (16 MiB requests and
+    /// responses, both extensions, the server's reassembly budget), beside a central that
+    /// announces both extensions: what a peer of `blerpc serve` meets.
+    RuntimePeripheral,
 }
 
 /// A program's world: the pair, and what the interpreter tracks beside it.
@@ -412,9 +416,22 @@ const MAX_OPS: usize = 2_000;
 
 impl World {
     fn new(target: Target, cfg: WorldConfig) -> World {
-        let (peripheral, has_identity) = cfg.peripheral_config();
+        let (mut peripheral, has_identity) = cfg.peripheral_config();
+        let mut central = cfg.central_config();
+        if target == Target::RuntimePeripheral {
+            peripheral = PeripheralConfig {
+                att_mtu: peripheral.att_mtu,
+                require_encryption: peripheral.require_encryption,
+                max_pending_requests: peripheral.max_pending_requests,
+                long_containers: peripheral.long_containers,
+                ..blerpc::ServerConfig::default().peripheral
+            };
+            central.large_messages = true;
+            central.long_containers = true;
+            central.max_response_len = blerpc_proto::connection::DEFAULT_MAX_LARGE_MESSAGE_LEN;
+        }
         let builder = PairBuilder {
-            central: cfg.central_config(),
+            central,
             peripheral,
             identity: has_identity,
             latency: Duration::ZERO,
@@ -581,7 +598,7 @@ impl World {
     fn apply(&mut self, op: Op) {
         let allowed = match (&op, self.target) {
             (Op::InjectPeripheral(_), Target::Central) => false,
-            (Op::InjectCentral(_), Target::Peripheral) => false,
+            (Op::InjectCentral(_), Target::Peripheral | Target::RuntimePeripheral) => false,
             (
                 Op::InjectCentral(_) | Op::InjectPeripheral(_) | Op::PeripheralRaw { .. },
                 Target::TwoParty,
@@ -688,6 +705,12 @@ pub fn connection_central(data: &[u8]) {
 /// to a genuine central.
 pub fn connection_peripheral(data: &[u8]) {
     let _ = World::run_program(Target::Peripheral, data);
+}
+
+/// [`connection_peripheral`] with the peripheral configured as `blerpc serve` configures it
+/// (16 MiB limits, both extensions, the server's reassembly budget and deadlines).
+pub fn connection_runtime_limits(data: &[u8]) {
+    let _ = World::run_program(Target::RuntimePeripheral, data);
 }
 
 /// A Central and an echo Peripheral through a lossy, duplicating, reordering channel (and, on an

@@ -18,6 +18,8 @@
 //! | `known_keys_file`, `identity_file` | a file's contents | [`files`] |
 //! | `json_protobuf` | `[method and direction]` then JSON text or protobuf bytes | [`cli`] |
 //! | `dissector` | `[decode options]` then a capture file or binary PDUs | [`cli`] |
+//! | `stream_framing` | `[mtu][flags][max][4 read steps]` then a byte stream | [`stream`] |
+//! | `connection_runtime_limits` | as `connection_peripheral`, the peripheral configured as `blerpc serve` configures it | [`connection`] |
 //! | `serial_deframer` | `[max_pdu u16][read size][mode]` then a line or a program that builds one | [`serial`] |
 //!
 //! ```
@@ -45,6 +47,7 @@ pub mod input;
 pub mod keys;
 pub mod serial;
 pub mod session;
+pub mod stream;
 
 /// The body of one target.
 pub type TargetFn = fn(&[u8]);
@@ -62,6 +65,11 @@ pub const TARGETS: &[(&str, TargetFn)] = &[
     ("session_open", session::session_open),
     ("connection_central", connection::connection_central),
     ("connection_peripheral", connection::connection_peripheral),
+    (
+        "connection_runtime_limits",
+        connection::connection_runtime_limits,
+    ),
+    ("stream_framing", stream::stream_framing),
     ("two_party", connection::two_party),
     ("known_keys_file", files::known_keys_file),
     ("identity_file", files::identity_file),

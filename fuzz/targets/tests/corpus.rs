@@ -134,6 +134,8 @@ corpus_tests!(
     session_open,
     connection_central,
     connection_peripheral,
+    connection_runtime_limits,
+    stream_framing,
     two_party,
     known_keys_file,
     identity_file,
