@@ -15,6 +15,7 @@
 //! | `aead`, `copy`, `calls`, `wakeup` | [`aead`], [`copy`], [`calls`], [`wakeup`]: the pieces that explain the loopback figures | the other rows of each table |
 //! | `handshake` | [`handshake`]: the key exchange's primitives per crypto library (what the codec's `kx` row sums) | the other libraries |
 //! | `hostile` | [`hostile`]: attacks (silent sockets, pre-auth memory, slow containers, key-exchange floods, random bytes, many tids, reopen storms) on a real `blerpc serve` while a legitimate client calls | the same client with no attack |
+//! | `soak` | [`soak`]: thousands of encrypted connections doing mixed calls and streams with reconnect churn and a hostile mix; server RSS slope | — (0 wrong answers) |
 //! | `serial` | [`serial`]: the serial link's framing (CRC-16, COBS) per PDU size | — |
 //!
 //! Child processes re-execute this binary with a hidden subcommand ([`process`]); the scale
@@ -52,6 +53,7 @@ pub mod process;
 pub mod reference;
 pub mod scale;
 pub mod serial;
+pub mod soak;
 pub mod stats;
 pub mod suite;
 pub mod table;

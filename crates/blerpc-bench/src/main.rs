@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use blerpc_bench::{
     aead, ble, calls, codec, copy, handshake, hostile, links, loopback, process, scale, serial,
-    suite, wakeup,
+    soak, suite, wakeup,
 };
 use clap::{Parser, Subcommand};
 
@@ -52,6 +52,9 @@ enum Suite {
     Serial(serial::SerialArgs),
     /// Hostile peers against a real `blerpc serve` while a legitimate client calls.
     Hostile(Box<hostile::HostileArgs>),
+    /// Many encrypted connections doing mixed calls and streams for a while, every answer
+    /// checked, with reconnect churn and a hostile mix.
+    Soak(Box<soak::SoakArgs>),
     /// A child process of a suite.
     #[command(hide = true, subcommand)]
     Role(process::Role),
@@ -75,6 +78,7 @@ fn run(suite: Option<Suite>, out: &std::path::Path) -> anyhow::Result<bool> {
         Some(Suite::Copy(a)) => copy::run(&a),
         Some(Suite::Serial(a)) => serial::run(&a),
         Some(Suite::Hostile(a)) => hostile::run(&a),
+        Some(Suite::Soak(a)) => soak::run(&a),
         Some(Suite::Role(role)) => process::run(&role),
         Some(Suite::Serve(a)) => blerpc_cli::serve::run_blocking(&a).map(|()| true),
     }

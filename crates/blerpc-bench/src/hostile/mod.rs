@@ -19,7 +19,7 @@
 //! ```
 
 pub mod attacks;
-mod server;
+pub(crate) mod server;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -218,6 +218,7 @@ async fn run_async(args: &HostileArgs, profile: Profile) -> anyhow::Result<Repor
             setup_timeout: Duration::from_secs_f64(profile.setup_timeout_s),
             container_timeout: Duration::from_secs_f64(profile.container_timeout_s),
             dir: &dir,
+            extra: &[],
         })?;
         let client = Legit {
             address: server.url.parse()?,

@@ -10,30 +10,32 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow, bail};
 
 /// One `blerpc serve` process.
-pub(super) struct Server {
+pub(crate) struct Server {
     child: Child,
     /// `tcp://…`, `ws://…/blerpc` or `tls://…`.
-    pub(super) url: String,
+    pub(crate) url: String,
     /// Where the link listens.
-    pub(super) addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     /// The identity key centrals pin.
-    pub(super) identity: [u8; 32],
+    pub(crate) identity: [u8; 32],
     metrics: SocketAddr,
     log: PathBuf,
 }
 
 /// What the server is started with.
-pub(super) struct ServerOptions<'a> {
-    pub(super) listen: &'a str,
-    pub(super) key: &'a std::path::Path,
-    pub(super) tls: Option<&'a std::path::Path>,
-    pub(super) setup_timeout: Duration,
-    pub(super) container_timeout: Duration,
-    pub(super) dir: &'a std::path::Path,
+pub(crate) struct ServerOptions<'a> {
+    pub(crate) listen: &'a str,
+    pub(crate) key: &'a std::path::Path,
+    pub(crate) tls: Option<&'a std::path::Path>,
+    pub(crate) setup_timeout: Duration,
+    pub(crate) container_timeout: Duration,
+    pub(crate) dir: &'a std::path::Path,
+    /// More `serve` options.
+    pub(crate) extra: &'a [&'a str],
 }
 
 impl Server {
-    pub(super) fn start(o: &ServerOptions<'_>) -> anyhow::Result<Server> {
+    pub(crate) fn start(o: &ServerOptions<'_>) -> anyhow::Result<Server> {
         let metrics = free_port()?;
         let name = o.listen.split(':').next().unwrap_or("server");
         let log = o.dir.join(format!("{name}.log"));
@@ -51,6 +53,7 @@ impl Server {
                 &o.container_timeout.as_secs_f64().to_string(),
             ])
             .args(["--metrics", &metrics.to_string()])
+            .args(o.extra)
             .env("RUST_LOG", "warn");
         if let Some(dir) = o.tls {
             cmd.arg("--tls-cert")
@@ -98,28 +101,28 @@ impl Server {
         })
     }
 
-    pub(super) fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Resident memory now.
-    pub(super) fn rss(&self) -> u64 {
+    pub(crate) fn rss(&self) -> u64 {
         crate::process::rss_bytes(self.pid()).unwrap_or(0)
     }
 
     /// CPU seconds so far.
-    pub(super) fn cpu(&self) -> f64 {
+    pub(crate) fn cpu(&self) -> f64 {
         crate::process::cpu_seconds(self.pid()).unwrap_or(0.0)
     }
 
     /// Bytes the server has logged so far.
-    pub(super) fn log_bytes(&self) -> u64 {
+    pub(crate) fn log_bytes(&self) -> u64 {
         std::fs::metadata(&self.log).map_or(0, |m| m.len())
     }
 
     /// The counters of `/metrics`: `blerpc_connections_closed_total{reason="x"} 3` as
     /// `("closed", "x") → 3` and so on.
-    pub(super) fn counters(&self) -> anyhow::Result<Counters> {
+    pub(crate) fn counters(&self) -> anyhow::Result<Counters> {
         let mut s = TcpStream::connect_timeout(&self.metrics, Duration::from_secs(5))?;
         s.set_read_timeout(Some(Duration::from_secs(5)))?;
         write!(
@@ -133,7 +136,7 @@ impl Server {
     }
 
     /// Fails if the server process has exited.
-    pub(super) fn check_alive(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn check_alive(&mut self) -> anyhow::Result<()> {
         if let Some(status) = self.child.try_wait()? {
             bail!(
                 "blerpc serve {} exited ({status}); its log: {}",
@@ -161,7 +164,7 @@ fn free_port() -> anyhow::Result<SocketAddr> {
 /// The counters a server reported, by `(kind, reason)` (`kind` is `refused` or `closed`) and
 /// by gauge name.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Counters {
+pub(crate) struct Counters {
     by_reason: Vec<(String, String, f64)>,
     gauges: Vec<(String, f64)>,
 }
@@ -195,7 +198,7 @@ impl Counters {
     }
 
     /// Refusals and closes for `reason`, together.
-    pub(super) fn count(&self, reason: &str) -> f64 {
+    pub(crate) fn count(&self, reason: &str) -> f64 {
         self.by_reason
             .iter()
             .filter(|(_, r, _)| r == reason)
@@ -204,7 +207,7 @@ impl Counters {
     }
 
     /// Every reason with a count, `reason=count` in the difference `self - before`.
-    pub(super) fn delta(&self, before: &Counters) -> Vec<(String, u64)> {
+    pub(crate) fn delta(&self, before: &Counters) -> Vec<(String, u64)> {
         let mut reasons: Vec<String> = self.by_reason.iter().map(|(_, r, _)| r.clone()).collect();
         reasons.sort();
         reasons.dedup();
@@ -218,7 +221,7 @@ impl Counters {
     }
 
     /// A gauge's value.
-    pub(super) fn gauge(&self, name: &str) -> f64 {
+    pub(crate) fn gauge(&self, name: &str) -> f64 {
         self.gauges
             .iter()
             .find(|(n, _)| n == name)
