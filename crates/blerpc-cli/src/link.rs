@@ -440,6 +440,12 @@ impl<L: Link> Link for Traced<L> {
     fn peer_id(&self) -> String {
         self.inner.peer_id()
     }
+    fn peer_ip(&self) -> Option<std::net::IpAddr> {
+        self.inner.peer_ip()
+    }
+    fn setup_pipelining(&self) -> blerpc_proto::connection::SetupPipelining {
+        self.inner.setup_pipelining()
+    }
     fn split(self) -> (Self::Tx, Self::Rx) {
         let peer = self.inner.peer_id();
         let (tx, rx) = self.inner.split();
@@ -506,6 +512,9 @@ impl<R: LinkRx> LinkRx for TracedRx<R> {
             tracing::trace!(target: "blerpc::pdu", peer = %self.peer, "← {:3} B {}", pdu.len(), hex_prefix(pdu));
         }
         r
+    }
+    fn set_max_container(&mut self, len: usize) {
+        self.inner.set_max_container(len);
     }
     fn release_memory(&mut self) {
         self.inner.release_memory();

@@ -79,6 +79,10 @@ pub struct ServeArgs {
     /// before it is closed.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub setup_timeout: f64,
+    /// TLS / WebSocket handshakes in progress at once (tls://, ws://, wss://); when all are
+    /// taken, a newcomer drops the oldest one that has run for a second.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub max_handshakes: usize,
     /// Seconds a stream link (tcp://, tls://) allows for the rest of a container once the peer
     /// has begun one.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
@@ -293,6 +297,7 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
                 read_buffer_size: args.read_buffer,
                 long_containers: !args.classic_containers,
                 container_timeout: seconds("--container-timeout", args.container_timeout)?,
+                max_handshakes: args.max_handshakes.max(1),
                 metrics: Some(server.metrics()),
                 ..Default::default()
             },
@@ -428,6 +433,7 @@ mod tests {
             max_connection_rate: 100.0,
             setup_timeout: 10.0,
             container_timeout: 10.0,
+            max_handshakes: 4096,
             metrics: None,
             workers: 1,
             threads: None,

@@ -60,6 +60,34 @@ fn serve_and_call_over_tcp() {
     every_shape(&url, &key, &[]);
 }
 
+/// A stranger (no key exchange) gets classic containers only: a long container before the
+/// session closes the connection at its header, though the extension was agreed.
+#[test]
+fn a_long_container_before_the_key_exchange_closes_the_connection() {
+    use std::io::{Read as _, Write as _};
+    let (_server, url, _key) = serve(&["--listen", "tcp://127.0.0.1:0"]);
+    let addr = url.strip_prefix("tcp://").unwrap();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    // Well inside the 10 s setup deadline, which would close it anyway.
+    s.set_read_timeout(Some(std::time::Duration::from_secs(3)))
+        .unwrap();
+    // CAPABILITIES announcing large messages and long containers (flags 0x0006).
+    s.write_all(&[0x01, 0x00, 0xd0, 0x06, 0, 0, 0, 0, 0x06, 0x00])
+        .unwrap();
+    let mut reply = [0u8; 64];
+    let n = s.read(&mut reply).unwrap();
+    assert!(n >= 4 && reply[2] == 0xd0, "{:02x?}", &reply[..n]);
+    // A long FIRST (flags LONG_FLAG): 1,000 bytes announced and carried.
+    let mut pdu = vec![0x10, 0x00, 0x02, 0xe8, 0x03, 0xe8, 0x03];
+    pdu.extend_from_slice(&[0x5a; 1000]);
+    let _ = s.write_all(&pdu);
+    let mut rest = Vec::new();
+    match s.read_to_end(&mut rest) {
+        Ok(_) => {}
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
+    }
+}
+
 #[test]
 fn serve_and_call_over_websocket() {
     let (_server, url, key) = serve(&["--listen", "ws://127.0.0.1:0/blerpc"]);

@@ -85,6 +85,8 @@ pub struct Profile {
     pub container_timeout_s: f64,
     /// Milliseconds between legitimate calls.
     pub interval_ms: u64,
+    /// The server's TLS / WebSocket handshake slots (`serve --max-handshakes`).
+    pub max_handshakes: usize,
 }
 
 impl HostileArgs {
@@ -97,6 +99,8 @@ impl HostileArgs {
             setup_timeout_s: self.setup_timeout.unwrap_or(if q { 2.0 } else { 10.0 }),
             container_timeout_s: self.container_timeout.unwrap_or(if q { 1.0 } else { 5.0 }),
             interval_ms: self.interval_ms.max(1),
+            // Fewer than the attack's sockets, so that the slots fill and the oldest are dropped.
+            max_handshakes: if q { 128 } else { 4096 },
         }
     }
 }
@@ -205,6 +209,7 @@ async fn run_async(args: &HostileArgs, profile: Profile) -> anyhow::Result<Repor
         .collect();
     let mut phases = Vec::new();
     let mut failures = Vec::new();
+    let handshakes = profile.max_handshakes.to_string();
     for link in links {
         let listen = match link {
             "tcp" => "tcp://127.0.0.1:0",
@@ -218,7 +223,7 @@ async fn run_async(args: &HostileArgs, profile: Profile) -> anyhow::Result<Repor
             setup_timeout: Duration::from_secs_f64(profile.setup_timeout_s),
             container_timeout: Duration::from_secs_f64(profile.container_timeout_s),
             dir: &dir,
-            extra: &[],
+            extra: &["--max-handshakes", &handshakes],
         })?;
         let client = Legit {
             address: server.url.parse()?,
@@ -472,9 +477,14 @@ fn print_report(r: &Report) {
     let p = &r.profile;
     println!(
         "hostile peers against blerpc serve: {} sockets per attack, {:.0} s phases, setup \
-         deadline {:.1} s, container deadline {:.1} s; the legitimate client makes a new \
-         connection per call every {} ms",
-        p.sockets, p.phase_s, p.setup_timeout_s, p.container_timeout_s, p.interval_ms
+         deadline {:.1} s, container deadline {:.1} s, {} handshake slots; the legitimate client \
+         makes a new connection per call every {} ms",
+        p.sockets,
+        p.phase_s,
+        p.setup_timeout_s,
+        p.container_timeout_s,
+        p.max_handshakes,
+        p.interval_ms
     );
     let mut t = Table::new([
         "link", "attack", "sockets", "calls ok", "p50 ms", "p99 ms", "×base", "RSS MiB", "peak",

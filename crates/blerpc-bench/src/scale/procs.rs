@@ -90,6 +90,9 @@ impl ServerProc {
             .args(["--max-connections", &max_connections.to_string()])
             // The load generators open thousands of connections a second from each address.
             .args(["--max-connection-rate", "0"])
+            // The ping variant's connections speak WebSocket only (never bleRPC setup), and
+            // the rounds hold them for minutes: no setup deadline for this test.
+            .args(["--setup-timeout", "86400"])
             .args(["--backlog", "65535"])
             .args(["--read-buffer", &read_buffer.to_string()])
             .args(["--flash-size", "4096"]);

@@ -93,7 +93,21 @@ fn worker_command(args: &ServeArgs, url: &LinkUrl) -> anyhow::Result<Command> {
         .arg("--backlog")
         .arg(args.backlog.to_string())
         .arg("--read-buffer")
-        .arg(args.read_buffer.to_string());
+        .arg(args.read_buffer.to_string())
+        .arg("--max-connection-rate")
+        .arg(args.max_connection_rate.to_string())
+        .arg("--setup-timeout")
+        .arg(args.setup_timeout.to_string())
+        .arg("--container-timeout")
+        .arg(args.container_timeout.to_string())
+        .arg("--max-handshakes")
+        .arg(args.max_handshakes.to_string());
+    if let Some(n) = args.max_unproven_per_address {
+        c.arg("--max-unproven-per-address").arg(n.to_string());
+    }
+    if let Some(n) = args.max_connections_per_address {
+        c.arg("--max-connections-per-address").arg(n.to_string());
+    }
     if let Some(n) = args.threads {
         c.arg("--threads").arg(n.to_string());
     }

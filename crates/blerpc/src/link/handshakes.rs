@@ -1,8 +1,10 @@
 //! The TLS and WebSocket acceptors' handshakes in progress: run concurrently, each within
 //! [`TcpOptions::handshake_timeout`], at most [`TcpOptions::max_handshakes`] at once and
-//! [`TcpOptions::max_handshakes_per_address`] per IP address. A connection that arrives when
-//! every slot is taken drops the oldest handshake in progress, so silent sockets cannot hold
-//! the slots against newcomers; one beyond its address's limit is closed at once.
+//! [`TcpOptions::max_handshakes_per_address`] per IP address. When every slot is taken, a
+//! newcomer drops the oldest handshake in progress once that one has run for
+//! [`TcpOptions::handshake_evict_after`], so silent sockets cannot hold the slots against
+//! newcomers while a burst of genuine handshakes is not cut short; one beyond its address's
+//! limit is closed at once.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -10,6 +12,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{AbortHandle, Id, JoinSet};
+use tokio::time::Instant;
 
 use super::LinkError;
 use super::tcp::{TcpOptions, accept_tcp, timed};
@@ -19,8 +22,8 @@ use crate::metrics::Reason;
 #[derive(Debug)]
 pub(crate) struct Handshakes<L> {
     tasks: JoinSet<Option<L>>,
-    /// Oldest first; entries of finished tasks are skipped when met.
-    order: VecDeque<(Id, AbortHandle)>,
+    /// Oldest first, with when each started; entries of finished tasks are skipped when met.
+    order: VecDeque<(Id, AbortHandle, Instant)>,
     /// The address of each task in progress.
     addr: HashMap<Id, SocketAddr>,
     per_address: HashMap<IpAddr, usize>,
@@ -55,6 +58,13 @@ impl<L: Send + 'static> Handshakes<L> {
         Fut: Future<Output = Result<L, LinkError>> + Send + 'static,
     {
         loop {
+            // With every slot taken, accept again once the oldest handshake may be dropped.
+            let full = self.len() >= options.max_handshakes.max(1);
+            let evictable = self
+                .oldest_start()
+                .map(|t| t + options.handshake_evict_after);
+            let wait_until = if full { evictable } else { None };
+            let can_accept = !full || wait_until.is_some_and(|t| t <= Instant::now());
             tokio::select! {
                 biased;
                 Some(done) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
@@ -67,11 +77,24 @@ impl<L: Send + 'static> Handshakes<L> {
                         return link;
                     }
                 }
-                (stream, addr) = accept_tcp(listener, options) => {
+                (stream, addr) = accept_tcp(listener, options), if can_accept => {
                     self.start(stream, addr, options, &handshake);
                 }
+                () = tokio::time::sleep_until(wait_until.unwrap_or_else(Instant::now)),
+                    if !can_accept && wait_until.is_some() => {}
             }
         }
+    }
+
+    /// When the oldest handshake in progress started.
+    fn oldest_start(&mut self) -> Option<Instant> {
+        while let Some((id, _, started)) = self.order.front() {
+            if self.addr.contains_key(id) {
+                return Some(*started);
+            }
+            self.order.pop_front();
+        }
+        None
     }
 
     fn start<F, Fut>(
@@ -95,7 +118,7 @@ impl<L: Send + 'static> Handshakes<L> {
             return; // dropping the stream closes it
         }
         while self.len() >= options.max_handshakes.max(1) {
-            let Some((id, handle)) = self.order.pop_front() else {
+            let Some((id, handle, _)) = self.order.pop_front() else {
                 break;
             };
             if let Some(old) = self.addr.get(&id).copied() {
@@ -126,13 +149,13 @@ impl<L: Send + 'static> Handshakes<L> {
             }
         });
         let id = handle.id();
-        self.order.push_back((id, handle));
+        self.order.push_back((id, handle, Instant::now()));
         self.addr.insert(id, addr);
         *self.per_address.entry(ip).or_insert(0) += 1;
         // Keep the order queue from growing with finished entries.
         if self.order.len() > 2 * self.len() + 16 {
             let live = &self.addr;
-            self.order.retain(|(id, _)| live.contains_key(id));
+            self.order.retain(|(id, _, _)| live.contains_key(id));
         }
     }
 

@@ -85,10 +85,15 @@ pub struct TcpOptions {
     /// Bounds connecting (TCP connect plus the TLS / WebSocket handshake) on the client, and each
     /// TLS / WebSocket handshake on acceptors. Default 10 s.
     pub handshake_timeout: Duration,
-    /// Acceptors only: TLS / WebSocket handshakes in progress at once. A connection that
-    /// arrives when all are taken drops the oldest handshake in progress (a silent socket
-    /// cannot hold a slot against newcomers). Default 256.
+    /// Acceptors only: TLS / WebSocket handshakes in progress at once. When all are taken, a
+    /// newcomer drops the oldest handshake in progress once that one has run for
+    /// `handshake_evict_after` (a silent socket cannot hold a slot against newcomers); until
+    /// then newcomers wait in the listen backlog (a burst of genuine clients is not cut short).
+    /// Default 4,096.
     pub max_handshakes: usize,
+    /// Acceptors only: how long a handshake is safe from being dropped for a newcomer when
+    /// every slot is taken. Default 1 s.
+    pub handshake_evict_after: Duration,
     /// Acceptors only: TLS / WebSocket handshakes in progress at once from one IP address; a
     /// connection beyond it is closed at once. Default `None` (no limit: the oldest-first
     /// eviction at `max_handshakes` already keeps silent sockets from holding the slots, and
@@ -129,7 +134,8 @@ impl Default for TcpOptions {
             max_read_buffer_size: 64 * 1024,
             reuse_port: false,
             handshake_timeout: Duration::from_secs(10),
-            max_handshakes: 256,
+            max_handshakes: 4096,
+            handshake_evict_after: Duration::from_secs(1),
             max_handshakes_per_address: None,
             container_timeout: Duration::from_secs(10),
             keepalive: Some(Duration::from_secs(60)),
