@@ -80,8 +80,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub setup_timeout: f64,
     /// TLS / WebSocket handshakes in progress at once (tls://, ws://, wss://); when all are
-    /// taken, a newcomer drops the oldest one that has run for a second.
-    #[arg(long, value_name = "N", default_value_t = 4096)]
+    /// taken, a newcomer drops the oldest one.
+    #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_handshakes: usize,
     /// Seconds a stream link (tcp://, tls://) allows for the rest of a container once the peer
     /// has begun one.
@@ -433,7 +433,7 @@ mod tests {
             max_connection_rate: 100.0,
             setup_timeout: 10.0,
             container_timeout: 10.0,
-            max_handshakes: 4096,
+            max_handshakes: 256,
             metrics: None,
             workers: 1,
             threads: None,

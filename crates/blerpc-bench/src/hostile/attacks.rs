@@ -91,10 +91,26 @@ pub struct Tally {
     pub close_us_sum: AtomicU64,
     /// The longest time a connection stayed open before the server closed it.
     pub close_us_max: AtomicU64,
+    /// When each connection was opened, and when each of those the server closed was opened.
+    pub opened_at: std::sync::Mutex<(Vec<Instant>, Vec<Instant>)>,
+}
+
+impl Tally {
+    /// Connections opened by `by`, and how many of them the server closed.
+    pub fn opened_before(&self, by: Instant) -> (usize, usize) {
+        let Ok(t) = self.opened_at.lock() else {
+            return (0, 0);
+        };
+        let count = |v: &Vec<Instant>| v.iter().filter(|t| **t <= by).count();
+        (count(&t.0), count(&t.1))
+    }
 }
 
 impl Tally {
     fn closed(&self, since: Instant) {
+        if let Ok(mut t) = self.opened_at.lock() {
+            t.1.push(since);
+        }
         let us = since.elapsed().as_micros() as u64;
         self.closed_by_server.fetch_add(1, Ordering::Relaxed);
         self.close_us_sum.fetch_add(us, Ordering::Relaxed);
@@ -148,6 +164,11 @@ async fn one(attack: Attack, n: usize, target: SocketAddr, tally: Arc<Tally>) {
         };
         tally.opened.fetch_add(1, Ordering::Relaxed);
         let since = Instant::now();
+        if attack != Attack::ReopenStorm
+            && let Ok(mut t) = tally.opened_at.lock()
+        {
+            t.0.push(since);
+        }
         let again = match attack {
             Attack::Silent => {
                 wait_close(&mut s).await;

@@ -27,7 +27,7 @@
 //! | key-exchange floods | `peripheral.max_key_exchange_attempts`, then the connection is closed | 3 |
 //! | requests before the session | `peripheral.max_containers_before_session` refused (ENCRYPTION_REQUIRED), then closed | 64 |
 //! | a stalled container | [`TcpOptions::container_timeout`](crate::link::tcp::TcpOptions::container_timeout) | 10 s |
-//! | handshake slots | [`TcpOptions`](crate::link::tcp::TcpOptions): `max_handshakes` (the oldest, once past `handshake_evict_after`, is dropped for a newcomer), `handshake_timeout` | 4,096, 1 s, 10 s |
+//! | handshake slots | [`TcpOptions`](crate::link::tcp::TcpOptions): `max_handshakes` (the oldest, once past `handshake_evict_after`, is dropped for a newcomer), `handshake_timeout` | 256, 0 s, 10 s |
 //! | vanished peers | TCP keepalive ([`TcpOptions::keepalive`](crate::link::tcp::TcpOptions::keepalive)) | 60 s idle, 6 probes 10 s apart |
 //!
 //! Every refusal, eviction and close for cause is counted in [`Metrics`] (by reason) and logged at
