@@ -107,6 +107,18 @@ impl Reason {
     }
 }
 
+impl From<blerpc_proto::connection::PeripheralCloseReason> for Reason {
+    fn from(why: blerpc_proto::connection::PeripheralCloseReason) -> Reason {
+        use blerpc_proto::connection::PeripheralCloseReason as Why;
+        match why {
+            Why::KeyExchangeAttempts { .. } => Reason::KeyExchangeAttempts,
+            Why::DataBeforeSession => Reason::DataBeforeSession,
+            // SetupTimeout, and any reason a later core adds.
+            _ => Reason::SetupTimeout,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabel {
     reason: &'static str,
@@ -222,7 +234,9 @@ impl Metrics {
         let label = ReasonLabel {
             reason: reason.as_str(),
         };
-        self.refused.get_or_create(&label).get() + self.closed.get_or_create(&label).get()
+        // Reading does not create the series (`get`, not `get_or_create`).
+        let get = |f: &Family<ReasonLabel, Counter>| f.get(&label).map_or(0, |c| c.get());
+        get(&self.refused) + get(&self.closed)
     }
 
     pub(crate) fn accepted(&self) {
@@ -299,5 +313,11 @@ mod tests {
         assert_eq!(m.count(Reason::SetupTimeout), 2);
         assert_eq!(m.count(Reason::HandshakeEvicted), 1);
         assert_eq!(m.count(Reason::Framing), 0);
+        // Reading a count did not add a series.
+        assert!(!m.render().contains("framing"));
+        assert_eq!(
+            Reason::from(blerpc_proto::connection::PeripheralCloseReason::DataBeforeSession),
+            Reason::DataBeforeSession
+        );
     }
 }

@@ -254,12 +254,7 @@ where
     ) -> Result<Option<Completed>, AssembleError> {
         let tid = container.tid;
         let fed = self.assembler.feed(container);
-        let total = match container.kind {
-            ContainerKind::First { total_length } => Some(usize::from(total_length)),
-            ContainerKind::LargeFirst { total_length } => Some(total_length as usize),
-            _ => None,
-        };
-        match (&fed, total) {
+        match (&fed, container.kind.total_length()) {
             (Ok(None), Some(total)) => self.partials.start(tid, deadline.of(now, total)),
             (Ok(None), None) => {}
             (Ok(Some(_)) | Err(_), _) => self.partials.remove(tid),

@@ -136,6 +136,17 @@ pub enum ContainerKind {
     Unknown,
 }
 
+impl ContainerKind {
+    /// The message length a FIRST or LARGE FIRST container announces; `None` for the others.
+    pub fn total_length(&self) -> Option<usize> {
+        match *self {
+            ContainerKind::First { total_length } => Some(usize::from(total_length)),
+            ContainerKind::LargeFirst { total_length } => usize::try_from(total_length).ok(),
+            _ => None,
+        }
+    }
+}
+
 /// One container, borrowing its payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Container<'a> {
@@ -342,6 +353,19 @@ mod tests {
     }
 
     extern crate std;
+
+    #[test]
+    fn first_containers_announce_their_total_length() {
+        // FIRST of 6 bytes, LARGE FIRST of 1 MiB, SUBSEQUENT and CONTROL announce none.
+        let first = Container::parse(&[0x03, 0x00, 0x00, 0x06, 0x00, 0x04, 1, 2, 3, 4]).unwrap();
+        assert_eq!(first.kind.total_length(), Some(6));
+        let large = Container::parse(&[0x04, 0x00, 0x01, 0x00, 0x00, 0x10, 0x00, 0x00]).unwrap();
+        assert_eq!(large.kind.total_length(), Some(1 << 20));
+        let sub = Container::parse(&[0x03, 0x01, 0x40, 0x01, 5]).unwrap();
+        assert_eq!(sub.kind.total_length(), None);
+        let control = Container::parse(&[0x00, 0x00, 0xc4, 0x00]).unwrap();
+        assert_eq!(control.kind.total_length(), None);
+    }
 
     #[test]
     fn control_vectors_parse_and_emit() {

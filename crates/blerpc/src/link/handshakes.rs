@@ -114,7 +114,11 @@ impl<L: Send + 'static> Handshakes<L> {
             .max_handshakes_per_address
             .is_some_and(|max| here >= max.max(1))
         {
-            report(options, Reason::HandshakeAddressLimit, &peer);
+            report(
+                options.metrics.as_deref(),
+                Reason::HandshakeAddressLimit,
+                &peer,
+            );
             return; // dropping the stream closes it
         }
         while self.len() >= options.max_handshakes.max(1) {
@@ -124,7 +128,11 @@ impl<L: Send + 'static> Handshakes<L> {
             if let Some(old) = self.addr.get(&id).copied() {
                 handle.abort();
                 self.forget(id);
-                report(options, Reason::HandshakeEvicted, &old.to_string());
+                report(
+                    options.metrics.as_deref(),
+                    Reason::HandshakeEvicted,
+                    &old.to_string(),
+                );
             }
         }
         let fut = handshake(stream, addr);
@@ -140,10 +148,8 @@ impl<L: Send + 'static> Handshakes<L> {
                     } else {
                         Reason::HandshakeFailed
                     };
-                    match &metrics {
-                        Some(m) => m.refused(reason, &peer),
-                        None => tracing::debug!(%peer, "handshake failed: {e}"),
-                    }
+                    tracing::debug!(%peer, "handshake failed: {e}");
+                    report(metrics.as_deref(), reason, &peer);
                     None
                 }
             }
@@ -172,8 +178,9 @@ impl<L: Send + 'static> Handshakes<L> {
     }
 }
 
-fn report(options: &TcpOptions, reason: Reason, peer: &str) {
-    match &options.metrics {
+/// Counts and logs `reason` in `metrics`, or logs it at debug level without them.
+fn report(metrics: Option<&crate::metrics::Metrics>, reason: Reason, peer: &str) {
+    match metrics {
         Some(m) => m.refused(reason, peer),
         None => tracing::debug!(%peer, "handshake {}", reason.as_str()),
     }

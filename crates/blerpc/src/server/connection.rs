@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use blerpc_proto::Instant as CoreInstant;
-use blerpc_proto::connection::{PeripheralCloseReason, PeripheralEvent, SendError, Warning};
+use blerpc_proto::connection::{PeripheralEvent, SendError, Warning};
 use blerpc_proto::wire::error_code::ErrorCode;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt as _, StreamExt};
@@ -275,14 +275,7 @@ impl Connection {
                 }
                 PeripheralEvent::Warning(w) => tracing::debug!(peer = %self.peer, "dropped: {w:?}"),
                 PeripheralEvent::Closed(why) => {
-                    let reason = match why {
-                        PeripheralCloseReason::KeyExchangeAttempts { .. } => {
-                            Reason::KeyExchangeAttempts
-                        }
-                        PeripheralCloseReason::DataBeforeSession => Reason::DataBeforeSession,
-                        _ => Reason::SetupTimeout,
-                    };
-                    self.ticket.metrics().closed(reason, &self.peer);
+                    self.ticket.metrics().closed(Reason::from(why), &self.peer);
                     self.shut = true;
                 }
                 _ => {}

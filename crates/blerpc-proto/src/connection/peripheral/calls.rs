@@ -18,7 +18,7 @@ use crate::connection::{PeripheralConfig, SendError};
 use crate::crypto::CryptoProvider;
 use crate::split::classic_max_message_len;
 use crate::wire::command::{Command, CommandType, MAX_LARGE_DATA_LEN, MAX_NAME_LEN};
-use crate::wire::container::{Container, ContainerKind, ControlCmd};
+use crate::wire::container::{Container, ControlCmd};
 use crate::wire::error_code::ErrorCode;
 
 impl<P, R, A, O, const SLOTS: usize> Peripheral<P, R, A, O, SLOTS>
@@ -307,10 +307,7 @@ where
             self.close_for(super::PeripheralCloseReason::DataBeforeSession);
             return;
         }
-        if matches!(
-            container.kind,
-            ContainerKind::First { .. } | ContainerKind::LargeFirst { .. }
-        ) {
+        if container.kind.total_length().is_some() {
             self.send_error(tid, ErrorCode::EncryptionRequired);
         }
         self.warn(Warning::PlaintextRejected { tid });
@@ -323,10 +320,8 @@ where
     /// before (from the assembler).
     pub(super) fn admit(&mut self, container: &Container<'_>) -> bool {
         let tid = container.tid;
-        let total = match container.kind {
-            ContainerKind::First { total_length } => usize::from(total_length),
-            ContainerKind::LargeFirst { total_length } => total_length as usize,
-            _ => return true,
+        let Some(total) = container.kind.total_length() else {
+            return true;
         };
         if container.payload.len() >= total || total > self.config.max_request_len {
             // Complete in this container (no partial), or refused as too large by the
