@@ -6,7 +6,11 @@
 //! the same), `counter_stream` (N items, each `seq` in order with `value = 10 × seq`),
 //! `counter_upload` (N items, the reply must count N); with probability `--churn` per operation
 //! it closes and reconnects (setup and key exchange again). Beside them a low-rate hostile mix
-//! runs (silent sockets, random bytes, a key-exchange flood). The server's RSS is sampled every
+//! runs (silent sockets, random bytes, a key-exchange flood). Beside the TCP clients, `--ble`
+//! clients run the same mix over simulated BLE links (`blerpc-sim`, CI 15 ms, each to a demo
+//! server in this process) with faults: packets lost on air (`--ble-loss`, retransmitted) and a
+//! forced disconnect after a random lifetime (`--ble-life`, ±50 %); an operation the disconnect
+//! cuts is counted as a fault, then the client reconnects. The server's RSS is sampled every
 //! 2 s; the run prints its slope over the second half (a leak shows as a steady climb).
 //!
 //! ```text
@@ -52,6 +56,16 @@ pub struct SoakArgs {
     /// Milliseconds a client waits between operations (at random, up to this).
     #[arg(long, value_name = "MS", default_value_t = 200)]
     pub think_ms: u64,
+    /// Clients over simulated BLE links with faults. Default 20 (10 with --quick).
+    #[arg(long, value_name = "N")]
+    pub ble: Option<usize>,
+    /// Probability that a simulated BLE packet is lost on air (retransmitted in a later event).
+    #[arg(long, value_name = "P", default_value_t = 0.02)]
+    pub ble_loss: f64,
+    /// Mean seconds a simulated BLE connection lives before it is dropped (each one ±50 %).
+    /// Default 60 (8 with --quick).
+    #[arg(long, value_name = "SECS")]
+    pub ble_life: Option<f64>,
     /// Write the results as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
@@ -78,14 +92,22 @@ pub struct SoakReport {
     pub rss_slope_mib_per_min: f64,
     /// Hostile connections opened beside the clients.
     pub hostile_opened: u64,
+    /// Clients over simulated BLE links.
+    pub ble_clients: usize,
+    /// Simulated BLE connections made (first ones and reconnects after a fault).
+    pub ble_connects: u64,
+    /// Operations cut by an injected BLE disconnect, by kind (expected; not errors).
+    pub faults: BTreeMap<String, u64>,
 }
 
 #[derive(Default)]
 struct Counts {
     ok: Mutex<BTreeMap<&'static str, u64>>,
     errors: Mutex<BTreeMap<String, u64>>,
+    faults: Mutex<BTreeMap<String, u64>>,
     wrong: AtomicU64,
     connects: AtomicU64,
+    ble_connects: AtomicU64,
 }
 
 impl Counts {
@@ -103,6 +125,11 @@ impl Counts {
             .collect();
         if let Ok(mut m) = self.errors.lock() {
             *m.entry(cause).or_insert(0) += 1;
+        }
+    }
+    fn fault(&self, what: &str) {
+        if let Ok(mut m) = self.faults.lock() {
+            *m.entry(what.to_string()).or_insert(0) += 1;
         }
     }
     fn wrong(&self, what: &str) {
@@ -131,6 +158,17 @@ pub fn run(args: &SoakArgs) -> anyhow::Result<bool> {
     for (cause, n) in &report.errors {
         println!("error ×{n}: {cause}");
     }
+    if report.ble_clients > 0 {
+        let cut: u64 = report.faults.values().sum();
+        println!(
+            "simulated BLE: {} clients (loss {:.0} %, a forced disconnect every ~{:.0} s): {} \
+             connections made, {cut} operations cut by a disconnect (expected)",
+            report.ble_clients,
+            args.ble_loss * 100.0,
+            ble_life(args),
+            report.ble_connects
+        );
+    }
     let first = report.rss_mib.first().copied().unwrap_or(0.0);
     let last = report.rss_mib.last().copied().unwrap_or(0.0);
     let peak = report.rss_mib.iter().copied().fold(0.0, f64::max);
@@ -146,6 +184,12 @@ pub fn run(args: &SoakArgs) -> anyhow::Result<bool> {
         println!("wrote {}", path.display());
     }
     Ok(report.wrong == 0 && report.errors.is_empty())
+}
+
+fn ble_life(args: &SoakArgs) -> f64 {
+    args.ble_life
+        .unwrap_or(if args.quick { 8.0 } else { 60.0 })
+        .max(1.0)
 }
 
 /// Runs the soak and returns its results.
@@ -198,10 +242,32 @@ async fn soak(
     let counts = Arc::new(Counts::default());
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
-    for n in 0..connections {
+    let ble_clients = args.ble.unwrap_or(if args.quick { 10 } else { 20 });
+    anyhow::ensure!(
+        (0.0..1.0).contains(&args.ble_loss),
+        "--ble-loss {} must be in [0, 1)",
+        args.ble_loss
+    );
+    for n in 0..connections + ble_clients {
+        let dial = if n < connections {
+            Dial::Tcp {
+                address: address.clone(),
+                identity: server.identity,
+            }
+        } else {
+            let params = blerpc_sim::LinkParams {
+                loss: args.ble_loss,
+                ..Default::default()
+            };
+            params.validate().context("the simulated BLE link")?;
+            Dial::Ble {
+                params,
+                life: Duration::from_secs_f64(ble_life(args)),
+            }
+        };
         let client = Soaker {
-            address: address.clone(),
-            identity: server.identity,
+            dial,
+            link: Mutex::new(None),
             counts: counts.clone(),
             churn: args.churn.clamp(0.0, 1.0),
             think: Duration::from_millis(args.think_ms.max(1)),
@@ -268,6 +334,7 @@ async fn soak(
         .map(|m| m.iter().map(|(k, v)| (k.to_string(), *v)).collect())
         .unwrap_or_default();
     let errors = counts.errors.lock().map(|m| m.clone()).unwrap_or_default();
+    let faults = counts.faults.lock().map(|m| m.clone()).unwrap_or_default();
     Ok(SoakReport {
         connections,
         duration_s: duration.as_secs_f64(),
@@ -278,6 +345,9 @@ async fn soak(
         rss_slope_mib_per_min: slope(rss.get(half..).unwrap_or(&[]), 2.0) * 60.0,
         rss_mib: rss,
         hostile_opened: hostile.opened.load(Ordering::Relaxed),
+        ble_clients,
+        ble_connects: counts.ble_connects.load(Ordering::Relaxed),
+        faults,
     })
 }
 
@@ -298,10 +368,25 @@ fn slope(samples: &[f64], interval_s: f64) -> f64 {
     if den == 0.0 { 0.0 } else { num / den }
 }
 
+/// Where a soak client connects.
+enum Dial {
+    /// The `blerpc serve` process.
+    Tcp {
+        address: Address,
+        identity: [u8; 32],
+    },
+    /// A new simulated BLE link to a demo server in this process, dropped after about `life`.
+    Ble {
+        params: blerpc_sim::LinkParams,
+        life: Duration,
+    },
+}
+
 /// One client connection's loop.
 struct Soaker {
-    address: Address,
-    identity: [u8; 32],
+    dial: Dial,
+    /// The simulated link in use and when it is dropped.
+    link: Mutex<Option<(blerpc_sim::Monitor, Duration)>>,
     counts: Arc<Counts>,
     churn: f64,
     think: Duration,
@@ -312,26 +397,71 @@ struct Soaker {
 const OP_LIMIT: Duration = Duration::from_secs(20);
 
 impl Soaker {
-    async fn connect(&self) -> Option<Client> {
-        let config = ClientConfig {
-            pinning: PinPolicy::Trust(self.identity),
-            ..Default::default()
+    async fn connect(&self, rng: &mut rand_chacha::ChaCha8Rng) -> Option<Client> {
+        let connecting = async {
+            match &self.dial {
+                Dial::Tcp { address, identity } => {
+                    let config = ClientConfig {
+                        pinning: PinPolicy::Trust(*identity),
+                        ..Default::default()
+                    };
+                    blerpc_cli::link::connect(address, &ConnectOptions::default(), config)
+                        .await
+                        .map_err(|e| format!("{e:#}"))
+                }
+                Dial::Ble { params, life } => {
+                    let (server, key) =
+                        blerpc_cli::demo::demo_server().map_err(|e| format!("{e:#}"))?;
+                    // ±50 % around the mean, drawn per connection.
+                    let life = life.mul_f64(0.5 + (rng.next_u32() as f64 / u32::MAX as f64));
+                    let params = blerpc_sim::LinkParams {
+                        seed: rng.next_u64(),
+                        disconnect_at: Some(life),
+                        ..*params
+                    };
+                    let (central, peripheral) =
+                        blerpc_sim::pair(params).map_err(|e| e.to_string())?;
+                    let monitor = central.monitor();
+                    tokio::spawn(async move { server.serve_link(peripheral).await });
+                    let client = Client::connect(central, blerpc_cli::demo::client_config(key))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if let Ok(mut l) = self.link.lock() {
+                        *l = Some((monitor, life));
+                    }
+                    self.counts.ble_connects.fetch_add(1, Ordering::Relaxed);
+                    Ok(client)
+                }
+            }
         };
-        let options = ConnectOptions::default();
-        let connecting = blerpc_cli::link::connect(&self.address, &options, config);
         match tokio::time::timeout(OP_LIMIT, connecting).await {
             Ok(Ok(c)) => {
                 self.counts.connects.fetch_add(1, Ordering::Relaxed);
                 Some(c)
             }
             Ok(Err(e)) => {
-                self.counts.error("connect", format!("{e:#}"));
+                self.error("connect", e);
                 None
             }
             Err(_) => {
                 self.counts.error("connect", "timed out");
                 None
             }
+        }
+    }
+
+    /// Counts a failed operation: a fault if the simulated link it ran on was dropped as
+    /// scheduled (an error that is not a timeout, at or after the drop), else an error.
+    fn error(&self, what: &str, e: impl std::fmt::Display) {
+        let cut = self.link.lock().ok().is_some_and(|l| {
+            l.as_ref().is_some_and(|(monitor, life)| {
+                monitor.connected_for() + Duration::from_millis(50) >= *life
+            })
+        });
+        if cut {
+            self.counts.fault(what);
+        } else {
+            self.counts.error(what, e);
         }
     }
 
@@ -343,7 +473,7 @@ impl Soaker {
             tokio::time::sleep(Duration::from_millis(pause)).await;
             let c = match client.take() {
                 Some(c) => c,
-                None => match self.connect().await {
+                None => match self.connect(&mut rng).await {
                     Some(c) => c,
                     None => {
                         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -387,7 +517,7 @@ impl Soaker {
                 }
             },
             Ok(Err(e)) => {
-                self.counts.error("echo", e);
+                self.error("echo", e);
                 false
             }
             Err(_) => {
@@ -462,7 +592,7 @@ impl Soaker {
                 false
             }
             Ok(Err(e)) => {
-                self.counts.error(kind, e);
+                self.error(kind, e);
                 false
             }
             Err(_) => {

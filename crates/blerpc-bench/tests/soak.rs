@@ -1,6 +1,7 @@
 //! `blerpc-bench soak --quick`: 200 encrypted connections doing mixed calls and streams for
-//! 20 s with reconnect churn and a hostile mix: every answer right, no operation failed, and the
-//! server's memory flat (from the JSON report).
+//! 20 s with reconnect churn and a hostile mix, and 10 clients over simulated BLE links that
+//! lose packets and are dropped: every answer right, no operation failed other than the ones a
+//! dropped link cut, and the server's memory flat (from the JSON report).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../../blerpc-cli/tests/common/mod.rs"]
@@ -32,6 +33,10 @@ fn quick_soak_answers_every_call_right() {
     // Reconnect churn happened, and the hostile mix ran beside it.
     assert!(r["connects"].as_u64().unwrap() > 200, "{r}");
     assert!(r["hostile_opened"].as_u64().unwrap() > 0, "{r}");
+    // Simulated BLE clients ran beside them, and their links were dropped and remade (10
+    // clients, 8 s lives ±50 %, 20 s: at least one drop each).
+    assert_eq!(r["ble_clients"], 10, "{r}");
+    assert!(r["ble_connects"].as_u64().unwrap() >= 20, "{r}");
     // Memory: no sample more than 32 MiB above the first.
     let rss: Vec<f64> = r["rss_mib"]
         .as_array()

@@ -290,6 +290,7 @@ impl Listener {
                 let ws_options = WsOptions {
                     path: (path != "/").then(|| path.clone()),
                     tcp: options.tcp.clone(),
+                    ..WsOptions::default()
                 };
                 let a = if *secure {
                     WsAcceptor::bind_tls(url.authority(), need_tls(url)?, ws_options).await
@@ -529,6 +530,9 @@ impl<A: Acceptor> Acceptor for TracedAcceptor<A> {
     type Link = Traced<A::Link>;
     async fn accept(&mut self) -> std::io::Result<Traced<A::Link>> {
         self.0.accept().await.map(Traced::new)
+    }
+    fn set_guard(&mut self, guard: std::sync::Arc<blerpc::link::guard::AddressGuard>) -> bool {
+        self.0.set_guard(guard)
     }
 }
 

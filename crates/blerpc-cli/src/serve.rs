@@ -75,6 +75,15 @@ pub struct ServeArgs {
     /// many; more are closed at once. 0: no limit.
     #[arg(long, value_name = "N", default_value_t = 100.0)]
     pub max_connection_rate: f64,
+    /// Seconds an IP address that exceeded --max-connection-rate is refused (on Linux its
+    /// connections are dropped in the kernel, before accept). 0: no penalty.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub penalty: f64,
+    /// What a connection closed for cause (setup deadline, key-exchange cap, requests before
+    /// the key exchange, malformed frame, failed handshake) counts against its address's
+    /// --max-connection-rate, in connections.
+    #[arg(long, value_name = "N", default_value_t = 10.0)]
+    pub offence_cost: f64,
     /// Seconds a connection has to complete setup (and the key exchange unless --plaintext)
     /// before it is closed.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
@@ -229,12 +238,26 @@ fn build_server_with(
         )?;
     }
     seconds("--setup-timeout", args.setup_timeout)?;
+    if !(args.offence_cost.is_finite() && args.offence_cost >= 0.0) {
+        anyhow::bail!(
+            "--offence-cost {} must be a number of connections (0: offences cost nothing extra)",
+            args.offence_cost
+        );
+    }
+    if !(args.penalty.is_finite() && args.penalty >= 0.0) {
+        anyhow::bail!(
+            "--penalty {} must be a number of seconds (0: no penalty)",
+            args.penalty
+        );
+    }
     let mut config = ServerConfig {
         identity: seed,
         max_connections: args.max_connections.max(1),
         max_unproven_per_address: args.max_unproven_per_address,
         max_connections_per_address: args.max_connections_per_address,
         connection_rate_per_address: connection_rate(args.max_connection_rate)?,
+        address_penalty: Duration::from_secs_f64(args.penalty),
+        offence_cost: args.offence_cost,
         ..Default::default()
     };
     config.peripheral.require_encryption = !args.plaintext;
@@ -431,6 +454,8 @@ mod tests {
             max_unproven_per_address: None,
             max_connections_per_address: None,
             max_connection_rate: 100.0,
+            penalty: 10.0,
+            offence_cost: 10.0,
             setup_timeout: 10.0,
             container_timeout: 10.0,
             max_handshakes: 256,

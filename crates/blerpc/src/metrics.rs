@@ -34,6 +34,9 @@ pub enum Reason {
     AddressLimit,
     /// The source address opened connections faster than allowed.
     ConnectionRate,
+    /// The source address is penalized for a while (it ran its connection-rate bucket dry:
+    /// [`AddressGuard`](crate::link::guard::AddressGuard)).
+    Penalized,
     /// An unproven connection was closed to make room for a newcomer at the cap.
     EvictedUnproven,
     /// The TLS or WebSocket handshake did not finish in time.
@@ -70,6 +73,7 @@ impl Reason {
             Reason::ConnectionCap => "connection_cap",
             Reason::AddressLimit => "address_limit",
             Reason::ConnectionRate => "connection_rate",
+            Reason::Penalized => "penalized",
             Reason::EvictedUnproven => "evicted_unproven",
             Reason::HandshakeTimeout => "handshake_timeout",
             Reason::HandshakeFailed => "handshake_failed",
@@ -85,12 +89,34 @@ impl Reason {
         }
     }
 
+    /// `true` for the closes a peer causes by misbehaving (the setup deadline, too many key
+    /// exchanges, requests before the key exchange, a container deadline, a malformed frame, a
+    /// failed or timed-out handshake, and an eviction of its unproven connection or handshake:
+    /// an address whose connections are evicted is filling the server): they cost its address
+    /// tokens
+    /// ([`GuardConfig::offence_cost`](crate::link::guard::GuardConfig::offence_cost)).
+    pub fn is_offence(self) -> bool {
+        matches!(
+            self,
+            Reason::SetupTimeout
+                | Reason::KeyExchangeAttempts
+                | Reason::DataBeforeSession
+                | Reason::ContainerTimeout
+                | Reason::Framing
+                | Reason::HandshakeTimeout
+                | Reason::HandshakeFailed
+                | Reason::HandshakeEvicted
+                | Reason::EvictedUnproven
+        )
+    }
+
     /// What it means, for the log line.
     fn describe(self) -> &'static str {
         match self {
             Reason::ConnectionCap => "refused: at the connection cap, nothing unproven to evict",
             Reason::AddressLimit => "refused: the address's connection limit",
             Reason::ConnectionRate => "refused: the address opens connections too fast",
+            Reason::Penalized => "refused: the address is penalized for abuse",
             Reason::EvictedUnproven => "evicted: unproven, to make room at the connection cap",
             Reason::HandshakeTimeout => "closed: TLS/WebSocket handshake not finished in time",
             Reason::HandshakeFailed => "closed: TLS/WebSocket handshake failed",

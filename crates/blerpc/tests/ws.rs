@@ -304,6 +304,128 @@ async fn a_required_path_refuses_others() {
     task.await.unwrap();
 }
 
+/// Pings every 200 ms, a peer gone after 300 ms without a frame.
+fn pinging() -> WsOptions {
+    WsOptions {
+        ping_interval: Some(Duration::from_millis(200)),
+        pong_timeout: Duration::from_millis(300),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_quiet_peer_is_pinged_and_one_that_never_answers_fails_the_link() {
+    let mut acceptor = WsAcceptor::bind("127.0.0.1:0", pinging()).await.unwrap();
+    let addr = acceptor.local_addr().unwrap();
+    // A client that completes the upgrade and then neither reads nor sends: it cannot pong.
+    let (raw, link) = tokio::join!(raw_upgraded(addr), acceptor.accept());
+    let (_tx, mut rx) = link.unwrap().split();
+    let started = std::time::Instant::now();
+    let r = timeout(LIMIT, rx.recv()).await.unwrap();
+    match r {
+        Err(LinkError::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}"),
+        other => panic!("expected a keepalive timeout, got {other:?}"),
+    }
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(450) && took < Duration::from_secs(5),
+        "failed after {took:?} (ping at 200 ms, deadline 300 ms later)"
+    );
+    // The ping went out: it is waiting in the client's socket.
+    let mut raw = raw;
+    let mut head = [0u8; 2];
+    timeout(LIMIT, raw.read_exact(&mut head))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(head, [0x89, 0x00], "an empty ping frame");
+}
+
+#[tokio::test]
+async fn a_peer_that_answers_pings_stays_connected_while_idle() {
+    let mut acceptor = WsAcceptor::bind("127.0.0.1:0", pinging()).await.unwrap();
+    let url = format!("ws://{}/", acceptor.local_addr().unwrap());
+    // Our own client, pinging the server too; both ends only wait in recv.
+    let client_options = pinging();
+    let (client, link) = tokio::join!(ws::connect(&url, &client_options), acceptor.accept());
+    let (_ctx, mut crx) = client.unwrap().split();
+    let (mut stx, mut srx) = link.unwrap().split();
+    let client_side = tokio::spawn(async move {
+        let r = crx.recv().await.map(|p| p.map(<[u8]>::to_vec));
+        (crx, r)
+    });
+    // Ten ping intervals of silence: neither end gives up.
+    let idle = timeout(Duration::from_secs(2), srx.recv()).await;
+    assert!(
+        idle.is_err(),
+        "the server's link ended while idle: {idle:?}"
+    );
+    assert!(
+        !client_side.is_finished(),
+        "the client's link ended while idle"
+    );
+    // And the link still carries containers.
+    stx.queue(&[0x00, 0x00, 0xc4, 0x00]).unwrap();
+    stx.flush().await.unwrap();
+    let (_crx, r) = timeout(LIMIT, client_side).await.unwrap().unwrap();
+    assert_eq!(r.unwrap(), Some(vec![0x00, 0x00, 0xc4, 0x00]));
+}
+
+async fn connect_from(src: &str, to: std::net::SocketAddr) -> TcpStream {
+    let s = tokio::net::TcpSocket::new_v4().unwrap();
+    s.bind(format!("{src}:0").parse().unwrap()).unwrap();
+    s.connect(to).await.unwrap()
+}
+
+/// With every handshake slot taken, a newcomer drops the oldest handshake of the address that
+/// holds the most, not a lone client's older one.
+#[tokio::test]
+async fn a_flood_from_one_address_does_not_push_out_a_lone_clients_handshake() {
+    let options = WsOptions {
+        tcp: TcpOptions {
+            max_handshakes: 4,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut acceptor = WsAcceptor::bind("127.0.0.1:0", options).await.unwrap();
+    let addr = acceptor.local_addr().unwrap();
+    let (links_tx, mut links) = tokio::sync::mpsc::unbounded_channel();
+    let accepting = tokio::spawn(async move {
+        loop {
+            let link = acceptor.accept().await.unwrap();
+            if links_tx.send(link).is_err() {
+                return;
+            }
+        }
+    });
+    let settle = || tokio::time::sleep(Duration::from_millis(100));
+    // The lone client starts first, so its handshake is the oldest: half its request.
+    let request = upgrade_request("/");
+    let mut lone = connect_from("127.0.0.3", addr).await;
+    lone.write_all(&request[..20]).await.unwrap();
+    settle().await;
+    // Three silent sockets from one address fill the other slots, then a fourth arrives.
+    let mut flood = Vec::new();
+    for _ in 0..3 {
+        flood.push(connect_from("127.0.0.2", addr).await);
+    }
+    settle().await;
+    flood.push(connect_from("127.0.0.2", addr).await);
+    settle().await;
+    // The flood's oldest went, not the lone client's handshake.
+    let mut byte = [0u8; 1];
+    let first = timeout(Duration::from_secs(2), flood[0].read(&mut byte)).await;
+    assert!(
+        matches!(first, Ok(Ok(0)) | Ok(Err(_))),
+        "the flood's oldest socket is still held: {first:?}"
+    );
+    lone.write_all(&request[20..]).await.unwrap();
+    let link = timeout(LIMIT, links.recv()).await.unwrap().unwrap();
+    assert!(link.peer_id().contains("127.0.0.3"), "{}", link.peer_id());
+    accepting.abort();
+}
+
 /// The HTTP upgrade request a raw client sends (fixed key from RFC 6455).
 fn upgrade_request(path: &str) -> Vec<u8> {
     format!(

@@ -19,6 +19,7 @@
 //! | `json_protobuf` | `[method and direction]` then JSON text or protobuf bytes | [`cli`] |
 //! | `dissector` | `[decode options]` then a capture file or binary PDUs | [`cli`] |
 //! | `stream_framing` | `[mtu][flags][max][4 read steps]` then a byte stream | [`stream`] |
+//! | `ws_receive` | `[mtu][flags][max][4 read steps]` then a WebSocket client's bytes | [`stream`] |
 //! | `connection_runtime_limits` | as `connection_peripheral`, the peripheral configured as `blerpc serve` configures it | [`connection`] |
 //! | `serial_deframer` | `[max_pdu u16][read size][mode]` then a line or a program that builds one | [`serial`] |
 //!
@@ -70,6 +71,7 @@ pub const TARGETS: &[(&str, TargetFn)] = &[
         connection::connection_runtime_limits,
     ),
     ("stream_framing", stream::stream_framing),
+    ("ws_receive", stream::ws_receive),
     ("two_party", connection::two_party),
     ("known_keys_file", files::known_keys_file),
     ("identity_file", files::identity_file),

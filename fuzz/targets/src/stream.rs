@@ -41,7 +41,8 @@ impl AsyncRead for Pieces {
 
 /// Input: `[att_mtu byte][flags][max container byte][4 read steps]` then the stream. Flags bit
 /// 0: long containers carried; bit 1: the receiver lowers its limit to `max container` (as a
-/// server does for a stranger).
+/// server does for a stranger); bit 2: the receiver releases its memory after every container
+/// (as an idle connection does: the buffer is dropped and allocated again by the next bytes).
 ///
 /// Invariants: the containers returned, in order, are exactly a prefix of the stream (nothing
 /// lost, duplicated or reordered); each is at most the limit in force and parses as one whole
@@ -99,6 +100,9 @@ pub fn stream_framing(data: &[u8]) {
                         );
                     }
                     offset += pdu.len();
+                    if flags & 4 != 0 {
+                        rx.release_memory();
+                    }
                 }
                 Ok(None) => {
                     assert_eq!(offset, stream.len(), "a clean end left bytes unread");
@@ -107,5 +111,108 @@ pub fn stream_framing(data: &[u8]) {
                 Err(_) => break,
             }
         }
+    });
+}
+
+/// The same pieces as a stream the WebSocket link can own: reads as [`Pieces`], writes (the
+/// pongs and close replies tungstenite sends) discarded.
+struct Duplex(Pieces);
+
+impl AsyncRead for Duplex {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Duplex {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The WebSocket link's receive half on the server side (`blerpc::link::ws::server_halves`,
+/// what `blerpc serve --listen ws://` reads after the upgrade): frames from a client, read in
+/// pieces of any size.
+///
+/// Input: `[att_mtu byte][flags][max container byte][4 read steps]` then the client's bytes.
+/// Flags bit 0: long containers carried; bit 1: the receiver lowers its limit to `max
+/// container`.
+///
+/// Invariants: every PDU returned is one whole container (its header's length is its length)
+/// within the limit in force; the receive ends (a clean end or an error) when the bytes do, and
+/// after an end it stays ended.
+pub fn ws_receive(data: &[u8]) {
+    use blerpc::link::ws::{WsOptions, server_halves};
+
+    let mut cur = Cursor::new(data);
+    let att_mtu = 23 + usize::from(cur.u8()) * 2;
+    let flags = cur.u8();
+    let lowered = 4 + usize::from(cur.u8()) * 4;
+    let steps = cur.bytes(4);
+    let stream = cur.rest();
+    let options = WsOptions {
+        tcp: TcpOptions {
+            att_mtu,
+            long_containers: flags & 1 != 0,
+            read_buffer_size: 64,
+            ..TcpOptions::default()
+        },
+        path: None,
+        // No pings: the reads never wait, and the target is the receive path.
+        ping_interval: None,
+        ..WsOptions::default()
+    };
+    let carried = options.tcp.max_container();
+    let io = Duplex(Pieces {
+        data: stream.to_vec(),
+        pos: 0,
+        steps: steps.to_vec(),
+        n: 0,
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a current-thread runtime");
+    runtime.block_on(async {
+        let (_tx, mut rx) = server_halves(io, &options).await;
+        let max = if flags & 2 != 0 {
+            rx.set_max_container(lowered);
+            lowered.min(carried)
+        } else {
+            carried
+        };
+        // Each returned PDU took at least its own bytes of input plus a frame header.
+        let mut budget = stream.len() + 2;
+        while let Ok(Some(pdu)) = rx.recv().await {
+            assert!(pdu.len() <= max, "{} bytes over the {max} limit", pdu.len());
+            assert!(
+                !pdu.is_empty() && pdu.len() < budget,
+                "more PDU bytes than input"
+            );
+            budget -= pdu.len();
+            if let Ok(c) = Container::parse(pdu) {
+                assert_eq!(
+                    c.header_len() + c.payload.len(),
+                    pdu.len(),
+                    "the link passed a message the core reads differently"
+                );
+            }
+        }
+        // Ended: it stays ended.
+        assert!(!matches!(rx.recv().await, Ok(Some(_))));
     });
 }

@@ -136,6 +136,7 @@ corpus_tests!(
     connection_peripheral,
     connection_runtime_limits,
     stream_framing,
+    ws_receive,
     two_party,
     known_keys_file,
     identity_file,

@@ -93,6 +93,9 @@ pub struct Tally {
     pub close_us_max: AtomicU64,
     /// When each connection was opened, and when each of those the server closed was opened.
     pub opened_at: std::sync::Mutex<(Vec<Instant>, Vec<Instant>)>,
+    /// The connections still open (not closed by the server), by local address, with when each
+    /// was opened (not for reopen storms).
+    pub live: std::sync::Mutex<std::collections::HashMap<SocketAddr, Instant>>,
 }
 
 impl Tally {
@@ -107,9 +110,25 @@ impl Tally {
 }
 
 impl Tally {
-    fn closed(&self, since: Instant) {
+    /// The still-open connections opened by `by` (their local addresses).
+    pub fn live_before(&self, by: Instant) -> Vec<SocketAddr> {
+        self.live
+            .lock()
+            .map(|l| {
+                l.iter()
+                    .filter(|(_, t)| **t <= by)
+                    .map(|(a, _)| *a)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn closed(&self, since: Instant, local: Option<SocketAddr>) {
         if let Ok(mut t) = self.opened_at.lock() {
             t.1.push(since);
+        }
+        if let (Some(local), Ok(mut l)) = (local, self.live.lock()) {
+            l.remove(&local);
         }
         let us = since.elapsed().as_micros() as u64;
         self.closed_by_server.fetch_add(1, Ordering::Relaxed);
@@ -164,10 +183,14 @@ async fn one(attack: Attack, n: usize, target: SocketAddr, tally: Arc<Tally>) {
         };
         tally.opened.fetch_add(1, Ordering::Relaxed);
         let since = Instant::now();
-        if attack != Attack::ReopenStorm
-            && let Ok(mut t) = tally.opened_at.lock()
-        {
-            t.0.push(since);
+        let local = s.local_addr().ok();
+        if attack != Attack::ReopenStorm {
+            if let Ok(mut t) = tally.opened_at.lock() {
+                t.0.push(since);
+            }
+            if let (Some(local), Ok(mut l)) = (local, tally.live.lock()) {
+                l.insert(local, since);
+            }
         }
         let again = match attack {
             Attack::Silent => {
@@ -208,7 +231,7 @@ async fn one(attack: Attack, n: usize, target: SocketAddr, tally: Arc<Tally>) {
                 continue;
             }
         };
-        tally.closed(since);
+        tally.closed(since, local);
         if !again {
             // Closed by the server: the socket's part is done (it does not come back).
             std::future::pending::<()>().await;
@@ -308,4 +331,31 @@ async fn random_bytes(s: &mut TcpStream, n: usize, tally: &Tally) {
             return;
         }
     }
+}
+
+/// The remote addresses of the ESTABLISHED TCP sockets whose local end is `server` (the
+/// server's side of its connections, accepted or still in the listen backlog), from
+/// `/proc/net/tcp`. A client socket whose address is not among them was never completed on the
+/// server's side (its final ACK was dropped: a full backlog, or the penalty filter), so the
+/// server holds nothing for it.
+pub fn server_side_established(
+    server: SocketAddr,
+) -> std::io::Result<std::collections::HashSet<SocketAddr>> {
+    let table = std::fs::read_to_string("/proc/net/tcp")?;
+    let parse = |s: &str| -> Option<SocketAddr> {
+        let (ip, port) = s.split_once(':')?;
+        let ip = u32::from_str_radix(ip, 16).ok()?;
+        let port = u16::from_str_radix(port, 16).ok()?;
+        // The address is in network byte order, printed as a host-order word.
+        Some(SocketAddr::from((Ipv4Addr::from(u32::from_be(ip)), port)))
+    };
+    Ok(table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (local, remote, state) = (parse(f.get(1)?)?, parse(f.get(2)?)?, *f.get(3)?);
+            (local == server && state == "01").then_some(remote)
+        })
+        .collect())
 }

@@ -70,6 +70,14 @@ pub struct HostileArgs {
     /// Write every phase's results as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
+    /// Repeat the whole suite this many times (each run a fresh server per link) and report
+    /// each phase's medians over the runs. Default 1.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub runs: usize,
+    /// One more argument for every `blerpc serve` the suite starts (repeatable), e.g.
+    /// `--serve-arg=--penalty=0` to measure without the address penalty.
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
+    pub serve_arg: Vec<String>,
 }
 
 /// The profile a run uses (the options with their defaults filled in).
@@ -87,6 +95,10 @@ pub struct Profile {
     pub interval_ms: u64,
     /// The server's TLS / WebSocket handshake slots (`serve --max-handshakes`).
     pub max_handshakes: usize,
+    /// Runs of the whole suite.
+    pub runs: usize,
+    /// The extra `blerpc serve` arguments.
+    pub serve_args: Vec<String>,
 }
 
 impl HostileArgs {
@@ -101,6 +113,8 @@ impl HostileArgs {
             interval_ms: self.interval_ms.max(1),
             // Fewer than the attack's sockets, so that the slots fill and the oldest are dropped.
             max_handshakes: if q { 128 } else { 256 },
+            runs: self.runs.max(1),
+            serve_args: self.serve_arg.clone(),
         }
     }
 }
@@ -108,6 +122,8 @@ impl HostileArgs {
 /// One phase's results.
 #[derive(Clone, Debug, Serialize)]
 pub struct Phase {
+    /// Which run of the suite (from 0).
+    pub run: usize,
     /// `tcp`, `ws` or `tls`.
     pub link: String,
     /// The attack, or `none` for the baseline.
@@ -148,6 +164,13 @@ pub struct Phase {
     pub opened_early: usize,
     /// Of `opened_early`, closed by the server.
     pub closed_early: usize,
+    /// Of `opened_early`, still open on the attacker's side and ESTABLISHED on the server's
+    /// (in `/proc/net/tcp`): connections the server held past its deadline (must be 0).
+    pub held_past_deadline: usize,
+    /// Of `opened_early`, still open on the attacker's side but not on the server's: the
+    /// kernel completed them for the client only (a full listen backlog, or the penalty filter
+    /// dropped their final ACK); the server holds nothing for them.
+    pub never_completed: usize,
     /// The server's counters that moved during the phase, by reason.
     pub reasons: Vec<(String, u64)>,
     /// Bytes the server logged during the phase (rate-limited `warn` lines).
@@ -161,10 +184,72 @@ pub struct Phase {
 pub struct Report {
     /// What it ran with.
     pub profile: Profile,
-    /// Every phase.
+    /// Every phase of every run.
     pub phases: Vec<Phase>,
+    /// Each (link, attack)'s medians over the runs.
+    pub medians: Vec<Median>,
     /// What failed (empty when every check passed).
     pub failures: Vec<String>,
+}
+
+/// One (link, attack)'s medians over the runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct Median {
+    /// The link (tcp, ws, tls).
+    pub link: String,
+    /// The attack (`none` for the baseline).
+    pub attack: String,
+    /// Runs it has.
+    pub runs: usize,
+    /// Legitimate calls that succeeded, over all runs.
+    pub ok: usize,
+    /// Legitimate calls made, over all runs.
+    pub calls: usize,
+    /// The median of the runs' p50 latencies, ms.
+    pub p50_ms: f64,
+    /// The median of the runs' p99 latencies, ms.
+    pub p99_ms: f64,
+    /// The median of each run's p99 over its own baseline.
+    pub p99_vs_baseline: f64,
+    /// The median of each run's peak RSS over the RSS before the phase.
+    pub rss_growth: u64,
+    /// The median of the server's CPU seconds in the phase.
+    pub server_cpu_s: f64,
+}
+
+fn medians(phases: &[Phase]) -> Vec<Median> {
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for p in phases {
+        let key = (p.link.clone(), p.attack.clone());
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys.into_iter()
+        .map(|(link, attack)| {
+            let of: Vec<&Phase> = phases
+                .iter()
+                .filter(|p| p.link == link && p.attack == attack)
+                .collect();
+            let med = |f: &dyn Fn(&Phase) -> f64| {
+                let mut v: Vec<f64> = of.iter().map(|p| f(p)).collect();
+                v.sort_by(f64::total_cmp);
+                crate::stats::quantile(&v, 0.5)
+            };
+            Median {
+                runs: of.len(),
+                ok: of.iter().map(|p| p.ok).sum(),
+                calls: of.iter().map(|p| p.calls).sum(),
+                p50_ms: med(&|p| p.p50_ms),
+                p99_ms: med(&|p| p.p99_ms),
+                p99_vs_baseline: med(&|p| p.p99_vs_baseline),
+                rss_growth: med(&|p| p.rss_peak.saturating_sub(p.rss_before) as f64) as u64,
+                server_cpu_s: med(&|p| p.server_cpu_s),
+                link,
+                attack,
+            }
+        })
+        .collect()
 }
 
 /// Runs the suite; `Ok(false)` if a check failed.
@@ -215,58 +300,70 @@ async fn run_async(args: &HostileArgs, profile: Profile) -> anyhow::Result<Repor
     let mut phases = Vec::new();
     let mut failures = Vec::new();
     let handshakes = profile.max_handshakes.to_string();
-    for link in links {
-        let listen = match link {
-            "tcp" => "tcp://127.0.0.1:0",
-            "ws" => "ws://127.0.0.1:0/blerpc",
-            _ => "tls://127.0.0.1:0",
-        };
-        let mut server = Server::start(&ServerOptions {
-            listen,
-            key: &key,
-            tls: (link == "tls").then_some(dir.as_path()),
-            setup_timeout: Duration::from_secs_f64(profile.setup_timeout_s),
-            container_timeout: Duration::from_secs_f64(profile.container_timeout_s),
-            dir: &dir,
-            extra: &["--max-handshakes", &handshakes],
-        })?;
-        let client = Legit {
-            address: server.url.parse()?,
-            options: ConnectOptions {
-                tls: (link == "tls")
-                    .then(|| TlsClientConfig::with_ca_pem(pki.ca_pem.as_bytes()))
-                    .transpose()?,
-                ..Default::default()
-            },
-            identity: server.identity,
-        };
-        eprintln!("hostile: {link} server at {}", server.url);
-        let baseline = phase(&mut server, &client, link, None, &profile).await?;
-        let base_p99 = baseline.p99_ms;
-        check(&baseline, &profile, &mut failures);
-        phases.push(baseline);
-        // On WebSocket and TLS the attack that matters is on their handshake slots: silent
-        // sockets; the protocol attacks behind the handshake are the TCP ones.
-        let attacks: Vec<Attack> = Attack::ALL
-            .into_iter()
-            .filter(|a| link == "tcp" || *a == Attack::Silent)
-            .filter(|a| args.attack.is_empty() || args.attack.iter().any(|n| n == a.name()))
-            .collect();
-        for attack in attacks {
-            let mut p = phase(&mut server, &client, link, Some(attack), &profile).await?;
-            p.p99_vs_baseline = if base_p99 > 0.0 {
-                p.p99_ms / base_p99
-            } else {
-                0.0
+    let mut extra = vec!["--max-handshakes", &handshakes];
+    extra.extend(profile.serve_args.iter().map(String::as_str));
+    for run in 0..profile.runs {
+        for &link in &links {
+            let listen = match link {
+                "tcp" => "tcp://127.0.0.1:0",
+                "ws" => "ws://127.0.0.1:0/blerpc",
+                _ => "tls://127.0.0.1:0",
             };
-            check(&p, &profile, &mut failures);
-            phases.push(p);
+            let mut server = Server::start(&ServerOptions {
+                listen,
+                key: &key,
+                tls: (link == "tls").then_some(dir.as_path()),
+                setup_timeout: Duration::from_secs_f64(profile.setup_timeout_s),
+                container_timeout: Duration::from_secs_f64(profile.container_timeout_s),
+                dir: &dir,
+                extra: &extra,
+            })?;
+            let client = Legit {
+                address: server.url.parse()?,
+                options: ConnectOptions {
+                    tls: (link == "tls")
+                        .then(|| TlsClientConfig::with_ca_pem(pki.ca_pem.as_bytes()))
+                        .transpose()?,
+                    ..Default::default()
+                },
+                identity: server.identity,
+            };
+            eprintln!(
+                "hostile: run {} of {}: {link} server at {}",
+                run + 1,
+                profile.runs,
+                server.url
+            );
+            let mut baseline = phase(&mut server, &client, link, None, &profile).await?;
+            baseline.run = run;
+            let base_p99 = baseline.p99_ms;
+            check(&baseline, &profile, &mut failures);
+            phases.push(baseline);
+            // On WebSocket and TLS the attack that matters is on their handshake slots: silent
+            // sockets; the protocol attacks behind the handshake are the TCP ones.
+            let attacks: Vec<Attack> = Attack::ALL
+                .into_iter()
+                .filter(|a| link == "tcp" || *a == Attack::Silent)
+                .filter(|a| args.attack.is_empty() || args.attack.iter().any(|n| n == a.name()))
+                .collect();
+            for attack in attacks {
+                let mut p = phase(&mut server, &client, link, Some(attack), &profile).await?;
+                p.run = run;
+                p.p99_vs_baseline = if base_p99 > 0.0 {
+                    p.p99_ms / base_p99
+                } else {
+                    0.0
+                };
+                check(&p, &profile, &mut failures);
+                phases.push(p);
+            }
+            server.check_alive()?;
         }
-        server.check_alive()?;
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(Report {
         profile,
+        medians: medians(&phases),
         phases,
         failures,
     })
@@ -289,11 +386,12 @@ fn check(p: &Phase, profile: &Profile, failures: &mut Vec<String>) {
         "silent" | "pre-auth-memory" | "slow-container" | "many-tids"
     ) && p.link == "tcp"
         && profile.phase_s > deadline;
-    if must_close && p.closed_early < p.opened_early {
+    if must_close && p.held_past_deadline > 0 {
         failures.push(format!(
-            "{what}: the server closed {} of the {} hostile connections opened more than the \
+            "{what} (run {}): the server still held {} hostile connections opened more than the \
              setup deadline + 2 s before the attack stopped",
-            p.closed_early, p.opened_early
+            p.run + 1,
+            p.held_past_deadline
         ));
     }
     if must_close && p.max_close_s > deadline {
@@ -433,8 +531,14 @@ async fn phase(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let (mut latencies, calls, first_error) = calling.await.context("the legitimate client")??;
-    let early = tally
-        .opened_before(Instant::now() - Duration::from_secs_f64(profile.setup_timeout_s + 2.0));
+    let cutoff = Instant::now() - Duration::from_secs_f64(profile.setup_timeout_s + 2.0);
+    let early = tally.opened_before(cutoff);
+    // Of the hostile sockets still open that were opened before the cutoff, the ones the
+    // server's side still has (the rest it never completed: it holds nothing for them).
+    let old = tally.live_before(cutoff);
+    let established = attacks::server_side_established(server.addr).unwrap_or_default();
+    let held_past_deadline = old.iter().filter(|a| established.contains(a)).count();
+    let never_completed = old.len() - held_past_deadline;
     let _ = stop_tx.send(true);
     if let Some(task) = attack_task {
         let _ = task.await;
@@ -448,6 +552,7 @@ async fn phase(
     latencies.sort_by(f64::total_cmp);
     let closed = tally.closed_by_server.load(Ordering::Relaxed);
     Ok(Phase {
+        run: 0,
         link: link.to_string(),
         attack: name.to_string(),
         sockets,
@@ -465,6 +570,8 @@ async fn phase(
         closed_by_server: closed,
         opened_early: early.0,
         closed_early: early.1,
+        held_past_deadline,
+        never_completed,
         max_close_s: tally.close_us_max.load(Ordering::Relaxed) as f64 / 1e6,
         attack_bytes: tally.sent.load(Ordering::Relaxed),
         reasons: counters.delta(&before),
@@ -497,14 +604,29 @@ fn print_report(r: &Report) {
         p.interval_ms
     );
     let mut t = Table::new([
-        "link", "attack", "sockets", "calls ok", "p50 ms", "p99 ms", "×base", "RSS MiB", "peak",
-        "after", "CPU s", "closed", "max s",
+        "run",
+        "link",
+        "attack",
+        "sockets",
+        "calls ok",
+        "p50 ms",
+        "p99 ms",
+        "×base",
+        "RSS MiB",
+        "peak",
+        "after",
+        "CPU s",
+        "closed",
+        "max s",
+        "held late",
+        "half-open",
     ]);
-    for i in 2..13 {
+    for i in 3..16 {
         t = t.align(i, Align::Right);
     }
     for ph in &r.phases {
         t.row([
+            (ph.run + 1).to_string(),
             ph.link.clone(),
             ph.attack.clone(),
             ph.sockets.to_string(),
@@ -518,19 +640,32 @@ fn print_report(r: &Report) {
             format!("{:.2}", ph.server_cpu_s),
             format!("{}/{}", ph.closed_by_server, ph.opened),
             format!("{:.1}", ph.max_close_s),
+            ph.held_past_deadline.to_string(),
+            ph.never_completed.to_string(),
         ]);
     }
     print!("{}", t.plain(""));
     println!(
         "calls ok: legitimate calls that succeeded; ×base: p99 over the same link's baseline \
          (no attack) p99; RSS: before the phase, peak during it, after the attack stopped; \
-         closed: hostile connections the server closed / opened; max s: the longest one stayed"
+         closed: hostile connections the server closed / opened; max s: the longest one stayed; \
+         held late: hostile connections the server still held a setup deadline + 2 s after they \
+         opened (must be 0); half-open: ones that old the kernel completed on the attacker's side \
+         only (backlog full or the penalty filter dropped their last ACK; the server holds \
+         nothing for them)"
     );
-    let mut reasons = Table::new(["link", "attack", "server counters (by reason)", "log bytes"])
-        .align(3, Align::Right);
+    let mut reasons = Table::new([
+        "run",
+        "link",
+        "attack",
+        "server counters (by reason)",
+        "log bytes",
+    ])
+    .align(4, Align::Right);
     for ph in r.phases.iter().filter(|p| !p.reasons.is_empty()) {
         let list: Vec<String> = ph.reasons.iter().map(|(r, n)| format!("{r}={n}")).collect();
         reasons.row([
+            (ph.run + 1).to_string(),
             ph.link.clone(),
             ph.attack.clone(),
             list.join(" "),
@@ -539,5 +674,34 @@ fn print_report(r: &Report) {
     }
     if !reasons.is_empty() {
         print!("{}", reasons.plain(""));
+    }
+    if p.runs > 1 {
+        println!("medians over {} runs:", p.runs);
+        let mut m = Table::new([
+            "link",
+            "attack",
+            "calls ok",
+            "p50 ms",
+            "p99 ms",
+            "×base",
+            "RSS growth MiB",
+            "CPU s",
+        ]);
+        for i in 2..8 {
+            m = m.align(i, Align::Right);
+        }
+        for x in &r.medians {
+            m.row([
+                x.link.clone(),
+                x.attack.clone(),
+                format!("{}/{}", x.ok, x.calls),
+                format!("{:.1}", x.p50_ms),
+                format!("{:.1}", x.p99_ms),
+                format!("{:.2}", x.p99_vs_baseline),
+                mib(x.rss_growth),
+                format!("{:.2}", x.server_cpu_s),
+            ]);
+        }
+        print!("{}", m.plain(""));
     }
 }

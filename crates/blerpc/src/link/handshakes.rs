@@ -1,21 +1,23 @@
 //! The TLS and WebSocket acceptors' handshakes in progress: run concurrently, each within
 //! [`TcpOptions::handshake_timeout`], at most [`TcpOptions::max_handshakes`] at once and
 //! [`TcpOptions::max_handshakes_per_address`] per IP address. When every slot is taken, a
-//! newcomer drops the oldest handshake in progress once that one has run for
-//! [`TcpOptions::handshake_evict_after`], so silent sockets cannot hold the slots against
-//! newcomers while a burst of genuine handshakes is not cut short; one beyond its address's
-//! limit is closed at once.
+//! newcomer drops a handshake in progress once the oldest has run for
+//! [`TcpOptions::handshake_evict_after`]: the oldest one of the address holding the most slots,
+//! so silent sockets cannot hold the slots against newcomers, and a flood from a few addresses
+//! cannot push out a lone client's handshake; one beyond its address's limit is closed at
+//! once.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::task::{AbortHandle, Id, JoinSet};
 use tokio::time::Instant;
 
 use super::LinkError;
-use super::tcp::{TcpOptions, accept_tcp, timed};
+use super::listener::{Listener, report};
+use super::tcp::{TcpOptions, timed};
 use crate::metrics::Reason;
 
 /// Handshakes in progress (see the [module docs](self)).
@@ -49,7 +51,7 @@ impl<L: Send + 'static> Handshakes<L> {
     /// stay here.
     pub(crate) async fn next<F, Fut>(
         &mut self,
-        listener: &TcpListener,
+        listener: &mut Listener,
         options: &TcpOptions,
         handshake: F,
     ) -> L
@@ -77,8 +79,9 @@ impl<L: Send + 'static> Handshakes<L> {
                         return link;
                     }
                 }
-                (stream, addr) = accept_tcp(listener, options), if can_accept => {
-                    self.start(stream, addr, options, &handshake);
+                (stream, addr) = listener.accept(options), if can_accept => {
+                    let guard = listener.guard().cloned();
+                    self.start(stream, addr, options, guard, &handshake);
                 }
                 () = tokio::time::sleep_until(wait_until.unwrap_or_else(Instant::now)),
                     if !can_accept && wait_until.is_some() => {}
@@ -102,6 +105,7 @@ impl<L: Send + 'static> Handshakes<L> {
         stream: TcpStream,
         addr: SocketAddr,
         options: &TcpOptions,
+        guard: Option<std::sync::Arc<super::guard::AddressGuard>>,
         handshake: &F,
     ) where
         F: Fn(TcpStream, SocketAddr) -> Fut,
@@ -122,7 +126,7 @@ impl<L: Send + 'static> Handshakes<L> {
             return; // dropping the stream closes it
         }
         while self.len() >= options.max_handshakes.max(1) {
-            let Some((id, handle, _)) = self.order.pop_front() else {
+            let Some((id, handle)) = self.victim() else {
                 break;
             };
             if let Some(old) = self.addr.get(&id).copied() {
@@ -133,6 +137,13 @@ impl<L: Send + 'static> Handshakes<L> {
                     Reason::HandshakeEvicted,
                     &old.to_string(),
                 );
+                if let Some(guard) = &guard {
+                    guard.closed(
+                        old.ip(),
+                        Reason::HandshakeEvicted,
+                        std::time::Instant::now(),
+                    );
+                }
             }
         }
         let fut = handshake(stream, addr);
@@ -150,6 +161,9 @@ impl<L: Send + 'static> Handshakes<L> {
                     };
                     tracing::debug!(%peer, "handshake failed: {e}");
                     report(metrics.as_deref(), reason, &peer);
+                    if let Some(guard) = guard {
+                        guard.closed(ip, reason, std::time::Instant::now());
+                    }
                     None
                 }
             }
@@ -165,6 +179,19 @@ impl<L: Send + 'static> Handshakes<L> {
         }
     }
 
+    /// The handshake to drop for a newcomer: the oldest of the address holding the most slots
+    /// (a flood from a few addresses cannot push out a lone client's handshake), taken out of
+    /// the order queue.
+    fn victim(&mut self) -> Option<(Id, AbortHandle)> {
+        let (&busiest, _) = self.per_address.iter().max_by_key(|(_, n)| **n)?;
+        let addr = &self.addr;
+        let at = self
+            .order
+            .iter()
+            .position(|(id, _, _)| addr.get(id).is_some_and(|a| a.ip() == busiest))?;
+        self.order.remove(at).map(|(id, handle, _)| (id, handle))
+    }
+
     fn forget(&mut self, id: Id) {
         if let Some(addr) = self.addr.remove(&id) {
             let ip = addr.ip();
@@ -175,13 +202,5 @@ impl<L: Send + 'static> Handshakes<L> {
                 }
             }
         }
-    }
-}
-
-/// Counts and logs `reason` in `metrics`, or logs it at debug level without them.
-fn report(metrics: Option<&crate::metrics::Metrics>, reason: Reason, peer: &str) {
-    match metrics {
-        Some(m) => m.refused(reason, peer),
-        None => tracing::debug!(%peer, "handshake {}", reason.as_str()),
     }
 }

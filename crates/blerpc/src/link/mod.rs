@@ -16,8 +16,11 @@
 
 #[cfg(any(feature = "ble-central", feature = "ble-peripheral"))]
 pub mod ble;
+pub mod guard;
 #[cfg(any(feature = "tls", feature = "ws"))]
 pub(crate) mod handshakes;
+#[cfg(feature = "tcp")]
+mod listener;
 pub mod mem;
 #[cfg(all(unix, feature = "serial"))]
 pub mod pty;
@@ -183,6 +186,15 @@ pub trait Acceptor: Send + 'static {
     /// Waits for the next connection. Errors on one connection (a failed TLS handshake) should
     /// be logged and skipped by the acceptor; an error returned here stops the server.
     fn accept(&mut self) -> impl Future<Output = std::io::Result<Self::Link>> + Send;
+    /// Has the acceptor enforce the server's per-address policy itself, before any handshake
+    /// (the TCP, TLS and WebSocket acceptors do, and drop penalized addresses in the kernel on
+    /// Linux); `true` if it does, so the server does not count those connections twice. The
+    /// default ignores it and returns `false`: the server then applies the guard to each link
+    /// it accepts.
+    fn set_guard(&mut self, guard: std::sync::Arc<guard::AddressGuard>) -> bool {
+        let _ = guard;
+        false
+    }
 }
 
 /// The ATT MTU stream links (TCP, TLS, WebSocket, serial) use unless configured: the value the

@@ -27,7 +27,8 @@
 //! would desynchronise the peer.
 //!
 //! **Buffers and backpressure.** The receive half owns one read buffer of
-//! [`TcpOptions::read_buffer_size`] bytes (at least one container) and returns slices of it, so
+//! [`TcpOptions::read_buffer_size`] bytes (at least one container; allocated when bytes arrive,
+//! dropped when an idle connection has nothing buffered) and returns slices of it, so
 //! many containers arriving in one read cost one system call and a container split over many
 //! reads is reassembled in place. A read that fills at least half of the buffer doubles it, up
 //! to [`TcpOptions::max_read_buffer_size`], so a long message is read in a few large pieces; it
@@ -52,8 +53,10 @@ use blerpc_proto::wire::container::{
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpListener, TcpSocket, TcpStream, ToSocketAddrs};
+use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
 
+use super::guard::AddressGuard;
+use super::listener::{self, Listener};
 use super::{DEFAULT_STREAM_ATT_MTU, Link, LinkError, LinkRx, LinkTx};
 use crate::metrics::Metrics;
 
@@ -70,8 +73,10 @@ pub struct TcpOptions {
     /// out in one write, in classic or long containers). The queue's memory is given back when the connection is idle
     /// ([`LinkTx::release_memory`]).
     pub send_queue_limit: usize,
-    /// The receive buffer per connection, in bytes (raised to one container if smaller). Default
-    /// 4 KiB. Also the WebSocket read buffer.
+    /// The receive buffer per connection, in bytes (raised to one container if smaller),
+    /// allocated when the first bytes arrive and given back when the connection is idle with
+    /// nothing buffered (a silent or idle TCP/TLS connection holds none). Default 4 KiB. Also
+    /// the WebSocket read buffer.
     pub read_buffer_size: usize,
     /// TCP and TLS: the receive buffer doubles, up to this many bytes, each time a read fills
     /// it (long messages then take a few large reads instead of many small ones), and goes back
@@ -86,13 +91,16 @@ pub struct TcpOptions {
     /// TLS / WebSocket handshake on acceptors. Default 10 s.
     pub handshake_timeout: Duration,
     /// Acceptors only: TLS / WebSocket handshakes in progress at once. When all are taken, a
-    /// newcomer drops the oldest handshake in progress once that one has run for
-    /// `handshake_evict_after` (a silent socket cannot hold a slot against newcomers); until
-    /// then newcomers wait in the listen backlog. Default 256.
+    /// newcomer drops one in progress (the oldest of the address holding the most) once the
+    /// oldest has run for `handshake_evict_after` (a silent socket cannot hold a slot against
+    /// newcomers); until then newcomers wait in the listen backlog. Default 256.
     pub max_handshakes: usize,
-    /// Acceptors only: how long a handshake is safe from being dropped for a newcomer when
-    /// every slot is taken. Default 0: the oldest goes at once (measured best against silent
-    /// sockets: `blerpc-bench hostile`; genuine handshakes finish in milliseconds).
+    /// Acceptors only: how long the oldest handshake is safe from being dropped for a newcomer
+    /// when every slot is taken (newcomers wait in the listen backlog meanwhile). Default 0:
+    /// one goes at once, the oldest of the address holding the most slots, so a lone client's
+    /// handshake survives a flood from a few addresses (measured in `blerpc-bench hostile`:
+    /// a 50 ms grace made legitimate WS and TLS calls wait up to 38 ms behind silent sockets;
+    /// dropping the globally oldest lost one legitimate TLS call in 880).
     pub handshake_evict_after: Duration,
     /// Acceptors only: TLS / WebSocket handshakes in progress at once from one IP address; a
     /// connection beyond it is closed at once. Default `None` (no limit: the oldest-first
@@ -232,6 +240,10 @@ pub(crate) fn set_keepalive(stream: &TcpStream, options: &TcpOptions) {
     }
 }
 
+/// The stack buffer the first bytes after an idle period are read into, before the read buffer
+/// is allocated: a small request's container fits in it whole.
+const FIRST_READ: usize = 64;
+
 /// Keepalive probes' interval once the idle time has passed.
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 /// Unanswered keepalive probes before the kernel closes the connection.
@@ -340,7 +352,8 @@ pub fn halves<R, W>(r: R, w: W, options: &TcpOptions) -> (StreamTx<W>, StreamRx<
         },
         StreamRx {
             io: r,
-            buf: vec![0; base].into_boxed_slice(),
+            // Allocated when the first bytes arrive (see `recv`).
+            buf: Box::default(),
             base,
             grow_to: options.max_read_buffer_size.max(base).max(max),
             start: 0,
@@ -552,6 +565,29 @@ impl<R: AsyncRead + Unpin + Send + 'static> LinkRx for StreamRx<R> {
                     )))
                 };
             }
+            if self.buf.is_empty() {
+                // No buffer while nothing is buffered (a new or idle connection): wait for the
+                // first bytes in a small one here, so a silent or idle connection holds no
+                // read buffer; the real one is allocated when they arrive. (`start == end`, so
+                // no container deadline runs yet.)
+                let mut first = [0u8; FIRST_READ];
+                match self.io.read(&mut first).await {
+                    Ok(0) => self.eof = true,
+                    Ok(n) => {
+                        self.buf = vec![0; self.base].into_boxed_slice();
+                        let _ = blerpc_proto::buf::copy_bytes(
+                            &mut self.buf,
+                            &first[..n.min(FIRST_READ)],
+                        );
+                        self.start = 0;
+                        self.end = n.min(FIRST_READ);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => self.eof = true,
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionReset => self.eof = true,
+                    Err(e) => return Err(LinkError::Io(e)),
+                }
+                continue;
+            }
             if self.end == self.buf.len() {
                 // The buffer holds at least one whole container, so moving the partial one to
                 // the front always makes room.
@@ -617,7 +653,12 @@ impl<R: AsyncRead + Unpin + Send + 'static> LinkRx for StreamRx<R> {
         self.start += std::mem::take(&mut self.returned);
         // Only when the received bytes leave room in the small buffer (they always do between
         // messages): a full buffer would read nothing.
-        if self.buf.len() > self.base && self.end - self.start < self.base {
+        if self.start == self.end {
+            // Nothing buffered: no buffer until the next bytes arrive.
+            self.buf = Box::default();
+            self.start = 0;
+            self.end = 0;
+        } else if self.buf.len() > self.base && self.end - self.start < self.base {
             self.resize(self.base);
         }
     }
@@ -635,96 +676,18 @@ impl<R> StreamRx<R> {
         self.buf = buf;
     }
 
-    /// The receive buffer's current size (grows under load, see
+    /// The receive buffer's current size: 0 until the first bytes arrive and again once an idle
+    /// release found nothing buffered; grows under load (see
     /// [`TcpOptions::max_read_buffer_size`]).
     pub fn buffer_size(&self) -> usize {
         self.buf.len()
     }
 }
 
-/// Binds a listener, with `SO_REUSEPORT` if configured.
-pub(crate) async fn bind_listener(
-    addr: impl ToSocketAddrs,
-    options: &TcpOptions,
-) -> io::Result<TcpListener> {
-    let mut last = None;
-    for addr in tokio::net::lookup_host(addr).await? {
-        match bind_one(addr, options) {
-            Ok(l) => return Ok(l),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to bind")))
-}
-
-fn bind_one(addr: SocketAddr, options: &TcpOptions) -> io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    #[cfg(unix)]
-    socket.set_reuseaddr(true)?;
-    if options.reuse_port {
-        #[cfg(all(
-            unix,
-            not(target_os = "solaris"),
-            not(target_os = "illumos"),
-            not(target_os = "cygwin")
-        ))]
-        socket.set_reuseport(true)?;
-        #[cfg(not(all(
-            unix,
-            not(target_os = "solaris"),
-            not(target_os = "illumos"),
-            not(target_os = "cygwin")
-        )))]
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "SO_REUSEPORT is not supported on this platform",
-        ));
-    }
-    socket.bind(addr)?;
-    socket.listen(options.listen_backlog.max(1))
-}
-
-/// Accepts the next TCP connection. Errors that concern one connection (reset before accept) are
-/// skipped; others (out of file descriptors) are logged and retried after a pause, so a server
-/// rides them out instead of stopping.
-pub(crate) async fn accept_tcp(
-    listener: &TcpListener,
-    options: &TcpOptions,
-) -> (TcpStream, SocketAddr) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, addr)) => {
-                if let Err(e) = stream.set_nodelay(options.nodelay) {
-                    tracing::debug!(%addr, "TCP_NODELAY: {e}");
-                }
-                set_keepalive(&stream, options);
-                return (stream, addr);
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::ConnectionAborted
-                        | io::ErrorKind::ConnectionReset
-                        | io::ErrorKind::ConnectionRefused
-                        | io::ErrorKind::Interrupted
-                        | io::ErrorKind::WouldBlock
-                ) => {}
-            Err(e) => {
-                tracing::warn!("accept failed (retrying in 100 ms): {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-}
-
 /// Accepts bleRPC connections over TCP: the server side of the TCP link.
 #[derive(Debug)]
 pub struct TcpAcceptor {
-    listener: TcpListener,
+    listener: Listener,
     options: TcpOptions,
 }
 
@@ -732,14 +695,17 @@ impl TcpAcceptor {
     /// Binds `addr` (port 0 picks a free port; see [`TcpAcceptor::local_addr`]).
     pub async fn bind(addr: impl ToSocketAddrs, options: TcpOptions) -> io::Result<TcpAcceptor> {
         Ok(TcpAcceptor {
-            listener: bind_listener(addr, &options).await?,
+            listener: listener::bind(addr, &options).await?,
             options,
         })
     }
 
     /// Uses an already bound listener.
     pub fn from_listener(listener: TcpListener, options: TcpOptions) -> TcpAcceptor {
-        TcpAcceptor { listener, options }
+        TcpAcceptor {
+            listener: Listener::new(listener),
+            options,
+        }
     }
 
     /// The address the listener is bound to.
@@ -752,12 +718,16 @@ impl crate::link::Acceptor for TcpAcceptor {
     type Link = TcpLink;
     async fn accept(&mut self) -> io::Result<TcpLink> {
         loop {
-            let (stream, addr) = accept_tcp(&self.listener, &self.options).await;
+            let (stream, addr) = self.listener.accept(&self.options).await;
             match TcpLink::from_stream(stream, &self.options) {
                 Ok(link) => return Ok(link),
                 Err(e) => tracing::debug!(%addr, "accepted connection unusable: {e}"),
             }
         }
+    }
+    fn set_guard(&mut self, guard: std::sync::Arc<AddressGuard>) -> bool {
+        self.listener.set_guard(guard);
+        true
     }
 }
 
@@ -802,7 +772,7 @@ mod tests {
         let (mut a, b) = tokio::io::duplex(1 << 20);
         let options = TcpOptions::default();
         let (_tx, mut rx) = halves(b, tokio::io::sink(), &options);
-        assert_eq!(rx.buffer_size(), 4 * 1024);
+        assert_eq!(rx.buffer_size(), 0, "no buffer before the first bytes");
         // A 16,384-byte LONG SUBSEQUENT, then a small one.
         let mut long = vec![9u8, 1, 0x42, 0xfb, 0x3f];
         long.extend(std::iter::repeat_n(0xab, 16_379));
@@ -815,7 +785,20 @@ mod tests {
         let got = rx.recv().await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(got, Some(&small[..]));
         rx.release_memory();
+        assert_eq!(rx.buffer_size(), 0, "idle with nothing buffered: no buffer");
+        // Part of a container buffered: the release keeps the small buffer for it.
+        a.write_all(&small[..3])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let partial = tokio::time::timeout(Duration::from_millis(50), rx.recv()).await;
+        assert!(partial.is_err(), "half a container is not returned");
+        rx.release_memory();
         assert_eq!(rx.buffer_size(), 4 * 1024);
+        a.write_all(&small[3..])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let got = rx.recv().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got, Some(&small[..]));
         // One byte over the link's maximum: a framing error, not a hang.
         let mut over = vec![9u8, 3, 0x42, 0xfc, 0x3f];
         over.extend(std::iter::repeat_n(0, 16_380));

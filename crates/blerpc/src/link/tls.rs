@@ -34,7 +34,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use subtle::ConstantTimeEq;
 use tokio::io::{ReadHalf, WriteHalf};
-use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
+use tokio::net::{TcpStream, ToSocketAddrs};
 pub use tokio_rustls::TlsStream;
 
 use super::tcp::{self, StreamRx, StreamTx, TcpOptions};
@@ -457,7 +457,7 @@ impl Link for TlsLink {
 /// logged at debug level and skipped.
 #[derive(Debug)]
 pub struct TlsAcceptor {
-    listener: TcpListener,
+    listener: super::listener::Listener,
     tls: TlsServerConfig,
     options: TcpOptions,
     pending: super::handshakes::Handshakes<TlsLink>,
@@ -471,7 +471,7 @@ impl TlsAcceptor {
         options: TcpOptions,
     ) -> io::Result<TlsAcceptor> {
         Ok(TlsAcceptor {
-            listener: tcp::bind_listener(addr, &options).await?,
+            listener: super::listener::bind(addr, &options).await?,
             tls,
             options,
             pending: super::handshakes::Handshakes::new(),
@@ -486,12 +486,16 @@ impl TlsAcceptor {
 
 impl crate::link::Acceptor for TlsAcceptor {
     type Link = TlsLink;
+    fn set_guard(&mut self, guard: std::sync::Arc<crate::link::guard::AddressGuard>) -> bool {
+        self.listener.set_guard(guard);
+        true
+    }
     async fn accept(&mut self) -> io::Result<TlsLink> {
         let tls = self.tls.acceptor();
         let options = &self.options;
         Ok(self
             .pending
-            .next(&self.listener, options, |stream, addr| {
+            .next(&mut self.listener, options, |stream, addr| {
                 let tls = tls.clone();
                 let options = options.clone();
                 async move {

@@ -13,7 +13,11 @@
 //!
 //! **Pings.** tungstenite answers a ping with a pong by itself, and writes that pong out on the
 //! next read. [`LinkRx::recv`] reads continuously (the runtime always waits on it), so pongs go
-//! out even when the link has nothing to send and the transmit half is never flushed.
+//! out even when the link has nothing to send and the transmit half is never flushed. Each end
+//! also pings a quiet peer ([`WsOptions::ping_interval`], 60 s) and fails the link when nothing
+//! comes back within [`WsOptions::pong_timeout`] (30 s), so a vanished peer is found while the
+//! connection is idle, through proxies too. The receive half sends the ping (it is the half
+//! that is always waiting); the timer is armed once and re-armed only when it fires.
 //!
 //! **Memory.** tungstenite's defaults (128 KiB read buffer, allocated and zero-filled per
 //! connection; 64 MiB messages) suit few busy connections. This link uses
@@ -29,12 +33,15 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
+use tokio::net::{TcpStream, ToSocketAddrs};
+use tokio::time::Instant;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -45,16 +52,39 @@ use super::url::LinkUrl;
 use super::{Link, LinkError, LinkRx, LinkTx};
 
 /// Options of the WebSocket link.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct WsOptions {
     /// MTU, `TCP_NODELAY`, queue limit, buffer size, handshake limits (see [`TcpOptions`]).
     pub tcp: TcpOptions,
     /// Acceptors only: the request path clients must use (e.g. `/blerpc`); others get 404.
     /// Default: any path.
     pub path: Option<String>,
+    /// After this long without a frame from the peer, send a WebSocket ping; `None`: never.
+    /// Unlike TCP keepalive ([`TcpOptions::keepalive`], which also applies), a ping crosses
+    /// proxies and load balancers and reaches the peer itself. Default 60 s.
+    pub ping_interval: Option<Duration>,
+    /// A ping not followed by any frame from the peer within this time fails the link
+    /// ([`LinkError::Io`] with `TimedOut`: the peer is gone). Default 30 s.
+    pub pong_timeout: Duration,
+}
+
+impl Default for WsOptions {
+    fn default() -> Self {
+        WsOptions {
+            tcp: TcpOptions::default(),
+            path: None,
+            ping_interval: Some(Duration::from_secs(60)),
+            pong_timeout: Duration::from_secs(30),
+        }
+    }
 }
 
 impl WsOptions {
+    fn keepalive(&self) -> Option<(Duration, Duration)> {
+        self.ping_interval
+            .map(|i| (i.max(Duration::from_millis(10)), self.pong_timeout))
+    }
+
     fn ws_config(&self) -> WebSocketConfig {
         let max = self.tcp.max_container();
         // Buffers sized for classic containers: they grow for a long one when it arrives, so
@@ -204,6 +234,7 @@ async fn client_handshake(
     Ok(WsLink {
         ws,
         peer,
+        keepalive: options.keepalive(),
         options: options.tcp.clone(),
     })
 }
@@ -223,6 +254,7 @@ pub async fn client_from_upgraded(stream: TcpStream, peer: String, options: &WsO
     WsLink {
         ws,
         peer,
+        keepalive: options.keepalive(),
         options: options.tcp.clone(),
     }
 }
@@ -233,6 +265,8 @@ pub struct WsLink {
     ws: WebSocketStream<WsStream>,
     peer: String,
     options: TcpOptions,
+    /// The ping interval and the pong deadline.
+    keepalive: Option<(Duration, Duration)>,
 }
 
 impl WsLink {
@@ -263,32 +297,92 @@ impl Link for WsLink {
         tcp.peer_addr().ok().map(|a| a.ip())
     }
     fn split(self) -> (WsTx, WsRx) {
-        let (sink, stream) = self.ws.split();
-        let max = self.options.max_container();
-        (
-            WsTx {
-                sink,
-                queue: VecDeque::new(),
-                queued: 0,
-                limit: self.options.send_queue_limit.max(1),
-                max,
-                closed: false,
-            },
-            WsRx {
-                stream,
-                current: Bytes::new(),
-                max,
-                limit: max,
-                done: false,
-            },
-        )
+        split_ws(self.ws, &self.options, self.keepalive)
     }
 }
 
-/// The transmit half of a [`WsLink`].
+type SharedSink<S> = Arc<Mutex<SplitSink<WebSocketStream<S>, Message>>>;
+
+/// The sink, locked only inside a poll (never across an await).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn split_ws<S>(
+    ws: WebSocketStream<S>,
+    options: &TcpOptions,
+    keepalive: Option<(Duration, Duration)>,
+) -> (WsTx<S>, WsRx<S>)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (sink, stream) = ws.split();
+    let sink = Arc::new(Mutex::new(sink));
+    let max = options.max_container();
+    (
+        WsTx {
+            sink: sink.clone(),
+            queue: VecDeque::new(),
+            queued: 0,
+            limit: options.send_queue_limit.max(1),
+            max,
+            closed: false,
+        },
+        WsRx {
+            stream,
+            current: Bytes::new(),
+            max,
+            limit: max,
+            done: false,
+            keepalive: keepalive.map(|(interval, timeout)| {
+                Box::new(Keepalive {
+                    sink,
+                    interval,
+                    timeout,
+                    timer: None,
+                    last_heard: Instant::now(),
+                    ping_sent: None,
+                    flushing: false,
+                })
+            }),
+        },
+    )
+}
+
+/// The link's halves over any byte stream on which the server side of the WebSocket upgrade
+/// has already been done (an HTTP server that upgraded the connection itself, a Unix socket, a
+/// test's in-memory pipe): one binary message per container, with the options' limits.
+///
+/// ```
+/// use blerpc::link::{LinkRx as _, ws::{WsOptions, server_halves}};
+/// use tokio::io::AsyncWriteExt as _;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let (mut client, server) = tokio::io::duplex(1024);
+/// let (_tx, mut rx) = server_halves(server, &WsOptions::default()).await;
+/// // A masked binary frame (mask 0) holding a TIMEOUT request.
+/// client.write_all(&[0x82, 0x84, 0, 0, 0, 0, 0x00, 0x00, 0xc4, 0x00]).await.unwrap();
+/// assert_eq!(rx.recv().await.unwrap(), Some(&[0x00, 0x00, 0xc4, 0x00][..]));
+/// # });
+/// ```
+pub async fn server_halves<S>(stream: S, options: &WsOptions) -> (WsTx<S>, WsRx<S>)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let ws = WebSocketStream::from_raw_socket(
+        stream,
+        tungstenite::protocol::Role::Server,
+        Some(options.ws_config()),
+    )
+    .await;
+    split_ws(ws, &options.tcp, options.keepalive())
+}
+
+/// The transmit half of a [`WsLink`] (or of [`server_halves`] over another stream).
 #[derive(Debug)]
-pub struct WsTx {
-    sink: SplitSink<WebSocketStream<WsStream>, Message>,
+pub struct WsTx<S = WsStream> {
+    /// Shared with the receive half, which sends the keepalive pings.
+    sink: SharedSink<S>,
     queue: VecDeque<Bytes>,
     /// Bytes in `queue`.
     queued: usize,
@@ -297,7 +391,7 @@ pub struct WsTx {
     closed: bool,
 }
 
-impl LinkTx for WsTx {
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> LinkTx for WsTx<S> {
     fn queue(&mut self, pdu: &[u8]) -> Result<(), LinkError> {
         check_pdu(pdu, self.max)?;
         if self.closed {
@@ -318,17 +412,17 @@ impl LinkTx for WsTx {
             while !self.queue.is_empty() {
                 // Wait for room, then hand the message over with no await in between: a
                 // message leaves the queue only once the sink holds it (cancel-safe).
-                std::future::poll_fn(|cx| self.sink.poll_ready_unpin(cx))
+                std::future::poll_fn(|cx| lock(&self.sink).poll_ready_unpin(cx))
                     .await
                     .map_err(ws_error)?;
                 if let Some(pdu) = self.queue.pop_front() {
                     self.queued -= pdu.len();
-                    self.sink
+                    lock(&self.sink)
                         .start_send_unpin(Message::Binary(pdu))
                         .map_err(ws_error)?;
                 }
             }
-            std::future::poll_fn(|cx| self.sink.poll_flush_unpin(cx))
+            std::future::poll_fn(|cx| lock(&self.sink).poll_flush_unpin(cx))
                 .await
                 .map_err(ws_error)
         }
@@ -346,29 +440,139 @@ impl LinkTx for WsTx {
         };
         self.closed = true;
         // Sends a close frame; the peer's `recv` returns `Ok(None)`.
-        let _ = self.sink.close().await;
+        let _ = std::future::poll_fn(|cx| lock(&self.sink).poll_close_unpin(cx)).await;
         flushed
     }
 }
 
-/// The receive half of a [`WsLink`].
+/// The receive half of a [`WsLink`] (or of [`server_halves`] over another stream).
 #[derive(Debug)]
-pub struct WsRx {
-    stream: SplitStream<WebSocketStream<WsStream>>,
+pub struct WsRx<S = WsStream> {
+    stream: SplitStream<WebSocketStream<S>>,
     current: Bytes,
     /// The longest container accepted now ([`LinkRx::set_max_container`]), at most `limit`.
     max: usize,
     limit: usize,
     done: bool,
+    /// Boxed: most of a connection's life it only waits.
+    keepalive: Option<Box<Keepalive<S>>>,
 }
 
-impl LinkRx for WsRx {
+/// The receive half's pings (see the [module docs](self)).
+struct Keepalive<S> {
+    sink: SharedSink<S>,
+    interval: Duration,
+    timeout: Duration,
+    /// Armed at the first wait; re-armed only when it fires.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// When the last frame (of any kind) came from the peer.
+    last_heard: Instant,
+    /// The ping in flight, if any.
+    ping_sent: Option<Instant>,
+    /// A ping is in the sink and not yet flushed.
+    flushing: bool,
+}
+
+impl<S> std::fmt::Debug for Keepalive<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keepalive")
+            .field("interval", &self.interval)
+            .field("timeout", &self.timeout)
+            .field("ping_sent", &self.ping_sent)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Keepalive<S> {
+    /// Runs until the peer is declared gone (a ping unanswered past the deadline) or the sink
+    /// fails; never returns `Ok`. Cancel-safe: its state lives in `self`.
+    async fn run(&mut self) -> LinkError {
+        loop {
+            let deadline = self.last_heard + self.interval;
+            let timer = self
+                .timer
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+            let flushing = self.flushing;
+            let sink = &self.sink;
+            tokio::select! {
+                biased;
+                r = std::future::poll_fn(|cx| lock(sink).poll_flush_unpin(cx)), if flushing => {
+                    if let Err(e) = r {
+                        return ws_error(e);
+                    }
+                    self.flushing = false;
+                }
+                () = timer.as_mut() => {
+                    if let Some(e) = self.on_timer() {
+                        return e;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The timer fired: declare the peer gone, send a ping, or wait some more.
+    fn on_timer(&mut self) -> Option<LinkError> {
+        let now = Instant::now();
+        let next = match self.ping_sent {
+            Some(at) if self.last_heard <= at => {
+                if now >= at + self.timeout {
+                    return Some(LinkError::Io(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "WebSocket peer silent: no frame within {:?} of a ping",
+                            self.timeout
+                        ),
+                    )));
+                }
+                at + self.timeout
+            }
+            _ if now < self.last_heard + self.interval => {
+                self.ping_sent = None;
+                self.last_heard + self.interval
+            }
+            _ => {
+                // Only if the sink takes it at once: a full sink means data is flowing, or the
+                // peer is stuck, which the deadline then catches.
+                let mut cx = Context::from_waker(std::task::Waker::noop());
+                let mut sink = lock(&self.sink);
+                if let Poll::Ready(Ok(())) = sink.poll_ready_unpin(&mut cx)
+                    && sink.start_send_unpin(Message::Ping(Bytes::new())).is_ok()
+                {
+                    self.flushing = true;
+                }
+                self.ping_sent = Some(now);
+                now + self.timeout
+            }
+        };
+        if let Some(t) = &mut self.timer {
+            t.as_mut().reset(next);
+        }
+        None
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> LinkRx for WsRx<S> {
     async fn recv(&mut self) -> Result<Option<&[u8]>, LinkError> {
         // Release the last message so tungstenite can reuse its read buffer in place.
         self.current = Bytes::new();
         while !self.done {
             // `StreamExt::next` is cancel-safe: tungstenite keeps partial frames in its buffer.
-            let message = match self.stream.next().await {
+            let next = match &mut self.keepalive {
+                None => self.stream.next().await,
+                Some(k) => {
+                    let stream = &mut self.stream;
+                    tokio::select! {
+                        biased;
+                        next = stream.next() => {
+                            k.last_heard = Instant::now();
+                            next
+                        }
+                        e = k.run() => return Err(e),
+                    }
+                }
+            };
+            let message = match next {
                 None => break,
                 Some(Ok(m)) => m,
                 Some(Err(tungstenite::Error::Protocol(
@@ -425,7 +629,7 @@ impl LinkRx for WsRx {
 /// logged at debug level and skipped.
 #[derive(Debug)]
 pub struct WsAcceptor {
-    listener: TcpListener,
+    listener: super::listener::Listener,
     options: WsOptions,
     #[cfg(feature = "tls")]
     tls: Option<super::tls::TlsServerConfig>,
@@ -436,7 +640,7 @@ impl WsAcceptor {
     /// Binds `addr` for `ws://` (port 0 picks a free port; see [`WsAcceptor::local_addr`]).
     pub async fn bind(addr: impl ToSocketAddrs, options: WsOptions) -> io::Result<WsAcceptor> {
         Ok(WsAcceptor {
-            listener: tcp::bind_listener(addr, &options.tcp).await?,
+            listener: super::listener::bind(addr, &options.tcp).await?,
             options,
             #[cfg(feature = "tls")]
             tls: None,
@@ -511,19 +715,24 @@ async fn server_handshake(
     Ok(WsLink {
         ws,
         peer: format!("{scheme}://{addr}{path}"),
+        keepalive: options.keepalive(),
         options: options.tcp,
     })
 }
 
 impl crate::link::Acceptor for WsAcceptor {
     type Link = WsLink;
+    fn set_guard(&mut self, guard: std::sync::Arc<crate::link::guard::AddressGuard>) -> bool {
+        self.listener.set_guard(guard);
+        true
+    }
     async fn accept(&mut self) -> io::Result<WsLink> {
         let options = &self.options;
         #[cfg(feature = "tls")]
         let tls = self.tls.as_ref().map(|t| t.acceptor());
         Ok(self
             .pending
-            .next(&self.listener, &options.tcp, |stream, addr| {
+            .next(&mut self.listener, &options.tcp, |stream, addr| {
                 server_handshake(
                     stream,
                     addr,

@@ -7,16 +7,17 @@
 //! [`Peripheral::is_established`](blerpc_proto::connection::Peripheral::is_established)) is
 //! evicted to make room; with none, the newcomer is closed at once (never left waiting). The
 //! ticket's holder marks it proven once established, hears an eviction through
-//! [`Ticket::evicted`], and gives its slot back by dropping it.
+//! [`Ticket::evicted`], reports a close for cause through [`Ticket::closed`] (an offence costs
+//! the address tokens in the [`AddressGuard`]), and gives its slot back by dropping it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use crate::link::guard::AddressGuard;
 use crate::metrics::{Metrics, Reason};
 
 /// The limits [`Admission`] enforces (from [`ServerConfig`](super::ServerConfig)).
@@ -26,27 +27,6 @@ pub(super) struct Limits {
     pub(super) max_per_address: Option<usize>,
     pub(super) max_unproven_per_address: Option<usize>,
     pub(super) reassembly_budget: usize,
-    /// New connections per second from one address, and the burst above it.
-    pub(super) connection_rate: Option<Rate>,
-}
-
-/// A token bucket's refill rate and depth.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Rate {
-    /// Tokens per second.
-    pub per_second: f64,
-    /// The bucket's depth: how many may come at once.
-    pub burst: f64,
-}
-
-/// Addresses whose connection rate is tracked at once; past it the fullest buckets (the
-/// addresses that connected least recently) are forgotten.
-const MAX_TRACKED_ADDRESSES: usize = 65_536;
-
-#[derive(Clone, Copy)]
-struct Bucket {
-    tokens: f64,
-    at: std::time::Instant,
 }
 
 struct Entry {
@@ -67,35 +47,6 @@ struct State {
     /// By id, which is also age (oldest first).
     conns: BTreeMap<u64, Entry>,
     addresses: HashMap<IpAddr, PerAddress>,
-    buckets: HashMap<IpAddr, Bucket>,
-}
-
-impl State {
-    /// Takes a token from `ip`'s bucket; `false` when it is empty.
-    fn take_token(&mut self, ip: IpAddr, rate: Rate, now: std::time::Instant) -> bool {
-        if self.buckets.len() >= MAX_TRACKED_ADDRESSES && !self.buckets.contains_key(&ip) {
-            // Forget the addresses that have been quiet longest (their buckets are full).
-            let horizon = Duration::from_secs_f64(rate.burst / rate.per_second.max(1e-9));
-            self.buckets
-                .retain(|_, b| now.saturating_duration_since(b.at) < horizon);
-            if self.buckets.len() >= MAX_TRACKED_ADDRESSES {
-                self.buckets.clear();
-            }
-        }
-        let b = self.buckets.entry(ip).or_insert(Bucket {
-            tokens: rate.burst,
-            at: now,
-        });
-        let elapsed = now.saturating_duration_since(b.at).as_secs_f64();
-        b.tokens = (b.tokens + elapsed * rate.per_second).min(rate.burst);
-        b.at = now;
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
 }
 
 /// The server's connection table (see the [module docs](self)).
@@ -105,15 +56,22 @@ pub(super) struct Admission {
     /// What the partial requests of every connection announced, together.
     claimed: AtomicUsize,
     pub(super) metrics: Arc<Metrics>,
+    /// The per-address rate and penalties (shared with the acceptors).
+    pub(super) guard: Arc<AddressGuard>,
 }
 
 impl Admission {
-    pub(super) fn new(limits: Limits, metrics: Arc<Metrics>) -> Arc<Admission> {
+    pub(super) fn new(
+        limits: Limits,
+        metrics: Arc<Metrics>,
+        guard: Arc<AddressGuard>,
+    ) -> Arc<Admission> {
         Arc::new(Admission {
             limits,
             state: Mutex::new(State::default()),
             claimed: AtomicUsize::new(0),
             metrics,
+            guard,
         })
     }
 
@@ -124,17 +82,23 @@ impl Admission {
     }
 
     /// A ticket for a new connection from `ip`, or `None` (counted and logged) when it is
-    /// refused: its address is at a limit, or the server is at its cap with nothing unproven to
+    /// refused: its address is over its rate or penalized (unless the acceptor checked that
+    /// already: `guarded`), or at a limit, or the server is at its cap with nothing unproven to
     /// evict.
-    pub(super) fn admit(self: &Arc<Self>, ip: Option<IpAddr>, peer: &str) -> Option<Ticket> {
-        let mut state = self.lock();
-        if let (Some(ip), Some(rate)) = (ip, self.limits.connection_rate)
-            && !state.take_token(ip, rate, std::time::Instant::now())
+    pub(super) fn admit(
+        self: &Arc<Self>,
+        ip: Option<IpAddr>,
+        peer: &str,
+        guarded: bool,
+    ) -> Option<Ticket> {
+        if let Some(ip) = ip
+            && !guarded
+            && let Err(why) = self.guard.admit(ip, std::time::Instant::now())
         {
-            drop(state);
-            self.metrics.refused(Reason::ConnectionRate, peer);
+            self.metrics.refused(why.into(), peer);
             return None;
         }
+        let mut state = self.lock();
         if let Some(ip) = ip {
             let here = state.addresses.get(&ip);
             let (all, unproven) = here.map_or((0, 0), |a| (a.all, a.unproven));
@@ -164,7 +128,11 @@ impl Admission {
                 entry.evict.notify_one();
                 self.metrics.unproven_delta(-1);
                 self.metrics.open_delta(-1);
-                self.metrics.closed(Reason::EvictedUnproven, peer);
+                // Logged with the evicted connection's address (not the newcomer's).
+                let who = entry
+                    .ip
+                    .map_or_else(|| "an unproven connection".to_string(), |ip| ip.to_string());
+                report_closed(self, entry.ip, Reason::EvictedUnproven, &who);
             }
         }
         let id = state.next_id;
@@ -190,6 +158,7 @@ impl Admission {
         Some(Ticket {
             admission: self.clone(),
             id,
+            ip,
             evict,
             proven: false,
             claimed: 0,
@@ -223,6 +192,7 @@ impl Admission {
 pub(super) struct Ticket {
     admission: Arc<Admission>,
     id: u64,
+    ip: Option<IpAddr>,
     evict: Arc<Notify>,
     proven: bool,
     /// This connection's share of the reassembly budget in use.
@@ -292,9 +262,40 @@ impl Ticket {
         self.admission.metrics.set_reassembly(total);
     }
 
-    /// The server's counters.
-    pub(super) fn metrics(&self) -> &Metrics {
-        &self.admission.metrics
+    /// Where the connection's close for cause is reported (it outlives the ticket).
+    pub(super) fn reporter(&self) -> Reporter {
+        Reporter {
+            admission: self.admission.clone(),
+            ip: self.ip,
+        }
+    }
+
+    /// Counts and logs the connection's close (or a refusal) for `reason`; an offence costs its
+    /// address tokens ([`AddressGuard::closed`]).
+    pub(super) fn closed(&self, reason: Reason, peer: &str) {
+        report_closed(&self.admission, self.ip, reason, peer);
+    }
+}
+
+/// Reports a connection's close for cause after its ticket is gone ([`Ticket::reporter`]).
+pub(super) struct Reporter {
+    admission: Arc<Admission>,
+    ip: Option<IpAddr>,
+}
+
+impl Reporter {
+    /// As [`Ticket::closed`].
+    pub(super) fn closed(&self, reason: Reason, peer: &str) {
+        report_closed(&self.admission, self.ip, reason, peer);
+    }
+}
+
+fn report_closed(admission: &Admission, ip: Option<IpAddr>, reason: Reason, peer: &str) {
+    admission.metrics.closed(reason, peer);
+    if let Some(ip) = ip {
+        admission
+            .guard
+            .closed(ip, reason, std::time::Instant::now());
     }
 }
 
@@ -327,9 +328,12 @@ mod tests {
                 max_per_address: per_address,
                 max_unproven_per_address: unproven,
                 reassembly_budget: 1000,
-                connection_rate: None,
             },
             Metrics::new(),
+            AddressGuard::new(crate::link::guard::GuardConfig {
+                rate: None,
+                ..Default::default()
+            }),
         )
     }
 
@@ -339,11 +343,11 @@ mod tests {
     #[tokio::test]
     async fn at_the_cap_the_oldest_unproven_connection_is_evicted() {
         let adm = admission(2, None, None);
-        let mut first = adm.admit(A, "a1").unwrap();
-        let second = adm.admit(A, "a2").unwrap();
+        let mut first = adm.admit(A, "a1", false).unwrap();
+        let second = adm.admit(A, "a2", false).unwrap();
         first.prove();
         // Full: the newcomer evicts `second` (unproven), not `first`.
-        let third = adm.admit(B, "b1").unwrap();
+        let third = adm.admit(B, "b1", false).unwrap();
         tokio::time::timeout(std::time::Duration::from_secs(1), second.evicted())
             .await
             .unwrap();
@@ -354,55 +358,34 @@ mod tests {
         // Both proven now: a newcomer is refused at once.
         let mut third = third;
         third.prove();
-        assert!(adm.admit(B, "b2").is_none());
+        assert!(adm.admit(B, "b2", false).is_none());
         assert_eq!(adm.metrics.count(Reason::ConnectionCap), 1);
         drop(first);
-        assert!(adm.admit(B, "b3").is_some());
+        assert!(adm.admit(B, "b3", false).is_some());
     }
 
     #[test]
     fn per_address_limits_count_all_and_unproven_connections() {
         let adm = admission(100, Some(3), Some(2));
-        let mut a1 = adm.admit(A, "a1").unwrap();
-        let _a2 = adm.admit(A, "a2").unwrap();
+        let mut a1 = adm.admit(A, "a1", false).unwrap();
+        let _a2 = adm.admit(A, "a2", false).unwrap();
         // Two unproven from A: the third is refused, B is not affected.
-        assert!(adm.admit(A, "a3").is_none());
-        let _b1 = adm.admit(B, "b1").unwrap();
+        assert!(adm.admit(A, "a3", false).is_none());
+        let _b1 = adm.admit(B, "b1", false).unwrap();
         a1.prove();
-        let _a3 = adm.admit(A, "a3").unwrap();
+        let _a3 = adm.admit(A, "a3", false).unwrap();
         // Three from A in all.
-        assert!(adm.admit(A, "a4").is_none());
+        assert!(adm.admit(A, "a4", false).is_none());
         assert_eq!(adm.metrics.count(Reason::AddressLimit), 2);
         // Links without an IP address are not limited by address.
-        let _x = adm.admit(None, "mem").unwrap();
-    }
-
-    #[test]
-    fn an_address_opens_connections_at_the_configured_rate() {
-        let mut state = State::default();
-        let rate = Rate {
-            per_second: 10.0,
-            burst: 3.0,
-        };
-        let t0 = std::time::Instant::now();
-        let ip = A.unwrap();
-        for _ in 0..3 {
-            assert!(state.take_token(ip, rate, t0));
-        }
-        assert!(!state.take_token(ip, rate, t0));
-        // Another address has its own bucket.
-        assert!(state.take_token(B.unwrap(), rate, t0));
-        // 100 ms later, one more.
-        let t1 = t0 + Duration::from_millis(100);
-        assert!(state.take_token(ip, rate, t1));
-        assert!(!state.take_token(ip, rate, t1));
+        let _x = adm.admit(None, "mem", false).unwrap();
     }
 
     #[test]
     fn the_reassembly_budget_is_shared() {
         let adm = admission(10, None, None);
-        let mut a = adm.admit(A, "a").unwrap();
-        let mut b = adm.admit(B, "b").unwrap();
+        let mut a = adm.admit(A, "a", false).unwrap();
+        let mut b = adm.admit(B, "b", false).unwrap();
         assert_eq!(a.reassembly_share(), 1000);
         a.set_claimed(700);
         assert_eq!(a.reassembly_share(), 1000);

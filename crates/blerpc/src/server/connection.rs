@@ -269,13 +269,11 @@ impl Connection {
                 PeripheralEvent::Secured => tracing::debug!(peer = %self.peer, "session secured"),
                 PeripheralEvent::Warning(w @ Warning::ReassemblyBudget { .. }) => {
                     tracing::debug!(peer = %self.peer, "refused: {w:?}");
-                    self.ticket
-                        .metrics()
-                        .closed(Reason::ReassemblyBudget, &self.peer);
+                    self.ticket.closed(Reason::ReassemblyBudget, &self.peer);
                 }
                 PeripheralEvent::Warning(w) => tracing::debug!(peer = %self.peer, "dropped: {w:?}"),
                 PeripheralEvent::Closed(why) => {
-                    self.ticket.metrics().closed(Reason::from(why), &self.peer);
+                    self.ticket.closed(Reason::from(why), &self.peer);
                     self.shut = true;
                 }
                 _ => {}
@@ -565,7 +563,7 @@ mod tests {
             .build()
             .unwrap();
         let _runtime = rt.enter();
-        let ticket = server.admission.admit(None, "mem").unwrap();
+        let ticket = server.admission.admit(None, "mem", false).unwrap();
         let future = server.connection(link, ticket, stop).unwrap();
         let size = std::mem::size_of_val(&future);
         println!("connection {arguments} B of arguments, future {size} B");

@@ -20,14 +20,14 @@
 //! |---|---|---|
 //! | silent connections | the setup deadline: established (key exchange done where encryption is required) within `peripheral.setup_timeout` or closed | 10 s |
 //! | many connections | `max_connections`; at the cap the oldest unproven connection is evicted, else the newcomer is closed at once | 1,024 |
-//! | connection floods | `connection_rate_per_address` (token bucket per IP) | 100/s, bursts of 200 |
+//! | connection floods | `connection_rate_per_address` (token bucket per IP, checked before any handshake); an address that runs it dry is penalized for `address_penalty` (on Linux dropped in the kernel by a socket filter on the listener); a close for cause costs `offence_cost` tokens | 100/s, bursts of 200; 10 s; 10 |
 //! | one address | `max_unproven_per_address`, `max_connections_per_address`, [`TcpOptions`](crate::link::tcp::TcpOptions)`::max_handshakes_per_address` | none (opt in) |
 //! | pre-session memory | before the session exists (encryption required) requests are refused at their FIRST container and only classic containers are read | on |
 //! | partial requests | `peripheral.max_reassembly_bytes` per connection, `max_reassembly_bytes` server-wide; deadline `peripheral.reassembly_timeout` from the FIRST container (+ length at `reassembly_min_rate`); partial requests count towards BUSY | 32 MiB, 512 MiB, 10 s + 4 KiB/s |
 //! | key-exchange floods | `peripheral.max_key_exchange_attempts`, then the connection is closed | 3 |
 //! | requests before the session | `peripheral.max_containers_before_session` refused (ENCRYPTION_REQUIRED), then closed | 64 |
 //! | a stalled container | [`TcpOptions::container_timeout`](crate::link::tcp::TcpOptions::container_timeout) | 10 s |
-//! | handshake slots | [`TcpOptions`](crate::link::tcp::TcpOptions): `max_handshakes` (the oldest, once past `handshake_evict_after`, is dropped for a newcomer), `handshake_timeout` | 256, 0 s, 10 s |
+//! | handshake slots | [`TcpOptions`](crate::link::tcp::TcpOptions): `max_handshakes` (once the oldest is past `handshake_evict_after`, the oldest of the address holding the most slots is dropped for a newcomer), `handshake_timeout` | 256, 0 s, 10 s |
 //! | vanished peers | TCP keepalive ([`TcpOptions::keepalive`](crate::link::tcp::TcpOptions::keepalive)) | 60 s idle, 6 probes 10 s apart |
 //!
 //! Every refusal, eviction and close for cause is counted in [`Metrics`] (by reason) and logged at
@@ -57,9 +57,10 @@ mod admission;
 mod connection;
 
 use crate::clock::Clock;
+pub use crate::link::guard::Rate as ConnectionRate;
+use crate::link::guard::{AddressGuard, GuardConfig};
 use crate::link::{Acceptor, Link, LinkError};
 use crate::metrics::Metrics;
-pub use admission::Rate as ConnectionRate;
 use admission::{Admission, Limits, Ticket};
 use connection::Connection;
 
@@ -206,6 +207,15 @@ pub struct ServerConfig {
     /// more are closed at once (before any handshake or key exchange work). `None`: no limit.
     /// Default 100 per second, bursts of 200.
     pub connection_rate_per_address: Option<ConnectionRate>,
+    /// How long an address that ran its connection-rate bucket dry is refused (on Linux its SYNs
+    /// are dropped in the kernel: [`AddressGuard`]). `Duration::ZERO`: never; only the
+    /// connections beyond the rate are refused. Default 10 s.
+    pub address_penalty: Duration,
+    /// Tokens a connection closed for cause (see [`Reason::is_offence`]) takes from its
+    /// address's bucket, besides the one it took to open. Default 10.
+    ///
+    /// [`Reason::is_offence`]: crate::metrics::Reason::is_offence
+    pub offence_cost: f64,
     /// Where refusals, evictions and closes for cause are counted; `None` makes a new one
     /// ([`Server::metrics`] returns it). Share it with the acceptors'
     /// [`TcpOptions::metrics`](crate::link::tcp::TcpOptions::metrics) to count their handshakes
@@ -240,6 +250,8 @@ impl Default for ServerConfig {
                 per_second: 100.0,
                 burst: 200.0,
             }),
+            address_penalty: Duration::from_secs(10),
+            offence_cost: 10.0,
             metrics: None,
             upload_buffer: 1024,
             idle_release: Duration::from_secs(1),
@@ -317,9 +329,13 @@ impl Server {
                 max_per_address: config.max_connections_per_address,
                 max_unproven_per_address: config.max_unproven_per_address,
                 reassembly_budget: config.max_reassembly_bytes,
-                connection_rate: config.connection_rate_per_address,
             },
             metrics,
+            AddressGuard::new(GuardConfig {
+                rate: config.connection_rate_per_address,
+                penalty: config.address_penalty,
+                offence_cost: config.offence_cost,
+            }),
         );
         Ok(Server {
             dispatch: Arc::new(dispatch),
@@ -345,7 +361,7 @@ impl Server {
     pub async fn serve_link<L: Link>(&self, link: L) -> Result<(), ServerError> {
         let (_tx, rx) = watch::channel(false);
         let peer = link.peer_id();
-        let Some(ticket) = self.admission.admit(link.peer_ip(), &peer) else {
+        let Some(ticket) = self.admission.admit(link.peer_ip(), &peer, false) else {
             return Err(ServerError::Refused);
         };
         self.connection(link, ticket, rx)?.await
@@ -359,6 +375,8 @@ impl Server {
     ) -> Result<(), ServerError> {
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
+        // The acceptor refuses over-rate and penalized addresses before any handshake.
+        let guarded = acceptor.set_guard(self.admission.guard.clone());
         tokio::pin!(shutdown);
         let result = loop {
             let link = tokio::select! {
@@ -370,7 +388,7 @@ impl Server {
             };
             let peer = link.peer_id();
             // Refused (at a limit): dropping the link closes it at once.
-            let Some(ticket) = self.admission.admit(link.peer_ip(), &peer) else {
+            let Some(ticket) = self.admission.admit(link.peer_ip(), &peer, guarded) else {
                 continue;
             };
             let connection = match self.connection(link, ticket, stop_rx.clone()) {
@@ -441,12 +459,12 @@ impl Server {
             now: CoreInstant::from_micros(0),
         };
         let (tx, rx) = link.split();
-        let (metrics, peer) = (self.admission.metrics.clone(), conn.peer.clone());
+        let (reporter, peer) = (conn.ticket.reporter(), conn.peer.clone());
         Ok(conn.run(tx, rx, stop).inspect(move |result| {
             if let Err(ServerError::Link(e)) = result
                 && let Some(reason) = link_reason(e)
             {
-                metrics.closed(reason, &peer);
+                reporter.closed(reason, &peer);
             }
         }))
     }

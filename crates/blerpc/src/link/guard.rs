@@ -1,0 +1,399 @@
+//! Per-source-address policy shared by a server and its acceptors: how fast an address may open
+//! connections, what misbehaving costs it, and the addresses refused for a while (penalized).
+//!
+//! Each address has a token bucket ([`GuardConfig::rate`]): a new connection takes one token,
+//! and a connection closed for cause (see [`Reason::is_offence`]) takes
+//! [`GuardConfig::offence_cost`] more. An address whose bucket runs dry is **penalized** for
+//! [`GuardConfig::penalty`]: its connections are refused before any handshake, and on Linux the
+//! acceptors drop its SYNs in the kernel (a socket filter on the listener), so a flood costs the
+//! server nothing while the penalty lasts. When it ends the bucket starts empty: the address
+//! must earn its tokens back at the configured rate.
+//!
+//! ```
+//! use std::net::IpAddr;
+//! use std::time::{Duration, Instant};
+//! use blerpc::link::guard::{AddressGuard, GuardConfig, Rate, Refusal};
+//!
+//! let guard = AddressGuard::new(GuardConfig {
+//!     rate: Some(Rate { per_second: 10.0, burst: 2.0 }),
+//!     penalty: Duration::from_secs(5),
+//!     offence_cost: 10.0,
+//! });
+//! let ip: IpAddr = "127.0.0.2".parse().unwrap();
+//! let now = Instant::now();
+//! assert!(guard.admit(ip, now).is_ok());
+//! assert!(guard.admit(ip, now).is_ok());
+//! assert_eq!(guard.admit(ip, now), Err(Refusal::Rate)); // dry: penalized from now
+//! assert_eq!(guard.admit(ip, now + Duration::from_secs(1)), Err(Refusal::Penalized));
+//! assert!(guard.admit(ip, now + Duration::from_secs(6)).is_ok());
+//! ```
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use crate::metrics::Reason;
+
+/// A token bucket's refill rate and depth.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rate {
+    /// Tokens per second.
+    pub per_second: f64,
+    /// The bucket's depth: how many may come at once.
+    pub burst: f64,
+}
+
+/// What an [`AddressGuard`] enforces.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GuardConfig {
+    /// New connections per second from one address, and the burst above it. `None`: no rate
+    /// limit and no penalties. Default 100 per second, bursts of 200.
+    pub rate: Option<Rate>,
+    /// How long an address whose bucket ran dry is refused. `Duration::ZERO`: never penalized
+    /// (only the connections beyond the rate are refused). Default 10 s.
+    pub penalty: Duration,
+    /// Tokens a connection closed for cause takes from its address's bucket, besides the one it
+    /// took to open ([`Reason::is_offence`]: the setup deadline, too many key exchanges,
+    /// requests before the key exchange, a container deadline, a malformed frame, a failed
+    /// handshake). Default 10: an address whose connections all misbehave opens a tenth as
+    /// many.
+    pub offence_cost: f64,
+}
+
+impl Default for GuardConfig {
+    fn default() -> Self {
+        GuardConfig {
+            rate: Some(Rate {
+                per_second: 100.0,
+                burst: 200.0,
+            }),
+            penalty: Duration::from_secs(10),
+            offence_cost: 10.0,
+        }
+    }
+}
+
+/// Why [`AddressGuard::admit`] refused a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The address opened connections faster than [`GuardConfig::rate`] (it is penalized from
+    /// now, if penalties are on).
+    Rate,
+    /// The address is penalized.
+    Penalized,
+}
+
+impl From<Refusal> for Reason {
+    fn from(r: Refusal) -> Reason {
+        match r {
+            Refusal::Rate => Reason::ConnectionRate,
+            Refusal::Penalized => Reason::Penalized,
+        }
+    }
+}
+
+/// Addresses tracked at once; past it the buckets of addresses quiet the longest (full again)
+/// are forgotten, then all unpenalized ones.
+pub const MAX_TRACKED_ADDRESSES: usize = 65_536;
+
+#[derive(Clone, Copy, Debug)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+    penalized_until: Option<Instant>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    buckets: HashMap<IpAddr, Bucket>,
+    /// The penalized addresses and when each penalty ends.
+    penalized: HashMap<IpAddr, Instant>,
+}
+
+/// The per-address policy (see the [module docs](self)). Share one `Arc` between a
+/// [`Server`](crate::Server) and its acceptors; the server does this itself.
+#[derive(Debug)]
+pub struct AddressGuard {
+    config: GuardConfig,
+    state: Mutex<State>,
+    /// Bumped whenever the set of penalized addresses gains a member.
+    generation: AtomicU64,
+    changed: Notify,
+}
+
+impl AddressGuard {
+    /// A guard enforcing `config`.
+    pub fn new(config: GuardConfig) -> Arc<AddressGuard> {
+        Arc::new(AddressGuard {
+            config,
+            state: Mutex::new(State::default()),
+            generation: AtomicU64::new(0),
+            changed: Notify::new(),
+        })
+    }
+
+    /// What it enforces.
+    pub fn config(&self) -> &GuardConfig {
+        &self.config
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state stays consistent across a panic elsewhere; serving goes on.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new connection from `ip` at `now`: takes a token, or refuses it.
+    pub fn admit(&self, ip: IpAddr, now: Instant) -> Result<(), Refusal> {
+        let Some(rate) = self.config.rate else {
+            return Ok(());
+        };
+        let ip = ip.to_canonical();
+        let mut state = self.lock();
+        let b = Self::bucket(&mut state, ip, rate, now);
+        if let Some(until) = b.penalized_until {
+            if now < until {
+                return Err(Refusal::Penalized);
+            }
+            // Served its time: it starts with an empty bucket.
+            b.penalized_until = None;
+            b.tokens = 0.0;
+            b.at = until;
+            Self::refill(b, rate, now);
+            state.penalized.remove(&ip);
+            return self.take(&mut state, ip, rate, now, 1.0);
+        }
+        self.take(&mut state, ip, rate, now, 1.0)
+    }
+
+    /// A connection from `ip` was closed for `reason`: an offence costs its address
+    /// [`GuardConfig::offence_cost`] tokens (and a penalty if that empties the bucket).
+    pub fn closed(&self, ip: IpAddr, reason: Reason, now: Instant) {
+        let Some(rate) = self.config.rate else {
+            return;
+        };
+        if !reason.is_offence() || self.config.offence_cost <= 0.0 {
+            return;
+        }
+        let ip = ip.to_canonical();
+        let mut state = self.lock();
+        let b = Self::bucket(&mut state, ip, rate, now);
+        if b.penalized_until.is_some_and(|until| now < until) {
+            return;
+        }
+        let _ = self.take(&mut state, ip, rate, now, self.config.offence_cost);
+    }
+
+    /// Takes `cost` tokens from `ip`'s bucket, or penalizes it when there are not enough.
+    fn take(
+        &self,
+        state: &mut State,
+        ip: IpAddr,
+        rate: Rate,
+        now: Instant,
+        cost: f64,
+    ) -> Result<(), Refusal> {
+        let b = Self::bucket(state, ip, rate, now);
+        if b.tokens >= cost {
+            b.tokens -= cost;
+            return Ok(());
+        }
+        b.tokens = 0.0;
+        if !self.config.penalty.is_zero() {
+            let until = now + self.config.penalty;
+            b.penalized_until = Some(until);
+            state.penalized.insert(ip, until);
+            self.generation.fetch_add(1, Ordering::Release);
+            self.changed.notify_waiters();
+        }
+        Err(Refusal::Rate)
+    }
+
+    /// `ip`'s bucket, refilled to `now` (created full).
+    fn bucket(state: &mut State, ip: IpAddr, rate: Rate, now: Instant) -> &mut Bucket {
+        if state.buckets.len() >= MAX_TRACKED_ADDRESSES && !state.buckets.contains_key(&ip) {
+            Self::forget_quiet(state, rate, now);
+        }
+        let b = state.buckets.entry(ip).or_insert(Bucket {
+            tokens: rate.burst,
+            at: now,
+            penalized_until: None,
+        });
+        Self::refill(b, rate, now);
+        b
+    }
+
+    fn refill(b: &mut Bucket, rate: Rate, now: Instant) {
+        let elapsed = now.saturating_duration_since(b.at).as_secs_f64();
+        b.tokens = (b.tokens + elapsed * rate.per_second).min(rate.burst);
+        b.at = b.at.max(now);
+    }
+
+    /// Forgets the addresses whose buckets are full again (quiet for a whole refill), then, if
+    /// that was not enough, every unpenalized one.
+    fn forget_quiet(state: &mut State, rate: Rate, now: Instant) {
+        let horizon = Duration::from_secs_f64(rate.burst / rate.per_second.max(1e-9));
+        state.buckets.retain(|_, b| {
+            b.penalized_until.is_some_and(|u| now < u)
+                || now.saturating_duration_since(b.at) < horizon
+        });
+        if state.buckets.len() >= MAX_TRACKED_ADDRESSES {
+            state.buckets.retain(|_, b| b.penalized_until.is_some());
+        }
+        state.penalized.retain(|_, until| now < *until);
+        if state.buckets.len() >= MAX_TRACKED_ADDRESSES {
+            // Every tracked address is penalized: the oldest penalties go first.
+            let mut until: Vec<Instant> = state.penalized.values().copied().collect();
+            until.sort_unstable();
+            let cut = until.get(until.len() / 2).copied();
+            if let Some(cut) = cut {
+                state.penalized.retain(|_, u| *u > cut);
+                let keep = &state.penalized;
+                state.buckets.retain(|ip, _| keep.contains_key(ip));
+            }
+        }
+    }
+
+    /// `true` if `ip` is penalized at `now`.
+    pub fn is_penalized(&self, ip: IpAddr, now: Instant) -> bool {
+        self.lock()
+            .penalized
+            .get(&ip.to_canonical())
+            .is_some_and(|until| now < *until)
+    }
+
+    /// The addresses penalized at `now` and when the first of their penalties ends; forgets
+    /// the ones that ended.
+    pub fn penalized(&self, now: Instant) -> (Vec<IpAddr>, Option<Instant>) {
+        let mut state = self.lock();
+        state.penalized.retain(|_, until| now < *until);
+        let next = state.penalized.values().min().copied();
+        (state.penalized.keys().copied().collect(), next)
+    }
+
+    /// Changes whenever an address is newly penalized.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Completes when an address is next penalized.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
+    const B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 3));
+
+    fn guard(penalty_secs: u64) -> Arc<AddressGuard> {
+        AddressGuard::new(GuardConfig {
+            rate: Some(Rate {
+                per_second: 10.0,
+                burst: 3.0,
+            }),
+            penalty: Duration::from_secs(penalty_secs),
+            offence_cost: 2.0,
+        })
+    }
+
+    #[test]
+    fn an_address_opens_connections_at_the_configured_rate() {
+        let g = guard(0);
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            assert_eq!(g.admit(A, t0), Ok(()));
+        }
+        assert_eq!(g.admit(A, t0), Err(Refusal::Rate));
+        // Another address has its own bucket.
+        assert_eq!(g.admit(B, t0), Ok(()));
+        // Without penalties: 100 ms later, one more.
+        let t1 = t0 + Duration::from_millis(100);
+        assert_eq!(g.admit(A, t1), Ok(()));
+        assert_eq!(g.admit(A, t1), Err(Refusal::Rate));
+        assert_eq!(g.generation(), 0);
+    }
+
+    #[test]
+    fn a_dry_bucket_penalizes_the_address_and_it_starts_empty_after() {
+        let g = guard(5);
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            g.admit(A, t0).unwrap();
+        }
+        assert_eq!(g.admit(A, t0), Err(Refusal::Rate));
+        assert_eq!(g.generation(), 1);
+        assert!(g.is_penalized(A, t0));
+        assert!(!g.is_penalized(B, t0));
+        let (list, next) = g.penalized(t0);
+        assert_eq!(list, vec![A]);
+        assert_eq!(next, Some(t0 + Duration::from_secs(5)));
+        assert_eq!(
+            g.admit(A, t0 + Duration::from_secs(4)),
+            Err(Refusal::Penalized)
+        );
+        // 100 ms after the penalty: one token earned since it ended, no more.
+        let t1 = t0 + Duration::from_millis(5100);
+        assert_eq!(g.admit(A, t1), Ok(()));
+        assert!(g.penalized(t1).0.is_empty());
+        // The next one runs it dry again.
+        assert_eq!(g.admit(A, t1), Err(Refusal::Rate));
+        assert_eq!(g.generation(), 2);
+    }
+
+    #[test]
+    fn offences_cost_tokens_and_ordinary_closes_do_not() {
+        let g = guard(5);
+        let t0 = Instant::now();
+        g.admit(A, t0).unwrap(); // 2 left
+        g.closed(A, Reason::KeepaliveTimeout, t0); // not an offence
+        g.closed(A, Reason::KeyExchangeAttempts, t0); // 0 left
+        assert!(!g.is_penalized(A, t0));
+        g.closed(A, Reason::Framing, t0); // not enough: penalized
+        assert!(g.is_penalized(A, t0));
+        assert_eq!(g.admit(A, t0), Err(Refusal::Penalized));
+    }
+
+    #[test]
+    fn mapped_addresses_are_the_same_address() {
+        let g = guard(5);
+        let t0 = Instant::now();
+        let mapped: IpAddr = "::ffff:127.0.0.2".parse().unwrap();
+        for _ in 0..3 {
+            g.admit(mapped, t0).unwrap();
+        }
+        assert_eq!(g.admit(A, t0), Err(Refusal::Rate));
+        assert!(g.is_penalized(mapped, t0));
+    }
+
+    #[test]
+    fn without_a_rate_nothing_is_refused() {
+        let g = AddressGuard::new(GuardConfig {
+            rate: None,
+            ..GuardConfig::default()
+        });
+        let t0 = Instant::now();
+        for _ in 0..1000 {
+            g.admit(A, t0).unwrap();
+            g.closed(A, Reason::Framing, t0);
+        }
+        assert!(!g.is_penalized(A, t0));
+    }
+
+    #[test]
+    fn the_table_is_bounded() {
+        let g = guard(5);
+        let t0 = Instant::now();
+        for i in 0..(MAX_TRACKED_ADDRESSES as u32 + 10) {
+            let ip = IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            g.admit(ip, t0).unwrap();
+        }
+        assert!(g.lock().buckets.len() <= MAX_TRACKED_ADDRESSES);
+    }
+}
