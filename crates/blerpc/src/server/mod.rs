@@ -25,7 +25,7 @@
 //! | pre-session memory | before the session exists (encryption required) requests are refused at their FIRST container and only classic containers are read | on |
 //! | partial requests | `peripheral.max_reassembly_bytes` per connection, `max_reassembly_bytes` server-wide; deadline `peripheral.reassembly_timeout` from the FIRST container (+ length at `reassembly_min_rate`); partial requests count towards BUSY | 32 MiB, 512 MiB, 10 s + 4 KiB/s |
 //! | key-exchange floods | `peripheral.max_key_exchange_attempts`, then the connection is closed | 3 |
-//! | requests before the session | `peripheral.max_containers_before_session` refused (ENCRYPTION_REQUIRED), then closed | 64 |
+//! | requests before the session | `peripheral.max_containers_before_session` refused (ENCRYPTION_REQUIRED), then closed | 16 |
 //! | a stalled container | [`TcpOptions::container_timeout`](crate::link::tcp::TcpOptions::container_timeout) | 10 s |
 //! | handshake slots | [`TcpOptions`](crate::link::tcp::TcpOptions): `max_handshakes` (once the oldest is past `handshake_evict_after`, the oldest of the address holding the most slots is dropped for a newcomer), `handshake_timeout` | 256, 0 s, 10 s |
 //! | vanished peers | TCP keepalive ([`TcpOptions::keepalive`](crate::link::tcp::TcpOptions::keepalive)) | 60 s idle, 6 probes 10 s apart |

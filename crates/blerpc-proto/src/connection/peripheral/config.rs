@@ -68,7 +68,9 @@ pub struct PeripheralConfig {
     /// is required: each request among them is refused with ERROR `ENCRYPTION_REQUIRED`, and
     /// one container more closes the connection
     /// ([`PeripheralCloseReason::DataBeforeSession`]; a central that keeps sending requests it
-    /// was told are refused is not one to serve). Default 64.
+    /// was told are refused is not one to serve). Default 16: a central that follows the
+    /// protocol sends none (the key exchange is control containers), and one that does not
+    /// know encryption is required has its first request refused before it reaches this.
     ///
     /// [`PeripheralCloseReason::DataBeforeSession`]: super::PeripheralCloseReason::DataBeforeSession
     pub max_containers_before_session: u16,
@@ -106,7 +108,7 @@ impl Default for PeripheralConfig {
             max_reassembly_bytes: 2 * 12_288,
             setup_timeout: Some(Duration::from_secs(10)),
             max_key_exchange_attempts: 3,
-            max_containers_before_session: 64,
+            max_containers_before_session: 16,
             max_outbox_bytes: 128 * 1024,
             large_messages: false,
             long_containers: false,
