@@ -162,7 +162,8 @@ pub struct Metrics {
     open: Gauge,
     unproven: Gauge,
     reassembly: Gauge,
-    log: Mutex<HashMap<Reason, Window>>,
+    penalties: Counter,
+    log: Mutex<HashMap<&'static str, Window>>,
 }
 
 #[derive(Clone, Copy)]
@@ -189,6 +190,7 @@ impl Metrics {
         let refused = Family::<ReasonLabel, Counter>::default();
         let closed = Family::<ReasonLabel, Counter>::default();
         let (open, unproven, reassembly) = (Gauge::default(), Gauge::default(), Gauge::default());
+        let penalties = Counter::default();
         registry.register(
             "connections_accepted",
             "Connections accepted (after any TLS/WebSocket handshake)",
@@ -205,6 +207,12 @@ impl Metrics {
             closed.clone(),
         );
         registry.register("connections_open", "Connections served now", open.clone());
+        registry.register(
+            "address_penalties",
+            "Source addresses penalized (refused for the penalty; dropped in the kernel on Linux) \
+             for running their connection-rate bucket dry",
+            penalties.clone(),
+        );
         registry.register(
             "connections_unproven",
             "Connections not yet established (setup, and the key exchange where required)",
@@ -223,6 +231,7 @@ impl Metrics {
             open,
             unproven,
             reassembly,
+            penalties,
             log: Mutex::new(HashMap::new()),
         })
     }
@@ -282,10 +291,29 @@ impl Metrics {
     /// A `warn` line for `reason`, at most [`LOG_LINES_PER_SECOND`] per reason per second; the
     /// next line says how many were left out.
     fn warn(&self, reason: Reason, peer: &str) {
+        self.warn_line(reason.as_str(), reason.describe(), peer);
+    }
+
+    /// An address was penalized for `penalty`: counted, and logged as [`Metrics::warn`] logs.
+    pub(crate) fn penalized(&self, ip: std::net::IpAddr, penalty: Duration) {
+        self.penalties.inc();
+        let what = format!(
+            "penalized for {penalty:?}: the address ran its connection-rate bucket dry \
+             (connections refused before accept until then)"
+        );
+        self.warn_line("address_penalty", &what, &ip.to_string());
+    }
+
+    /// Addresses penalized so far.
+    pub fn penalties(&self) -> u64 {
+        self.penalties.get()
+    }
+
+    fn warn_line(&self, key: &'static str, what: &str, peer: &str) {
         let now = Instant::now();
         let suppressed = {
             let Ok(mut log) = self.log.lock() else { return };
-            let w = log.entry(reason).or_insert(Window {
+            let w = log.entry(key).or_insert(Window {
                 start: now,
                 lines: 0,
                 suppressed: 0,
@@ -304,12 +332,11 @@ impl Metrics {
         if suppressed > 0 {
             tracing::warn!(
                 %peer,
-                reason = reason.as_str(),
-                "{} ({suppressed} more like it not logged)",
-                reason.describe()
+                reason = key,
+                "{what} ({suppressed} more like it not logged)"
             );
         } else {
-            tracing::warn!(%peer, reason = reason.as_str(), "{}", reason.describe());
+            tracing::warn!(%peer, reason = key, "{what}");
         }
     }
 }

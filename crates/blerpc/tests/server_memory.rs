@@ -1,5 +1,7 @@
-//! Heap per idle server connection over WebSocket, by allocation size: a measurement, run alone
-//! with `cargo test -p blerpc --features ws --release --test server_memory -- --ignored --nocapture`.
+//! Heap per server connection, by allocation size: an idle WebSocket one, and a silent TCP one
+//! (accepted, never established: what a hostile socket costs until the setup deadline). A
+//! measurement, run alone with
+//! `cargo test -p blerpc --features ws --release --test server_memory -- --ignored --nocapture --test-threads 1`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod common;
@@ -8,6 +10,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 use std::time::Duration;
 
+use blerpc::link::tcp::{TcpAcceptor, TcpOptions};
 use blerpc::link::ws::{WsAcceptor, WsOptions};
 
 /// Live allocations by size (sizes above the table share its last slot).
@@ -61,7 +64,7 @@ fn heap_per_idle_server_connection_by_size() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let server = common::server(true);
+        let server = common::server_unlimited(true);
         let acceptor = WsAcceptor::bind("127.0.0.1:0", WsOptions::default())
             .await
             .unwrap();
@@ -80,6 +83,42 @@ fn heap_per_idle_server_connection_by_size() {
         let after = snapshot();
         let (total, rows) = common::heap_per_connection(&before, &after, N);
         println!("heap per idle server connection: {total:.0} B");
+        for (size, per) in rows.iter().take(30) {
+            println!("{size:>7} B × {per:.2}");
+        }
+        drop(held);
+    });
+}
+
+#[test]
+#[ignore = "measurement; run alone with --ignored --nocapture"]
+fn heap_per_silent_tcp_connection_by_size() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let server = common::server_unlimited(true);
+        let acceptor = TcpAcceptor::bind("127.0.0.1:0", TcpOptions::default())
+            .await
+            .unwrap();
+        let addr = acceptor.local_addr().unwrap();
+        let _server = common::serve_in_background(server, acceptor);
+        let mut held = Vec::new();
+        for _ in 0..20 {
+            held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let before = snapshot();
+        for _ in 0..N {
+            held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+        // Well within the 10 s setup deadline: every one is still held, unproven.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let after = snapshot();
+        let (total, rows) = common::heap_per_connection(&before, &after, N);
+        println!("heap per silent TCP connection (accepted, not established): {total:.0} B");
         for (size, per) in rows.iter().take(30) {
             println!("{size:>7} B × {per:.2}");
         }

@@ -137,13 +137,18 @@ impl Tally {
     }
 }
 
-/// Source addresses the attack's sockets are spread over (127.0.0.2 …).
+/// Source addresses the attack's sockets are spread over (127.B.0.2 …, B the attack's block).
 const SOURCES: u8 = 16;
 
-async fn connect_from(n: usize, target: SocketAddr) -> std::io::Result<TcpStream> {
+/// The next attack's block of source addresses: every attack run gets fresh addresses, so the
+/// penalties one earned do not carry into the next (and the legitimate client's 127.0.0.1 is in
+/// none).
+static NEXT_BLOCK: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+async fn connect_from(block: u8, n: usize, target: SocketAddr) -> std::io::Result<TcpStream> {
     let socket = TcpSocket::new_v4()?;
     let last = 2 + (n % usize::from(SOURCES)) as u8;
-    socket.bind(SocketAddr::from((Ipv4Addr::new(127, 0, 0, last), 0)))?;
+    socket.bind(SocketAddr::from((Ipv4Addr::new(127, block, 0, last), 0)))?;
     socket.connect(target).await
 }
 
@@ -156,10 +161,11 @@ pub async fn run(
     stop: watch::Receiver<bool>,
 ) {
     let mut tasks = tokio::task::JoinSet::new();
+    let block = 1 + NEXT_BLOCK.fetch_add(1, Ordering::Relaxed) % 250;
     for n in 0..attack.sockets(sockets) {
         let (tally, mut stop) = (tally.clone(), stop.clone());
         tasks.spawn(async move {
-            let work = one(attack, n, target, tally);
+            let work = one(attack, block, n, target, tally);
             tokio::select! {
                 () = work => {}
                 _ = stop.wait_for(|s| *s) => {}
@@ -174,9 +180,9 @@ pub async fn run(
 }
 
 /// One socket's part (or, for floods and storms, one worker's loop).
-async fn one(attack: Attack, n: usize, target: SocketAddr, tally: Arc<Tally>) {
+async fn one(attack: Attack, block: u8, n: usize, target: SocketAddr, tally: Arc<Tally>) {
     loop {
-        let Ok(mut s) = connect_from(n, target).await else {
+        let Ok(mut s) = connect_from(block, n, target).await else {
             tally.connect_errors.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;

@@ -161,6 +161,9 @@ fn free_port() -> anyhow::Result<SocketAddr> {
     Ok(l.local_addr()?)
 }
 
+/// The server's counter of penalized addresses.
+const PENALTIES: &str = "blerpc_address_penalties_total";
+
 /// The counters a server reported, by `(kind, reason)` (`kind` is `refused` or `closed`) and
 /// by gauge name.
 #[derive(Clone, Debug, Default)]
@@ -211,13 +214,19 @@ impl Counters {
         let mut reasons: Vec<String> = self.by_reason.iter().map(|(_, r, _)| r.clone()).collect();
         reasons.sort();
         reasons.dedup();
-        reasons
+        let mut delta: Vec<(String, u64)> = reasons
             .into_iter()
             .filter_map(|r| {
                 let d = self.count(&r) - before.count(&r);
                 (d > 0.0).then_some((r, d as u64))
             })
-            .collect()
+            .collect();
+        // Penalties imposed (an address ran its bucket dry), beside the refusals they caused.
+        let penalties = self.gauge(PENALTIES) - before.gauge(PENALTIES);
+        if penalties > 0.0 {
+            delta.push(("penalties_imposed".to_string(), penalties as u64));
+        }
+        delta
     }
 
     /// A gauge's value.

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::metrics::Reason;
+use crate::metrics::{Metrics, Reason};
 
 /// A token bucket's refill rate and depth.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -119,6 +119,8 @@ struct State {
 #[derive(Debug)]
 pub struct AddressGuard {
     config: GuardConfig,
+    /// Where penalties are counted and logged.
+    metrics: Option<Arc<Metrics>>,
     state: Mutex<State>,
     /// Bumped whenever the set of penalized addresses gains a member.
     generation: AtomicU64,
@@ -128,8 +130,19 @@ pub struct AddressGuard {
 impl AddressGuard {
     /// A guard enforcing `config`.
     pub fn new(config: GuardConfig) -> Arc<AddressGuard> {
+        Self::build(config, None)
+    }
+
+    /// A guard enforcing `config` that counts and logs each penalty in `metrics`
+    /// (`blerpc_address_penalties_total`).
+    pub fn with_metrics(config: GuardConfig, metrics: Arc<Metrics>) -> Arc<AddressGuard> {
+        Self::build(config, Some(metrics))
+    }
+
+    fn build(config: GuardConfig, metrics: Option<Arc<Metrics>>) -> Arc<AddressGuard> {
         Arc::new(AddressGuard {
             config,
+            metrics,
             state: Mutex::new(State::default()),
             generation: AtomicU64::new(0),
             changed: Notify::new(),
@@ -208,6 +221,9 @@ impl AddressGuard {
             state.penalized.insert(ip, until);
             self.generation.fetch_add(1, Ordering::Release);
             self.changed.notify_waiters();
+            if let Some(m) = &self.metrics {
+                m.penalized(ip, self.config.penalty);
+            }
         }
         Err(Refusal::Rate)
     }

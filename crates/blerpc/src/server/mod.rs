@@ -330,12 +330,15 @@ impl Server {
                 max_unproven_per_address: config.max_unproven_per_address,
                 reassembly_budget: config.max_reassembly_bytes,
             },
-            metrics,
-            AddressGuard::new(GuardConfig {
-                rate: config.connection_rate_per_address,
-                penalty: config.address_penalty,
-                offence_cost: config.offence_cost,
-            }),
+            metrics.clone(),
+            AddressGuard::with_metrics(
+                GuardConfig {
+                    rate: config.connection_rate_per_address,
+                    penalty: config.address_penalty,
+                    offence_cost: config.offence_cost,
+                },
+                metrics,
+            ),
         );
         Ok(Server {
             dispatch: Arc::new(dispatch),

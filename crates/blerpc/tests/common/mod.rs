@@ -74,7 +74,22 @@ impl Dispatch for Demo {
 
 /// A demo server: with the test identity (encryption required) or in plaintext.
 pub fn server(encrypted: bool) -> Server {
-    let mut config = ServerConfig::default();
+    server_with(encrypted, ServerConfig::default())
+}
+
+/// As [`server`], without the per-address connection rate: a measurement opens many
+/// connections from 127.0.0.1 at once.
+pub fn server_unlimited(encrypted: bool) -> Server {
+    server_with(
+        encrypted,
+        ServerConfig {
+            connection_rate_per_address: None,
+            ..ServerConfig::default()
+        },
+    )
+}
+
+fn server_with(encrypted: bool, mut config: ServerConfig) -> Server {
     if encrypted {
         config.identity = Some(SEED);
     } else {
