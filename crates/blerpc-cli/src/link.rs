@@ -224,7 +224,7 @@ async fn connect_ble(
 }
 
 /// What `serve` needs beyond the address.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ListenOptions {
     /// Certificate and key for `tls://` and `wss://`.
     pub tls: Option<TlsServerConfig>,
@@ -233,6 +233,24 @@ pub struct ListenOptions {
     /// TCP options of `tcp://`, `tls://`, `ws://` and `wss://` listeners (`SO_REUSEPORT`,
     /// backlog, buffer sizes).
     pub tcp: TcpOptions,
+    /// `ws://` and `wss://`: ping a peer quiet this long (`None`: never), and fail its link when
+    /// nothing follows within `ws_pong_timeout` (see [`WsOptions`]). Default 60 s and 30 s.
+    pub ws_ping_interval: Option<std::time::Duration>,
+    /// See `ws_ping_interval`.
+    pub ws_pong_timeout: std::time::Duration,
+}
+
+impl Default for ListenOptions {
+    fn default() -> Self {
+        let ws = WsOptions::default();
+        ListenOptions {
+            tls: None,
+            baud_rate: None,
+            tcp: TcpOptions::default(),
+            ws_ping_interval: ws.ping_interval,
+            ws_pong_timeout: ws.pong_timeout,
+        }
+    }
 }
 
 /// A bound listener, ready to serve.
@@ -290,7 +308,8 @@ impl Listener {
                 let ws_options = WsOptions {
                     path: (path != "/").then(|| path.clone()),
                     tcp: options.tcp.clone(),
-                    ..WsOptions::default()
+                    ping_interval: options.ws_ping_interval,
+                    pong_timeout: options.ws_pong_timeout,
                 };
                 let a = if *secure {
                     WsAcceptor::bind_tls(url.authority(), need_tls(url)?, ws_options).await

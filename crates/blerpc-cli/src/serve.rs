@@ -71,10 +71,14 @@ pub struct ServeArgs {
     /// one NAT share an address).
     #[arg(long, value_name = "N")]
     pub max_connections_per_address: Option<usize>,
-    /// New connections one IP address may open per second (per worker), in bursts of twice as
-    /// many; more are closed at once. 0: no limit.
+    /// New connections one IP address may open per second (per worker), in bursts of up to
+    /// --connection-burst; more are closed at once. 0: no limit.
     #[arg(long, value_name = "N", default_value_t = 100.0)]
     pub max_connection_rate: f64,
+    /// New connections one IP address may open at once (per worker) before
+    /// --max-connection-rate applies.
+    #[arg(long, value_name = "N", default_value_t = 50.0)]
+    pub connection_burst: f64,
     /// Seconds an IP address that exceeded --max-connection-rate is refused (on Linux its
     /// connections are dropped in the kernel, before accept). 0: no penalty.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
@@ -96,6 +100,17 @@ pub struct ServeArgs {
     /// has begun one.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub container_timeout: f64,
+    /// Seconds without traffic before TCP keepalive probes a connection (tcp://, tls://,
+    /// ws://, wss://; then every 10 s, closed after 6 unanswered). 0: off.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub keepalive: f64,
+    /// Seconds a WebSocket peer may stay quiet before it is pinged (ws://, wss://). 0: never.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub ws_ping: f64,
+    /// Seconds after a WebSocket ping within which some frame must come back, or the
+    /// connection is closed as dead.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub ws_pong_timeout: f64,
     /// Serve the server's counters (refusals, evictions and closes by reason, connections open)
     /// in the Prometheus text format at http://ADDR/metrics. Not with --workers.
     #[arg(long, value_name = "ADDR", conflicts_with = "workers")]
@@ -255,7 +270,10 @@ fn build_server_with(
         max_connections: args.max_connections.max(1),
         max_unproven_per_address: args.max_unproven_per_address,
         max_connections_per_address: args.max_connections_per_address,
-        connection_rate_per_address: connection_rate(args.max_connection_rate)?,
+        connection_rate_per_address: connection_rate(
+            args.max_connection_rate,
+            args.connection_burst,
+        )?,
         address_penalty: Duration::from_secs_f64(args.penalty),
         offence_cost: args.offence_cost,
         ..Default::default()
@@ -322,8 +340,11 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
                 container_timeout: seconds("--container-timeout", args.container_timeout)?,
                 max_handshakes: args.max_handshakes.max(1),
                 metrics: Some(server.metrics()),
+                keepalive: off_or_seconds("--keepalive", args.keepalive)?,
                 ..Default::default()
             },
+            ws_ping_interval: off_or_seconds("--ws-ping", args.ws_ping)?,
+            ws_pong_timeout: seconds("--ws-pong-timeout", args.ws_pong_timeout)?,
         },
     )
     .await?;
@@ -339,18 +360,19 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
 }
 
 /// `--max-connection-rate`: `None` for 0, else the rate with bursts of twice as many.
-fn connection_rate(per_second: f64) -> anyhow::Result<Option<blerpc::server::ConnectionRate>> {
+fn connection_rate(
+    per_second: f64,
+    burst: f64,
+) -> anyhow::Result<Option<blerpc::server::ConnectionRate>> {
     if !(per_second.is_finite() && per_second >= 0.0) {
         bail!(
             "--max-connection-rate {per_second} must be a number of connections per second (0: no limit)"
         );
     }
-    Ok(
-        (per_second > 0.0).then_some(blerpc::server::ConnectionRate {
-            per_second,
-            burst: (2.0 * per_second).max(1.0),
-        }),
-    )
+    if !(burst.is_finite() && burst >= 1.0) {
+        bail!("--connection-burst {burst} must be a number of connections, at least 1");
+    }
+    Ok((per_second > 0.0).then_some(blerpc::server::ConnectionRate { per_second, burst }))
 }
 
 /// `value` seconds as a duration; an error naming `flag` unless positive and finite.
@@ -359,6 +381,17 @@ fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
         bail!("{flag} {value} must be a positive number of seconds");
     }
     Ok(Duration::from_secs_f64(value))
+}
+
+/// As [`seconds`], with 0 meaning off.
+fn off_or_seconds(flag: &str, value: f64) -> anyhow::Result<Option<Duration>> {
+    if value == 0.0 {
+        return Ok(None);
+    }
+    if !(value.is_finite() && value > 0.0 && value < 1e9) {
+        bail!("{flag} {value} must be a positive number of seconds, or 0 for off");
+    }
+    Ok(Some(Duration::from_secs_f64(value)))
 }
 
 /// Serves `metrics` at `http://addr/metrics` (OpenMetrics text, which Prometheus reads) in the
@@ -454,10 +487,14 @@ mod tests {
             max_unproven_per_address: None,
             max_connections_per_address: None,
             max_connection_rate: 100.0,
+            connection_burst: 50.0,
             penalty: 10.0,
             offence_cost: 10.0,
             setup_timeout: 10.0,
             container_timeout: 10.0,
+            keepalive: 60.0,
+            ws_ping: 60.0,
+            ws_pong_timeout: 30.0,
             max_handshakes: 256,
             metrics: None,
             workers: 1,

@@ -96,6 +96,8 @@ fn worker_command(args: &ServeArgs, url: &LinkUrl) -> anyhow::Result<Command> {
         .arg(args.read_buffer.to_string())
         .arg("--max-connection-rate")
         .arg(args.max_connection_rate.to_string())
+        .arg("--connection-burst")
+        .arg(args.connection_burst.to_string())
         .arg("--penalty")
         .arg(args.penalty.to_string())
         .arg("--offence-cost")
@@ -104,6 +106,12 @@ fn worker_command(args: &ServeArgs, url: &LinkUrl) -> anyhow::Result<Command> {
         .arg(args.setup_timeout.to_string())
         .arg("--container-timeout")
         .arg(args.container_timeout.to_string())
+        .arg("--keepalive")
+        .arg(args.keepalive.to_string())
+        .arg("--ws-ping")
+        .arg(args.ws_ping.to_string())
+        .arg("--ws-pong-timeout")
+        .arg(args.ws_pong_timeout.to_string())
         .arg("--max-handshakes")
         .arg(args.max_handshakes.to_string());
     if let Some(n) = args.max_unproven_per_address {

@@ -51,7 +51,7 @@ pub struct Rate {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GuardConfig {
     /// New connections per second from one address, and the burst above it. `None`: no rate
-    /// limit and no penalties. Default 100 per second, bursts of 200.
+    /// limit and no penalties. Default 100 per second, bursts of 50.
     pub rate: Option<Rate>,
     /// How long an address whose bucket ran dry is refused. `Duration::ZERO`: never penalized
     /// (only the connections beyond the rate are refused). Default 10 s.
@@ -69,7 +69,7 @@ impl Default for GuardConfig {
         GuardConfig {
             rate: Some(Rate {
                 per_second: 100.0,
-                burst: 200.0,
+                burst: 50.0,
             }),
             penalty: Duration::from_secs(10),
             offence_cost: 10.0,
