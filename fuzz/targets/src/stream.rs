@@ -39,6 +39,65 @@ impl AsyncRead for Pieces {
     }
 }
 
+/// The input both stream targets start with: `[att_mtu byte][flags][max container byte][4 read
+/// steps]`, then the bytes the peer sends.
+struct Input<'a> {
+    options: TcpOptions,
+    flags: u8,
+    /// The limit flags bit 1 lowers the receiver to.
+    lowered: usize,
+    /// The peer's bytes, handed out in the input's read steps.
+    reader: Pieces,
+    stream: &'a [u8],
+}
+
+fn input(data: &[u8]) -> Input<'_> {
+    let mut cur = Cursor::new(data);
+    let att_mtu = 23 + usize::from(cur.u8()) * 2;
+    let flags = cur.u8();
+    let lowered = 4 + usize::from(cur.u8()) * 4;
+    let steps = cur.bytes(4);
+    let stream = cur.rest();
+    Input {
+        options: TcpOptions {
+            att_mtu,
+            long_containers: flags & 1 != 0,
+            read_buffer_size: 64,
+            max_read_buffer_size: 4096,
+            ..TcpOptions::default()
+        },
+        flags,
+        lowered,
+        reader: Pieces {
+            data: stream.to_vec(),
+            pos: 0,
+            steps: steps.to_vec(),
+            n: 0,
+        },
+        stream,
+    }
+}
+
+/// A PDU the link returned is within `max` and is one whole container as the core reads it.
+fn check_pdu(pdu: &[u8], max: usize) {
+    assert!(pdu.len() <= max, "{} bytes over the {max} limit", pdu.len());
+    assert!(pdu.len() <= MAX_LONG_CONTAINER_LEN);
+    if let Ok(c) = Container::parse(pdu) {
+        assert_eq!(
+            c.header_len() + c.payload.len(),
+            pdu.len(),
+            "the link cut a container the core reads differently"
+        );
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a current-thread runtime")
+}
+
 /// Input: `[att_mtu byte][flags][max container byte][4 read steps]` then the stream. Flags bit
 /// 0: long containers carried; bit 1: the receiver lowers its limit to `max container` (as a
 /// server does for a stranger); bit 2: the receiver releases its memory after every container
@@ -49,26 +108,14 @@ impl AsyncRead for Pieces {
 /// container where the core's parser accepts it; a clean end (`Ok(None)`) means the whole
 /// stream was returned.
 pub fn stream_framing(data: &[u8]) {
-    let mut cur = Cursor::new(data);
-    let att_mtu = 23 + usize::from(cur.u8()) * 2;
-    let flags = cur.u8();
-    let lowered = 4 + usize::from(cur.u8()) * 4;
-    let steps = cur.bytes(4);
-    let stream = cur.rest();
-    let options = TcpOptions {
-        att_mtu,
-        long_containers: flags & 1 != 0,
-        read_buffer_size: 64,
-        max_read_buffer_size: 4096,
-        ..TcpOptions::default()
-    };
+    let Input {
+        options,
+        flags,
+        lowered,
+        reader,
+        stream,
+    } = input(data);
     let carried = options.max_container();
-    let reader = Pieces {
-        data: stream.to_vec(),
-        pos: 0,
-        steps: steps.to_vec(),
-        n: 0,
-    };
     let (_tx, mut rx) = halves(reader, tokio::io::sink(), &options);
     let max = if flags & 2 != 0 {
         rx.set_max_container(lowered);
@@ -76,29 +123,17 @@ pub fn stream_framing(data: &[u8]) {
     } else {
         carried
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("a current-thread runtime");
-    runtime.block_on(async {
+    runtime().block_on(async {
         let mut offset = 0;
         loop {
             match rx.recv().await {
                 Ok(Some(pdu)) => {
-                    assert!(pdu.len() <= max, "{} bytes over the {max} limit", pdu.len());
-                    assert!(pdu.len() <= MAX_LONG_CONTAINER_LEN);
+                    check_pdu(pdu, max);
                     assert_eq!(
                         Some(pdu),
                         stream.get(offset..offset + pdu.len()),
                         "not the stream's next bytes"
                     );
-                    if let Ok(c) = Container::parse(pdu) {
-                        assert_eq!(
-                            c.header_len() + c.payload.len(),
-                            pdu.len(),
-                            "the link cut a container the core reads differently"
-                        );
-                    }
                     offset += pdu.len();
                     if flags & 4 != 0 {
                         rx.release_memory();
@@ -158,37 +193,23 @@ impl tokio::io::AsyncWrite for Duplex {
 pub fn ws_receive(data: &[u8]) {
     use blerpc::link::ws::{WsOptions, server_halves};
 
-    let mut cur = Cursor::new(data);
-    let att_mtu = 23 + usize::from(cur.u8()) * 2;
-    let flags = cur.u8();
-    let lowered = 4 + usize::from(cur.u8()) * 4;
-    let steps = cur.bytes(4);
-    let stream = cur.rest();
+    let Input {
+        options: tcp,
+        flags,
+        lowered,
+        reader,
+        stream,
+    } = input(data);
     let options = WsOptions {
-        tcp: TcpOptions {
-            att_mtu,
-            long_containers: flags & 1 != 0,
-            read_buffer_size: 64,
-            ..TcpOptions::default()
-        },
+        tcp,
         path: None,
         // No pings: the reads never wait, and the target is the receive path.
         ping_interval: None,
         ..WsOptions::default()
     };
     let carried = options.tcp.max_container();
-    let io = Duplex(Pieces {
-        data: stream.to_vec(),
-        pos: 0,
-        steps: steps.to_vec(),
-        n: 0,
-    });
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("a current-thread runtime");
-    runtime.block_on(async {
-        let (_tx, mut rx) = server_halves(io, &options).await;
+    runtime().block_on(async {
+        let (_tx, mut rx) = server_halves(Duplex(reader), &options).await;
         let max = if flags & 2 != 0 {
             rx.set_max_container(lowered);
             lowered.min(carried)
@@ -198,19 +219,12 @@ pub fn ws_receive(data: &[u8]) {
         // Each returned PDU took at least its own bytes of input plus a frame header.
         let mut budget = stream.len() + 2;
         while let Ok(Some(pdu)) = rx.recv().await {
-            assert!(pdu.len() <= max, "{} bytes over the {max} limit", pdu.len());
+            check_pdu(pdu, max);
             assert!(
                 !pdu.is_empty() && pdu.len() < budget,
                 "more PDU bytes than input"
             );
             budget -= pdu.len();
-            if let Ok(c) = Container::parse(pdu) {
-                assert_eq!(
-                    c.header_len() + c.payload.len(),
-                    pdu.len(),
-                    "the link passed a message the core reads differently"
-                );
-            }
         }
         // Ended: it stays ended.
         assert!(!matches!(rx.recv().await, Ok(Some(_))));
