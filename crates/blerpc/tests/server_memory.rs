@@ -55,34 +55,38 @@ fn snapshot() -> Vec<isize> {
 /// Connections measured (with the 20 warm-up ones, under the server's default 1,024 cap).
 const N: usize = 1000;
 
-#[test]
-#[ignore = "measurement; run alone with --ignored --nocapture"]
-fn heap_per_idle_server_connection_by_size() {
+/// Binds with `bind`, serves, opens 20 connections with `open` to warm up, then `N` more, and
+/// prints the heap they added per connection, by allocation size, after `settle`.
+fn measure<A, B, BFut, F, Fut>(what: &str, bind: B, open: F, settle: Duration)
+where
+    A: blerpc::link::Acceptor,
+    B: FnOnce() -> BFut,
+    BFut: std::future::Future<Output = (A, std::net::SocketAddr)>,
+    F: Fn(std::net::SocketAddr) -> Fut,
+    Fut: std::future::Future<Output = tokio::net::TcpStream>,
+{
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
+        let (acceptor, addr) = bind().await;
         let server = common::server_unlimited(true);
-        let acceptor = WsAcceptor::bind("127.0.0.1:0", WsOptions::default())
-            .await
-            .unwrap();
-        let addr = acceptor.local_addr().unwrap();
         let _server = common::serve_in_background(server, acceptor);
         let mut held = Vec::new();
         for _ in 0..20 {
-            held.push(common::ws_upgraded(addr).await);
+            held.push(open(addr).await);
         }
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let before = snapshot();
         for _ in 0..N {
-            held.push(common::ws_upgraded(addr).await);
+            held.push(open(addr).await);
         }
-        tokio::time::sleep(Duration::from_millis(2500)).await;
+        tokio::time::sleep(settle).await;
         let after = snapshot();
         let (total, rows) = common::heap_per_connection(&before, &after, N);
-        println!("heap per idle server connection: {total:.0} B");
+        println!("heap per {what}: {total:.0} B");
         for (size, per) in rows.iter().take(30) {
             println!("{size:>7} B × {per:.2}");
         }
@@ -92,36 +96,37 @@ fn heap_per_idle_server_connection_by_size() {
 
 #[test]
 #[ignore = "measurement; run alone with --ignored --nocapture"]
-fn heap_per_silent_tcp_connection_by_size() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let server = common::server_unlimited(true);
-        let acceptor = TcpAcceptor::bind("127.0.0.1:0", TcpOptions::default())
+fn heap_per_idle_server_connection_by_size() {
+    let bind = || async {
+        let a = WsAcceptor::bind("127.0.0.1:0", WsOptions::default())
             .await
             .unwrap();
-        let addr = acceptor.local_addr().unwrap();
-        let _server = common::serve_in_background(server, acceptor);
-        let mut held = Vec::new();
-        for _ in 0..20 {
-            held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let before = snapshot();
-        for _ in 0..N {
-            held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
-        }
-        // Well within the 10 s setup deadline: every one is still held, unproven.
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        let after = snapshot();
-        let (total, rows) = common::heap_per_connection(&before, &after, N);
-        println!("heap per silent TCP connection (accepted, not established): {total:.0} B");
-        for (size, per) in rows.iter().take(30) {
-            println!("{size:>7} B × {per:.2}");
-        }
-        drop(held);
-    });
+        let addr = a.local_addr().unwrap();
+        (a, addr)
+    };
+    measure(
+        "idle server connection",
+        bind,
+        common::ws_upgraded,
+        Duration::from_millis(2500),
+    );
+}
+
+#[test]
+#[ignore = "measurement; run alone with --ignored --nocapture"]
+fn heap_per_silent_tcp_connection_by_size() {
+    let bind = || async {
+        let a = TcpAcceptor::bind("127.0.0.1:0", TcpOptions::default())
+            .await
+            .unwrap();
+        let addr = a.local_addr().unwrap();
+        (a, addr)
+    };
+    // Well within the 10 s setup deadline: every one is still held, unproven.
+    measure(
+        "silent TCP connection (accepted, not established)",
+        bind,
+        |a| async move { tokio::net::TcpStream::connect(a).await.unwrap() },
+        Duration::from_millis(1500),
+    );
 }

@@ -488,10 +488,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Keepalive<S> {
     /// fails; never returns `Ok`. Cancel-safe: its state lives in `self`.
     async fn run(&mut self) -> LinkError {
         loop {
-            let deadline = self.last_heard + self.interval;
+            let first = self.last_heard + self.interval;
             let timer = self
                 .timer
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(first)));
             let flushing = self.flushing;
             let sink = &self.sink;
             tokio::select! {
