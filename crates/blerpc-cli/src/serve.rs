@@ -83,6 +83,18 @@ pub struct ServeArgs {
     /// connections are dropped in the kernel, before accept). 0: no penalty.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub penalty: f64,
+    /// Seconds an IP address stays on probation after its penalty: the kernel keeps only
+    /// --probation-keep of its connection attempts, and a new penalty is twice the last (up
+    /// to --max-penalty). 0: no probation.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub probation: f64,
+    /// The share (0 to 1) of an IP address's connection attempts the kernel keeps while it is
+    /// on probation (Linux; the rest are retransmitted by the client).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.125)]
+    pub probation_keep: f64,
+    /// Seconds the longest repeated penalty lasts.
+    #[arg(long, value_name = "SECS", default_value_t = 160.0)]
+    pub max_penalty: f64,
     /// What a connection closed for cause (setup deadline, key-exchange cap, requests before
     /// the key exchange, malformed frame, failed handshake) counts against its address's
     /// --max-connection-rate, in connections.
@@ -265,6 +277,20 @@ fn build_server_with(
             args.penalty
         );
     }
+    for (flag, secs) in [
+        ("--probation", args.probation),
+        ("--max-penalty", args.max_penalty),
+    ] {
+        if !(secs.is_finite() && secs >= 0.0) {
+            anyhow::bail!("{flag} {secs} must be a number of seconds");
+        }
+    }
+    if !(0.0..=1.0).contains(&args.probation_keep) {
+        anyhow::bail!(
+            "--probation-keep {} must be a share from 0 (keep none) to 1 (keep all)",
+            args.probation_keep
+        );
+    }
     let mut config = ServerConfig {
         identity: seed,
         max_connections: args.max_connections.max(1),
@@ -275,6 +301,9 @@ fn build_server_with(
             args.connection_burst,
         )?,
         address_penalty: Duration::from_secs_f64(args.penalty),
+        address_probation: Duration::from_secs_f64(args.probation),
+        probation_keep: args.probation_keep,
+        max_address_penalty: Duration::from_secs_f64(args.max_penalty),
         offence_cost: args.offence_cost,
         ..Default::default()
     };
@@ -489,6 +518,9 @@ mod tests {
             max_connection_rate: 100.0,
             connection_burst: 50.0,
             penalty: 10.0,
+            probation: 30.0,
+            probation_keep: 0.125,
+            max_penalty: 160.0,
             offence_cost: 10.0,
             setup_timeout: 10.0,
             container_timeout: 10.0,

@@ -142,6 +142,9 @@ pub struct Phase {
     pub p99_ms: f64,
     /// p99 over the baseline phase's p99 on the same link (the target is ≤ 2).
     pub p99_vs_baseline: f64,
+    /// The five slowest calls: when each started (seconds into the phase's calling) and its
+    /// latency in ms, slowest first (to tell a steady cost from a burst at one moment).
+    pub slowest: Vec<(f64, f64)>,
     /// Server RSS before the phase, at its peak during it, and after the attack stopped
     /// (settled), bytes.
     pub rss_before: u64,
@@ -435,18 +438,20 @@ impl Legit {
         &self,
         duration: Duration,
         interval: Duration,
-    ) -> anyhow::Result<(Vec<f64>, usize, Option<String>)> {
+    ) -> anyhow::Result<(Vec<(f64, f64)>, usize, Option<String>)> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
         rt.block_on(async {
             let (mut latencies, mut calls, mut first_error) = (Vec::new(), 0, None);
-            let end = Instant::now() + duration;
+            let start = Instant::now();
+            let end = start + duration;
             while Instant::now() < end {
                 let next = Instant::now() + interval;
+                let at = start.elapsed().as_secs_f64();
                 calls += 1;
                 match self.call().await {
-                    Ok(ms) => latencies.push(ms),
+                    Ok(ms) => latencies.push((at, ms)),
                     Err(e) => {
                         first_error.get_or_insert(e);
                     }
@@ -530,7 +535,7 @@ async fn phase(
         rss_peak = rss_peak.max(server.rss());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let (mut latencies, calls, first_error) = calling.await.context("the legitimate client")??;
+    let (timed_calls, calls, first_error) = calling.await.context("the legitimate client")??;
     let cutoff = Instant::now() - Duration::from_secs_f64(profile.setup_timeout_s + 2.0);
     let early = tally.opened_before(cutoff);
     // Of the hostile sockets still open that were opened before the cutoff, the ones the
@@ -549,7 +554,11 @@ async fn phase(
     let rss_after = server.rss();
     let counters = server.counters()?;
     server.check_alive()?;
+    let mut latencies: Vec<f64> = timed_calls.iter().map(|&(_, ms)| ms).collect();
     latencies.sort_by(f64::total_cmp);
+    let mut slowest = timed_calls;
+    slowest.sort_by(|a, b| b.1.total_cmp(&a.1));
+    slowest.truncate(5);
     let closed = tally.closed_by_server.load(Ordering::Relaxed);
     Ok(Phase {
         run: 0,
@@ -562,6 +571,7 @@ async fn phase(
         p50_ms: crate::stats::quantile(&latencies, 0.5),
         p99_ms: crate::stats::quantile(&latencies, 0.99),
         p99_vs_baseline: 1.0,
+        slowest,
         rss_before,
         rss_peak,
         rss_after,
@@ -675,6 +685,26 @@ fn print_report(r: &Report) {
     if !reasons.is_empty() {
         print!("{}", reasons.plain(""));
     }
+    let mut slow = Table::new([
+        "run",
+        "link",
+        "attack",
+        "slowest calls (s into the phase: ms)",
+    ]);
+    for ph in &r.phases {
+        let list: Vec<String> = ph
+            .slowest
+            .iter()
+            .map(|(at, ms)| format!("{at:.1}: {ms:.1}"))
+            .collect();
+        slow.row([
+            (ph.run + 1).to_string(),
+            ph.link.clone(),
+            ph.attack.clone(),
+            list.join(", "),
+        ]);
+    }
+    print!("{}", slow.plain(""));
     if p.runs > 1 {
         println!("medians over {} runs:", p.runs);
         let mut m = Table::new([

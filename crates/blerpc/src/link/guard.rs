@@ -9,6 +9,14 @@
 //! server nothing while the penalty lasts. When it ends the bucket starts empty: the address
 //! must earn its tokens back at the configured rate.
 //!
+//! After a penalty the address is on **probation** for [`GuardConfig::probation`]: the kernel
+//! lets through only [`GuardConfig::probation_keep`] of its connection attempts (SYNs; the
+//! rest are retransmitted by the client's kernel later), so the thousands of SYNs a flooding
+//! address's sockets keep retransmitting do not all reach the listen backlog the moment the
+//! penalty ends (measured in `blerpc-bench hostile`: without probation they overflowed it and a
+//! legitimate client's SYN was dropped, a 1 s retransmit). An address penalized again while on
+//! probation is penalized twice as long as the last time, up to [`GuardConfig::max_penalty`].
+//!
 //! ```
 //! use std::net::IpAddr;
 //! use std::time::{Duration, Instant};
@@ -18,6 +26,7 @@
 //!     rate: Some(Rate { per_second: 10.0, burst: 2.0 }),
 //!     penalty: Duration::from_secs(5),
 //!     offence_cost: 10.0,
+//!     ..GuardConfig::default()
 //! });
 //! let ip: IpAddr = "127.0.0.2".parse().unwrap();
 //! let now = Instant::now();
@@ -25,7 +34,11 @@
 //! assert!(guard.admit(ip, now).is_ok());
 //! assert_eq!(guard.admit(ip, now), Err(Refusal::Rate)); // dry: penalized from now
 //! assert_eq!(guard.admit(ip, now + Duration::from_secs(1)), Err(Refusal::Penalized));
-//! assert!(guard.admit(ip, now + Duration::from_secs(6)).is_ok());
+//! let after = now + Duration::from_millis(5100); // one token earned since the penalty ended
+//! assert!(guard.admit(ip, after).is_ok());
+//! assert!(guard.listed(after).probation.contains(&ip)); // on probation for 30 s
+//! assert_eq!(guard.admit(ip, after), Err(Refusal::Rate)); // again: penalized for 10 s
+//! assert!(guard.is_penalized(ip, after + Duration::from_secs(9)));
 //! ```
 
 use std::collections::HashMap;
@@ -62,6 +75,15 @@ pub struct GuardConfig {
     /// handshake). Default 10: an address whose connections all misbehave opens a tenth as
     /// many.
     pub offence_cost: f64,
+    /// How long an address stays on probation after a penalty ends: the kernel keeps only
+    /// [`probation_keep`](Self::probation_keep) of its SYNs, and a new penalty is twice as long
+    /// as the last one. `Duration::ZERO`: no probation (and no escalation). Default 30 s.
+    pub probation: Duration,
+    /// The share of an address's SYNs the kernel lets through while it is on probation, from 0
+    /// (none) to 1 (all: no in-kernel throttle, escalation only). Default 1/8.
+    pub probation_keep: f64,
+    /// The longest penalty escalation reaches. Default 160 s (four doublings of 10 s).
+    pub max_penalty: Duration,
 }
 
 impl Default for GuardConfig {
@@ -73,8 +95,22 @@ impl Default for GuardConfig {
             }),
             penalty: Duration::from_secs(10),
             offence_cost: 10.0,
+            probation: Duration::from_secs(30),
+            probation_keep: 0.125,
+            max_penalty: Duration::from_secs(160),
         }
     }
+}
+
+/// The addresses a listener's kernel filter lists at one moment ([`AddressGuard::listed`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Listed {
+    /// Penalized: all their SYNs are dropped.
+    pub penalized: Vec<IpAddr>,
+    /// On probation: only [`GuardConfig::probation_keep`] of their SYNs are kept.
+    pub probation: Vec<IpAddr>,
+    /// When the lists next change without a new penalty (a penalty or a probation ends).
+    pub next_change: Option<Instant>,
 }
 
 /// Why [`AddressGuard::admit`] refused a connection.
@@ -105,13 +141,24 @@ struct Bucket {
     tokens: f64,
     at: Instant,
     penalized_until: Option<Instant>,
+    /// The end of the probation after the last penalty.
+    probation_until: Option<Instant>,
+    /// Penalties in a row, each imposed on probation from the one before.
+    strikes: u32,
+}
+
+/// A listed address: penalized until the first instant, on probation until the second.
+#[derive(Clone, Copy, Debug)]
+struct Listing {
+    penalized_until: Instant,
+    probation_until: Instant,
 }
 
 #[derive(Debug, Default)]
 struct State {
     buckets: HashMap<IpAddr, Bucket>,
-    /// The penalized addresses and when each penalty ends.
-    penalized: HashMap<IpAddr, Instant>,
+    /// The penalized addresses and those on probation.
+    listed: HashMap<IpAddr, Listing>,
 }
 
 /// The per-address policy (see the [module docs](self)). Share one `Arc` between a
@@ -171,13 +218,12 @@ impl AddressGuard {
             if now < until {
                 return Err(Refusal::Penalized);
             }
-            // Served its time: it starts with an empty bucket.
+            // Served its time: it starts with an empty bucket (and stays listed, on
+            // probation, until its probation ends).
             b.penalized_until = None;
             b.tokens = 0.0;
             b.at = until;
             Self::refill(b, rate, now);
-            state.penalized.remove(&ip);
-            return self.take(&mut state, ip, rate, now, 1.0);
         }
         self.take(&mut state, ip, rate, now, 1.0)
     }
@@ -216,16 +262,36 @@ impl AddressGuard {
         }
         b.tokens = 0.0;
         if !self.config.penalty.is_zero() {
-            let until = now + self.config.penalty;
+            let on_probation = b.probation_until.is_some_and(|p| now < p);
+            b.strikes = if on_probation { b.strikes + 1 } else { 1 };
+            let penalty = self.penalty(b.strikes);
+            let until = now + penalty;
+            let probation_until = until + self.config.probation;
             b.penalized_until = Some(until);
-            state.penalized.insert(ip, until);
+            b.probation_until = Some(probation_until);
+            state.listed.insert(
+                ip,
+                Listing {
+                    penalized_until: until,
+                    probation_until,
+                },
+            );
             self.generation.fetch_add(1, Ordering::Release);
             self.changed.notify_waiters();
             if let Some(m) = &self.metrics {
-                m.penalized(ip, self.config.penalty);
+                m.penalized(ip, penalty);
             }
         }
         Err(Refusal::Rate)
+    }
+
+    /// The penalty for an address's `strikes`-th penalty in a row: doubled each time, capped.
+    fn penalty(&self, strikes: u32) -> Duration {
+        let doubled = self
+            .config
+            .penalty
+            .saturating_mul(1u32 << strikes.saturating_sub(1).min(16));
+        doubled.min(self.config.max_penalty.max(self.config.penalty))
     }
 
     /// `ip`'s bucket, refilled to `now` (created full).
@@ -237,6 +303,8 @@ impl AddressGuard {
             tokens: rate.burst,
             at: now,
             penalized_until: None,
+            probation_until: None,
+            strikes: 0,
         });
         Self::refill(b, rate, now);
         b
@@ -253,21 +321,24 @@ impl AddressGuard {
     fn forget_quiet(state: &mut State, rate: Rate, now: Instant) {
         let horizon = Duration::from_secs_f64(rate.burst / rate.per_second.max(1e-9));
         state.buckets.retain(|_, b| {
-            b.penalized_until.is_some_and(|u| now < u)
+            b.probation_until.is_some_and(|u| now < u)
                 || now.saturating_duration_since(b.at) < horizon
         });
         if state.buckets.len() >= MAX_TRACKED_ADDRESSES {
-            state.buckets.retain(|_, b| b.penalized_until.is_some());
+            state
+                .buckets
+                .retain(|_, b| b.probation_until.is_some_and(|u| now < u));
         }
-        state.penalized.retain(|_, until| now < *until);
+        state.listed.retain(|_, l| now < l.probation_until);
         if state.buckets.len() >= MAX_TRACKED_ADDRESSES {
-            // Every tracked address is penalized: the oldest penalties go first.
-            let mut until: Vec<Instant> = state.penalized.values().copied().collect();
+            // Every tracked address is listed: the oldest listings go first.
+            let mut until: Vec<Instant> =
+                state.listed.values().map(|l| l.probation_until).collect();
             until.sort_unstable();
             let cut = until.get(until.len() / 2).copied();
             if let Some(cut) = cut {
-                state.penalized.retain(|_, u| *u > cut);
-                let keep = &state.penalized;
+                state.listed.retain(|_, l| l.probation_until > cut);
+                let keep = &state.listed;
                 state.buckets.retain(|ip, _| keep.contains_key(ip));
             }
         }
@@ -276,18 +347,32 @@ impl AddressGuard {
     /// `true` if `ip` is penalized at `now`.
     pub fn is_penalized(&self, ip: IpAddr, now: Instant) -> bool {
         self.lock()
-            .penalized
+            .listed
             .get(&ip.to_canonical())
-            .is_some_and(|until| now < *until)
+            .is_some_and(|l| now < l.penalized_until)
     }
 
-    /// The addresses penalized at `now` and when the first of their penalties ends; forgets
-    /// the ones that ended.
-    pub fn penalized(&self, now: Instant) -> (Vec<IpAddr>, Option<Instant>) {
+    /// The addresses penalized and on probation at `now`, and when that next changes; forgets
+    /// the ones whose probation ended. With no probation throttle
+    /// ([`GuardConfig::probation_keep`] ≥ 1, or no probation) the probation list is empty.
+    pub fn listed(&self, now: Instant) -> Listed {
+        let throttle = self.config.probation_keep < 1.0 && !self.config.probation.is_zero();
         let mut state = self.lock();
-        state.penalized.retain(|_, until| now < *until);
-        let next = state.penalized.values().min().copied();
-        (state.penalized.keys().copied().collect(), next)
+        state.listed.retain(|_, l| now < l.probation_until);
+        let mut listed = Listed::default();
+        for (ip, l) in &state.listed {
+            let change = if now < l.penalized_until {
+                listed.penalized.push(*ip);
+                l.penalized_until
+            } else if throttle {
+                listed.probation.push(*ip);
+                l.probation_until
+            } else {
+                continue;
+            };
+            listed.next_change = Some(listed.next_change.map_or(change, |n| n.min(change)));
+        }
+        listed
     }
 
     /// Changes whenever an address is newly penalized.
@@ -316,6 +401,9 @@ mod tests {
             }),
             penalty: Duration::from_secs(penalty_secs),
             offence_cost: 2.0,
+            probation: Duration::from_secs(20),
+            probation_keep: 0.25,
+            max_penalty: Duration::from_secs(12),
         })
     }
 
@@ -347,9 +435,10 @@ mod tests {
         assert_eq!(g.generation(), 1);
         assert!(g.is_penalized(A, t0));
         assert!(!g.is_penalized(B, t0));
-        let (list, next) = g.penalized(t0);
-        assert_eq!(list, vec![A]);
-        assert_eq!(next, Some(t0 + Duration::from_secs(5)));
+        let listed = g.listed(t0);
+        assert_eq!(listed.penalized, vec![A]);
+        assert!(listed.probation.is_empty());
+        assert_eq!(listed.next_change, Some(t0 + Duration::from_secs(5)));
         assert_eq!(
             g.admit(A, t0 + Duration::from_secs(4)),
             Err(Refusal::Penalized)
@@ -357,10 +446,53 @@ mod tests {
         // 100 ms after the penalty: one token earned since it ended, no more.
         let t1 = t0 + Duration::from_millis(5100);
         assert_eq!(g.admit(A, t1), Ok(()));
-        assert!(g.penalized(t1).0.is_empty());
+        let listed = g.listed(t1);
+        assert!(listed.penalized.is_empty());
+        assert_eq!(listed.probation, vec![A]);
+        assert_eq!(listed.next_change, Some(t0 + Duration::from_secs(25)));
         // The next one runs it dry again.
         assert_eq!(g.admit(A, t1), Err(Refusal::Rate));
         assert_eq!(g.generation(), 2);
+    }
+
+    #[test]
+    fn penalties_double_on_probation_up_to_the_cap_and_reset_after_it() {
+        let g = guard(5);
+        let t0 = Instant::now();
+        let dry = |at: Instant| {
+            while g.admit(A, at).is_ok() {}
+        };
+        dry(t0);
+        // Strike 2 (on probation after the first): 10 s.
+        let t1 = t0 + Duration::from_secs(6);
+        dry(t1);
+        assert!(g.is_penalized(A, t1 + Duration::from_millis(9900)));
+        assert!(!g.is_penalized(A, t1 + Duration::from_millis(10_100)));
+        // Strike 3 would be 20 s: capped at 12.
+        let t2 = t1 + Duration::from_secs(11);
+        dry(t2);
+        assert!(g.is_penalized(A, t2 + Duration::from_millis(11_900)));
+        assert!(!g.is_penalized(A, t2 + Duration::from_millis(12_100)));
+        // Quiet through its probation (12 + 20 s): the next penalty is the first again.
+        let t3 = t2 + Duration::from_secs(40);
+        assert!(g.listed(t3).probation.is_empty());
+        dry(t3);
+        assert!(g.is_penalized(A, t3 + Duration::from_millis(4900)));
+        assert!(!g.is_penalized(A, t3 + Duration::from_millis(5100)));
+    }
+
+    #[test]
+    fn without_a_probation_throttle_nothing_is_on_probation() {
+        let g = AddressGuard::new(GuardConfig {
+            probation_keep: 1.0,
+            ..GuardConfig::default()
+        });
+        let t0 = Instant::now();
+        while g.admit(A, t0).is_ok() {}
+        let after = t0 + Duration::from_secs(11);
+        let listed = g.listed(after);
+        assert!(listed.penalized.is_empty() && listed.probation.is_empty());
+        assert_eq!(listed.next_change, None);
     }
 
     #[test]

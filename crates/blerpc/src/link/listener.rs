@@ -4,7 +4,8 @@
 //! connection beyond its address's rate, or from a penalized address, is closed as soon as it is
 //! accepted, and on Linux the penalized addresses are dropped in the kernel by a classic BPF
 //! socket filter on the listener (their SYNs never complete a handshake, so a flood from them
-//! costs no accept, no descriptor and no task).
+//! costs no accept, no descriptor and no task); the addresses on probation after a penalty have
+//! only a share of their SYNs kept, drawn in the kernel.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpSocket, TcpStream, ToSocketAddrs};
 
-use super::guard::AddressGuard;
+use super::guard::{AddressGuard, Listed};
 use super::tcp::{TcpOptions, set_keepalive};
 use crate::metrics::{Metrics, Reason};
 
@@ -179,13 +180,14 @@ impl Listener {
         if self.applied == Some(generation) && !expired {
             return;
         }
-        let (penalized, next) = guard.penalized(now);
+        let listed = guard.listed(now);
         self.applied = Some(generation);
-        self.refresh_at = next;
-        if self.filter_failed || (penalized.is_empty() && !self.attached) {
+        self.refresh_at = listed.next_change;
+        let empty = listed.penalized.is_empty() && listed.probation.is_empty();
+        if self.filter_failed || (empty && !self.attached) {
             return;
         }
-        match kernel::attach(&self.tcp, &penalized) {
+        match kernel::attach(&self.tcp, &listed, guard.config().probation_keep) {
             Ok(attached) => self.attached = attached,
             Err(e) => {
                 self.filter_failed = true;
@@ -222,18 +224,50 @@ mod kernel {
     const LD_B_ABS: u16 = 0x30;
     const RSH_K: u16 = 0x74;
     const JEQ_K: u16 = 0x15;
+    const JGE_K: u16 = 0x35;
+    const JSET_K: u16 = 0x45;
     const JA: u16 = 0x05;
     const RET_K: u16 = 0x06;
     /// `SKF_NET_OFF`: offsets from the network (IP) header.
     const NET: u32 = (-0x10_0000i32) as u32;
+    /// `SKF_AD_OFF + SKF_AD_RANDOM`: loads a random 32-bit number.
+    const RANDOM: u32 = (-0x1000i32 + 56) as u32;
+    /// The TCP flags byte, from the start of the TCP header (where a TCP socket's filter
+    /// starts).
+    const TCP_FLAGS: u32 = 13;
+    const TCP_ACK: u32 = 0x10;
     const KEEP: u32 = u32::MAX;
     const DROP: u32 = 0;
 
-    /// A classic BPF program that drops IPv4 packets from `v4` and IPv6 packets from `v6`
-    /// and keeps the rest.
-    pub(super) fn program(v4: &[Ipv4Addr], v6: &[Ipv6Addr]) -> Vec<SockFilter> {
-        let ins = SockFilter::new;
-        let v4_len = 1 + 2 * v4.len() + 1;
+    /// One classic BPF instruction (`struct sock_filter`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(super) struct Ins {
+        pub(super) code: u16,
+        pub(super) jt: u8,
+        pub(super) jf: u8,
+        pub(super) k: u32,
+    }
+
+    /// The addresses a filter lists, by family and kind.
+    #[derive(Debug, Default)]
+    pub(super) struct Lists {
+        pub(super) v4_drop: Vec<Ipv4Addr>,
+        pub(super) v4_throttle: Vec<Ipv4Addr>,
+        pub(super) v6_drop: Vec<Ipv6Addr>,
+        pub(super) v6_throttle: Vec<Ipv6Addr>,
+    }
+
+    /// A classic BPF program that drops every packet from the `drop` addresses, keeps
+    /// `keep` (0 to 1) of the connection attempts (packets without ACK: SYNs) from the
+    /// `throttle` addresses, drawn at random in the kernel, and keeps the rest.
+    pub(super) fn program(lists: &Lists, keep: f64) -> Vec<Ins> {
+        let ins = |code, jt, jf, k| Ins { code, jt, jf, k };
+        let v4 = lists.v4_drop.len() + lists.v4_throttle.len();
+        let v6 = lists.v6_drop.len() + lists.v6_throttle.len();
+        let v4_len = 1 + 2 * v4 + 1;
+        let v6_len = 2 + 9 * v6 + 1;
+        // Where the shared throttle block starts.
+        let throttle_at = 5 + v4_len - 1 + v6_len;
         let mut p = vec![
             ins(LD_B_ABS, 0, 0, NET),      // A = version << 4 | IHL
             ins(RSH_K, 0, 0, 4),           // A = version
@@ -241,44 +275,87 @@ mod kernel {
             ins(JA, 0, 0, v4_len as u32),  // else the IPv6 block
             ins(LD_W_ABS, 0, 0, NET + 12), // A = IPv4 source
         ];
-        for a in v4 {
+        // The verdict for a matched address: drop, or the throttle block.
+        let verdict = |p: &mut Vec<Ins>, throttle: bool| {
+            let at = p.len();
+            p.push(if throttle {
+                ins(JA, 0, 0, (throttle_at - at - 1) as u32)
+            } else {
+                ins(RET_K, 0, 0, DROP)
+            });
+        };
+        let v4_all = lists.v4_drop.iter().map(|a| (a, false));
+        for (a, throttle) in v4_all.chain(lists.v4_throttle.iter().map(|a| (a, true))) {
             p.push(ins(JEQ_K, 0, 1, u32::from(*a)));
-            p.push(ins(RET_K, 0, 0, DROP));
+            verdict(&mut p, throttle);
         }
         p.push(ins(RET_K, 0, 0, KEEP));
         // IPv6 (A still holds the version).
         p.push(ins(JEQ_K, 1, 0, 6));
         p.push(ins(RET_K, 0, 0, KEEP));
-        for a in v6 {
+        let v6_all = lists.v6_drop.iter().map(|a| (a, false));
+        for (a, throttle) in v6_all.chain(lists.v6_throttle.iter().map(|a| (a, true))) {
             let o = a.octets();
             let word = |i: usize| u32::from_be_bytes([o[i], o[i + 1], o[i + 2], o[i + 3]]);
             for (i, skip) in [(0, 7u8), (4, 5), (8, 3), (12, 1)] {
                 p.push(ins(LD_W_ABS, 0, 0, NET + 8 + i as u32)); // source, word by word
                 p.push(ins(JEQ_K, 0, skip, word(i)));
             }
-            p.push(ins(RET_K, 0, 0, DROP));
+            verdict(&mut p, throttle);
         }
+        p.push(ins(RET_K, 0, 0, KEEP));
+        debug_assert_eq!(p.len(), throttle_at);
+        // The throttle: packets with ACK (a handshake's last, or an established connection's,
+        // which inherits the filter) are kept; of the rest, `keep` are.
+        let threshold = (keep.clamp(0.0, 1.0) * 4_294_967_296.0).min(u32::MAX as f64) as u32;
+        p.push(ins(LD_B_ABS, 0, 0, TCP_FLAGS));
+        p.push(ins(JSET_K, 3, 0, TCP_ACK));
+        p.push(ins(LD_W_ABS, 0, 0, RANDOM));
+        p.push(ins(JGE_K, 0, 1, threshold));
+        p.push(ins(RET_K, 0, 0, DROP));
         p.push(ins(RET_K, 0, 0, KEEP));
         p
     }
 
-    /// Attaches the filter for `penalized` (detaches it when empty); `true` if one is attached.
-    pub(super) fn attach(listener: &TcpListener, penalized: &[IpAddr]) -> io::Result<bool> {
+    /// Attaches the filter for `listed` (detaches it when it lists nothing); `true` if one is
+    /// attached.
+    pub(super) fn attach(listener: &TcpListener, listed: &Listed, keep: f64) -> io::Result<bool> {
         let sock = socket2::SockRef::from(listener);
-        if penalized.is_empty() {
+        if listed.penalized.is_empty() && listed.probation.is_empty() {
             sock.detach_filter()?;
             return Ok(false);
         }
-        let mut v4 = Vec::new();
-        let mut v6 = Vec::new();
-        for ip in penalized {
+        let mut lists = Lists::default();
+        let (mut n4, mut n6) = (0, 0);
+        let all = listed.penalized.iter().map(|ip| (ip, false));
+        for (ip, throttle) in all.chain(listed.probation.iter().map(|ip| (ip, true))) {
             match ip.to_canonical() {
-                IpAddr::V4(a) if v4.len() < MAX_V4 => v4.push(a),
-                IpAddr::V6(a) if v6.len() < MAX_V6 => v6.push(a),
+                IpAddr::V4(a) if n4 < MAX_V4 => {
+                    n4 += 1;
+                    if throttle {
+                        &mut lists.v4_throttle
+                    } else {
+                        &mut lists.v4_drop
+                    }
+                    .push(a);
+                }
+                IpAddr::V6(a) if n6 < MAX_V6 => {
+                    n6 += 1;
+                    if throttle {
+                        &mut lists.v6_throttle
+                    } else {
+                        &mut lists.v6_drop
+                    }
+                    .push(a);
+                }
                 _ => {}
             }
         }
-        sock.attach_filter(&program(&v4, &v6))?;
+        let filter: Vec<SockFilter> = program(&lists, keep)
+            .into_iter()
+            .map(|i| SockFilter::new(i.code, i.jt, i.jf, i.k))
+            .collect();
+        sock.attach_filter(&filter)?;
         Ok(true)
     }
 }
@@ -288,8 +365,8 @@ mod kernel {
     use super::*;
 
     /// No kernel filter here: penalized addresses are refused after accept.
-    pub(super) fn attach(_listener: &TcpListener, penalized: &[IpAddr]) -> io::Result<bool> {
-        if penalized.is_empty() {
+    pub(super) fn attach(_listener: &TcpListener, listed: &Listed, _keep: f64) -> io::Result<bool> {
+        if listed.penalized.is_empty() && listed.probation.is_empty() {
             Ok(false)
         } else {
             Err(io::Error::new(
@@ -308,15 +385,34 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn the_filter_program_fits_the_kernel_limit_and_jumps_stay_inside() {
-        let v4: Vec<_> = (0..kernel::MAX_V4 as u32)
-            .map(std::net::Ipv4Addr::from)
-            .collect();
-        let v6: Vec<_> = (0..kernel::MAX_V6 as u128)
-            .map(std::net::Ipv6Addr::from)
-            .collect();
-        let p = kernel::program(&v4, &v6);
+        let half4 = kernel::MAX_V4 as u32 / 2;
+        let half6 = kernel::MAX_V6 as u128 / 2;
+        let lists = kernel::Lists {
+            v4_drop: (0..half4).map(std::net::Ipv4Addr::from).collect(),
+            v4_throttle: (half4..2 * half4).map(std::net::Ipv4Addr::from).collect(),
+            v6_drop: (0..half6).map(std::net::Ipv6Addr::from).collect(),
+            v6_throttle: (half6..2 * half6).map(std::net::Ipv6Addr::from).collect(),
+        };
+        let p = kernel::program(&lists, 0.125);
         assert!(p.len() <= 4096, "BPF_MAXINSNS is 4096, got {}", p.len());
-        assert_eq!(p.len(), 5 + 2 * v4.len() + 1 + 2 + 9 * v6.len() + 1);
+        assert_eq!(
+            p.len(),
+            5 + 2 * kernel::MAX_V4 + 1 + 2 + 9 * kernel::MAX_V6 + 1 + 6
+        );
+        // Every jump lands inside the program.
+        for (i, ins) in p.iter().enumerate() {
+            let (jt, jf, k) = (ins.jt as usize, ins.jf as usize, ins.k as usize);
+            match ins.code {
+                0x05 => assert!(i + 1 + k < p.len(), "ja at {i} leaves the program"),
+                0x15 | 0x35 | 0x45 => {
+                    assert!(
+                        i + 1 + jt.max(jf) < p.len(),
+                        "jump at {i} leaves the program"
+                    )
+                }
+                _ => {}
+            }
+        }
     }
 
     async fn connect_from(src: &str, to: SocketAddr) -> io::Result<TcpStream> {
@@ -340,6 +436,8 @@ mod tests {
             }),
             penalty,
             offence_cost: 10.0,
+            probation: Duration::ZERO,
+            ..GuardConfig::default()
         }));
         let to = listener.local_addr().unwrap();
         let (tx, mut accepted) = tokio::sync::mpsc::unbounded_channel();
@@ -383,6 +481,57 @@ mod tests {
             .unwrap();
         assert_eq!(addr.ip().to_string(), "127.0.0.2");
         drop((first, again));
+        accept.abort();
+    }
+
+    /// On probation with nothing kept, an address's SYNs are still dropped after its penalty
+    /// ended; once the probation ends it connects again.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn probation_throttles_syns_in_the_kernel_until_it_ends() {
+        let options = TcpOptions::default();
+        let mut listener = bind("127.0.0.1:0", &options).await.unwrap();
+        let (penalty, probation) = (Duration::from_millis(500), Duration::from_millis(1500));
+        listener.set_guard(AddressGuard::new(GuardConfig {
+            rate: Some(Rate {
+                per_second: 20.0,
+                burst: 1.0,
+            }),
+            penalty,
+            offence_cost: 10.0,
+            probation,
+            probation_keep: 0.0,
+            max_penalty: penalty,
+        }));
+        let to = listener.local_addr().unwrap();
+        let accept = tokio::spawn(async move {
+            let mut held = Vec::new();
+            loop {
+                held.push(listener.accept(&options).await);
+            }
+        });
+        let first = connect_from("127.0.0.2", to).await.unwrap();
+        let started = std::time::Instant::now();
+        let _second = connect_from("127.0.0.2", to).await.unwrap(); // beyond the rate: penalized
+        // Past the penalty, inside the probation: no SYN is kept.
+        tokio::time::sleep(penalty + Duration::from_millis(200)).await;
+        let during =
+            tokio::time::timeout(Duration::from_millis(400), connect_from("127.0.0.2", to)).await;
+        assert!(
+            during.is_err(),
+            "an address on probation connected: {during:?}"
+        );
+        assert!(
+            started.elapsed() < penalty + probation,
+            "the test ran too slowly"
+        );
+        // After it, the address connects again (its client's kernel retransmits the SYN).
+        tokio::time::sleep((penalty + probation).saturating_sub(started.elapsed())).await;
+        tokio::time::timeout(Duration::from_secs(4), connect_from("127.0.0.2", to))
+            .await
+            .expect("the probation ended but the address still cannot connect")
+            .unwrap();
+        drop(first);
         accept.abort();
     }
 }

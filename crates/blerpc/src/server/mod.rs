@@ -20,7 +20,7 @@
 //! |---|---|---|
 //! | silent connections | the setup deadline: established (key exchange done where encryption is required) within `peripheral.setup_timeout` or closed | 10 s |
 //! | many connections | `max_connections`; at the cap the oldest unproven connection is evicted, else the newcomer is closed at once | 1,024 |
-//! | connection floods | `connection_rate_per_address` (token bucket per IP, checked before any handshake); an address that runs it dry is penalized for `address_penalty` (on Linux dropped in the kernel by a socket filter on the listener); a close for cause costs `offence_cost` tokens | 100/s, bursts of 50; 10 s; 10 |
+//! | connection floods | `connection_rate_per_address` (token bucket per IP, checked before any handshake); an address that runs it dry is penalized for `address_penalty` (on Linux dropped in the kernel by a socket filter on the listener), then on probation for `address_probation` (the kernel keeps `probation_keep` of its SYNs; a new penalty doubles, up to `max_address_penalty`); a close for cause costs `offence_cost` tokens | 100/s, bursts of 50; 10 s; 30 s, 1/8, 160 s; 10 |
 //! | one address | `max_unproven_per_address`, `max_connections_per_address`, [`TcpOptions`](crate::link::tcp::TcpOptions)`::max_handshakes_per_address` | none (opt in) |
 //! | pre-session memory | before the session exists (encryption required) requests are refused at their FIRST container and only classic containers are read | on |
 //! | partial requests | `peripheral.max_reassembly_bytes` per connection, `max_reassembly_bytes` server-wide; deadline `peripheral.reassembly_timeout` from the FIRST container (+ length at `reassembly_min_rate`); partial requests count towards BUSY | 32 MiB, 512 MiB, 10 s + 4 KiB/s |
@@ -213,6 +213,17 @@ pub struct ServerConfig {
     /// are dropped in the kernel: [`AddressGuard`]). `Duration::ZERO`: never; only the
     /// connections beyond the rate are refused. Default 10 s.
     pub address_penalty: Duration,
+    /// How long an address stays on probation after its penalty: on Linux the kernel keeps only
+    /// `probation_keep` of its connection attempts (so the SYNs a flood's sockets retransmit do
+    /// not fill the listen backlog the moment the penalty ends), and a new penalty doubles, up
+    /// to `max_address_penalty`. `Duration::ZERO`: no probation. Default 30 s
+    /// ([`GuardConfig::probation`]).
+    pub address_probation: Duration,
+    /// The share (0 to 1) of an address's SYNs the kernel keeps while it is on probation.
+    /// Default 1/8.
+    pub probation_keep: f64,
+    /// The longest a repeated penalty grows to. Default 160 s.
+    pub max_address_penalty: Duration,
     /// Tokens a connection closed for cause (see [`Reason::is_offence`]) takes from its
     /// address's bucket, besides the one it took to open. Default 10.
     ///
@@ -253,6 +264,9 @@ impl Default for ServerConfig {
                 burst: 50.0,
             }),
             address_penalty: Duration::from_secs(10),
+            address_probation: Duration::from_secs(30),
+            probation_keep: 0.125,
+            max_address_penalty: Duration::from_secs(160),
             offence_cost: 10.0,
             metrics: None,
             upload_buffer: 1024,
@@ -338,6 +352,9 @@ impl Server {
                     rate: config.connection_rate_per_address,
                     penalty: config.address_penalty,
                     offence_cost: config.offence_cost,
+                    probation: config.address_probation,
+                    probation_keep: config.probation_keep,
+                    max_penalty: config.max_address_penalty,
                 },
                 metrics,
             ),
