@@ -5,6 +5,8 @@ the reference Python peripheral does (65535/65535 capabilities, encryption requi
     python tools/interop/peripheral.py --listen 127.0.0.1:0 --seed HEX
 
 Prints `LISTENING <port> <identity public key hex>` once ready, then serves until killed.
+With `--dial HOST:PORT` it connects out instead (to a device gateway) and serves over that
+connection, dialling again 0.5 s after it closes: prints `DIALLING HOST:PORT <key hex>`.
 """
 
 from __future__ import annotations
@@ -111,6 +113,21 @@ async def run(args) -> int:
         finally:
             writer.close()
 
+    if args.dial:
+        host, port = args.dial.rsplit(":", 1)
+        print(f"DIALLING {args.dial} {public.hex()}", flush=True)
+        while True:
+            try:
+                reader, writer = await asyncio.open_connection(host, int(port))
+            except OSError:
+                await asyncio.sleep(0.5)
+                continue
+            try:
+                await handle(reader, writer)
+            except (OSError, asyncio.IncompleteReadError):
+                pass
+            await asyncio.sleep(0.5)
+
     host, port = args.listen.rsplit(":", 1)
     server = await asyncio.start_server(handle, host, int(port))
     bound = server.sockets[0].getsockname()[1]
@@ -123,6 +140,7 @@ async def run(args) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT (port 0: any)")
+    ap.add_argument("--dial", help="HOST:PORT: connect out (to a device gateway) instead of listening")
     ap.add_argument("--seed", required=True, help="the Ed25519 identity seed, 32 bytes hex")
     return asyncio.run(run(ap.parse_args()))
 

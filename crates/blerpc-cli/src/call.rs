@@ -52,6 +52,16 @@ pub struct ConnectArgs {
     /// Serial baud rate (serial:// only).
     #[arg(long, value_name = "N")]
     pub baud: Option<u32>,
+    /// For ws:// and wss://: send `Authorization: Bearer TOKEN` with the upgrade (a device
+    /// gateway's relayed link, `wss://GATEWAY/v1/devices/ID/link`, needs one). Also read from
+    /// $BLERPC_TOKEN.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "BLERPC_TOKEN",
+        hide_env_values = true
+    )]
+    pub bearer: Option<String>,
     /// Seconds to wait for each response (and for connecting).
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub timeout: f64,
@@ -153,6 +163,7 @@ impl ConnectArgs {
                 self.tls_server_name.as_deref(),
             )?,
             baud_rate: self.baud,
+            bearer: self.bearer.clone(),
         };
         let config = self.client_config()?;
         let store = match &config.pinning {
@@ -180,7 +191,7 @@ impl ConnectArgs {
 }
 
 fn method_of(command: &str, want: &[CallKind], hint: &str) -> anyhow::Result<Method> {
-    let method = Schema::demo()?.method(command)?;
+    let method = Schema::demo().method(command)?;
     if !want.contains(&method.kind()) {
         bail!("{command} {hint}");
     }

@@ -127,6 +127,7 @@ pub async fn start_link(link: &str, pki: &LocalPki) -> anyhow::Result<(Client, S
             let options = ConnectOptions {
                 tls: Some(TlsClientConfig::with_ca_pem(pki.ca_pem.as_bytes())?),
                 baud_rate: None,
+                bearer: None,
             };
             let client = connect(&url.parse()?, &options, client_config(key)).await?;
             Ok((client, url))

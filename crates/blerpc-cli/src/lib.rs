@@ -7,6 +7,7 @@
 //!   reference functional tests.
 //! - [`serve`]: `blerpc serve`, the demo service as a peripheral on any link.
 //! - [`call`]: `blerpc call` and `blerpc upload`, JSON in and out ([`schema`] maps it to protobuf).
+//! - [`gateway`]: `blerpc gateway`, the device gateway (the `blerpc-gateway` crate).
 //! - [`keygen`], [`scan`]: identities and BLE discovery.
 //! - [`decode`]: `blerpc decode`, a protocol dissector for captured link PDUs.
 //!
@@ -18,12 +19,13 @@ pub mod call;
 pub mod certs;
 pub mod decode;
 pub mod demo;
+pub mod gateway;
 pub mod identity;
 pub mod keygen;
 pub mod link;
 pub mod os;
 pub mod progress;
 pub mod scan;
-pub mod schema;
+pub use blerpc_schema as schema;
 pub mod serve;
 pub mod trace;

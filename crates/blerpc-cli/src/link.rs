@@ -72,6 +72,9 @@ pub struct ConnectOptions {
     pub tls: Option<TlsClientConfig>,
     /// Serial baud rate (default 115,200).
     pub baud_rate: Option<u32>,
+    /// `ws://` and `wss://`: a bearer token sent as `Authorization: Bearer …` with the upgrade
+    /// (a device gateway's relayed link needs it).
+    pub bearer: Option<String>,
 }
 
 /// Builds the client's TLS trust from `--tls-ca` / `--tls-cert-pin`.
@@ -125,15 +128,18 @@ pub async fn connect(
             setup(Traced::new(link), config, address).await
         }
         Address::Net(url @ LinkUrl::Ws { secure, .. }) => {
+            let ws_options = WsOptions {
+                headers: options
+                    .bearer
+                    .iter()
+                    .map(|t| ("Authorization".to_string(), format!("Bearer {t}")))
+                    .collect(),
+                ..WsOptions::default()
+            };
             let link = if *secure {
-                ws::connect_tls(
-                    &url.to_string(),
-                    need_tls(&options.tls, url)?,
-                    &WsOptions::default(),
-                )
-                .await
+                ws::connect_tls(&url.to_string(), need_tls(&options.tls, url)?, &ws_options).await
             } else {
-                ws::connect(&url.to_string(), &WsOptions::default()).await
+                ws::connect(&url.to_string(), &ws_options).await
             }
             .with_context(what)?;
             setup(Traced::new(link), config, address).await
@@ -310,6 +316,7 @@ impl Listener {
                     tcp: options.tcp.clone(),
                     ping_interval: options.ws_ping_interval,
                     pong_timeout: options.ws_pong_timeout,
+                    headers: Vec::new(),
                 };
                 let a = if *secure {
                     WsAcceptor::bind_tls(url.authority(), need_tls(url)?, ws_options).await

@@ -24,6 +24,9 @@ enum Command {
     Demo(blerpc_cli::demo::DemoArgs),
     /// Serve the demo service (echo, flash_read, data_write, counter_stream, counter_upload).
     Serve(blerpc_cli::serve::ServeArgs),
+    /// Run a device gateway: devices dial in (or are reached over BLE), backends call them over
+    /// HTTP/JSON or end to end through a relayed link; a dashboard shows them.
+    Gateway(blerpc_cli::gateway::GatewayArgs),
     /// Call a command on a peripheral; the request and the response are JSON.
     Call(blerpc_cli::call::CallArgs),
     /// Upload a central→peripheral stream: one JSON item per line of stdin.
@@ -57,6 +60,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(if all_passed { ok } else { ExitCode::from(1) })
         }),
         Command::Serve(args) => blerpc_cli::serve::run_blocking(&args).map(|()| ok),
+        Command::Gateway(args) => runtime()?
+            .block_on(blerpc_cli::gateway::run(&args))
+            .map(|()| ok),
         Command::Call(args) => runtime()?
             .block_on(blerpc_cli::call::call(&args))
             .map(|()| ok),

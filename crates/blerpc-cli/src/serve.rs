@@ -17,6 +17,7 @@ use blerpc::known_keys::to_hex;
 use blerpc::link::tcp::TcpOptions;
 use blerpc::link::tls::TlsServerConfig;
 use blerpc::metrics::Metrics;
+use blerpc::server::Dispatch;
 use blerpc::{Server, ServerConfig};
 use blerpc_demo::{DemoLimits, DemoService, FlashImage, pb};
 use clap::Args;
@@ -29,9 +30,24 @@ use crate::link::{Address, ListenOptions, Listener};
 pub struct ServeArgs {
     /// Where to listen: tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT[/PATH],
     /// wss://HOST:PORT[/PATH], serial:///dev/ttyX, or ble:// (BLE peripheral). Port 0 picks a
-    /// free port; the `listening` line shows it.
-    #[arg(long, value_name = "URL")]
-    pub listen: String,
+    /// free port; the `listening` line shows it. Needed unless --dial is given.
+    #[arg(long, value_name = "URL", required_unless_present = "dial")]
+    pub listen: Option<String>,
+    /// Dial out instead of (or as well as) listening: connect to a device gateway at
+    /// tcp://, tls://, ws:// or wss:// and serve over that connection, reconnecting with capped
+    /// exponential backoff and jitter. Prints `dialling URL identity HEX`.
+    #[arg(long, value_name = "URL", conflicts_with = "workers")]
+    pub dial: Option<String>,
+    /// The longest wait between two dial attempts, in seconds (the first is 0.1 s, doubling,
+    /// each drawn between half and all of its value).
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    pub dial_backoff_max: f64,
+    /// The CA that signed the gateway's certificate (PEM), for --dial tls:// or wss://.
+    #[arg(long, value_name = "FILE", conflicts_with = "dial_tls_cert_pin")]
+    pub dial_tls_ca: Option<PathBuf>,
+    /// The gateway's own certificate (PEM), pinned, for --dial tls:// or wss://.
+    #[arg(long, value_name = "FILE")]
+    pub dial_tls_cert_pin: Option<PathBuf>,
     /// The identity seed file (64 hex digits, from `blerpc keygen`). Default: the file
     /// `blerpc keygen` writes by default ($XDG_CONFIG_HOME/blerpc/identity.key) if it exists,
     /// else a new key for this run only, which centrals cannot pin across restarts.
@@ -247,6 +263,20 @@ fn build_server_with(
     args: &ServeArgs,
     seed: Option<[u8; 32]>,
 ) -> anyhow::Result<(Server, Option<[u8; 32]>)> {
+    let built = build_servers(args, seed)?;
+    Ok((built.server, built.public))
+}
+
+/// The server `serve` runs, with what a second server on the same service needs.
+struct Built {
+    server: Server,
+    public: Option<[u8; 32]>,
+    /// The service, shared by every server of the process.
+    dispatch: Arc<dyn Dispatch>,
+    config: ServerConfig,
+}
+
+fn build_servers(args: &ServeArgs, seed: Option<[u8; 32]>) -> anyhow::Result<Built> {
     let mut flash = match &args.flash_image {
         Some(path) => FlashImage::from_file(path)?,
         None => {
@@ -310,10 +340,16 @@ fn build_server_with(
     config.peripheral.require_encryption = !args.plaintext;
     config.peripheral.setup_timeout = Some(Duration::from_secs_f64(args.setup_timeout));
     let service = DemoService::new(flash, DemoLimits::default());
-    let server = Server::new(pb::BlerpcServer::new(service), config)
+    let dispatch: Arc<dyn Dispatch> = Arc::new(pb::BlerpcServer::new(service));
+    let server = Server::new(dispatch.clone(), config.clone())
         .context("the server configuration is invalid")?;
     let public = server.identity_public();
-    Ok((server, public))
+    Ok(Built {
+        server,
+        public,
+        dispatch,
+        config,
+    })
 }
 
 /// Runs `blerpc serve` on a runtime of [`ServeArgs::runtime_threads`] threads (the current
@@ -338,7 +374,6 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
     if args.workers > 1 && !args.worker {
         return workers::run(args).await;
     }
-    let address: Address = args.listen.parse()?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsServerConfig::from_pem_files(cert, key)?),
         _ => None,
@@ -352,10 +387,24 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
     } else {
         load_announced(args)?
     };
-    let (server, public) = build_server_with(args, seed)?;
+    let built = build_servers(args, seed)?;
+    let (server, public) = (built.server.clone(), built.public);
     if let Some(addr) = args.metrics {
         serve_metrics(addr, server.metrics()).await?;
     }
+    let identity = public.map_or_else(|| "none".to_string(), |k| to_hex(&k));
+    let dialing = match &args.dial {
+        Some(url) => Some(start_dialing(args, url, built, &identity)?),
+        None => None,
+    };
+    let Some(listen) = &args.listen else {
+        shutdown_signal().await;
+        if let Some(d) = dialing {
+            d.abort();
+        }
+        return Ok(());
+    };
+    let address: Address = listen.parse()?;
     let listener = Listener::bind(
         &address,
         &ListenOptions {
@@ -377,15 +426,58 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
         },
     )
     .await?;
-    let identity = public.map_or_else(|| "none".to_string(), |k| to_hex(&k));
-    {
-        use std::io::Write as _;
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "listening {} identity {identity}", listener.url())
-            .and_then(|()| out.flush())
-            .context("cannot write to stdout")?;
-    }
+    print_line(&format!("listening {} identity {identity}", listener.url()))?;
     listener.serve(&server, shutdown_signal()).await
+}
+
+fn print_line(line: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .context("cannot write to stdout")
+}
+
+/// Starts `--dial URL` on a task of its own; prints `dialling URL identity HEX`.
+fn start_dialing(
+    args: &ServeArgs,
+    url: &str,
+    built: Built,
+    identity: &str,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let url: blerpc::link::url::LinkUrl = url.parse().context("--dial")?;
+    let tls = crate::link::tls_client_config(
+        args.dial_tls_ca.as_ref(),
+        args.dial_tls_cert_pin.as_ref(),
+        None,
+    )?;
+    let max = seconds("--dial-backoff-max", args.dial_backoff_max)?;
+    let backoff = blerpc::backoff::Backoff::new(Duration::from_millis(100), max);
+    let dialer = dial::Dialer {
+        url: url.clone(),
+        tls,
+    };
+    let mut config = built.config.clone();
+    // The gateway learns from CAPABILITIES that this connection answers `blerpc.relay`.
+    config.peripheral.relay = true;
+    let on_gateway = move |dispatch| {
+        Server::new(dispatch, config).context("the server configuration is invalid")
+    };
+    print_line(&format!("dialling {url} identity {identity}"))?;
+    Ok(tokio::spawn(async move {
+        if let Err(e) = dial::run(
+            dialer,
+            built.server,
+            on_gateway,
+            built.dispatch,
+            backoff,
+            std::future::pending(),
+        )
+        .await
+        {
+            tracing::error!("dialling stopped: {e:#}");
+        }
+    }))
 }
 
 /// `--max-connection-rate`: `None` for 0, else the rate with bursts of twice as many.
@@ -477,6 +569,7 @@ pub async fn shutdown_signal() {
     }
 }
 
+mod dial;
 mod workers;
 
 #[cfg(test)]
@@ -503,7 +596,11 @@ mod tests {
         let key = dir.path().join("id.key");
         identity::store(&key, &seed, false).unwrap();
         let mut args = ServeArgs {
-            listen: "tcp://127.0.0.1:0".into(),
+            listen: Some("tcp://127.0.0.1:0".into()),
+            dial: None,
+            dial_backoff_max: 5.0,
+            dial_tls_ca: None,
+            dial_tls_cert_pin: None,
             identity: Some(key),
             plaintext: false,
             tls_cert: None,

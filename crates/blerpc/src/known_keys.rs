@@ -162,6 +162,48 @@ impl KnownKeysFile {
         written.map_err(|e| self.io(e))
     }
 
+    /// Every pin in the file, by device id; fails on the first entry that is not a key (a
+    /// missing file has none). What an allow-list of keys (the device gateway's known devices)
+    /// reads once at start.
+    pub fn entries(&self) -> Result<BTreeMap<String, [u8; 32]>, KnownKeysError> {
+        self.load()?
+            .into_iter()
+            .map(|(id, hex)| match parse_key(&hex) {
+                Some(key) => Ok((id, key)),
+                None => Err(self.bad_entry(&id)),
+            })
+            .collect()
+    }
+
+    /// Pins every `(device id, key)` of `pins` in one read-modify-write under the lock (what
+    /// [`KnownKeys::put`] does for one): a pin already there with the same key is kept, one
+    /// with a different key fails the whole batch with [`KnownKeysError::Conflict`] and
+    /// nothing is written.
+    pub fn put_all(&self, pins: &[(String, [u8; 32])]) -> Result<(), KnownKeysError> {
+        let _lock = self.lock()?;
+        let mut map = self.load()?;
+        let mut changed = false;
+        for (device_id, key) in pins {
+            match map.get(device_id) {
+                Some(existing) => match parse_key(existing) {
+                    Some(pinned) if pinned == *key => {}
+                    Some(_) => {
+                        return Err(KnownKeysError::Conflict {
+                            path: self.path.clone(),
+                            device_id: device_id.clone(),
+                        });
+                    }
+                    None => return Err(self.bad_entry(device_id)),
+                },
+                None => {
+                    map.insert(device_id.clone(), to_hex(key));
+                    changed = true;
+                }
+            }
+        }
+        if changed { self.store(&map) } else { Ok(()) }
+    }
+
     /// `.<name>.<pid>.<random>.tmp` next to the file: unique per process and per pin.
     fn temp_path(&self) -> PathBuf {
         let mut random = [0u8; 8];
@@ -309,6 +351,32 @@ mod tests {
         }
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains(&"01".repeat(32)));
+    }
+
+    #[test]
+    fn a_batch_of_pins_is_one_write_and_a_conflict_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("devices.json");
+        let store = KnownKeysFile::new(&path);
+        assert!(store.entries().unwrap().is_empty());
+        store
+            .put_all(&[("a".into(), [1; 32]), ("b".into(), [2; 32])])
+            .unwrap();
+        let all = store.entries().unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all["b"], [2; 32]);
+        // The same pins again: nothing changes; a different key for "a": nothing is written.
+        store.put_all(&[("a".into(), [1; 32])]).unwrap();
+        let e = store
+            .put_all(&[("c".into(), [3; 32]), ("a".into(), [9; 32])])
+            .unwrap_err();
+        assert!(matches!(e, KnownKeysError::Conflict { .. }), "{e}");
+        assert_eq!(store.entries().unwrap().len(), 2);
+        std::fs::write(&path, r#"{"x": "not a key"}"#).unwrap();
+        assert!(matches!(
+            store.entries().unwrap_err(),
+            KnownKeysError::Malformed { .. }
+        ));
     }
 
     #[test]

@@ -59,6 +59,7 @@
 //! Swap `mem::pair` for a link of `link::tcp`, `link::tls`, `link::ws`, `link::serial` or the BLE
 //! links to run the same code over a real transport.
 
+pub mod backoff;
 pub mod client;
 mod clock;
 mod driver;

@@ -185,7 +185,16 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// Counters at zero, registered under the `blerpc_` prefix.
     pub fn new() -> Arc<Metrics> {
+        Metrics::with_extra(|_| {})
+    }
+
+    /// [`Metrics::new`], with more metrics registered in the same registry by `register`
+    /// (under the same `blerpc_` prefix; use a sub-registry for a prefix of your own), so that
+    /// one [`Metrics::render`] gives a process's every series (the device gateway adds its
+    /// own this way).
+    pub fn with_extra(register: impl FnOnce(&mut Registry)) -> Arc<Metrics> {
         let mut registry = Registry::with_prefix("blerpc");
+        register(&mut registry);
         let accepted = Counter::default();
         let refused = Family::<ReasonLabel, Counter>::default();
         let closed = Family::<ReasonLabel, Counter>::default();
@@ -309,7 +318,10 @@ impl Metrics {
         self.penalties.get()
     }
 
-    fn warn_line(&self, key: &'static str, what: &str, peer: &str) {
+    /// A `warn` line `peer: what`, rate-limited per `key` as the server's own lines are (at most
+    /// 5 a second; the next line says how many were left out): for other components sharing
+    /// these metrics (the gateway's refusals).
+    pub fn warn_line(&self, key: &'static str, what: &str, peer: &str) {
         let now = Instant::now();
         let suppressed = {
             let Ok(mut log) = self.log.lock() else { return };

@@ -13,7 +13,7 @@ use crate::input::Cursor;
 fn methods() -> &'static [Method] {
     static METHODS: OnceLock<Vec<Method>> = OnceLock::new();
     METHODS.get_or_init(|| {
-        let schema = Schema::demo().unwrap();
+        let schema = Schema::demo();
         schema
             .commands()
             .iter()

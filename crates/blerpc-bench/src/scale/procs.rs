@@ -93,6 +93,11 @@ impl ServerProc {
             // The ping variant's connections speak WebSocket only (never bleRPC setup), and
             // the rounds hold them for minutes: no setup deadline for this test.
             .args(["--setup-timeout", "86400"])
+            // A storm of 100,000 genuine upgrades in a few seconds keeps more than the default
+            // 256 handshakes in progress per worker on 2 loaded cores; at the default the
+            // oldest are dropped for newcomers (the silent-socket defence), which resets
+            // genuine clients here. Sized for the storm, as a capacity deployment would be.
+            .args(["--max-handshakes", "8192"])
             .args(["--backlog", "65535"])
             .args(["--read-buffer", &read_buffer.to_string()])
             .args(["--flash-size", "4096"]);

@@ -214,7 +214,11 @@ fn stop(workers: &mut [Worker]) {
 
 /// Runs the parent of `--workers N`.
 pub(super) async fn run(args: &ServeArgs) -> anyhow::Result<()> {
-    let address: Address = args.listen.parse()?;
+    let address: Address = args
+        .listen
+        .as_deref()
+        .context("--workers needs --listen")?
+        .parse()?;
     let Address::Net(url) = &address else {
         bail!("--workers needs a tcp://, tls://, ws:// or wss:// address");
     };

@@ -5,7 +5,8 @@
 //!         +-------------+--------------+--------+
 //!         | max_request | max_response | flags  |      all u16 little-endian
 //!         +-------------+--------------+--------+
-//! flags: bit 0 = ENCRYPTION_SUPPORTED, bit 1 = LARGE_MESSAGES, bit 2 = LONG_CONTAINERS
+//! flags: bit 0 = ENCRYPTION_SUPPORTED, bit 1 = LARGE_MESSAGES, bit 2 = LONG_CONTAINERS,
+//! bit 3 = RELAY
 //!        (blerpc-rs extensions), bits 3..15 reserved (kept, not interpreted)
 //!
 //! large-message extension (a peripheral's reply with LARGE_MESSAGES set, 14 bytes):
@@ -53,6 +54,10 @@ impl CapabilityFlags {
     /// only when both the central's request and the peripheral's reply set it; no other byte
     /// changes.
     pub const LONG_CONTAINERS: Self = CapabilityFlags(0x0004);
+    /// Bit 3 (blerpc-rs extension, peripherals only): the peripheral answers the device
+    /// gateway's `blerpc.relay` command, opening a second connection for a relayed end-to-end
+    /// session on request. Informational: it changes nothing else on the wire.
+    pub const RELAY: Self = CapabilityFlags(0x0008);
     /// No flag set.
     pub const EMPTY: Self = CapabilityFlags(0);
 

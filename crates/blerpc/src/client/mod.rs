@@ -466,6 +466,13 @@ impl Client {
     pub fn is_closed(&self) -> bool {
         self.cmds.is_closed()
     }
+
+    /// Completes once the connection has closed (the link failed or closed, or
+    /// [`Client::close`]): what a holder of many connections (a gateway) waits on to notice a
+    /// peripheral going away without polling.
+    pub async fn closed(&self) {
+        self.cmds.closed().await
+    }
 }
 
 /// Cancels a call if the future or stream waiting for it is dropped.

@@ -66,6 +66,9 @@ pub struct WsOptions {
     /// A ping not followed by any frame from the peer within this time fails the link
     /// ([`LinkError::Io`] with `TimedOut`: the peer is gone). Default 30 s.
     pub pong_timeout: Duration,
+    /// Clients only: more headers for the upgrade request, e.g. `("Authorization", "Bearer
+    /// …")` for a device gateway's relayed link. Default none.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Default for WsOptions {
@@ -75,6 +78,7 @@ impl Default for WsOptions {
             path: None,
             ping_interval: Some(Duration::from_secs(60)),
             pong_timeout: Duration::from_secs(30),
+            headers: Vec::new(),
         }
     }
 }
@@ -223,14 +227,19 @@ async fn client_handshake(
     stream: WsStream,
     options: &WsOptions,
 ) -> Result<WsLink, LinkError> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+    use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
     let peer = url.to_string();
-    let (ws, _response) = tokio_tungstenite::client_async_with_config(
-        peer.as_str(),
-        stream,
-        Some(options.ws_config()),
-    )
-    .await
-    .map_err(|e| LinkError::Transport(format!("WebSocket handshake with {peer}: {e}")))?;
+    let mut request = peer.as_str().into_client_request().map_err(url_error)?;
+    for (name, value) in &options.headers {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(url_error)?;
+        let value = HeaderValue::from_str(value).map_err(url_error)?;
+        request.headers_mut().append(name, value);
+    }
+    let (ws, _response) =
+        tokio_tungstenite::client_async_with_config(request, stream, Some(options.ws_config()))
+            .await
+            .map_err(|e| LinkError::Transport(format!("WebSocket handshake with {peer}: {e}")))?;
     Ok(WsLink {
         ws,
         peer,

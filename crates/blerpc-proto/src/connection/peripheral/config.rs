@@ -90,6 +90,11 @@ pub struct PeripheralConfig {
     /// whatever `att_mtu`. Only for links that carry such PDUs (TCP, TLS, WebSocket, memory),
     /// never BLE. Default `false`; the `blerpc` runtime turns it on for stream links.
     pub long_containers: bool,
+    /// Announce [`CapabilityFlags::RELAY`](crate::wire::capabilities::CapabilityFlags::RELAY):
+    /// the application answers the device gateway's `blerpc.relay` command (it opens a relayed
+    /// connection on request). Changes nothing else in the protocol. Default `false`; `blerpc
+    /// serve --dial` sets it on its gateway connection.
+    pub relay: bool,
 }
 
 impl Default for PeripheralConfig {
@@ -112,6 +117,7 @@ impl Default for PeripheralConfig {
             max_outbox_bytes: 128 * 1024,
             large_messages: false,
             long_containers: false,
+            relay: false,
         }
     }
 }

@@ -199,11 +199,14 @@ where
     }
     /// The CAPABILITIES this peripheral advertises.
     pub fn capabilities(&self) -> Capabilities {
-        let flags = if self.identity.is_some() {
+        let mut flags = if self.identity.is_some() {
             CapabilityFlags::ENCRYPTION_SUPPORTED
         } else {
             CapabilityFlags::EMPTY
         };
+        if self.config.relay {
+            flags = flags | CapabilityFlags::RELAY;
+        }
         Capabilities {
             max_request: u16::try_from(self.config.max_request_len).unwrap_or(u16::MAX),
             max_response: u16::try_from(self.config.max_response_len).unwrap_or(u16::MAX),

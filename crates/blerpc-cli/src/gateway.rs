@@ -1,0 +1,318 @@
+//! `blerpc gateway`: devices dial in (or are reached over BLE), backends call them over HTTP
+//! (see the `blerpc-gateway` crate).
+//!
+//! Prints one line per listener to stdout once ready, for scripts and tests:
+//!
+//! ```text
+//! devices tcp://127.0.0.1:40731
+//! http http://127.0.0.1:8080
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use blerpc::link::guard::GuardConfig;
+use blerpc::link::tcp::TcpOptions;
+use blerpc::link::tls::TlsServerConfig;
+use blerpc_gateway::{Admission, Gateway, GatewayConfig};
+use blerpc_schema::Schema;
+use clap::Args;
+
+use crate::link::{Address, ListenOptions, Listener, TracedAcceptor};
+
+/// `blerpc gateway` options.
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    /// Where devices connect: tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT[/PATH],
+    /// wss://HOST:PORT[/PATH] (repeatable). Port 0 picks a free port; the `devices` lines show
+    /// them.
+    #[arg(long = "devices", value_name = "URL")]
+    pub devices: Vec<String>,
+    /// Where the HTTP API, the dashboard and /metrics listen.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub http: SocketAddr,
+    /// Serve HTTPS: the certificate chain (PEM).
+    #[arg(long, value_name = "FILE", requires = "http_tls_key")]
+    pub http_tls_cert: Option<PathBuf>,
+    /// Serve HTTPS: the private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "http_tls_cert")]
+    pub http_tls_key: Option<PathBuf>,
+    /// Certificate chain (PEM) of tls:// and wss:// device listeners.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of tls:// and wss:// device listeners.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The allow-list: a JSON object of device name → identity key hex (64 digits). Only
+    /// these devices are admitted (with --enroll: the file newcomers are recorded in).
+    #[arg(long, value_name = "FILE")]
+    pub known_devices: Option<PathBuf>,
+    /// Admit every device that completes the key exchange and record it in --known-devices
+    /// (default $XDG_CONFIG_HOME/blerpc/known_devices.json).
+    #[arg(long)]
+    pub enroll: bool,
+    /// Admit devices that connect without encryption (refused by default).
+    #[arg(long)]
+    pub allow_plaintext: bool,
+    /// The service schema: a .proto file or an encoded descriptor set. Default: the demo
+    /// service.
+    #[arg(long, value_name = "FILE")]
+    pub schema: Option<PathBuf>,
+    /// The service's full name in --schema (needed when it defines several).
+    #[arg(long, value_name = "NAME", requires = "schema")]
+    pub service: Option<String>,
+    /// Bearer tokens for the HTTP API, one per line (blank lines and lines starting with # are
+    /// skipped). Without it the API is open: only for loopback.
+    #[arg(long, value_name = "FILE")]
+    pub tokens: Option<PathBuf>,
+    /// The base URL devices dial for relayed links (ws://HOST:PORT or wss://...). Default:
+    /// the --http address.
+    #[arg(long, value_name = "URL")]
+    pub relay_url: Option<String>,
+    /// Calls in flight to one device (1 to 4); more wait in its queue.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub max_in_flight: usize,
+    /// Calls waiting for one device; more are refused with 429.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_queued: usize,
+    /// A call's deadline when the request gives none (Blerpc-Deadline-Ms), in ms.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub default_deadline_ms: u64,
+    /// The longest deadline a request may ask for, in ms.
+    #[arg(long, value_name = "MS", default_value_t = 300_000)]
+    pub max_deadline_ms: u64,
+    /// Seconds a device connection has to finish setup and the key exchange.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub setup_timeout: f64,
+    /// Device connections in setup at once; more are closed at once.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub max_pending_setups: usize,
+    /// Devices the gateway keeps records of.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub max_devices: usize,
+    /// Relayed links open at once.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_relays: usize,
+    /// New device connections one IP address may open per second, in bursts of
+    /// --connection-burst (devices behind one NAT share an address). 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = 1000.0)]
+    pub max_connection_rate: f64,
+    /// New device connections one IP address may open at once.
+    #[arg(long, value_name = "N", default_value_t = 2000.0)]
+    pub connection_burst: f64,
+    /// Seconds an address that ran its rate dry is refused. 0: no penalty.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub penalty: f64,
+    /// Keep this BLE peripheral connected (name or address; repeatable; needs the
+    /// ble-central feature).
+    #[arg(long, value_name = "NAME|ADDRESS")]
+    pub ble: Vec<String>,
+}
+
+fn tokens(path: &PathBuf) -> anyhow::Result<Vec<String>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--tokens {}: cannot read it", path.display()))?;
+    let tokens: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect();
+    if tokens.is_empty() {
+        bail!("--tokens {}: the file has no token", path.display());
+    }
+    if let Some(short) = tokens.iter().find(|t| t.len() < 16) {
+        bail!(
+            "--tokens {}: a token of {} characters is too short to resist guessing (use 16 or more)",
+            path.display(),
+            short.len()
+        );
+    }
+    Ok(tokens)
+}
+
+fn default_known_devices() -> PathBuf {
+    blerpc::known_keys::KnownKeysFile::default_path().with_file_name("known_devices.json")
+}
+
+/// The gateway's configuration from the command line.
+pub fn config(args: &GatewayArgs) -> anyhow::Result<(GatewayConfig, Schema, GuardConfig)> {
+    let admission = match (&args.known_devices, args.enroll) {
+        (Some(p), false) => Admission::AllowList(p.clone()),
+        (Some(p), true) => Admission::Enroll(p.clone()),
+        (None, true) => Admission::Enroll(default_known_devices()),
+        (None, false) => bail!(
+            "say who may connect: --known-devices FILE (an allow-list of device keys) or --enroll (admit and record every device)"
+        ),
+    };
+    let schema = match &args.schema {
+        Some(path) => Schema::load(path, args.service.as_deref())?,
+        None => Schema::demo(),
+    };
+    if !(args.setup_timeout.is_finite() && args.setup_timeout > 0.0) {
+        bail!("--setup-timeout must be a positive number of seconds");
+    }
+    let tokens = match &args.tokens {
+        Some(p) => tokens(p)?,
+        None => Vec::new(),
+    };
+    let config = GatewayConfig {
+        admission,
+        allow_plaintext: args.allow_plaintext,
+        setup_timeout: Duration::from_secs_f64(args.setup_timeout),
+        max_in_flight: args.max_in_flight,
+        max_queued: args.max_queued,
+        default_deadline: Duration::from_millis(args.default_deadline_ms),
+        max_deadline: Duration::from_millis(args.max_deadline_ms),
+        max_devices: args.max_devices,
+        max_pending_setups: args.max_pending_setups.max(1),
+        max_relays: args.max_relays,
+        relay_base: args.relay_url.clone(),
+        tokens,
+        ..GatewayConfig::default()
+    };
+    let rate = (args.max_connection_rate > 0.0).then_some(blerpc::link::guard::Rate {
+        per_second: args.max_connection_rate,
+        burst: args.connection_burst.max(1.0),
+    });
+    let guard = GuardConfig {
+        rate,
+        penalty: Duration::from_secs_f64(args.penalty.max(0.0)),
+        ..GuardConfig::default()
+    };
+    Ok((config, schema, guard))
+}
+
+/// Runs `blerpc gateway` until Ctrl-C or SIGTERM.
+pub async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
+    let (mut config, schema, guard) = config(args)?;
+    let _ = crate::os::raise_nofile_limit();
+    let http = tokio::net::TcpListener::bind(args.http)
+        .await
+        .with_context(|| format!("--http {}: cannot listen", args.http))?;
+    let http_addr = http.local_addr()?;
+    let http_tls = match (&args.http_tls_cert, &args.http_tls_key) {
+        (Some(c), Some(k)) => Some(TlsServerConfig::from_pem_files(c, k)?),
+        _ => None,
+    };
+    let scheme = if http_tls.is_some() { "https" } else { "http" };
+    if config.relay_base.is_none() {
+        let ws = if http_tls.is_some() { "wss" } else { "ws" };
+        config.relay_base = Some(format!("{ws}://{http_addr}"));
+    }
+    if config.tokens.is_empty() && !http_addr.ip().is_loopback() {
+        eprintln!(
+            "blerpc: warning: the HTTP API on {http_addr} has no --tokens: anyone who reaches it can call every device"
+        );
+    }
+    let gateway = Gateway::with_schema(config, schema, guard)?;
+    let device_tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(c), Some(k)) => Some(TlsServerConfig::from_pem_files(c, k)?),
+        _ => None,
+    };
+    let mut lines = Vec::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    for url in &args.devices {
+        let address: Address = url.parse().with_context(|| format!("--devices {url}"))?;
+        let listener = Listener::bind(
+            &address,
+            &ListenOptions {
+                tls: device_tls.clone(),
+                tcp: TcpOptions {
+                    metrics: Some(gateway.metrics().server.clone()),
+                    ..TcpOptions::default()
+                },
+                ..ListenOptions::default()
+            },
+        )
+        .await?;
+        lines.push(format!("devices {}", listener.url()));
+        let gateway = gateway.clone();
+        tasks.spawn(async move {
+            let result = match listener {
+                Listener::Tcp(a, _) => {
+                    gateway
+                        .serve_devices(TracedAcceptor(a), crate::serve::shutdown_signal())
+                        .await
+                }
+                Listener::Tls(a, _) => {
+                    gateway
+                        .serve_devices(TracedAcceptor(a), crate::serve::shutdown_signal())
+                        .await
+                }
+                Listener::Ws(a, _) => {
+                    gateway
+                        .serve_devices(TracedAcceptor(a), crate::serve::shutdown_signal())
+                        .await
+                }
+                #[allow(unreachable_patterns)]
+                _ => Err(std::io::Error::other(
+                    "devices connect over tcp://, tls://, ws:// or wss://",
+                )),
+            };
+            result.map_err(anyhow::Error::from)
+        });
+    }
+    for name in &args.ble {
+        tasks.spawn(keep_ble(gateway.clone(), name.clone()));
+    }
+    if args.devices.is_empty() && args.ble.is_empty() {
+        bail!("give at least one --devices URL (or --ble NAME) for devices to connect to");
+    }
+    lines.push(format!("http {scheme}://{http_addr}"));
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        for l in &lines {
+            writeln!(out, "{l}").context("cannot write to stdout")?;
+        }
+        out.flush().context("cannot write to stdout")?;
+    }
+    let http_task = match http_tls {
+        Some(tls) => tokio::spawn(blerpc_gateway::http::serve_tls(
+            gateway.clone(),
+            http,
+            tls.rustls().clone(),
+            crate::serve::shutdown_signal(),
+        )),
+        None => tokio::spawn(blerpc_gateway::http::serve(
+            gateway.clone(),
+            http,
+            crate::serve::shutdown_signal(),
+        )),
+    };
+    tokio::select! {
+        r = http_task => r.context("the HTTP server stopped")?.context("the HTTP server failed")?,
+        Some(r) = tasks.join_next() => r.context("a device listener stopped")??,
+    }
+    Ok(())
+}
+
+#[cfg(feature = "ble-central")]
+async fn keep_ble(gateway: Gateway, name: String) -> anyhow::Result<()> {
+    use blerpc::link::ble::central::{BleCentralLink, BleCentralOptions};
+    let mut options = BleCentralOptions::default();
+    if name.len() == 17 && name.matches(':').count() == 5 || name.len() == 36 {
+        options.address = Some(name.clone());
+    } else {
+        options.name = Some(name.clone());
+    }
+    gateway
+        .keep_connected(
+            &name,
+            move || BleCentralLink::connect(options.clone()),
+            blerpc_gateway::devices::default_backoff(),
+            crate::serve::shutdown_signal(),
+        )
+        .await;
+    Ok(())
+}
+
+#[cfg(not(feature = "ble-central"))]
+async fn keep_ble(_: Gateway, name: String) -> anyhow::Result<()> {
+    bail!(
+        "--ble {name}: this blerpc was built without ble-central; rebuild with `cargo build -p blerpc-cli --features ble-central`"
+    )
+}

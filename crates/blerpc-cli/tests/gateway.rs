@@ -1,0 +1,534 @@
+//! `blerpc gateway` as users run it: real processes on loopback. Devices dial in
+//! (`blerpc serve --dial` over TCP and WebSocket, and a device on the reference Python library),
+//! backends call them over HTTP, a backend's own central reaches one end to end through the
+//! relay, and the gateway restarts under them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+#[path = "common/http.rs"]
+mod http;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{Proc, blerpc, repo, run, venv_python};
+
+const TOKEN: &str = "test-token-0123456789abcdef";
+
+struct Gateway {
+    /// The process, killed when the value is dropped.
+    _proc: Proc,
+    /// `HOST:PORT` of the HTTP API.
+    http: String,
+    /// The device listeners' URLs, in the order given.
+    devices: Vec<String>,
+}
+
+fn gateway(args: &[&str]) -> Gateway {
+    let mut cmd = blerpc();
+    cmd.arg("gateway").args(args);
+    let mut proc = Proc::spawn(cmd, "blerpc gateway");
+    let mut devices = Vec::new();
+    loop {
+        let line = proc.line();
+        if let Some(url) = line.strip_prefix("devices ") {
+            devices.push(url.to_string());
+        } else if let Some(url) = line.strip_prefix("http http://") {
+            return Gateway {
+                _proc: proc,
+                http: url.to_string(),
+                devices,
+            };
+        } else {
+            panic!("unexpected gateway line: {line}");
+        }
+    }
+}
+
+/// `blerpc serve --dial URL` with the identity in `key_file`; returns the process and its key.
+fn dial_device(url: &str, key_file: &Path, more: &[&str]) -> (Proc, String) {
+    let mut cmd = blerpc();
+    cmd.arg("serve")
+        .arg("--dial")
+        .arg(url)
+        .arg("--identity")
+        .arg(key_file)
+        .args(more);
+    let mut p = Proc::spawn(cmd, "blerpc serve --dial");
+    let line = p.line();
+    let parts: Vec<&str> = line.split(' ').collect();
+    assert!(
+        parts.len() == 4 && parts[0] == "dialling" && parts[2] == "identity",
+        "unexpected line: {line}"
+    );
+    let key = parts[3].to_string();
+    (p, key)
+}
+
+fn keygen(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let done = run(
+        {
+            let mut c = blerpc();
+            c.arg("keygen").arg("--out").arg(&path);
+            c
+        },
+        "",
+    );
+    assert!(done.status.success(), "keygen: {}", done.stderr);
+    path
+}
+
+/// A device on the reference Python library dialling `addr` (`HOST:PORT`).
+fn python_device(addr: &str, seed: &str) -> (Proc, String) {
+    let mut cmd = Command::new(venv_python());
+    cmd.arg(repo().join("tools/interop/peripheral.py"))
+        .arg("--dial")
+        .arg(addr)
+        .arg("--seed")
+        .arg(seed);
+    let mut p = Proc::spawn(cmd, "reference peripheral --dial");
+    let line = p.line();
+    let parts: Vec<&str> = line.split(' ').collect();
+    assert_eq!(parts[0], "DIALLING", "unexpected line: {line}");
+    (p, parts[2].to_string())
+}
+
+fn devices(http: &str) -> serde_json::Value {
+    let r = http::get(http, "/v1/devices", Some(TOKEN));
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
+}
+
+fn status_of(http: &str, id: &str) -> Option<String> {
+    devices(http)["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == id)
+        .map(|d| d["status"].as_str().unwrap().to_string())
+}
+
+/// Waits until `id` has `status`, within `limit`; returns how long it took.
+fn wait_status(http: &str, id: &str, status: &str, limit: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        if status_of(http, id).as_deref() == Some(status) {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < limit,
+            "device {id} not {status} within {limit:?}: {}",
+            devices(http)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn call(http: &str, id: &str, command: &str, body: &str) -> http::Response {
+    http::post(
+        http,
+        &format!("/v1/devices/{id}/calls/{command}"),
+        TOKEN,
+        &[("Content-Type", "application/json")],
+        body,
+    )
+}
+
+fn tokens_file(dir: &Path) -> PathBuf {
+    let p = dir.join("tokens");
+    std::fs::write(&p, format!("# backends\n{TOKEN}\n")).unwrap();
+    p
+}
+
+fn host_port(url: &str) -> String {
+    url.split("://")
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn devices_dial_in_and_backends_call_them_over_http_and_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let known = dir.path().join("devices.json");
+    let tokens = tokens_file(dir.path());
+    let gw = gateway(&[
+        "--devices",
+        "tcp://127.0.0.1:0",
+        "--devices",
+        "ws://127.0.0.1:0/devices",
+        "--http",
+        "127.0.0.1:0",
+        "--enroll",
+        "--known-devices",
+        known.to_str().unwrap(),
+        "--tokens",
+        tokens.to_str().unwrap(),
+    ]);
+    let (tcp_url, ws_url) = (gw.devices[0].clone(), gw.devices[1].clone());
+    let (a, key_a) = dial_device(&tcp_url, &keygen(dir.path(), "a.key"), &[]);
+    let (b, key_b) = dial_device(&ws_url, &keygen(dir.path(), "b.key"), &[]);
+    let (_c, key_c) = python_device(&host_port(&tcp_url), &"5c".repeat(32));
+    let http = gw.http.clone();
+    for id in [&key_a, &key_b, &key_c] {
+        wait_status(&http, id, "online", Duration::from_secs(15));
+    }
+    let listed = devices(&http);
+    assert_eq!(listed["connected"], 3, "{listed}");
+    let link_of = |id: &str| {
+        listed["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["id"] == id)
+            .unwrap()["link"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(link_of(&key_a), "tcp");
+    assert_eq!(link_of(&key_b), "ws");
+
+    // Unary calls to every device, JSON in and out.
+    for id in [&key_a, &key_b, &key_c] {
+        let r = call(&http, id, "echo", r#"{"message":"hi gateway"}"#);
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        assert_eq!(r.json(), serde_json::json!({"message": "hi gateway"}));
+        let r = call(&http, id, "flash_read", r#"{"address":16,"length":4}"#);
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json()["address"], 16);
+    }
+
+    // A device→caller stream as NDJSON, and as server-sent events.
+    let r = call(&http, &key_a, "counter_stream", r#"{"count":5}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/x-ndjson"));
+    let items: Vec<serde_json::Value> = r
+        .text()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(items.len(), 5, "{}", r.text());
+    for (i, item) in items.iter().enumerate() {
+        assert_eq!(item["seq"], i);
+    }
+    let r = http::post(
+        &http,
+        &format!("/v1/devices/{key_c}/calls/counter_stream"),
+        TOKEN,
+        &[("Accept", "text/event-stream")],
+        r#"{"count":3}"#,
+    );
+    assert_eq!(r.status, 200);
+    let text = r.text();
+    let data: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|l| l.trim())
+        .collect();
+    assert_eq!(data.len(), 3, "{text}");
+    assert!(data[2].contains(r#""seq":2"#), "{text}");
+
+    // A caller→device stream from an NDJSON body.
+    for id in [&key_b, &key_c] {
+        let r = http::post(
+            &http,
+            &format!("/v1/devices/{id}/calls/counter_upload"),
+            TOKEN,
+            &[("Content-Type", "application/x-ndjson")],
+            "{\"seq\":0,\"value\":1}\n{\"seq\":1,\"value\":2}\n\n{\"seq\":2,\"value\":3}",
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json()["received_count"], 3, "{}", r.text());
+    }
+
+    // Every failure has its own status, as a problem.
+    let problem = |r: &http::Response, status: u16, kind: &str| {
+        assert_eq!(r.status, status, "{}", r.text());
+        assert_eq!(r.header("content-type"), Some("application/problem+json"));
+        assert_eq!(
+            r.json()["type"],
+            format!("urn:blerpc:problem:{kind}"),
+            "{}",
+            r.text()
+        );
+    };
+    problem(&call(&http, &key_a, "reboot", "{}"), 400, "unknown_command");
+    problem(
+        &call(&http, &key_a, "echo", r#"{"mesage":"x"}"#),
+        400,
+        "bad_request",
+    );
+    problem(
+        &call(&http, &"00".repeat(32), "echo", "{}"),
+        404,
+        "unknown_device",
+    );
+    problem(
+        &call(
+            &http,
+            &key_a,
+            "flash_read",
+            r#"{"address":4000000,"length":4}"#,
+        ),
+        502,
+        "device_error",
+    );
+    problem(&http::get(&http, "/v1/devices", None), 401, "unauthorized");
+    problem(
+        &http::get(&http, "/v1/devices", Some("wrong-token-0123456789")),
+        401,
+        "unauthorized",
+    );
+    let r = http::post(
+        &http,
+        &format!("/v1/devices/{key_a}/calls/echo"),
+        TOKEN,
+        &[("Blerpc-Deadline-Ms", "soon")],
+        "{}",
+    );
+    problem(&r, 400, "bad_request");
+
+    // End to end through the gateway: our own central, pinned to the device's key.
+    let relay = |id: &str, trust: &str| {
+        let mut c = blerpc();
+        c.args([
+            "call",
+            "--connect",
+            &format!("ws://{http}/v1/devices/{id}/link"),
+            "--trust-key",
+            trust,
+            "--bearer",
+            TOKEN,
+            "echo",
+            r#"{"message":"end to end"}"#,
+        ]);
+        run(c, "")
+    };
+    let done = relay(&key_a, &key_a);
+    assert!(
+        done.status.success(),
+        "relayed call failed: {}",
+        done.stderr
+    );
+    assert_eq!(done.stdout.trim(), r#"{"message":"end to end"}"#);
+    let done = relay(&key_b, &key_b);
+    assert!(
+        done.status.success(),
+        "relayed call over ws failed: {}",
+        done.stderr
+    );
+    // The gateway (or anyone on the path) cannot pose as another device.
+    let done = relay(&key_a, &key_b);
+    assert!(!done.status.success());
+    assert!(done.stderr.contains("trust-key"), "{}", done.stderr);
+    // A device on the reference library cannot open a second connection: a clear refusal.
+    let done = relay(&key_c, &key_c);
+    assert!(!done.status.success());
+    assert!(done.stderr.contains("501"), "{}", done.stderr);
+
+    // Deadline: a device that stops answering.
+    let pid = a.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let r = http::post(
+        &http,
+        &format!("/v1/devices/{key_a}/calls/echo"),
+        TOKEN,
+        &[("Blerpc-Deadline-Ms", "300")],
+        r#"{"message":"anyone?"}"#,
+    );
+    assert!(
+        Command::new("kill")
+            .args(["-CONT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    problem(&r, 504, "deadline");
+    let r = call(&http, &key_a, "echo", r#"{"message":"back"}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    // A device that goes away: offline within seconds, then 503.
+    drop(b);
+    let took = wait_status(&http, &key_b, "offline", Duration::from_secs(10));
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    problem(&call(&http, &key_b, "echo", "{}"), 503, "not_connected");
+
+    // The metrics count it all.
+    let m = http::get(&http, "/metrics", Some(TOKEN));
+    assert_eq!(m.status, 200);
+    let text = m.text();
+    for line in [
+        "blerpc_gateway_devices_connected 2",
+        r#"blerpc_gateway_calls_total{status="not_connected"} 1"#,
+        r#"blerpc_gateway_calls_total{status="deadline"} 1"#,
+        // a, b, and a again with the wrong pin (its own key exchange fails, at the backend)
+        r#"blerpc_gateway_relays_total{outcome="opened"} 3"#,
+        r#"blerpc_gateway_relays_total{outcome="unsupported"} 1"#,
+    ] {
+        assert!(text.contains(line), "{line} missing:\n{text}");
+    }
+    // Enrolment recorded the three devices.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let recorded = std::fs::read_to_string(&known).unwrap_or_default();
+        if [&key_a, &key_b, &key_c]
+            .iter()
+            .all(|k| recorded.contains(k.as_str()))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not recorded: {recorded}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(gw);
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn the_gateway_restarts_and_its_devices_come_back_within_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens_file(dir.path());
+    let (a_key, b_key) = (keygen(dir.path(), "a.key"), keygen(dir.path(), "b.key"));
+    let stranger = keygen(dir.path(), "stranger.key");
+    let known = dir.path().join("devices.json");
+    let (dev_port, http_port) = (free_port(), free_port());
+    let devices_url = format!("tcp://127.0.0.1:{dev_port}");
+    let http_addr = format!("127.0.0.1:{http_port}");
+    let start = |admission: &[&str]| {
+        let mut args = vec![
+            "--devices",
+            &devices_url,
+            "--http",
+            &http_addr,
+            "--tokens",
+            tokens.to_str().unwrap(),
+            "--known-devices",
+            known.to_str().unwrap(),
+        ];
+        args.extend_from_slice(admission);
+        gateway(&args)
+    };
+    // Enrol two devices.
+    let gw = start(&["--enroll"]);
+    let (_a, ka) = dial_device(&devices_url, &a_key, &[]);
+    let (_b, kb) = dial_device(&devices_url, &b_key, &[]);
+    for k in [&ka, &kb] {
+        wait_status(&gw.http, k, "online", Duration::from_secs(15));
+    }
+    // Recorded before the restart.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !std::fs::read_to_string(&known)
+        .unwrap_or_default()
+        .contains(kb.as_str())
+    {
+        assert!(Instant::now() < deadline, "enrolment not recorded");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(gw);
+    // Down: a clear refusal, not a hang.
+    let refused =
+        std::net::TcpStream::connect_timeout(&http_addr.parse().unwrap(), Duration::from_secs(2));
+    assert!(refused.is_err());
+    std::thread::sleep(Duration::from_millis(500));
+    // Back, with the enrolled devices as its allow-list.
+    let back = Instant::now();
+    let gw = start(&[]);
+    for k in [&ka, &kb] {
+        wait_status(&gw.http, k, "online", Duration::from_secs(10));
+    }
+    assert!(
+        back.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        back.elapsed()
+    );
+    for k in [&ka, &kb] {
+        let r = call(&gw.http, k, "echo", &format!(r#"{{"message":"{k}"}}"#));
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json()["message"], k.as_str());
+    }
+    // A device not on the allow-list is refused, and counted.
+    let (_s, ks) = dial_device(&devices_url, &stranger, &[]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let m = http::get(&gw.http, "/metrics", Some(TOKEN)).text();
+        if m.contains(r#"blerpc_gateway_devices_refused_total{reason="not_allowed"}"#) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the stranger was not refused:\n{m}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(status_of(&gw.http, &ks), None);
+    let r = call(&gw.http, &ks, "echo", "{}");
+    assert_eq!(r.status, 404, "{}", r.text());
+}
+
+#[test]
+fn plaintext_devices_are_refused_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens_file(dir.path());
+    for allow in [false, true] {
+        let mut args = vec![
+            "--devices",
+            "tcp://127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--enroll",
+            "--tokens",
+            tokens.to_str().unwrap(),
+        ];
+        let known = dir.path().join(format!("devices-{allow}.json"));
+        args.extend(["--known-devices", known.to_str().unwrap()]);
+        if allow {
+            args.push("--allow-plaintext");
+        }
+        let gw = gateway(&args);
+        let mut cmd = blerpc();
+        cmd.args(["serve", "--dial", &gw.devices[0], "--plaintext"]);
+        let mut device = Proc::spawn(cmd, "plaintext device");
+        assert!(device.line().starts_with("dialling "));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let listed = devices(&gw.http);
+            let n = listed["connected"].as_u64().unwrap();
+            if allow && n == 1 {
+                let id = listed["devices"][0]["id"].as_str().unwrap().to_string();
+                assert!(id.starts_with("plain-tcp-127.0.0.1-"), "{id}");
+                let r = call(&gw.http, &id, "echo", r#"{"message":"clear"}"#);
+                assert_eq!(r.status, 200, "{}", r.text());
+                break;
+            }
+            if !allow {
+                let m = http::get(&gw.http, "/metrics", Some(TOKEN)).text();
+                if m.contains(r#"blerpc_gateway_devices_refused_total{reason="plaintext"}"#) {
+                    assert_eq!(n, 0);
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "allow={allow}: {listed}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! Which devices may connect: an allow-list of identity keys, or enrolment that records every
+//! newcomer.
+//!
+//! The known-devices file has the format of `known_keys.json` (a JSON object of name → Ed25519
+//! public key hex) and is read and written by the runtime's
+//! [`KnownKeysFile`](blerpc::known_keys::KnownKeysFile): written under its lock, atomically,
+//! mode 0600. A device's id is its key in hex; the name is what people call it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+use std::time::Duration;
+
+use blerpc::known_keys::{KnownKeysError, KnownKeysFile, to_hex};
+use tokio::sync::mpsc;
+
+use crate::config::Admission;
+
+/// Why a device was not admitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Its key is not on the allow-list.
+    NotAllowed,
+    /// It connected without encryption, and plaintext devices are not allowed.
+    Plaintext,
+}
+
+impl Refusal {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::NotAllowed => "not_allowed",
+            Refusal::Plaintext => "plaintext",
+        }
+    }
+}
+
+/// The admission policy in force, with the keys it knows.
+#[derive(Debug)]
+pub struct KnownDevices {
+    enroll: Option<mpsc::UnboundedSender<(String, [u8; 32])>>,
+    open: bool,
+    names: RwLock<HashMap<[u8; 32], String>>,
+    path: Option<PathBuf>,
+}
+
+impl KnownDevices {
+    /// Reads the allow-list (or the enrolment file, which may not exist yet). With
+    /// [`Admission::Enroll`] a task records newcomers in the file, a batch at a time: call it
+    /// inside a tokio runtime.
+    pub fn load(admission: &Admission) -> Result<KnownDevices, KnownKeysError> {
+        let (path, enroll, open) = match admission {
+            Admission::AllowList(p) => {
+                if !p.exists() {
+                    return Err(KnownKeysError::Io {
+                        path: p.clone(),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            "the known-devices file does not exist (create it, or use --enroll to record devices as they connect)",
+                        ),
+                    });
+                }
+                (Some(p.clone()), false, false)
+            }
+            Admission::Enroll(p) => (Some(p.clone()), true, true),
+            Admission::Open => (None, false, true),
+        };
+        let mut names = HashMap::new();
+        if let Some(p) = &path {
+            for (name, key) in KnownKeysFile::new(p).entries()? {
+                names.insert(key, name);
+            }
+        }
+        let enroll = match (&path, enroll) {
+            (Some(p), true) => Some(spawn_recorder(p)),
+            _ => None,
+        };
+        Ok(KnownDevices {
+            enroll,
+            open,
+            names: RwLock::new(names),
+            path,
+        })
+    }
+
+    /// The known keys and their names (what the registry starts with).
+    pub fn all(&self) -> Vec<([u8; 32], String)> {
+        let names = self.names.read().unwrap_or_else(|e| e.into_inner());
+        names.iter().map(|(k, n)| (*k, n.clone())).collect()
+    }
+
+    /// The file the policy reads (and, enrolling, writes).
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Admits the device with identity `key`, returning its name; under enrolment a newcomer
+    /// is given a name and recorded.
+    pub fn admit(&self, key: &[u8; 32]) -> Result<Option<String>, Refusal> {
+        if let Some(name) = self
+            .names
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+        {
+            return Ok(Some(name.clone()));
+        }
+        if !self.open {
+            return Err(Refusal::NotAllowed);
+        }
+        let Some(recorder) = &self.enroll else {
+            return Ok(None);
+        };
+        let hex = to_hex(key);
+        let name = format!("device-{}", &hex[..8]);
+        let mut names = self.names.write().unwrap_or_else(|e| e.into_inner());
+        let name = names.entry(*key).or_insert_with(|| {
+            let _ = recorder.send((name.clone(), *key));
+            tracing::info!(device = %hex, %name, "enrolled a new device");
+            name
+        });
+        Ok(Some(name.clone()))
+    }
+}
+
+/// The task that writes enrolled devices to the file, every newcomer of a second in one write.
+fn spawn_recorder(path: &Path) -> mpsc::UnboundedSender<(String, [u8; 32])> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<(String, [u8; 32])>();
+    let file = KnownKeysFile::new(path);
+    tokio::spawn(async move {
+        while let Some(first) = rx.recv().await {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let mut batch = vec![first];
+            while let Ok(next) = rx.try_recv() {
+                batch.push(next);
+            }
+            let file = file.clone();
+            let written =
+                tokio::task::spawn_blocking(move || file.put_all(&batch).map(|()| batch.len()))
+                    .await;
+            match written {
+                Ok(Ok(n)) => tracing::debug!("recorded {n} enrolled devices"),
+                Ok(Err(e)) => tracing::warn!("cannot record enrolled devices: {e}"),
+                Err(e) => tracing::warn!("cannot record enrolled devices: {e}"),
+            }
+        }
+    });
+    tx
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn an_allow_list_admits_its_keys_by_name_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("devices.json");
+        std::fs::write(&path, format!("{{\"kitchen\": \"{}\"}}", "ab".repeat(32))).unwrap();
+        let k = KnownDevices::load(&Admission::AllowList(path.clone())).unwrap();
+        assert_eq!(k.admit(&[0xab; 32]), Ok(Some("kitchen".into())));
+        assert_eq!(k.admit(&[1; 32]), Err(Refusal::NotAllowed));
+        let e = KnownDevices::load(&Admission::AllowList(dir.path().join("none.json")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--enroll"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn enrolment_names_and_records_newcomers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("devices.json");
+        let k = KnownDevices::load(&Admission::Enroll(path.clone())).unwrap();
+        let name = k.admit(&[0x12; 32]).unwrap().unwrap();
+        assert_eq!(name, "device-12121212");
+        assert_eq!(k.admit(&[0x12; 32]).unwrap().unwrap(), name);
+        // Written within the batch second; a new allow-list on the file admits exactly it.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !path.exists() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let again = KnownDevices::load(&Admission::AllowList(path)).unwrap();
+        assert_eq!(again.admit(&[0x12; 32]), Ok(Some(name)));
+        assert_eq!(again.admit(&[0x13; 32]), Err(Refusal::NotAllowed));
+    }
+}

@@ -1,0 +1,91 @@
+//! Every limit and policy of a gateway, with its default.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Who may connect as a device.
+#[derive(Clone, Debug)]
+pub enum Admission {
+    /// Only the devices whose identity key is in the known-devices file (a JSON object of
+    /// name → Ed25519 public key hex, the format of `known_keys.json`); read at start.
+    AllowList(PathBuf),
+    /// Every device that completes the key exchange is admitted and recorded in the file (as
+    /// `"device-<first 8 hex digits>": "<key>"`, batched) so that a later start with
+    /// [`Admission::AllowList`] on the same file admits exactly them.
+    Enroll(PathBuf),
+    /// Every device that completes the key exchange is admitted, and nothing is recorded
+    /// (tests and benchmarks).
+    Open,
+}
+
+/// Configuration of a [`Gateway`](crate::Gateway).
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    /// Who may connect as a device. Default: [`Admission::Open`] (the CLI requires a choice).
+    pub admission: Admission,
+    /// Admit devices that connect without encryption (their id is then `plain-` and the link's
+    /// peer id, which is stable only for BLE addresses). Default `false`: such a device is
+    /// refused.
+    pub allow_plaintext: bool,
+    /// A device connection must finish setup and the key exchange within this time, or it is
+    /// closed. Default 10 s.
+    pub setup_timeout: Duration,
+    /// Device connections in setup (before the key exchange completes) at once; a newcomer
+    /// beyond it is closed at once. Default 4,096.
+    pub max_pending_setups: usize,
+    /// Calls in flight to one device at once; beyond it calls wait in a first-come first-served
+    /// queue. At most the runtime's [`MAX_CALLS_IN_FLIGHT`](blerpc::client::MAX_CALLS_IN_FLIGHT)
+    /// (4). Default 4.
+    pub max_in_flight: usize,
+    /// Calls waiting for one device beyond `max_in_flight`; more are refused with 429. Default 64.
+    pub max_queued: usize,
+    /// A call's deadline when the request names none (`Blerpc-Deadline-Ms` header). Default 10 s.
+    pub default_deadline: Duration,
+    /// The longest deadline a request may ask for. Default 300 s.
+    pub max_deadline: Duration,
+    /// Bytes of a JSON request body (unary calls), and of one NDJSON line of an upload.
+    /// Default 1 MiB.
+    pub max_json_bytes: usize,
+    /// Items of one upload (central→peripheral stream) request body. Default 100,000.
+    pub max_upload_items: usize,
+    /// Device ids the gateway keeps records of (connected or not, with their statistics);
+    /// devices beyond it are refused. Default 1,000,000.
+    pub max_devices: usize,
+    /// How long a backend waits for the device to open the relayed connection
+    /// (`GET /v1/devices/{id}/link`). Default 10 s.
+    pub relay_timeout: Duration,
+    /// Relayed links open at once (each holds a backend WebSocket and a device one).
+    /// Default 1,024.
+    pub max_relays: usize,
+    /// The base URL a device dials for a relayed connection (`ws://HOST:PORT` or `wss://...`):
+    /// the gateway's HTTP address as devices reach it. Default: the `--http` address it bound.
+    pub relay_base: Option<String>,
+    /// Bearer tokens accepted by the HTTP API (compared in constant time). Empty: no
+    /// authentication (the CLI warns when it listens beyond loopback).
+    pub tokens: Vec<String>,
+    /// How often the dashboard's event stream sends a snapshot. Default 1 s.
+    pub dashboard_interval: Duration,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            admission: Admission::Open,
+            allow_plaintext: false,
+            setup_timeout: Duration::from_secs(10),
+            max_pending_setups: 4096,
+            max_in_flight: blerpc::client::MAX_CALLS_IN_FLIGHT,
+            max_queued: 64,
+            default_deadline: Duration::from_secs(10),
+            max_deadline: Duration::from_secs(300),
+            max_json_bytes: 1 << 20,
+            max_upload_items: 100_000,
+            max_devices: 1_000_000,
+            relay_timeout: Duration::from_secs(10),
+            max_relays: 1024,
+            relay_base: None,
+            tokens: Vec::new(),
+            dashboard_interval: Duration::from_secs(1),
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! The dashboard: one page (`/`, `dashboard.html`, no build step) that lists the devices with
+//! their live status, call rate and latency, draws the call rate over time, and calls a command
+//! from a form; fed by `GET /v1/events`, a server-sent event stream of snapshots pushed every
+//! [`GatewayConfig::dashboard_interval`](crate::GatewayConfig::dashboard_interval) and at once
+//! when a device connects or disconnects.
+
+use std::convert::Infallible;
+
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use futures_util::Stream;
+
+use crate::Gateway;
+use crate::registry::DeviceView;
+
+/// The page.
+const PAGE: &str = include_str!("dashboard.html");
+
+/// Devices one snapshot lists at most (online first): the page is for people, not for a
+/// fleet of 100,000; the totals count them all.
+pub const MAX_DEVICES_PER_SNAPSHOT: usize = 500;
+
+pub(super) async fn page() -> Response {
+    let mut r = Html(PAGE).into_response();
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// One snapshot: totals, and the devices (online first, then by id).
+pub fn snapshot(gateway: &Gateway) -> serde_json::Value {
+    let registry = gateway.registry();
+    let mut views: Vec<DeviceView> = registry.views();
+    views.sort_by(|a, b| b.status.cmp(a.status).then_with(|| a.id.cmp(&b.id)));
+    views.truncate(MAX_DEVICES_PER_SNAPSHOT);
+    let m = gateway.metrics();
+    serde_json::json!({
+        "time_ms": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        "connected": registry.online(),
+        "known": registry.len(),
+        "calls_ok": m.calls("ok"),
+        "devices": views,
+    })
+}
+
+pub(super) async fn events(
+    State(gateway): State<Gateway>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let interval = gateway.config().dashboard_interval;
+    let changes = gateway.registry().changes();
+    let stream = futures_util::stream::unfold(
+        (gateway, changes, true),
+        move |(gateway, mut changes, first)| async move {
+            if !first {
+                // The next tick, or at once when a device connects or disconnects.
+                tokio::select! {
+                    () = tokio::time::sleep(interval) => {}
+                    r = changes.changed() => {
+                        if r.is_err() {
+                            return None;
+                        }
+                    }
+                }
+            }
+            changes.borrow_and_update();
+            let data = snapshot(&gateway).to_string();
+            let event = Event::default().event("snapshot").data(data);
+            Some((Ok(event), (gateway, changes, false)))
+        },
+    );
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}

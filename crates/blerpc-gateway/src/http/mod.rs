@@ -1,0 +1,297 @@
+//! The HTTP side: the JSON API, the relay WebSockets, the dashboard and `/metrics`, served over
+//! plain HTTP or TLS. The API is described in `crates/blerpc-gateway/openapi.yaml`, served at
+//! `/v1/openapi.yaml`.
+//!
+//! Every error is `application/problem+json` (RFC 9457) with a status of its own: 400 bad
+//! request or unknown command, 401 missing or wrong token, 404 unknown device, 413 too large,
+//! 429 too many calls queued for the device, 502 the device failed the call, 503 the device is
+//! not connected (or went away, or is busy), 504 deadline.
+//!
+//! Authentication: `Authorization: Bearer <token>` against the configured tokens, compared in
+//! constant time, on everything but the dashboard page itself, `/healthz`, the OpenAPI file and
+//! the device side of a relay (whose one-time token is its credential).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use subtle::ConstantTimeEq;
+use tokio::net::TcpListener;
+
+use crate::Gateway;
+use crate::calls::CallFailure;
+
+mod api;
+mod dashboard;
+mod relay;
+
+/// The OpenAPI description of the API.
+pub const OPENAPI: &str = include_str!("../../openapi.yaml");
+
+/// An RFC 9457 problem.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Short kind (`not_connected`): the `type` is `urn:blerpc:problem:<kind>`.
+    pub kind: &'static str,
+    /// Title.
+    pub title: &'static str,
+    /// What happened, for people.
+    pub detail: String,
+}
+
+impl Problem {
+    /// A problem from its parts.
+    pub fn new(
+        status: StatusCode,
+        kind: &'static str,
+        title: &'static str,
+        detail: String,
+    ) -> Self {
+        Problem {
+            status,
+            kind,
+            title,
+            detail,
+        }
+    }
+
+    /// The JSON body.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "type": format!("urn:blerpc:problem:{}", self.kind),
+            "title": self.title,
+            "status": self.status.as_u16(),
+            "detail": self.detail,
+        })
+    }
+}
+
+impl From<CallFailure> for Problem {
+    fn from(f: CallFailure) -> Problem {
+        Problem {
+            status: StatusCode::from_u16(f.status()).unwrap_or(StatusCode::BAD_GATEWAY),
+            kind: f.kind(),
+            title: f.title(),
+            detail: f.to_string(),
+        }
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let mut r = (self.status, self.json().to_string()).into_response();
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if self.status == StatusCode::UNAUTHORIZED {
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if matches!(
+            self.status,
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+        ) {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        r
+    }
+}
+
+/// `true` if `presented` is one of `tokens`. Every token is compared, each in constant time,
+/// so neither the match nor which token matched shows in the time taken.
+pub fn token_matches(tokens: &[String], presented: &[u8]) -> bool {
+    let mut any = subtle::Choice::from(0);
+    for t in tokens {
+        any |= t.as_bytes().ct_eq(presented);
+    }
+    any.into()
+}
+
+async fn authenticate(State(gateway): State<Gateway>, request: Request, next: Next) -> Response {
+    let tokens = &gateway.config().tokens;
+    if tokens.is_empty() {
+        return next.run(request).await;
+    }
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+    match presented {
+        Some(p) if token_matches(tokens, p) => next.run(request).await,
+        Some(_) => Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "Unauthorized",
+            "the bearer token is not one this gateway accepts".to_string(),
+        )
+        .into_response(),
+        None => Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "Unauthorized",
+            "this gateway needs `Authorization: Bearer <token>`".to_string(),
+        )
+        .into_response(),
+    }
+}
+
+/// The API's router (with the gateway as its state).
+pub fn router(gateway: Gateway) -> Router {
+    let api = Router::new()
+        .route("/v1/devices", get(api::list_devices))
+        .route("/v1/devices/{id}", get(api::get_device))
+        .route("/v1/devices/{id}/calls/{command}", post(api::call))
+        .route("/v1/devices/{id}/link", get(relay::backend_link))
+        .route("/v1/schema", get(api::schema))
+        .route("/v1/events", get(dashboard::events))
+        .route("/metrics", get(api::metrics))
+        .route_layer(middleware::from_fn_with_state(
+            gateway.clone(),
+            authenticate,
+        ));
+    Router::new()
+        .route("/", get(dashboard::page))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/v1/openapi.yaml", get(openapi))
+        .route("/v1/relay/{token}", get(relay::device_link))
+        .merge(api)
+        .fallback(not_found)
+        .with_state(gateway)
+}
+
+async fn openapi() -> Response {
+    let mut r = OPENAPI.into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/yaml"),
+    );
+    r
+}
+
+async fn not_found(request: Request) -> Problem {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "Not found",
+        format!("no route {} {}", request.method(), request.uri().path()),
+    )
+}
+
+/// Serves the API on `listener` (plain HTTP) until `shutdown` completes.
+pub async fn serve(
+    gateway: Gateway,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(gateway).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Serves the API on `listener` over TLS (`config`: the certificate and key) until `shutdown`
+/// completes. A handshake that fails or takes over 10 s only drops its own connection.
+pub async fn serve_tls(
+    gateway: Gateway,
+    listener: TcpListener,
+    config: Arc<tokio_rustls::rustls::ServerConfig>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use hyper_util::rt::TokioIo;
+    use tower::Service;
+
+    let mut config = (*config).clone();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let mut app = router(gateway).into_make_service_with_connect_info::<SocketAddr>();
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            () = &mut shutdown => return Ok(()),
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::debug!("accept failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        let acceptor = acceptor.clone();
+        let service = match app.call(peer).await {
+            Ok(s) => s,
+            Err(never) => match never {},
+        };
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                acceptor.accept(tcp),
+            )
+            .await
+            {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, "TLS handshake failed: {e}");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let hyper_service = hyper::service::service_fn(move |request| {
+                let mut service = service.clone();
+                async move { service.call(request).await }
+            });
+            if let Err(e) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(tls), hyper_service)
+                .with_upgrades()
+                .await
+            {
+                tracing::debug!(%peer, "HTTPS connection ended: {e}");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_match_exactly() {
+        let tokens = vec!["alpha".to_string(), "beta-2".to_string()];
+        assert!(token_matches(&tokens, b"alpha"));
+        assert!(token_matches(&tokens, b"beta-2"));
+        assert!(!token_matches(&tokens, b"alph"));
+        assert!(!token_matches(&tokens, b"alphaa"));
+        assert!(!token_matches(&tokens, b""));
+        assert!(!token_matches(&[], b"alpha"));
+    }
+
+    #[test]
+    fn failures_become_problems_with_their_status() {
+        let p = Problem::from(CallFailure::NotConnected("ab".into()));
+        assert_eq!(p.status, StatusCode::SERVICE_UNAVAILABLE);
+        let body = p.json();
+        assert_eq!(body["type"], "urn:blerpc:problem:not_connected");
+        assert_eq!(body["status"], 503);
+        assert_eq!(body["detail"], "device ab is not connected");
+        let r = p.into_response();
+        assert_eq!(
+            r.headers()[header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+        assert_eq!(r.headers()[header::RETRY_AFTER], "1");
+    }
+}

@@ -1,0 +1,210 @@
+//! The two WebSocket ends of a relay ([`crate::relay`]): the backend's
+//! `GET /v1/devices/{id}/link` and the device's `GET /v1/relay/{token}`.
+
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use futures_util::{SinkExt, StreamExt};
+
+use super::Problem;
+use crate::Gateway;
+use crate::calls::CallFailure;
+use crate::relay::{RELAY_COMMAND, RELAY_PATH};
+
+/// The largest container a relay carries: a long container (16 KiB) and its header.
+const MAX_RELAY_MESSAGE: usize = 16 * 1024 + 64;
+
+fn relay_problem(
+    status: StatusCode,
+    kind: &'static str,
+    title: &'static str,
+    detail: String,
+) -> Response {
+    Problem::new(status, kind, title, detail).into_response()
+}
+
+/// `GET /v1/devices/{id}/link`: has the device open a relayed connection, then upgrades and
+/// carries containers both ways.
+pub(super) async fn backend_link(
+    State(gateway): State<Gateway>,
+    Path(id): Path<String>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let metrics = gateway.metrics().clone();
+    let (device, connection) = match gateway.route(&id) {
+        Ok(r) => r,
+        Err(f) => {
+            if matches!(f, CallFailure::NotConnected(_)) {
+                metrics.relay("not_connected");
+            }
+            return Problem::from(f).into_response();
+        }
+    };
+    if !connection.relay {
+        metrics.relay("unsupported");
+        return relay_problem(
+            StatusCode::NOT_IMPLEMENTED,
+            "relay_unsupported",
+            "Device cannot relay",
+            format!(
+                "device {} did not announce relayed links (a `blerpc serve --dial` device does; \
+                 a reference peripheral opens no second connection): call it through \
+                 /v1/devices/{{id}}/calls instead",
+                device.id
+            ),
+        );
+    }
+    let config = gateway.config();
+    let Some(base) = config.relay_base.clone() else {
+        return relay_problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "relay_unavailable",
+            "Relay not configured",
+            "this gateway has no relay base URL (GatewayConfig::relay_base)".to_string(),
+        );
+    };
+    let relays = &gateway.inner.relays;
+    let Some(open) = relays.try_open(config.max_relays) else {
+        metrics.relay("busy");
+        return relay_problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "relay_busy",
+            "Too many relays",
+            format!("{} relayed links are open (max_relays)", config.max_relays),
+        );
+    };
+    let started = Instant::now();
+    let timeout = config.relay_timeout;
+    let mut waiting = relays.wait_for(&device.id, timeout);
+    let url = format!(
+        "{}{RELAY_PATH}{}",
+        base.trim_end_matches('/'),
+        waiting.token
+    );
+    // The device dials back over its authenticated session.
+    let asked = tokio::time::timeout(
+        timeout,
+        connection.client.call(RELAY_COMMAND, url.into_bytes()),
+    )
+    .await;
+    match asked {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            metrics.relay("device_refused");
+            let f = CallFailure::from_client(&device.id, timeout, e);
+            let detail = match &f {
+                CallFailure::Device { .. } => format!(
+                    "{f} (a device that does not answer `{RELAY_COMMAND}` is not a `blerpc serve --dial` device and cannot be relayed)"
+                ),
+                _ => f.to_string(),
+            };
+            return Problem::new(
+                StatusCode::from_u16(f.status()).unwrap_or(StatusCode::BAD_GATEWAY),
+                f.kind(),
+                f.title(),
+                detail,
+            )
+            .into_response();
+        }
+        Err(_) => {
+            metrics.relay("device_timeout");
+            return Problem::from(CallFailure::Deadline {
+                device: device.id.clone(),
+                deadline: timeout,
+                where_: "asking for a relayed connection",
+            })
+            .into_response();
+        }
+    }
+    let remaining = timeout.saturating_sub(started.elapsed());
+    let device_socket = match tokio::time::timeout(remaining, waiting.device()).await {
+        Ok(Some(s)) => s,
+        _ => {
+            metrics.relay("device_timeout");
+            return Problem::from(CallFailure::Deadline {
+                device: device.id.clone(),
+                deadline: timeout,
+                where_: "waiting for the device's relayed connection",
+            })
+            .into_response();
+        }
+    };
+    drop(waiting);
+    metrics.relay("opened");
+    let id = device.id.clone();
+    let gateway = gateway.clone();
+    upgrade
+        .max_message_size(MAX_RELAY_MESSAGE)
+        .max_frame_size(MAX_RELAY_MESSAGE)
+        .on_upgrade(move |backend| async move {
+            let metrics = gateway.metrics().clone();
+            metrics.relay_open_delta(1);
+            tracing::info!(device = %id, "relay open");
+            let (to_backend, to_device) = pump(backend, device_socket).await;
+            metrics.relay_open_delta(-1);
+            tracing::info!(
+                device = %id,
+                "relay closed after {to_device} containers to the device and {to_backend} back"
+            );
+            drop(open);
+        })
+}
+
+/// `GET /v1/relay/{token}`: the device's side of a relay, authenticated by its one-time token.
+pub(super) async fn device_link(
+    State(gateway): State<Gateway>,
+    Path(token): Path<String>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let Some((device, tx)) = gateway.inner.relays.claim(&token) else {
+        return relay_problem(
+            StatusCode::NOT_FOUND,
+            "unknown_relay",
+            "Unknown relay",
+            "no relay waits for this token (used, expired, or never issued)".to_string(),
+        );
+    };
+    tracing::debug!(%device, "device dialled its relayed connection");
+    upgrade
+        .max_message_size(MAX_RELAY_MESSAGE)
+        .max_frame_size(MAX_RELAY_MESSAGE)
+        .on_upgrade(move |socket| async move {
+            // The backend's side may have given up meanwhile: the socket then just closes.
+            let _ = tx.send(socket);
+        })
+}
+
+/// Copies binary messages between the two sockets until either closes, fails or sends text;
+/// returns how many went each way (to the backend, to the device).
+async fn pump(backend: WebSocket, device: WebSocket) -> (u64, u64) {
+    let (mut backend_tx, mut backend_rx) = backend.split();
+    let (mut device_tx, mut device_rx) = device.split();
+    let (mut to_backend, mut to_device) = (0u64, 0u64);
+    loop {
+        tokio::select! {
+            m = backend_rx.next() => match m {
+                Some(Ok(Message::Binary(b))) => {
+                    if device_tx.send(Message::Binary(b)).await.is_err() { break; }
+                    to_device += 1;
+                }
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                _ => break,
+            },
+            m = device_rx.next() => match m {
+                Some(Ok(Message::Binary(b))) => {
+                    if backend_tx.send(Message::Binary(b)).await.is_err() { break; }
+                    to_backend += 1;
+                }
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                _ => break,
+            },
+        }
+    }
+    let close = Duration::from_secs(1);
+    let _ = tokio::time::timeout(close, backend_tx.send(Message::Close(None))).await;
+    let _ = tokio::time::timeout(close, device_tx.send(Message::Close(None))).await;
+    (to_backend, to_device)
+}
