@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -26,13 +27,32 @@ fn relay_problem(
     Problem::new(status, kind, title, detail).into_response()
 }
 
+/// A request that is not a WebSocket upgrade: 426 as a problem.
+fn not_an_upgrade(e: WebSocketUpgradeRejection) -> Response {
+    let mut r = relay_problem(
+        StatusCode::UPGRADE_REQUIRED,
+        "upgrade_required",
+        "WebSocket upgrade required",
+        format!("this endpoint is a WebSocket: {e}"),
+    );
+    r.headers_mut().insert(
+        axum::http::header::UPGRADE,
+        axum::http::HeaderValue::from_static("websocket"),
+    );
+    r
+}
+
 /// `GET /v1/devices/{id}/link`: has the device open a relayed connection, then upgrades and
 /// carries containers both ways.
 pub(super) async fn backend_link(
     State(gateway): State<Gateway>,
     Path(id): Path<String>,
-    upgrade: WebSocketUpgrade,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
+    let upgrade = match upgrade {
+        Ok(u) => u,
+        Err(e) => return not_an_upgrade(e),
+    };
     let metrics = gateway.metrics().clone();
     let (device, connection) = match gateway.route(&id) {
         Ok(r) => r,
@@ -157,8 +177,12 @@ pub(super) async fn backend_link(
 pub(super) async fn device_link(
     State(gateway): State<Gateway>,
     Path(token): Path<String>,
-    upgrade: WebSocketUpgrade,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
+    let upgrade = match upgrade {
+        Ok(u) => u,
+        Err(e) => return not_an_upgrade(e),
+    };
     let Some((device, tx)) = gateway.inner.relays.claim(&token) else {
         return relay_problem(
             StatusCode::NOT_FOUND,
