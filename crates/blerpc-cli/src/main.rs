@@ -60,9 +60,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(if all_passed { ok } else { ExitCode::from(1) })
         }),
         Command::Serve(args) => blerpc_cli::serve::run_blocking(&args).map(|()| ok),
-        Command::Gateway(args) => runtime()?
-            .block_on(blerpc_cli::gateway::run(&args))
-            .map(|()| ok),
+        Command::Gateway(args) => blerpc_cli::gateway::run_blocking(&args).map(|()| ok),
         Command::Call(args) => runtime()?
             .block_on(blerpc_cli::call::call(&args))
             .map(|()| ok),

@@ -570,7 +570,7 @@ pub async fn shutdown_signal() {
 }
 
 mod dial;
-mod workers;
+pub(crate) mod workers;
 
 #[cfg(test)]
 mod tests {

@@ -532,3 +532,70 @@ fn plaintext_devices_are_refused_unless_allowed() {
         }
     }
 }
+
+#[test]
+fn worker_processes_hold_the_devices_behind_one_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens_file(dir.path());
+    let known = dir.path().join("devices.json");
+    let gw = gateway(&[
+        "--workers",
+        "3",
+        "--devices",
+        "tcp://127.0.0.1:0",
+        "--http",
+        "127.0.0.1:0",
+        "--enroll",
+        "--known-devices",
+        known.to_str().unwrap(),
+        "--tokens",
+        tokens.to_str().unwrap(),
+    ]);
+    let mut held = Vec::new();
+    for i in 0..6 {
+        let key = keygen(dir.path(), &format!("d{i}.key"));
+        held.push(dial_device(&gw.devices[0], &key, &[]));
+    }
+    for (_, id) in &held {
+        wait_status(&gw.http, id, "online", Duration::from_secs(15));
+    }
+    assert_eq!(devices(&gw.http)["connected"], 6);
+    // Each device answers through the worker that holds it.
+    for (_, id) in &held {
+        let r = call(&gw.http, id, "echo", &format!(r#"{{"message":"{id}"}}"#));
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json()["message"], id.as_str());
+        let r = http::get(&gw.http, &format!("/v1/devices/{id}"), Some(TOKEN));
+        assert_eq!(r.json()["status"], "online");
+    }
+    let r = call(&gw.http, &held[0].1, "counter_stream", r#"{"count":4}"#);
+    assert_eq!(r.text().lines().count(), 4, "{}", r.text());
+    // Relayed end to end through the front and a worker.
+    let id = &held[1].1;
+    let mut c = blerpc();
+    c.args([
+        "call",
+        "--connect",
+        &format!("ws://{}/v1/devices/{id}/link", gw.http),
+        "--trust-key",
+        id,
+        "--bearer",
+        TOKEN,
+        "echo",
+        r#"{"message":"through the front"}"#,
+    ]);
+    let done = run(c, "");
+    assert!(done.status.success(), "{}", done.stderr);
+    assert_eq!(done.stdout.trim(), r#"{"message":"through the front"}"#);
+    // Merged metrics; an unknown device and the token still checked at the front.
+    let m = http::get(&gw.http, "/metrics", Some(TOKEN)).text();
+    assert!(m.contains("blerpc_gateway_devices_connected 6"), "{m}");
+    assert!(m.ends_with("# EOF\n"));
+    assert_eq!(call(&gw.http, &"11".repeat(32), "echo", "{}").status, 404);
+    assert_eq!(http::get(&gw.http, "/v1/devices", None).status, 401);
+    // A device that leaves is offline at the front too.
+    let (gone, gone_id) = held.pop().unwrap();
+    drop(gone);
+    wait_status(&gw.http, &gone_id, "offline", Duration::from_secs(10));
+    assert_eq!(call(&gw.http, &gone_id, "echo", "{}").status, 503);
+}

@@ -17,7 +17,7 @@
 //! The pieces: [`config`] (every limit), [`admission`] (allow-list or enrolment), [`registry`]
 //! (devices and their connections), [`devices`] (attaching device links), [`calls`] (routing,
 //! queueing, deadlines, failures), [`relay`], [`http`] (the API, the dashboard and the TLS
-//! listener), [`metrics`].
+//! listener), [`metrics`], [`cluster`] (one gateway from several processes).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -52,6 +52,7 @@ use blerpc_schema::Schema;
 
 pub mod admission;
 pub mod calls;
+pub mod cluster;
 pub mod config;
 pub mod devices;
 pub mod http;
@@ -169,6 +170,12 @@ impl Gateway {
     /// The metrics (give `metrics().server` to the device listeners' `TcpOptions::metrics`).
     pub fn metrics(&self) -> &GatewayMetrics {
         &self.inner.metrics
+    }
+
+    /// Devices connecting (`true`) and disconnecting (`false`), by id, from now on: what a
+    /// worker reports to its [`cluster::Front`].
+    pub fn device_events(&self) -> tokio::sync::mpsc::UnboundedReceiver<(String, bool)> {
+        self.inner.registry.subscribe()
     }
 
     /// The per-address guard the device listeners share.

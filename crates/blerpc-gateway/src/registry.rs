@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use blerpc::Client;
 use serde::Serialize;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 
 use crate::stats::CallStats;
 
@@ -202,6 +202,8 @@ pub struct Registry {
     online: AtomicUsize,
     /// Bumped whenever a device connects or disconnects (the dashboard waits on it).
     changes: watch::Sender<u64>,
+    /// Where each connect and disconnect goes, by id (a worker's report to its front).
+    events: Mutex<Option<mpsc::UnboundedSender<(String, bool)>>>,
 }
 
 impl Registry {
@@ -212,6 +214,7 @@ impl Registry {
             max_devices,
             online: AtomicUsize::new(0),
             changes: watch::Sender::new(0),
+            events: Mutex::new(None),
         }
     }
 
@@ -259,9 +262,25 @@ impl Registry {
         }
         if old.is_none() {
             self.online.fetch_add(1, Ordering::Relaxed);
+            self.event(&device.id, true);
         }
         self.changes.send_modify(|g| *g += 1);
         old
+    }
+
+    fn event(&self, id: &str, online: bool) {
+        let events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tx) = events.as_ref() {
+            let _ = tx.send((id.to_string(), online));
+        }
+    }
+
+    /// Every connect (`true`) and disconnect from now on, by device id (replaces an earlier
+    /// subscriber).
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<(String, bool)> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        *self.events.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        rx
     }
 
     /// Marks `device` disconnected if `generation` is still its connection (a newer one
@@ -280,6 +299,7 @@ impl Registry {
         };
         if removed {
             self.online.fetch_sub(1, Ordering::Relaxed);
+            self.event(&device.id, false);
             self.changes.send_modify(|g| *g += 1);
         }
     }

@@ -26,10 +26,11 @@ fn device(seed: u8) -> Server {
 /// Waits (on tokio's clock) until the registry's only device has `status` and `connections`.
 async fn wait_for(gateway: &Gateway, status: &str, connections: u64) -> String {
     for _ in 0..2000 {
-        if let Some(d) = gateway.registry().views().first() {
-            if d.status == status && d.connections == connections {
-                return d.id.clone();
-            }
+        if let Some(d) = gateway.registry().views().first()
+            && d.status == status
+            && d.connections == connections
+        {
+            return d.id.clone();
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

@@ -50,7 +50,7 @@ pub(super) fn read_seed(args: &ServeArgs) -> anyhow::Result<Option<[u8; 32]>> {
     Ok(Some(seed))
 }
 
-fn with_port(url: &LinkUrl, port: u16) -> LinkUrl {
+pub(crate) fn with_port(url: &LinkUrl, port: u16) -> LinkUrl {
     let mut url = url.clone();
     match &mut url {
         LinkUrl::Tcp { port: p, .. }
@@ -64,7 +64,7 @@ fn with_port(url: &LinkUrl, port: u16) -> LinkUrl {
 /// Binds `addr` with SO_REUSEADDR and SO_REUSEPORT without listening: the port is ours, the
 /// workers bind it too, and this socket never receives a connection.
 #[cfg(unix)]
-fn reserve_port(addr: SocketAddr) -> anyhow::Result<socket2::Socket> {
+pub(crate) fn reserve_port(addr: SocketAddr) -> anyhow::Result<socket2::Socket> {
     use socket2::{Domain, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
@@ -76,7 +76,7 @@ fn reserve_port(addr: SocketAddr) -> anyhow::Result<socket2::Socket> {
 }
 
 #[cfg(not(unix))]
-fn reserve_port(_: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+pub(crate) fn reserve_port(_: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
     bail!("--workers needs SO_REUSEPORT (Unix only)")
 }
 
@@ -191,19 +191,25 @@ fn start_worker(args: &ServeArgs, url: &LinkUrl, seed: &str) -> anyhow::Result<W
 
 /// Stops every worker: SIGTERM, then SIGKILL after [`STOP_GRACE`].
 fn stop(workers: &mut [Worker]) {
-    for w in workers.iter_mut() {
-        if matches!(w.child.try_wait(), Ok(None)) {
-            let _ = crate::os::terminate(w.child.id());
+    stop_children(workers.iter_mut().map(|w| &mut w.child).collect());
+}
+
+/// Stops child processes: SIGTERM, then SIGKILL after [`STOP_GRACE`] (also `blerpc gateway
+/// --workers`).
+pub(crate) fn stop_children(mut children: Vec<&mut Child>) {
+    for c in children.iter_mut() {
+        if matches!(c.try_wait(), Ok(None)) {
+            let _ = crate::os::terminate(c.id());
         }
     }
     let deadline = Instant::now() + STOP_GRACE;
-    for w in workers.iter_mut() {
+    for c in children.iter_mut() {
         loop {
-            match w.child.try_wait() {
+            match c.try_wait() {
                 Ok(Some(_)) | Err(_) => break,
                 Ok(None) if Instant::now() >= deadline => {
-                    let _ = w.child.kill();
-                    let _ = w.child.wait();
+                    let _ = c.kill();
+                    let _ = c.wait();
                     break;
                 }
                 Ok(None) => std::thread::sleep(Duration::from_millis(20)),

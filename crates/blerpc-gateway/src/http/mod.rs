@@ -31,6 +31,8 @@ mod api;
 mod dashboard;
 mod relay;
 
+pub use dashboard::MAX_DEVICES_PER_SNAPSHOT;
+
 /// The OpenAPI description of the API.
 pub const OPENAPI: &str = include_str!("../../openapi.yaml");
 

@@ -22,6 +22,8 @@ use clap::Args;
 
 use crate::link::{Address, ListenOptions, Listener, TracedAcceptor};
 
+mod workers;
+
 /// `blerpc gateway` options.
 #[derive(Debug, Args)]
 pub struct GatewayArgs {
@@ -109,6 +111,28 @@ pub struct GatewayArgs {
     /// ble-central feature).
     #[arg(long, value_name = "NAME|ADDRESS")]
     pub ble: Vec<String>,
+    /// Hold devices in N worker processes sharing the device ports (SO_REUSEPORT; Unix), each
+    /// on one thread and with its own open-file limit, behind one HTTP API that routes each
+    /// device's calls to its worker. For more devices than one process can hold.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub workers: usize,
+    /// Internal: run as worker K of `--workers` (the internal token on stdin).
+    #[arg(long, value_name = "K", hide = true)]
+    pub worker: Option<usize>,
+}
+
+/// Runs `blerpc gateway` on its runtime: one thread for a worker, one per CPU otherwise.
+pub fn run_blocking(args: &GatewayArgs) -> anyhow::Result<()> {
+    let runtime = if args.worker.is_some() {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+    };
+    runtime.block_on(run(args))
 }
 
 fn tokens(path: &PathBuf) -> anyhow::Result<Vec<String>> {
@@ -185,10 +209,65 @@ pub fn config(args: &GatewayArgs) -> anyhow::Result<(GatewayConfig, Schema, Guar
     Ok((config, schema, guard))
 }
 
+/// Binds every `--devices` listener for `gateway` and serves it on a task of its own (with
+/// `reuse_port`: sharing the port with other workers); returns the bound URLs.
+pub(crate) async fn bind_devices(
+    args: &GatewayArgs,
+    gateway: &Gateway,
+    reuse_port: bool,
+) -> anyhow::Result<Vec<String>> {
+    let device_tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(c), Some(k)) => Some(TlsServerConfig::from_pem_files(c, k)?),
+        _ => None,
+    };
+    let mut urls = Vec::new();
+    for url in &args.devices {
+        let address: Address = url.parse().with_context(|| format!("--devices {url}"))?;
+        let listener = Listener::bind(
+            &address,
+            &ListenOptions {
+                tls: device_tls.clone(),
+                tcp: TcpOptions {
+                    metrics: Some(gateway.metrics().server.clone()),
+                    reuse_port,
+                    listen_backlog: 4096,
+                    ..TcpOptions::default()
+                },
+                ..ListenOptions::default()
+            },
+        )
+        .await?;
+        urls.push(listener.url());
+        let gateway = gateway.clone();
+        tokio::spawn(async move {
+            let shutdown = crate::serve::shutdown_signal();
+            let result = match listener {
+                Listener::Tcp(a, _) => gateway.serve_devices(TracedAcceptor(a), shutdown).await,
+                Listener::Tls(a, _) => gateway.serve_devices(TracedAcceptor(a), shutdown).await,
+                Listener::Ws(a, _) => gateway.serve_devices(TracedAcceptor(a), shutdown).await,
+                #[allow(unreachable_patterns)]
+                _ => Err(std::io::Error::other(
+                    "devices connect over tcp://, tls://, ws:// or wss://",
+                )),
+            };
+            if let Err(e) = result {
+                tracing::error!("a device listener stopped: {e}");
+            }
+        });
+    }
+    Ok(urls)
+}
+
 /// Runs `blerpc gateway` until Ctrl-C or SIGTERM.
 pub async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
-    let (mut config, schema, guard) = config(args)?;
     let _ = crate::os::raise_nofile_limit();
+    if let Some(k) = args.worker {
+        return workers::run_worker(args, k).await;
+    }
+    if args.workers > 1 {
+        return workers::run(args).await;
+    }
+    let (mut config, schema, guard) = config(args)?;
     let http = tokio::net::TcpListener::bind(args.http)
         .await
         .with_context(|| format!("--http {}: cannot listen", args.http))?;
@@ -207,59 +286,22 @@ pub async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
             "blerpc: warning: the HTTP API on {http_addr} has no --tokens: anyone who reaches it can call every device"
         );
     }
-    let gateway = Gateway::with_schema(config, schema, guard)?;
-    let device_tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(c), Some(k)) => Some(TlsServerConfig::from_pem_files(c, k)?),
-        _ => None,
-    };
-    let mut lines = Vec::new();
-    let mut tasks = tokio::task::JoinSet::new();
-    for url in &args.devices {
-        let address: Address = url.parse().with_context(|| format!("--devices {url}"))?;
-        let listener = Listener::bind(
-            &address,
-            &ListenOptions {
-                tls: device_tls.clone(),
-                tcp: TcpOptions {
-                    metrics: Some(gateway.metrics().server.clone()),
-                    ..TcpOptions::default()
-                },
-                ..ListenOptions::default()
-            },
-        )
-        .await?;
-        lines.push(format!("devices {}", listener.url()));
-        let gateway = gateway.clone();
-        tasks.spawn(async move {
-            let result = match listener {
-                Listener::Tcp(a, _) => {
-                    gateway
-                        .serve_devices(TracedAcceptor(a), crate::serve::shutdown_signal())
-                        .await
-                }
-                Listener::Tls(a, _) => {
-                    gateway
-                        .serve_devices(TracedAcceptor(a), crate::serve::shutdown_signal())
-                        .await
-                }
-                Listener::Ws(a, _) => {
-                    gateway
-                        .serve_devices(TracedAcceptor(a), crate::serve::shutdown_signal())
-                        .await
-                }
-                #[allow(unreachable_patterns)]
-                _ => Err(std::io::Error::other(
-                    "devices connect over tcp://, tls://, ws:// or wss://",
-                )),
-            };
-            result.map_err(anyhow::Error::from)
-        });
-    }
-    for name in &args.ble {
-        tasks.spawn(keep_ble(gateway.clone(), name.clone()));
-    }
     if args.devices.is_empty() && args.ble.is_empty() {
         bail!("give at least one --devices URL (or --ble NAME) for devices to connect to");
+    }
+    let gateway = Gateway::with_schema(config, schema, guard)?;
+    let mut lines: Vec<String> = bind_devices(args, &gateway, false)
+        .await?
+        .into_iter()
+        .map(|u| format!("devices {u}"))
+        .collect();
+    for name in &args.ble {
+        let (gateway, name) = (gateway.clone(), name.clone());
+        tokio::spawn(async move {
+            if let Err(e) = keep_ble(gateway, name).await {
+                tracing::error!("{e:#}");
+            }
+        });
     }
     lines.push(format!("http {scheme}://{http_addr}"));
     {
@@ -270,24 +312,19 @@ pub async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
         }
         out.flush().context("cannot write to stdout")?;
     }
-    let http_task = match http_tls {
-        Some(tls) => tokio::spawn(blerpc_gateway::http::serve_tls(
-            gateway.clone(),
-            http,
-            tls.rustls().clone(),
-            crate::serve::shutdown_signal(),
-        )),
-        None => tokio::spawn(blerpc_gateway::http::serve(
-            gateway.clone(),
-            http,
-            crate::serve::shutdown_signal(),
-        )),
-    };
-    tokio::select! {
-        r = http_task => r.context("the HTTP server stopped")?.context("the HTTP server failed")?,
-        Some(r) = tasks.join_next() => r.context("a device listener stopped")??,
+    match http_tls {
+        Some(tls) => {
+            blerpc_gateway::http::serve_tls(
+                gateway,
+                http,
+                tls.rustls().clone(),
+                crate::serve::shutdown_signal(),
+            )
+            .await
+        }
+        None => blerpc_gateway::http::serve(gateway, http, crate::serve::shutdown_signal()).await,
     }
-    Ok(())
+    .context("the HTTP server failed")
 }
 
 #[cfg(feature = "ble-central")]
