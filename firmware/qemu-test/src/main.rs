@@ -1,0 +1,141 @@
+//! The test image: on `thumbv8m.main-none-eabihf` a bare-metal program for QEMU's `mps2-an505`
+//! (Cortex-M33) that prints over semihosting and exits with QEMU's status (0 when every check
+//! passed); on the host the same checks as a plain program.
+//!
+//! ```sh
+//! cargo build --release -p blerpc-fw-qemu-test --target thumbv8m.main-none-eabihf
+//! qemu-system-arm -M mps2-an505 -nographic -semihosting-config enable=on,target=native \
+//!     -kernel target/thumbv8m.main-none-eabihf/release/blerpc-fw-qemu-test
+//! ```
+#![cfg_attr(target_os = "none", no_std, no_main)]
+
+use core::fmt::Write;
+
+use blerpc_fw_qemu_test::vectors::{SKIPPED, Scratch};
+use blerpc_fw_qemu_test::{memory, run};
+
+/// Formats into a fixed buffer (no allocator on the device).
+struct Line {
+    buf: [u8; 200],
+    len: usize,
+}
+
+impl Line {
+    fn new() -> Self {
+        Line {
+            buf: [0; 200],
+            len: 0,
+        }
+    }
+    fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("?")
+    }
+}
+
+impl Write for Line {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+/// Runs everything, printing through `print`; returns `true` if every check passed.
+fn main_body(scratch: &mut Scratch, print: &mut dyn FnMut(&str)) -> bool {
+    print("blerpc-proto on this CPU: reference vectors and an encrypted session in memory");
+    let tally = run(scratch, &mut |case, what| {
+        let mut l = Line::new();
+        let _ = write!(l, "FAIL {case}: {what}");
+        print(l.as_str());
+    });
+    print("| family | passed | failed |");
+    print("|---|---:|---:|");
+    for (family, passed, failed) in tally.rows() {
+        let mut l = Line::new();
+        let _ = write!(l, "| {family} | {passed} | {failed} |");
+        print(l.as_str());
+    }
+    let (passed, failed) = tally.totals();
+    let mut l = Line::new();
+    let _ = write!(l, "{} skipped (reasons follow)", SKIPPED.len());
+    print(l.as_str());
+    for s in SKIPPED {
+        let mut l = Line::new();
+        let _ = write!(l, "  skipped {s}");
+        print(l.as_str());
+    }
+    print("RAM of one connection on this CPU (size_of):");
+    for (what, bytes) in memory::sizes() {
+        let mut l = Line::new();
+        let _ = write!(l, "  {what}: {bytes} bytes");
+        print(l.as_str());
+    }
+    let mut l = Line::new();
+    let _ = write!(l, "{passed} passed, {failed} failed");
+    print(l.as_str());
+    failed == 0 && passed > 0
+}
+
+#[cfg(target_os = "none")]
+mod device {
+    use core::alloc::{GlobalAlloc, Layout};
+
+    use cortex_m_rt::entry;
+    use cortex_m_semihosting::{debug, hprintln};
+
+    use super::{Scratch, main_body};
+
+    /// The core runs without an allocator: this one refuses every request, so any allocation
+    /// would fail the run (the `fuzzing` feature the vectors need links `alloc`, nothing more).
+    struct NoAllocator;
+
+    unsafe impl GlobalAlloc for NoAllocator {
+        unsafe fn alloc(&self, _layout: Layout) -> *mut u8 {
+            core::ptr::null_mut()
+        }
+        unsafe fn dealloc(&self, _ptr: *mut u8, _layout: Layout) {}
+    }
+
+    #[global_allocator]
+    static ALLOCATOR: NoAllocator = NoAllocator;
+
+    /// The large buffers live in `.bss`, not on the stack.
+    static mut SCRATCH: Option<Scratch> = None;
+
+    #[entry]
+    fn main() -> ! {
+        // SAFETY: the only reference to SCRATCH, taken once at reset.
+        let scratch = unsafe { (*core::ptr::addr_of_mut!(SCRATCH)).insert(Scratch::new()) };
+        let ok = main_body(scratch, &mut |line| hprintln!("{}", line));
+        debug::exit(if ok {
+            debug::EXIT_SUCCESS
+        } else {
+            debug::EXIT_FAILURE
+        });
+        loop {
+            cortex_m::asm::bkpt();
+        }
+    }
+
+    #[panic_handler]
+    fn panic(info: &core::panic::PanicInfo) -> ! {
+        hprintln!("PANIC {}", info);
+        debug::exit(debug::EXIT_FAILURE);
+        loop {
+            cortex_m::asm::bkpt();
+        }
+    }
+}
+
+#[cfg(not(target_os = "none"))]
+fn main() -> std::process::ExitCode {
+    // The 64 KiB buffers on the heap: the main thread's stack is the platform's.
+    let mut scratch = std::boxed::Box::new(Scratch::new());
+    let ok = main_body(&mut scratch, &mut |line| std::println!("{line}"));
+    if ok {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    }
+}

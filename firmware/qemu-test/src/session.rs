@@ -1,0 +1,471 @@
+//! A full encrypted session in memory: the core's `Central` (no allocator) against the
+//! firmware's own connection (`blerpc_fw_service::Connection`: the core's `Peripheral` on the
+//! firmware's buffers with the demo service over a flash image), PDUs of ATT MTU 247 passed by
+//! hand. Setup (TIMEOUT, CAPABILITIES, the key exchange with the identity pinned), then the
+//! reference's twelve functional tests with their exact parameters (`benchmarks.md` §1, the list
+//! `blerpc_demo::functional` runs on the host) and the demo service's three limits.
+
+use blerpc_fw_service::flash::{DemoFlash, SliceFlash};
+use blerpc_fw_service::{Connection, DemoLimits, DemoService, firmware_config, pb};
+use blerpc_proto::Instant;
+use blerpc_proto::buf::ArrayBuf;
+use blerpc_proto::connection::{
+    CallError, CallId, CallKind, Central, CentralConfig, CentralEvent, Pinning,
+};
+use blerpc_proto::crypto::{CryptoProvider, IdentitySeed, RustCrypto};
+use blerpc_proto::wire::error_code::ErrorCode;
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+
+use crate::{Fail, Tally, ensure};
+
+/// The flash image `flash_read` reads: byte `i` is `(i * 31 + 7) mod 256`, as the host demo's
+/// synthetic image.
+static FLASH: [u8; 16 * 1024] = {
+    let mut a = [0u8; 16 * 1024];
+    let mut i = 0;
+    while i < a.len() {
+        a[i] = (i.wrapping_mul(31).wrapping_add(7)) as u8;
+        i += 1;
+    }
+    a
+};
+
+/// The central's buffers: a 12 KB reassembly slot (an 8 KB `flash_read` response) and 12 KB
+/// for a request (`data_write` of 8 KB) and the outbox.
+type TestCentral = Central<RustCrypto, ChaCha20Rng, ArrayBuf<12_288>, ArrayBuf<12_288>, 1>;
+type TestConnection = Connection<RustCrypto, ChaCha20Rng, SliceFlash>;
+
+/// The two ends and the link between them.
+pub struct Pair {
+    central: TestCentral,
+    conn: TestConnection,
+    now: Instant,
+    /// PDUs carried each way.
+    pub pdus: (u32, u32),
+}
+
+/// What a call gave back.
+#[derive(Default)]
+struct Outcome {
+    response: Option<[u8; 64]>,
+    response_len: usize,
+    items: u32,
+    items_ok: bool,
+    ended: bool,
+    failed: Option<CallError>,
+}
+
+impl Pair {
+    /// A connected, encrypted pair (or why not).
+    pub fn connect() -> Result<Pair, Fail> {
+        let now = Instant::from_millis(0);
+        let identity = RustCrypto
+            .load_identity(&IdentitySeed::from_bytes(
+                blerpc_fw_service::identity::DEVELOPMENT_SEED,
+            ))
+            .map_err(|_| Fail("load_identity"))?;
+        let key = RustCrypto.identity_public(&identity);
+        let len = FLASH.len() as u32;
+        let flash = DemoFlash::new(SliceFlash(&FLASH), 0..len, len..len)
+            .map_err(|_| Fail("flash layout"))?;
+        let conn = Connection::new(
+            now,
+            firmware_config(true),
+            RustCrypto,
+            Some(identity),
+            ChaCha20Rng::seed_from_u64(1),
+            DemoService::new(flash, DemoLimits::REFERENCE),
+        )
+        .map_err(|_| Fail("Connection::new"))?;
+        let config = CentralConfig {
+            pinning: Pinning::Expect(key),
+            max_outbox_bytes: 12_288,
+            max_response_len: 12_288,
+            max_calls_in_flight: 1,
+            ..CentralConfig::default()
+        };
+        let central = TestCentral::new(config, RustCrypto, ChaCha20Rng::seed_from_u64(2), now)
+            .map_err(|_| Fail("Central::new"))?;
+        let mut pair = Pair {
+            central,
+            conn,
+            now,
+            pdus: (0, 0),
+        };
+        let mut connected = None;
+        for _ in 0..16 {
+            pair.exchange()?;
+            while let Some(e) = pair.central.poll_event() {
+                if let CentralEvent::Connected { encrypted } = e {
+                    connected = Some(encrypted);
+                }
+            }
+            if connected.is_some() {
+                break;
+            }
+        }
+        ensure(
+            connected == Some(true),
+            "the session did not come up encrypted",
+        )?;
+        ensure(pair.conn.is_secured(), "the peripheral is not secured")?;
+        ensure(
+            pair.central.peer_identity() == Some(key),
+            "the pinned identity",
+        )?;
+        Ok(pair)
+    }
+
+    /// Moves every queued PDU both ways until both ends are quiet.
+    fn exchange(&mut self) -> Result<(), Fail> {
+        let mut pdu = [0u8; 244];
+        for _ in 0..100_000 {
+            let mut moved = false;
+            while let Some(n) = self.central.poll_transmit(self.now, &mut pdu) {
+                self.conn.handle_pdu(self.now, pdu.get(..n).unwrap_or(&[]));
+                self.pdus.0 += 1;
+                moved = true;
+            }
+            // One notification at a time, then the central's events are drained by the caller's
+            // loop: a stream of thousands of items never needs more than the outbox.
+            if let Some(n) = self.conn.poll_transmit(self.now, &mut pdu) {
+                self.central
+                    .handle_input(self.now, pdu.get(..n).unwrap_or(&[]))
+                    .map_err(|_| Fail("the central's event queue is full"))?;
+                self.pdus.1 += 1;
+                return Ok(());
+            }
+            if !moved {
+                return Ok(());
+            }
+        }
+        Err(Fail("the link never went quiet"))
+    }
+
+    /// Runs one call to its end.
+    fn call(
+        &mut self,
+        name: &str,
+        request: &[u8],
+        kind: CallKind,
+        upload: u32,
+    ) -> Result<Outcome, Fail> {
+        let call = self
+            .central
+            .start_call(self.now, name, request, kind)
+            .map_err(|_| Fail("start_call"))?;
+        if kind == CallKind::ClientStream {
+            let mut item = [0u8; pb::Counter::MAX_LEN];
+            for seq in 0..upload {
+                let n = pb::Counter {
+                    seq,
+                    value: seq as i32 * 10,
+                }
+                .encode(&mut item)
+                .map_err(|_| Fail("encode"))?;
+                loop {
+                    match self.central.send_stream_item(
+                        self.now,
+                        call,
+                        item.get(..n).unwrap_or(&[]),
+                    ) {
+                        Ok(()) => break,
+                        Err(CallError::OutboxFull { .. }) => self.exchange()?,
+                        Err(_) => return Err(Fail("send_stream_item")),
+                    }
+                }
+            }
+            self.central
+                .finish_stream(self.now, call)
+                .map_err(|_| Fail("finish_stream"))?;
+        }
+        let mut out = Outcome {
+            items_ok: true,
+            ..Outcome::default()
+        };
+        for _ in 0..1_000_000 {
+            self.exchange()?;
+            if self.drain(call, &mut out) {
+                return Ok(out);
+            }
+        }
+        Err(Fail("the call never ended"))
+    }
+
+    /// Takes the central's events for `call`; `true` once it ended.
+    fn drain(&mut self, call: CallId, out: &mut Outcome) -> bool {
+        let mut ended = false;
+        while let Some(e) = self.central.poll_event() {
+            match e {
+                CentralEvent::Response { call: c, data } if c == call => {
+                    let mut keep = [0u8; 64];
+                    let n = data.len().min(64);
+                    keep[..n].copy_from_slice(&data[..n]);
+                    out.response = Some(keep);
+                    out.response_len = data.len();
+                    if data.len() > 64 {
+                        // A flash read: check it here, against the image.
+                        out.items_ok &= pb::FlashReadResponse::decode(data).is_ok_and(|m| {
+                            FLASH
+                                .get(m.address as usize..)
+                                .is_some_and(|f| f.starts_with(m.data))
+                        });
+                        out.items =
+                            pb::FlashReadResponse::decode(data).map_or(0, |m| m.data.len() as u32);
+                    }
+                    ended = true;
+                }
+                CentralEvent::StreamItem { call: c, data } if c == call => {
+                    let item = pb::Counter::decode(data).unwrap_or_default();
+                    out.items_ok &= item.seq == out.items && item.value == out.items as i32 * 10;
+                    out.items += 1;
+                }
+                CentralEvent::StreamEnd { call: c } if c == call => {
+                    out.ended = true;
+                    ended = true;
+                }
+                CentralEvent::CallFailed { call: c, error } if c == call => {
+                    out.failed = Some(error);
+                    ended = true;
+                }
+                _ => {}
+            }
+        }
+        ended
+    }
+
+    fn echo(&mut self, message: &str) -> Result<(), Fail> {
+        let mut req = [0u8; 300];
+        let n = pb::Echo { message }
+            .encode(&mut req)
+            .map_err(|_| Fail("encode"))?;
+        let out = self.call("echo", req.get(..n).unwrap_or(&[]), CallKind::Unary, 0)?;
+        ensure(out.failed.is_none(), "echo failed")?;
+        // The response is the same encoding: compare its length, then its head.
+        ensure(out.response_len == n, "echoed length differs")?;
+        let keep = out.response.ok_or(Fail("no response"))?;
+        ensure(
+            keep.get(..n.min(64)) == req.get(..n.min(64)),
+            "echoed bytes differ",
+        )
+    }
+
+    fn flash_read(&mut self, length: u32) -> Result<(), Fail> {
+        let mut req = [0u8; 16];
+        let n = pb::FlashReadRequest { address: 0, length }
+            .encode(&mut req)
+            .map_err(|_| Fail("encode"))?;
+        let out = self.call(
+            "flash_read",
+            req.get(..n).unwrap_or(&[]),
+            CallKind::Unary,
+            0,
+        )?;
+        ensure(out.failed.is_none(), "flash_read failed")?;
+        if out.response_len <= 64 {
+            let keep = out.response.ok_or(Fail("no response"))?;
+            let m = pb::FlashReadResponse::decode(keep.get(..out.response_len).unwrap_or(&[]))
+                .map_err(|_| Fail("decode"))?;
+            ensure(m.data.len() == length as usize, "flash_read length")?;
+            ensure(FLASH.starts_with(m.data), "flash_read bytes")
+        } else {
+            ensure(out.items == length && out.items_ok, "flash_read bytes")
+        }
+    }
+
+    fn data_write(&mut self, len: usize) -> Result<(), Fail> {
+        let mut req = [0u8; 8200];
+        let mut data = [0u8; 8192];
+        let data = data.get_mut(..len).ok_or(Fail("data over 8 KiB"))?;
+        data.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
+        let n = pb::DataWriteRequest { data }
+            .encode(&mut req)
+            .map_err(|_| Fail("encode"))?;
+        let out = self.call(
+            "data_write",
+            req.get(..n).unwrap_or(&[]),
+            CallKind::Unary,
+            0,
+        )?;
+        ensure(out.failed.is_none(), "data_write failed")?;
+        let keep = out.response.ok_or(Fail("no response"))?;
+        let m = pb::Count::decode(keep.get(..out.response_len).unwrap_or(&[]))
+            .map_err(|_| Fail("decode"))?;
+        ensure(m.value as usize == len, "data_write count")
+    }
+
+    fn counter_stream(&mut self, count: u32) -> Result<(), Fail> {
+        let mut req = [0u8; 8];
+        let n = pb::Count { value: count }
+            .encode(&mut req)
+            .map_err(|_| Fail("encode"))?;
+        let out = self.call(
+            "counter_stream",
+            req.get(..n).unwrap_or(&[]),
+            CallKind::ServerStream,
+            0,
+        )?;
+        ensure(
+            out.failed.is_none() && out.ended,
+            "counter_stream did not end",
+        )?;
+        ensure(out.items == count && out.items_ok, "counter_stream items")
+    }
+
+    fn counter_upload(&mut self, count: u32) -> Result<(), Fail> {
+        let out = self.call("counter_upload", &[], CallKind::ClientStream, count)?;
+        ensure(out.failed.is_none(), "counter_upload failed")?;
+        let keep = out.response.ok_or(Fail("no response"))?;
+        let m = pb::Count::decode(keep.get(..out.response_len).unwrap_or(&[]))
+            .map_err(|_| Fail("decode"))?;
+        ensure(m.value == count, "received_count")
+    }
+
+    /// A request the service must refuse with `code`.
+    fn refused(
+        &mut self,
+        name: &str,
+        request: &[u8],
+        kind: CallKind,
+        code: ErrorCode,
+    ) -> Result<(), Fail> {
+        let out = self.call(name, request, kind, 0)?;
+        ensure(
+            out.failed == Some(CallError::Peer(code)),
+            "not refused with the expected ERROR",
+        )
+    }
+}
+
+/// The reference's functional tests, by name.
+pub const TESTS: [&str; 12] = [
+    "echo_basic",
+    "echo_empty",
+    "echo_max_length",
+    "multi_container_echo",
+    "flash_read_basic",
+    "flash_read_8kb",
+    "data_write_basic",
+    "data_write_8kb",
+    "counter_stream",
+    "counter_stream_large",
+    "counter_upload",
+    "counter_upload_large",
+];
+
+fn run_test(pair: &mut Pair, name: &str) -> Result<(), Fail> {
+    let mut text = [0u8; 256];
+    match name {
+        "echo_basic" => pair.echo("hello"),
+        "echo_empty" => pair.echo(""),
+        "echo_max_length" => {
+            text.fill(b'A');
+            pair.echo(core::str::from_utf8(&text).unwrap_or(""))
+        }
+        "multi_container_echo" => {
+            text.fill(b'B');
+            pair.echo(core::str::from_utf8(&text[..250]).unwrap_or(""))
+        }
+        "flash_read_basic" => pair.flash_read(16),
+        "flash_read_8kb" => pair.flash_read(8192),
+        "data_write_basic" => pair.data_write(1024),
+        "data_write_8kb" => pair.data_write(8192),
+        "counter_stream" => pair.counter_stream(5),
+        "counter_stream_large" => pair.counter_stream(20),
+        "counter_upload" => pair.counter_upload(5),
+        "counter_upload_large" => pair.counter_upload(20),
+        _ => Err(Fail("unknown test")),
+    }
+}
+
+/// Connects, runs the twelve tests and the three limits; failures go to `log`.
+pub fn run(tally: &mut Tally, log: &mut dyn FnMut(&str, &str)) -> Option<Pair> {
+    let mut pair = match Pair::connect() {
+        Ok(p) => {
+            tally.pass("session setup");
+            p
+        }
+        Err(Fail(what)) => {
+            log("setup", what);
+            tally.fail("session setup");
+            return None;
+        }
+    };
+    for name in TESTS {
+        match run_test(&mut pair, name) {
+            Ok(()) => tally.pass("functional"),
+            Err(Fail(what)) => {
+                log(name, what);
+                tally.fail("functional");
+            }
+        }
+    }
+    let text = [b'x'; 257];
+    let mut req = [0u8; 300];
+    let limits: [(&str, Result<(), Fail>); 4] = [
+        ("echo over 256 bytes: DECODE_FAILED", {
+            let n = pb::Echo {
+                message: core::str::from_utf8(&text).unwrap_or(""),
+            }
+            .encode(&mut req)
+            .unwrap_or(0);
+            pair.refused("echo", &req[..n], CallKind::Unary, ErrorCode::DecodeFailed)
+        }),
+        ("flash_read over 8 KiB: HANDLER_FAILED", {
+            let n = pb::FlashReadRequest {
+                address: 0,
+                length: 8193,
+            }
+            .encode(&mut req)
+            .unwrap_or(0);
+            pair.refused(
+                "flash_read",
+                &req[..n],
+                CallKind::Unary,
+                ErrorCode::HandlerFailed,
+            )
+        }),
+        ("flash_read past the readable range: HANDLER_FAILED", {
+            let n = pb::FlashReadRequest {
+                address: FLASH.len() as u32 - 4,
+                length: 8,
+            }
+            .encode(&mut req)
+            .unwrap_or(0);
+            pair.refused(
+                "flash_read",
+                &req[..n],
+                CallKind::Unary,
+                ErrorCode::HandlerFailed,
+            )
+        }),
+        ("counter_stream over 10,000 items: STREAM_LIMIT", {
+            let n = pb::Count { value: 10_001 }.encode(&mut req).unwrap_or(0);
+            pair.refused(
+                "counter_stream",
+                &req[..n],
+                CallKind::ServerStream,
+                ErrorCode::StreamLimit,
+            )
+        }),
+    ];
+    for (name, result) in limits {
+        match result {
+            Ok(()) => tally.pass("limits"),
+            Err(Fail(what)) => {
+                log(name, what);
+                tally.fail("limits");
+            }
+        }
+    }
+    // The session still works after the refusals.
+    match pair.echo("still there") {
+        Ok(()) => tally.pass("limits"),
+        Err(Fail(what)) => {
+            log("echo after the refusals", what);
+            tally.fail("limits");
+        }
+    }
+    Some(pair)
+}

@@ -1,0 +1,173 @@
+//! One bleRPC connection of the firmware: the core's [`Peripheral`] with no allocator and the
+//! demo service answering its requests. Still sans-IO: the runtime (the GATT server on
+//! trouble-host, or the in-memory central of the QEMU image) hands it each written PDU and the
+//! time, sends what [`Connection::poll_transmit`] gives as notifications, and wakes it at
+//! [`Connection::poll_timeout`].
+//!
+//! ```text
+//!   GATT write ──> handle_pdu(now, pdu) ──> Peripheral::handle_input ──> events ──> DemoService
+//!   notify    <── poll_transmit(now, buf) <── Peripheral::poll_transmit <── responses, items
+//!   timer     ──> handle_timeout(now)            poll_timeout() ──> when
+//! ```
+
+use blerpc_proto::Instant;
+use blerpc_proto::buf::ArrayBuf;
+use blerpc_proto::connection::{
+    ConfigError, Peripheral, PeripheralCloseReason, PeripheralConfig, PeripheralEvent,
+};
+use blerpc_proto::crypto::CryptoProvider;
+use rand_core::CryptoRngCore;
+
+use crate::flash::Flash;
+use crate::service::{DemoService, Stats, Work};
+
+/// The reassembly buffer: one request of up to 12,288 wire bytes, the reference firmware's
+/// `CONFIG_BLERPC_PROTOCOL_ASSEMBLER_BUF_SIZE` (advertised as `max_request` in CAPABILITIES).
+pub const REASSEMBLY_BYTES: usize = 12_288;
+/// The outbox: one encrypted 8 KB `flash_read` response (8,229 wire bytes) plus the core's
+/// 6-byte entry header, rounded up; the counter stream is paced to fit beside it.
+pub const OUTBOX_BYTES: usize = 8_448;
+
+/// The core's peripheral as the firmware instantiates it: no allocator, one reassembly slot.
+/// The same type `crates/blerpc-proto/tests/memory.rs` measures on the host.
+pub type FirmwarePeripheral<P, R> =
+    Peripheral<P, R, ArrayBuf<REASSEMBLY_BYTES>, ArrayBuf<OUTBOX_BYTES>, 1>;
+
+/// The peripheral configuration of the firmware: the core's defaults (the reference firmware's
+/// values: ATT MTU 247, TIMEOUT 100 ms, max request 12,288, encryption required, at most
+/// 10,000 stream items), with the outbox and the reassembly budget of the buffers above.
+pub fn firmware_config(require_encryption: bool) -> PeripheralConfig {
+    PeripheralConfig {
+        require_encryption,
+        max_request_len: REASSEMBLY_BYTES,
+        max_reassembly_bytes: REASSEMBLY_BYTES,
+        max_outbox_bytes: OUTBOX_BYTES,
+        ..PeripheralConfig::default()
+    }
+}
+
+/// Why a connection ended on the bleRPC side (the link closes after sending what is queued).
+pub type CloseReason = PeripheralCloseReason;
+
+/// One connection: the core and the demo service.
+pub struct Connection<P: CryptoProvider, R, F> {
+    peripheral: FirmwarePeripheral<P, R>,
+    service: DemoService<F>,
+    closed: Option<CloseReason>,
+    secured: bool,
+}
+
+impl<P, R, F> Connection<P, R, F>
+where
+    P: CryptoProvider,
+    P::Identity: Clone,
+    R: CryptoRngCore,
+    F: Flash,
+{
+    /// A connection just established at `now`; the central then has the configuration's
+    /// `setup_timeout` to complete the key exchange.
+    pub fn new(
+        now: Instant,
+        config: PeripheralConfig,
+        provider: P,
+        identity: Option<P::Identity>,
+        rng: R,
+        service: DemoService<F>,
+    ) -> Result<Self, ConfigError> {
+        let mut peripheral = FirmwarePeripheral::new(config, provider, identity, rng)?;
+        peripheral.open(now);
+        Ok(Connection {
+            peripheral,
+            service,
+            closed: None,
+            secured: false,
+        })
+    }
+
+    /// The ATT MTU changed (after the MTU exchange).
+    pub fn set_att_mtu(&mut self, att_mtu: usize) -> Result<(), ConfigError> {
+        self.peripheral.set_att_mtu(att_mtu)
+    }
+
+    /// Handles one PDU the central wrote.
+    pub fn handle_pdu(&mut self, now: Instant, pdu: &[u8]) {
+        // The event queue is drained after every input, so the core never refuses one; if it
+        // did, draining and retrying once is what its contract asks.
+        for _ in 0..2 {
+            let accepted = self.peripheral.handle_input(now, pdu).is_ok();
+            self.drain_events(now);
+            if accepted {
+                break;
+            }
+        }
+    }
+
+    /// Handles the passing of [`Connection::poll_timeout`].
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.peripheral.handle_timeout(now);
+        self.drain_events(now);
+    }
+
+    /// The next PDU to notify, into `out` (`att_mtu - 3` bytes). Pending stream items are
+    /// queued as the outbox drains.
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut [u8]) -> Option<usize> {
+        if let Some(n) = self.peripheral.poll_transmit(now, out) {
+            return Some(n);
+        }
+        if self.service.is_streaming() {
+            self.service.pump(now, &mut self.peripheral);
+            return self.peripheral.poll_transmit(now, out);
+        }
+        None
+    }
+
+    /// When to call [`Connection::handle_timeout`].
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.peripheral.poll_timeout()
+    }
+
+    /// Set once the core closed the connection for cause: send what is queued, then
+    /// disconnect.
+    pub fn closed(&self) -> Option<CloseReason> {
+        self.closed
+    }
+
+    /// `true` once the key exchange completed.
+    pub fn is_secured(&self) -> bool {
+        self.secured
+    }
+
+    /// What the demo service counted.
+    pub fn stats(&self) -> Stats {
+        self.service.stats()
+    }
+
+    /// The core, for its accessors.
+    pub fn peripheral(&self) -> &FirmwarePeripheral<P, R> {
+        &self.peripheral
+    }
+
+    fn drain_events(&mut self, now: Instant) {
+        loop {
+            let work = match self.peripheral.poll_event() {
+                None => return,
+                Some(PeripheralEvent::Request { tid, name, data }) => {
+                    self.service.decode(tid, name, data)
+                }
+                Some(PeripheralEvent::StreamEndC2P { .. }) => Work::UploadEnd,
+                Some(PeripheralEvent::Secured) => {
+                    self.secured = true;
+                    continue;
+                }
+                Some(PeripheralEvent::Closed(reason)) => {
+                    self.closed = Some(reason);
+                    continue;
+                }
+                Some(_) => continue,
+            };
+            // A failure to queue an answer is already reported to the central by the core
+            // (ERROR) or means the connection is closing.
+            let _ = self.service.run(now, &mut self.peripheral, work);
+        }
+    }
+}

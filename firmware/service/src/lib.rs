@@ -1,0 +1,91 @@
+//! # blerpc-fw-service: the bleRPC firmware's demo service, `no_std` and without an allocator
+//!
+//! What the firmware runs for each connection, independent of the chip and of the BLE stack:
+//!
+//! | module | holds |
+//! |---|---|
+//! | [`connection`] | [`Connection`]: the core's `Peripheral` on fixed buffers and the service answering it (the MCU shell's sans-IO half) |
+//! | [`service`] | [`DemoService`]: echo, flash_read, data_write, counter_stream, counter_upload with the reference limits |
+//! | [`pb`] | the ten demo messages of `proto/blerpc.proto`, encoded and decoded without an allocator |
+//! | [`flash`] | the flash `flash_read` reads and its readable range, kept clear of the identity seed |
+//! | [`identity`] | the identity seed from its flash location, or the documented development seed |
+//! | [`plaintext`] | [`plaintext::NoCrypto`], the provider of the build that measures what encryption costs |
+//!
+//! The protocol is entirely the `blerpc-proto` core's; this crate only answers the requests it
+//! hands out.
+//!
+//! ## Example: one connection, driven by hand
+//!
+//! A core `Central` in memory sets up an encrypted session with a [`Connection`] and calls `echo`
+//! (the QEMU image runs the same, and more, on a Cortex-M33):
+//!
+//! ```
+//! use blerpc_fw_service::flash::{DemoFlash, SliceFlash};
+//! use blerpc_fw_service::{Connection, DemoLimits, DemoService, firmware_config, pb};
+//! use blerpc_proto::buf::ArrayBuf;
+//! use blerpc_proto::connection::{CallKind, Central, CentralConfig, CentralEvent, Pinning};
+//! use blerpc_proto::crypto::{CryptoProvider as _, IdentitySeed, RustCrypto};
+//! use blerpc_proto::Instant;
+//! use rand_chacha::ChaCha20Rng;
+//! use rand_chacha::rand_core::SeedableRng as _;
+//!
+//! static FLASH: [u8; 4096] = [0x5a; 4096];
+//! let now = Instant::from_millis(0);
+//! let identity = RustCrypto.load_identity(&IdentitySeed::from_bytes([9; 32])).unwrap();
+//! let key = RustCrypto.identity_public(&identity);
+//! let flash = DemoFlash::new(SliceFlash(&FLASH), 0..4096, 4096..4096).unwrap();
+//! let service = DemoService::new(flash, DemoLimits::REFERENCE);
+//! let mut conn = Connection::new(now, firmware_config(true), RustCrypto, Some(identity),
+//!     ChaCha20Rng::seed_from_u64(1), service).unwrap();
+//! let config = CentralConfig {
+//!     pinning: Pinning::Expect(key),
+//!     max_calls_in_flight: 1,
+//!     max_outbox_bytes: 1024,
+//!     max_response_len: 1024,
+//!     ..CentralConfig::default()
+//! };
+//! let mut central: Central<RustCrypto, ChaCha20Rng, ArrayBuf<1024>, ArrayBuf<1024>, 1> =
+//!     Central::new(config, RustCrypto, ChaCha20Rng::seed_from_u64(2), now).unwrap();
+//!
+//! let mut pdu = [0u8; 244];
+//! let mut echoed = None;
+//! for _ in 0..10 {
+//!     while let Some(n) = central.poll_transmit(now, &mut pdu) {
+//!         conn.handle_pdu(now, &pdu[..n]);
+//!     }
+//!     while let Some(n) = conn.poll_transmit(now, &mut pdu) {
+//!         central.handle_input(now, &pdu[..n]).unwrap();
+//!     }
+//!     let mut start = false;
+//!     while let Some(event) = central.poll_event() {
+//!         match event {
+//!             CentralEvent::Connected { encrypted } => start = encrypted,
+//!             CentralEvent::Response { data, .. } => {
+//!                 echoed = Some(pb::Echo::decode(data).unwrap().message.len());
+//!             }
+//!             _ => {}
+//!         }
+//!     }
+//!     if start {
+//!         let mut req = [0u8; 16];
+//!         let n = pb::Echo { message: "hi" }.encode(&mut req).unwrap();
+//!         central.start_call(now, "echo", &req[..n], CallKind::Unary).unwrap();
+//!     }
+//! }
+//! assert_eq!(echoed, Some(2));
+//! assert!(conn.is_secured());
+//! ```
+#![no_std]
+#![cfg_attr(not(test), warn(clippy::indexing_slicing))]
+
+pub mod connection;
+pub mod flash;
+pub mod identity;
+pub mod pb;
+pub mod plaintext;
+pub mod service;
+
+pub use connection::{
+    Connection, FirmwarePeripheral, OUTBOX_BYTES, REASSEMBLY_BYTES, firmware_config,
+};
+pub use service::{DemoLimits, DemoService, ECHO_CAPACITY, Stats};
