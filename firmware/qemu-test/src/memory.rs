@@ -2,6 +2,7 @@
 //! (the host figure, 23,120 bytes on x86_64, is `crates/blerpc-proto/tests/memory.rs`'s).
 
 use blerpc_fw_service::flash::MappedFlash;
+use blerpc_fw_service::plaintext::NoCrypto;
 use blerpc_fw_service::{Connection, FirmwarePeripheral, OUTBOX_BYTES, REASSEMBLY_BYTES};
 use blerpc_proto::crypto::RustCrypto;
 use rand_chacha::ChaCha20Rng;
@@ -23,7 +24,7 @@ impl rand_core::RngCore for Trng {
 impl rand_core::CryptoRng for Trng {}
 
 /// Sizes in bytes: `(what, bytes)`.
-pub fn sizes() -> [(&'static str, usize); 4] {
+pub fn sizes() -> [(&'static str, usize); 5] {
     [
         (
             "core peripheral, firmware configuration (the host test's type)",
@@ -40,6 +41,10 @@ pub fn sizes() -> [(&'static str, usize); 4] {
         (
             "firmware connection (core + demo service)",
             core::mem::size_of::<Connection<RustCrypto, ChaCha20Rng, MappedFlash>>(),
+        ),
+        (
+            "firmware connection, plaintext build",
+            core::mem::size_of::<Connection<NoCrypto, ChaCha20Rng, MappedFlash>>(),
         ),
     ]
 }
