@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The firmware's CI check (after tools/firmware/install.sh):
+#   1. formatting, and the host tests of the firmware crates (the demo service's codecs, the
+#      QEMU checks run natively, the Linux build's helpers);
+#   2. the Cortex-M33 test image built and run under QEMU (mps2-an505, semihosting): the
+#      reference vectors both ways and an encrypted session in memory on the MCU's own code;
+#   3. both boards' release images (nRF54L15 DK, nRF52840 DK), encrypted and plaintext, and their
+#      flash and RAM split by component (tools/firmware/sizes.py);
+#   4. the Linux build over Bumble's virtual controllers: the 12 functional tests both ways
+#      (tools/firmware/bumble_run.py).
+# Each step is timed; any failure stops the script with a message naming the step.
+#
+#   bash tools/firmware/check.sh              # everything
+#   bash tools/firmware/check.sh qemu sizes   # some steps: host qemu sizes bumble
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+fw="$repo/firmware"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$fw/target}"
+jobs="${CARGO_BUILD_JOBS:-2}"
+steps="${*:-host qemu sizes bumble}"
+
+fail() {
+  echo "!! FIRMWARE CHECK FAILED: $1" >&2
+  exit 1
+}
+run_step() {
+  local name="$1"
+  shift
+  case " $steps " in *" $name "*) ;; *) echo "== firmware check: $name (not selected)" >&2; return 0 ;; esac
+  local t0=$SECONDS
+  echo "== firmware check: $name" >&2
+  "$@" || fail "$name"
+  echo "== firmware check: $name done in $((SECONDS - t0)) s" >&2
+}
+
+include="$(bash "$repo/tools/firmware/clang-include.sh")" || fail "clang include directory (run tools/firmware/install.sh)"
+export BINDGEN_EXTRA_CLANG_ARGS="-I$include"
+cargo_fw() { (cd "$fw" && cargo "$@" --locked -j "$jobs"); }
+
+host() {
+  (cd "$fw" && cargo fmt --all --check) || return 1
+  cargo_fw test -p blerpc-fw-service -p blerpc-fw-qemu-test -p blerpc-fw-linux
+}
+
+qemu() {
+  local target=thumbv8m.main-none-eabihf
+  cargo_fw build --release -p blerpc-fw-qemu-test --target "$target" || return 1
+  local elf="$CARGO_TARGET_DIR/$target/release/blerpc-fw-qemu-test"
+  echo "   running $elf on qemu-system-arm -M mps2-an505 (Cortex-M33)" >&2
+  timeout 600 qemu-system-arm -M mps2-an505 -nographic -monitor none -serial none \
+    -semihosting-config enable=on,target=native -kernel "$elf" | tee "$CARGO_TARGET_DIR/qemu-test.out"
+  [ "${PIPESTATUS[0]}" = 0 ]
+}
+
+# The firmware connection's size_of on 32-bit ARM, as the QEMU image printed it (for the split
+# of the main task's static future in the size report).
+connection_bytes() {
+  sed -n "s/^  $1: \([0-9]*\) bytes$/\1/p" "$CARGO_TARGET_DIR/qemu-test.out" 2>/dev/null | head -1
+}
+
+sizes() {
+  local out="$CARGO_TARGET_DIR/firmware-sizes"
+  mkdir -p "$out"
+  local images=()
+  for board in nrf54l15:thumbv8m.main-none-eabihf nrf52840:thumbv7em-none-eabihf; do
+    local name="${board%%:*}" target="${board##*:}"
+    for variant in encrypted plaintext; do
+      local features=()
+      [ "$variant" = plaintext ] && features=(--features plaintext)
+      cargo_fw build --release -p "blerpc-fw-$name" --target "$target" "${features[@]}" || return 1
+      cp "$CARGO_TARGET_DIR/$target/release/blerpc-fw-$name" "$out/$name-$variant.elf"
+      images+=("$name $variant=$out/$name-$variant.elf")
+    done
+  done
+  local split=()
+  local enc plain
+  enc="$(connection_bytes "firmware connection (core + demo service)")"
+  plain="$(connection_bytes "firmware connection, plaintext build")"
+  [ -n "$enc" ] && split+=(--connection-bytes "$enc")
+  [ -n "$plain" ] && split+=(--connection-bytes-plaintext "$plain")
+  [ -z "$enc" ] && echo "   (run the qemu step first to split the main task's RAM: no QEMU output yet)" >&2
+  python3 "$repo/tools/firmware/sizes.py" --json "$out/sizes.json" "${split[@]}" "${images[@]}"
+}
+
+bumble() {
+  cargo_fw build --release -p blerpc-fw-linux || return 1
+  local venv
+  venv="$(bash "$repo/tools/venv.sh")" || return 1
+  "$venv/bin/python" -c "import bumble" || { echo "Bumble missing: run tools/firmware/install.sh" >&2; return 1; }
+  local logs="$CARGO_TARGET_DIR/bumble-logs"
+  mkdir -p "$logs"
+  timeout 900 "$venv/bin/python" "$repo/tools/firmware/bumble_run.py" \
+    --linux-bin "$CARGO_TARGET_DIR/release/blerpc-fw-linux" --logs "$logs"
+}
+
+run_step host host
+run_step qemu qemu
+run_step sizes sizes
+run_step bumble bumble
+echo "firmware check: all selected steps passed" >&2
