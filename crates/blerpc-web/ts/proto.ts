@@ -134,7 +134,12 @@ class Reader {
     switch (wireType) {
       case 0: this.varint(); return;
       case 1: this.pos += 8; break;
-      case 2: this.pos += this.length(); return;
+      case 2: {
+        // Not `this.pos += this.length()`: that adds to the position read before the length.
+        const n = this.length();
+        this.pos += n;
+        return;
+      }
       case 5: this.pos += 4; break;
       default: throw new RangeError(`unsupported wire type ${wireType}`);
     }
