@@ -30,7 +30,9 @@ build() { # features, out dir
       --target-dir "$target_dir" ${1:+--features "$1"}) || fail "cargo build (wasm32) failed"
   step "wasm-bindgen --target web → $2"
   rm -rf "$2"
-  wasm-bindgen --target web --out-dir "$2" --out-name blerpc_web "$wasm_file" \
+  # Function names (the name section, 100 KiB) and the producers section are not shipped.
+  wasm-bindgen --target web --remove-name-section --remove-producers-section --out-dir "$2" \
+    --out-name blerpc_web "$wasm_file" \
     || fail "wasm-bindgen failed"
 }
 
@@ -41,6 +43,17 @@ build "" web/pkg
 step "TypeScript API (tsc) → web/pkg"
 cp crates/blerpc-web/ts/web-bluetooth.d.ts web/pkg/
 web/node_modules/.bin/tsc -p crates/blerpc-web/ts || fail "tsc failed"
+# The .d.ts files name the Web Bluetooth types of web-bluetooth.d.ts, which ships beside them:
+# point their references there (tsc writes the path back to the source tree), and give
+# wasm-bindgen's .d.ts the same reference.
+ref='/// <reference path="./web-bluetooth.d.ts" preserve="true" />'
+for f in web/pkg/*.d.ts; do
+  case "$f" in */web-bluetooth.d.ts) continue ;; esac
+  sed -i '/^\/\/\/ <reference path=.*web-bluetooth\.d\.ts/d' "$f"
+  case "$f" in */index.d.ts|*/connection.d.ts|*/blerpc_web.d.ts) sed -i "1i $ref" "$f" ;; esac
+done
+step "type check of a page's use of the package (web/test/types)"
+web/node_modules/.bin/tsc -p web/test/types || fail "tsc -p web/test/types"
 
 step "bundle size (what a page downloads)"
 node web/harness/bundle-size.mjs web/pkg

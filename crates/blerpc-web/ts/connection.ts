@@ -1,4 +1,4 @@
-/// <reference path="./web-bluetooth.d.ts" />
+/// <reference path="./web-bluetooth.d.ts" preserve="true" />
 // A connection as pages use it: calls as promises, streams as async iterators, deadlines and
 // AbortSignal cancellation, every failure a BlerpcError.
 

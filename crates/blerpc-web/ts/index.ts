@@ -1,3 +1,4 @@
+/// <reference path="./web-bluetooth.d.ts" preserve="true" />
 // The bleRPC browser central: the blerpc-proto core compiled to WebAssembly, over Web
 // Bluetooth and WebSocket. See docs/web.md.
 
