@@ -65,6 +65,12 @@ export async function bridgeBluetooth({ browser, page, serverUrl, address = '0A:
   const toCentral = []; // containers waiting to be delivered through the read path
   let delivering = false;
   let closed = false;
+  // The device's GATT database is complete: only then may the chooser pick it (the page
+  // connects and discovers at once, and startNotifications needs the 0x2902 descriptor).
+  let gattReady;
+  const gattBuilt = new Promise((ok) => {
+    gattReady = ok;
+  });
 
   devices.on('DeviceAccess.deviceRequestPrompted', async ({ id, devices: listed }) => {
     try {
@@ -87,8 +93,11 @@ export async function bridgeBluetooth({ browser, page, serverUrl, address = '0A:
         }));
         await bt.send('BluetoothEmulation.addDescriptor', { characteristicId, descriptorUuid: CCCD_UUID });
         log(`advertising ${address} with service ${serviceId}, characteristic ${characteristicId}`);
+        gattReady();
       } else {
-        // The prompt fires again once the device is listed: pick it.
+        // The prompt fires again once the device is listed: pick it, once its GATT database is
+        // complete.
+        await gattBuilt;
         const device = listed.find((d) => d.name === name) ?? listed[0];
         await devices.send('DeviceAccess.selectPrompt', { id, deviceId: device.id });
         log(`selected ${device.id}`);
