@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the browser checks need (tools/web/check.sh): Debian's chromium, the Rust
+# Installs what the browser checks need (tools/web/check.sh): Debian's chromium (and openssl,
+# nodejs, npm if missing), the Rust
 # wasm32 target, wasm-bindgen-cli at the lock file's wasm-bindgen version, and web/'s npm
 # packages (playwright-core, typescript) from web/package-lock.json. Idempotent; needs root for
 # apt. Never downloads a browser of its own: Playwright drives /usr/bin/chromium.
@@ -12,6 +13,12 @@ if ! command -v chromium >/dev/null; then
   step "apt: chromium"
   apt-get update -qq || fail "apt-get update"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium || fail "apt-get install chromium"
+fi
+# openssl makes the wss:// test's self-signed certificate.
+if ! command -v openssl >/dev/null; then
+  step "apt: openssl"
+  apt-get update -qq || fail "apt-get update"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl || fail "apt-get install openssl"
 fi
 command -v node >/dev/null && command -v npm >/dev/null || {
   step "apt: nodejs npm"

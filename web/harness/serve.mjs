@@ -24,7 +24,9 @@ export function blerpcBin() {
  */
 export async function startServer(extraArgs = []) {
   const config = mkdtempSync(join(tmpdir(), 'blerpc-web-test-'));
-  const child = spawn(blerpcBin(), ['serve', '--listen', 'ws://127.0.0.1:0', ...extraArgs], {
+  // A --listen among the extra arguments replaces the default one.
+  const listen = extraArgs.includes('--listen') ? [] : ['--listen', 'ws://127.0.0.1:0'];
+  const child = spawn(blerpcBin(), ['serve', ...listen, ...extraArgs], {
     env: { ...process.env, XDG_CONFIG_HOME: config, HOME: config },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -5,6 +5,11 @@
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { X509Certificate, createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 import { launchChromium } from '../harness/chromium.mjs';
 import { serveStatic } from '../harness/static-server.mjs';
@@ -293,6 +298,37 @@ describe('WebSocket link, against blerpc serve', () => {
       assert.ok(waited < 5000, `the page learnt it ${waited} ms after the kill (the call deadline was 20 s)`);
     } finally {
       await doomed.stop();
+    }
+  });
+
+  test('wss://: the 12 functional tests pass over TLS (a self-signed certificate Chromium is told to trust by its key)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'blerpc-web-tls-'));
+    const cert = join(dir, 'cert.pem');
+    const key = join(dir, 'key.pem');
+    execFileSync('openssl', [
+      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1',
+      '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert,
+    ], { stdio: 'ignore' });
+    // Chromium trusts exactly this certificate's key, nothing else.
+    const spki = new X509Certificate(readFileSync(cert)).publicKey.export({ type: 'spki', format: 'der' });
+    const hash = createHash('sha256').update(spki).digest('base64');
+    const tls = await startServer(['--listen', 'wss://127.0.0.1:0', '--tls-cert', cert, '--tls-key', key]);
+    const browser = await launchChromium({ args: [`--ignore-certificate-errors-spki-list=${hash}`] });
+    try {
+      assert.match(tls.url, /^wss:\/\//);
+      await openDemo(browser.page, site.url);
+      const info = await browser.page.evaluate(
+        (a) => blerpcDemo.connect('websocket', { pinning: { trust: a.key } }, a.url),
+        { url: tls.url, key: tls.identity },
+      );
+      assert.equal(info.encrypted, true);
+      const results = await browser.page.evaluate(() => blerpcDemo.runTests());
+      for (const r of results) assert.ok(r.ok, `${r.name}: ${r.error}`);
+      assert.equal(results.length, 12);
+      console.log(`  12/12 functional tests passed over ${tls.url}, TLS and end-to-end encrypted`);
+    } finally {
+      await browser.close();
+      await tls.stop();
     }
   });
 
