@@ -65,7 +65,12 @@ describe('WebSocket link, against blerpc serve', () => {
     assert.equal(first.peerIdentity, server.identity);
     assert.equal(first.deviceId, server.url);
 
-    const info = await page.evaluate((url) => blerpcDemo.connect('websocket', {}, url), server.url);
+    const { info, ms } = await page.evaluate(async (url) => {
+      const t = performance.now();
+      const info = await blerpcDemo.connect('websocket', {}, url);
+      return { info, ms: performance.now() - t };
+    }, server.url);
+    console.log(`  connect (WebSocket open, setup, key exchange, pin check): ${ms.toFixed(1)} ms`);
     assert.equal(info.encrypted, true);
     assert.equal(info.pinned, 'matched', 'the second connection finds the key pinned');
     assert.equal(info.longContainers, true);
