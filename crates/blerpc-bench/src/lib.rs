@@ -15,6 +15,7 @@
 //! | `aead`, `copy`, `calls`, `wakeup` | [`aead`], [`copy`], [`calls`], [`wakeup`]: the pieces that explain the loopback figures | the other rows of each table |
 //! | `handshake` | [`handshake`]: the key exchange's primitives per crypto library (what the codec's `kx` row sums) | the other libraries |
 //! | `hostile` | [`hostile`]: attacks (silent sockets, pre-auth memory, slow containers, key-exchange floods, random bytes, many tids, reopen storms) on a real `blerpc serve` while a legitimate client calls | the same client with no attack |
+//! | `gateway` | [`gateway`]: calls through the device gateway (HTTP/JSON and relayed end to end), and 100,000 dialled-in devices with calls to random ones | direct calls to the same device over TCP |
 //! | `soak` | [`soak`]: thousands of encrypted connections doing mixed calls and streams with reconnect churn and a hostile mix; server RSS slope | — (0 wrong answers) |
 //! | `serial` | [`serial`]: the serial link's framing (CRC-16, COBS) per PDU size | — |
 //!
@@ -44,6 +45,7 @@ pub mod ble;
 pub mod calls;
 pub mod codec;
 pub mod copy;
+pub mod gateway;
 pub mod handshake;
 pub mod hostile;
 pub mod links;

@@ -5,8 +5,8 @@
 use std::process::ExitCode;
 
 use blerpc_bench::{
-    aead, ble, calls, codec, copy, handshake, hostile, links, loopback, process, scale, serial,
-    soak, suite, wakeup,
+    aead, ble, calls, codec, copy, gateway, handshake, hostile, links, loopback, process, scale,
+    serial, soak, suite, wakeup,
 };
 use clap::{Parser, Subcommand};
 
@@ -55,12 +55,21 @@ enum Suite {
     /// Many encrypted connections doing mixed calls and streams for a while, every answer
     /// checked, with reconnect churn and a hostile mix.
     Soak(Box<soak::SoakArgs>),
+    /// The device gateway: HTTP and relayed calls against direct ones, and many dialled-in
+    /// devices (--devices N).
+    Gateway(Box<gateway::GatewayArgs>),
     /// A child process of a suite.
     #[command(hide = true, subcommand)]
     Role(process::Role),
     /// `blerpc serve` (the scale test's server).
     #[command(hide = true)]
     Serve(Box<blerpc_cli::serve::ServeArgs>),
+    /// `blerpc gateway` (the gateway bench's gateway).
+    #[command(hide = true)]
+    ServeGateway(Box<blerpc_cli::gateway::GatewayArgs>),
+    /// `blerpc call` (the gateway bench's command mode).
+    #[command(hide = true)]
+    Call(Box<blerpc_cli::call::CallArgs>),
 }
 
 fn run(suite: Option<Suite>, out: &std::path::Path) -> anyhow::Result<bool> {
@@ -81,6 +90,13 @@ fn run(suite: Option<Suite>, out: &std::path::Path) -> anyhow::Result<bool> {
         Some(Suite::Soak(a)) => soak::run(&a),
         Some(Suite::Role(role)) => process::run(&role),
         Some(Suite::Serve(a)) => blerpc_cli::serve::run_blocking(&a).map(|()| true),
+        Some(Suite::Gateway(a)) => gateway::run(&a),
+        Some(Suite::ServeGateway(a)) => blerpc_cli::gateway::run_blocking(&a).map(|()| true),
+        Some(Suite::Call(a)) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(blerpc_cli::call::call(&a))
+            .map(|()| true),
     }
 }
 

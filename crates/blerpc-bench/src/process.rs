@@ -8,7 +8,11 @@
 //! blerpc-bench role scale-client JSON      one scale load generator
 //! blerpc-bench role scale-echo PORT        one raw TCP echo worker of the scale baseline
 //! blerpc-bench role wakeup-server          the wake-up benchmark's echo server
+//! blerpc-bench role gateway-devices JSON   simulated devices dialling the gateway bench's gateway
 //! blerpc-bench serve ...                   `blerpc serve`, the same code (blerpc_cli::serve)
+//! blerpc-bench role http-call ADDR PATH TOKEN BODY   one HTTP call, as a one-shot client
+//! blerpc-bench serve-gateway ...           `blerpc gateway`, the same code (blerpc_cli::gateway)
+//! blerpc-bench call ...                    `blerpc call`, the same code (blerpc_cli::call)
 //! ```
 
 use std::io;
@@ -34,6 +38,24 @@ pub enum Role {
     },
     /// The wake-up benchmark's echo server (prints its port).
     WakeupServer,
+    /// Simulated devices of the gateway bench, dialling the gateway, configured by a JSON spec.
+    GatewayDevices {
+        /// The spec (`gateway::scale::SimSpec` as JSON).
+        spec: String,
+    },
+    /// One HTTP call through the gateway, as a one-shot client process (the gateway bench's
+    /// command mode): POSTs `body` to `http://ADDR/PATH` with the bearer `token`, prints the
+    /// answer, fails unless it is 200.
+    HttpCall {
+        /// `HOST:PORT`.
+        addr: String,
+        /// The path.
+        path: String,
+        /// The bearer token.
+        token: String,
+        /// The JSON body.
+        body: String,
+    },
 }
 
 /// Runs a child role; `Ok(false)` if it failed a check.
@@ -43,6 +65,13 @@ pub fn run(role: &Role) -> anyhow::Result<bool> {
         Role::ScaleClient { spec } => crate::scale::client::run(spec),
         Role::ScaleEcho { port } => crate::scale::echo::run(*port),
         Role::WakeupServer => crate::wakeup::serve().map(|()| true),
+        Role::GatewayDevices { spec } => crate::gateway::scale::run_simulator(spec),
+        Role::HttpCall {
+            addr,
+            path,
+            token,
+            body,
+        } => crate::gateway::http_call_once(addr, path, token, body),
     }
 }
 

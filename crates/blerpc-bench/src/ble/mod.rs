@@ -364,6 +364,7 @@ pub fn run_connect(url: &str, args: &BleArgs, steps: &Steps) -> anyhow::Result<P
         tls_cert_pin: None,
         tls_server_name: None,
         baud: args.baud,
+        bearer: std::env::var("BLERPC_TOKEN").ok(),
         timeout: 10.0,
         setup_pipelining: None,
     };

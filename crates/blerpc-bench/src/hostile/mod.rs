@@ -431,14 +431,14 @@ const ECHO: &[u8] = &[0x0a, 0x05, b'h', b'e', b'l', b'l', b'o'];
 /// One legitimate call's bound.
 const CALL_LIMIT: Duration = Duration::from_secs(10);
 
+/// What the legitimate client's calling gave: each successful call's start (seconds into the
+/// phase) and latency (ms), the calls made, and the first error.
+type Calling = (Vec<(f64, f64)>, usize, Option<String>);
+
 impl Legit {
     /// Calls every `interval` for `duration` on a current-thread runtime of its own: the
     /// latencies of the calls that succeeded, the calls made and the first failure.
-    fn run(
-        &self,
-        duration: Duration,
-        interval: Duration,
-    ) -> anyhow::Result<(Vec<(f64, f64)>, usize, Option<String>)> {
+    fn run(&self, duration: Duration, interval: Duration) -> anyhow::Result<Calling> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;

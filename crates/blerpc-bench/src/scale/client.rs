@@ -217,7 +217,7 @@ async fn step_timeout<T>(
 
 /// Connects from `source` (kernel-chosen port, `IP_BIND_ADDRESS_NO_PORT` so the port is picked
 /// per destination at connect time) to `server`.
-async fn connect_from(source: Ipv4Addr, server: SocketAddr) -> io::Result<TcpStream> {
+pub(crate) async fn connect_from(source: Ipv4Addr, server: SocketAddr) -> io::Result<TcpStream> {
     use socket2::{Domain, Protocol, Socket, Type};
     // Non-blocking from the start (SOCK_NONBLOCK): one system call fewer per connection.
     #[cfg(target_os = "linux")]

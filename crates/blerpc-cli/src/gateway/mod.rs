@@ -119,6 +119,10 @@ pub struct GatewayArgs {
     /// Internal: run as worker K of `--workers` (the internal token on stdin).
     #[arg(long, value_name = "K", hide = true)]
     pub worker: Option<usize>,
+    /// Internal: the subcommand that runs a gateway in this executable, for the workers
+    /// (`gateway` in `blerpc`; the benchmarks' binary embeds it under another name).
+    #[arg(long, value_name = "NAME", hide = true, default_value = "gateway")]
+    pub worker_subcommand: String,
 }
 
 /// Runs `blerpc gateway` on its runtime: one thread for a worker, one per CPU otherwise.

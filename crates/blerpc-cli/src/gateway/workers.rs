@@ -132,7 +132,7 @@ pub(super) async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
     for k in 0..n {
         let exe = std::env::current_exe().context("cannot find the blerpc executable")?;
         let mut c = Command::new(exe);
-        c.arg("gateway")
+        c.arg(&args.worker_subcommand)
             .args(["--worker", &k.to_string()])
             .args(["--http", "127.0.0.1:0"])
             .args(["--relay-url", &format!("ws://{http_addr}/w{k}")]);

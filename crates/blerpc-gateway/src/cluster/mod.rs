@@ -162,6 +162,10 @@ impl Front {
         let app = self
             .router()
             .into_make_service_with_connect_info::<SocketAddr>();
+        // Small answers go out at once (a relayed container must not wait for a delayed ACK).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
             .await

@@ -195,7 +195,12 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt as _;
     let app = router(gateway).into_make_service_with_connect_info::<SocketAddr>();
+    // Small answers go out at once (without it, a relayed container can wait for a delayed ACK).
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
@@ -229,6 +234,7 @@ pub async fn serve_tls(
                 }
             },
         };
+        let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let service = match app.call(peer).await {
             Ok(s) => s,
