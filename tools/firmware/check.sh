@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The firmware's CI check (after tools/firmware/install.sh):
-#   1. formatting, and the host tests of the firmware crates (the demo service's codecs, the
-#      QEMU checks run natively, the Linux build's helpers);
+#   1. formatting, clippy, and the host tests of the firmware crates (the demo service's codecs,
+#      the QEMU checks run natively, the Linux build's helpers); clippy on the MCU targets;
 #   2. the Cortex-M33 test image built and run under QEMU (mps2-an505, semihosting): the
 #      reference vectors both ways and an encrypted session in memory on the MCU's own code;
 #   3. both boards' release images (nRF54L15 DK, nRF52840 DK), encrypted and plaintext, and their
@@ -11,13 +11,13 @@
 # Each step is timed; any failure stops the script with a message naming the step.
 #
 #   bash tools/firmware/check.sh              # everything
-#   bash tools/firmware/check.sh qemu sizes   # some steps: host qemu sizes bumble
+#   bash tools/firmware/check.sh qemu sizes   # some steps: host lint qemu sizes bumble
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 fw="$repo/firmware"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$fw/target}"
 jobs="${CARGO_BUILD_JOBS:-2}"
-steps="${*:-host qemu sizes bumble}"
+steps="${*:-host lint qemu sizes bumble}"
 
 fail() {
   echo "!! FIRMWARE CHECK FAILED: $1" >&2
@@ -35,11 +35,25 @@ run_step() {
 
 include="$(bash "$repo/tools/firmware/clang-include.sh")" || fail "clang include directory (run tools/firmware/install.sh)"
 export BINDGEN_EXTRA_CLANG_ARGS="-I$include"
-cargo_fw() { (cd "$fw" && cargo "$@" --locked -j "$jobs"); }
+cargo_fw() { (cd "$fw" && cargo "$1" --locked -j "$jobs" "${@:2}"); }
+
+host_packages=(-p blerpc-fw-service -p blerpc-fw-qemu-test -p blerpc-fw-app -p blerpc-fw-linux)
 
 host() {
-  (cd "$fw" && cargo fmt --all --check) || return 1
-  cargo_fw test -p blerpc-fw-service -p blerpc-fw-qemu-test -p blerpc-fw-linux
+  # The firmware packages only (`--all` would reach the main workspace's crates, its path
+  # dependencies).
+  (cd "$fw" && cargo fmt --check "${host_packages[@]}" -p blerpc-fw-nrf52840 -p blerpc-fw-nrf54l15) || return 1
+  # Release, so the bumble step's build reuses these dependencies.
+  cargo_fw clippy --release "${host_packages[@]}" --all-targets -- -D warnings || return 1
+  cargo_fw test --release -p blerpc-fw-service -p blerpc-fw-qemu-test -p blerpc-fw-linux
+}
+
+# Clippy on the microcontroller targets (the boards in both variants, the QEMU image).
+lint() {
+  cargo_fw clippy --release -p blerpc-fw-qemu-test --target thumbv8m.main-none-eabihf -- -D warnings || return 1
+  cargo_fw clippy --release -p blerpc-fw-nrf54l15 --target thumbv8m.main-none-eabihf -- -D warnings || return 1
+  cargo_fw clippy --release -p blerpc-fw-nrf52840 --target thumbv7em-none-eabihf -- -D warnings || return 1
+  cargo_fw clippy --release -p blerpc-fw-nrf52840 --target thumbv7em-none-eabihf --features plaintext -- -D warnings
 }
 
 qemu() {
@@ -94,6 +108,7 @@ bumble() {
 }
 
 run_step host host
+run_step lint lint
 run_step qemu qemu
 run_step sizes sizes
 run_step bumble bumble

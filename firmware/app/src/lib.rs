@@ -202,11 +202,14 @@ where
             let now = now();
             let mut seed_for_conn = [0u8; 32];
             rand_core::RngCore::fill_bytes(&mut *master.borrow_mut(), &mut seed_for_conn);
+            // Each connection takes its own handle on the identity (`()` in the plaintext build).
+            #[allow(clippy::clone_on_copy)]
+            let identity = identity.clone();
             match Connection::new(
                 now,
                 firmware_config(require_encryption),
                 Provider,
-                identity.clone(),
+                identity,
                 ChaCha20Rng::from_seed(seed_for_conn),
                 service,
             ) {
@@ -312,6 +315,8 @@ async fn serve_connection<C, F>(
                     if let Ok(reply) = reply {
                         reply.send().await;
                     }
+                    // A CCC write may have subscribed the central: the notifier looks again.
+                    input.signal(());
                 }
                 GattConnectionEvent::ConnectionParamsUpdated { conn_interval, .. } => {
                     info!("connection interval {} us", conn_interval.as_micros());
@@ -342,10 +347,17 @@ async fn serve_connection<C, F>(
                     warn!("ATT MTU {} too small for bleRPC", mtu);
                 }
             }
+            // Nothing is taken from the core before the central subscribed: trouble would drop
+            // the notification (as any GATT server does), and the PDU would be lost.
+            let subscribed = data.should_notify(conn);
             let len = usize::from(att_mtu.saturating_sub(3)).min(pdu.len());
-            let next = session
-                .borrow_mut()
-                .poll_transmit(now(), pdu.get_mut(..len).unwrap_or(&mut []));
+            let next = if subscribed {
+                session
+                    .borrow_mut()
+                    .poll_transmit(now(), pdu.get_mut(..len).unwrap_or(&mut []))
+            } else {
+                None
+            };
             if let Some(n) = next {
                 if data
                     .notify_raw(conn, pdu.get(..n).unwrap_or(&[]), false)

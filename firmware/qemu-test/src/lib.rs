@@ -74,3 +74,23 @@ pub fn run(scratch: &mut vectors::Scratch, log: &mut dyn FnMut(&str, &str)) -> T
     session::run(&mut tally, log);
     tally
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::{boxed::Box, format, string::String, vec::Vec};
+
+    /// The image's checks, natively: every vector and the whole session pass.
+    #[test]
+    fn every_check_passes_on_the_host_too() {
+        let mut scratch = Box::new(crate::vectors::Scratch::new());
+        let mut failures: Vec<String> = Vec::new();
+        let tally = crate::run(&mut scratch, &mut |case, what| {
+            failures.push(format!("{case}: {what}"))
+        });
+        assert!(failures.is_empty(), "{failures:?}");
+        let (passed, failed) = tally.totals();
+        assert_eq!(failed, 0);
+        assert!(passed >= 270, "{passed} checks ran");
+    }
+}
