@@ -7,7 +7,8 @@
 #   bash tools/web/check.sh
 #
 # Cargo's target directory: $CARGO_TARGET_DIR, else the repository's target/ (where CI's test
-# command has already built the workspace, and so the blerpc binary the tests start).
+# command has already built the workspace, and so the blerpc binary the tests start; set
+# BLERPC_BIN to use another binary without building one).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -37,9 +38,14 @@ step "docs (wasm32, warnings are errors)"
 (cd crates/blerpc-web && RUSTDOCFLAGS="-Dwarnings --cfg=web_sys_unstable_apis" wasm cargo doc "${crate[@]}" --no-deps \
   --target wasm32-unknown-unknown --all-features) || fail "cargo doc (crates/blerpc-web)"
 
-step "the blerpc binary the tests start (cargo build -p blerpc-cli)"
-cargo build -p blerpc-cli --locked --target-dir "$target_dir" -j 2 || fail "cargo build -p blerpc-cli"
-export BLERPC_BIN="$target_dir/debug/blerpc"
+if [ -n "${BLERPC_BIN:-}" ]; then
+  step "the blerpc binary the tests start: $BLERPC_BIN (BLERPC_BIN)"
+  [ -x "$BLERPC_BIN" ] || fail "BLERPC_BIN=$BLERPC_BIN is not an executable"
+else
+  step "the blerpc binary the tests start (cargo build -p blerpc-cli)"
+  cargo build -p blerpc-cli --locked --target-dir "$target_dir" -j 2 || fail "cargo build -p blerpc-cli"
+  export BLERPC_BIN="$target_dir/debug/blerpc"
+fi
 
 step "package: wasm + TypeScript (tools/web/build.sh)"
 bash tools/web/build.sh || fail "tools/web/build.sh"
