@@ -40,8 +40,8 @@ export const INIT_SCRIPT = `(() => {
 
 /**
  * Sets up the emulation for `page` (which must be fresh: call before `page.goto`) and bridges
- * the emulated device to `serverUrl`. Returns `{ stats, close() }`; `stats` counts the
- * containers each way.
+ * the emulated device to `serverUrl`. Returns `{ stats, disconnect(), close() }`; `stats` counts
+ * the containers each way and the longest write.
  */
 export async function bridgeBluetooth({ browser, page, serverUrl, address = '0A:0B:0C:0D:0E:0F', name = 'blerpc' }) {
   await page.addInitScript(INIT_SCRIPT);
@@ -50,7 +50,7 @@ export async function bridgeBluetooth({ browser, page, serverUrl, address = '0A:
   await bt.send('BluetoothEmulation.enable', { state: 'powered-on', leSupported: true });
   await devices.send('DeviceAccess.enable');
 
-  const stats = { toPeripheral: 0, toCentral: 0, connections: 0, errors: [] };
+  const stats = { toPeripheral: 0, toCentral: 0, connections: 0, maxWrite: 0, errors: [] };
   const log = (m) => {
     if (process.env.BLERPC_WEB_VERBOSE) process.stderr.write(`[ble bridge] ${m}\n`);
   };
@@ -164,6 +164,7 @@ export async function bridgeBluetooth({ browser, page, serverUrl, address = '0A:
         case 'write': {
           const bytes = Buffer.from(op.data, 'base64');
           stats.toPeripheral += 1;
+          stats.maxWrite = Math.max(stats.maxWrite, bytes.length);
           if (ws && ws.readyState === WebSocket.OPEN) ws.send(bytes);
           else pendingWrites.push(bytes);
           if (op.writeType !== 'write-without-response') {
@@ -219,6 +220,9 @@ export async function bridgeBluetooth({ browser, page, serverUrl, address = '0A:
     close: async () => {
       closed = true;
       if (ws) ws.close();
+      // Disconnect before the emulation goes away (disabling it under a connected device is not
+      // something a test should depend on).
+      await bt.send('BluetoothEmulation.simulateGATTDisconnection', { address }).catch(() => {});
       await bt.send('BluetoothEmulation.disable').catch(() => {});
       await bt.detach().catch(() => {});
       await devices.detach().catch(() => {});

@@ -75,6 +75,40 @@ describe('Web Bluetooth link, on Chromium’s Bluetooth emulation, bridged to bl
     }
   });
 
+  test('the attMtu option: containers fit the MTU given; below 136 the key exchange cannot run (MTU_TOO_SMALL)', async () => {
+    const page = await chromium.newPage();
+    const bridge = await bridgeBluetooth({ browser: chromium.browser, page, serverUrl: server.url });
+    try {
+      const info = await connectByClick(page, bridge, 'link=bluetooth&pinning=none&mtu=185');
+      assert.equal(info.attMtu, 185);
+      assert.equal(info.maxContainer, 182);
+      const results = await page.evaluate(async () => {
+        const out = [];
+        for (const name of ['echo_max_length', 'data_write_8kb', 'counter_upload_large']) {
+          out.push(await (await import('./suite.js')).runTest(blerpcDemo.state.demo, name));
+        }
+        return out;
+      });
+      for (const r of results) assert.ok(r.ok, `${r.name}: ${r.error}`);
+      assert.ok(bridge.stats.maxWrite <= 182 && bridge.stats.maxWrite > 150, `longest write ${bridge.stats.maxWrite} B`);
+      await page.evaluate(() => blerpcDemo.disconnect());
+      const small = await page.evaluate(async () => {
+        const pkg = await import('./pkg/index.js');
+        try {
+          await pkg.connectBluetooth({ device: blerpcDemo.state.conn.bluetoothDevice, attMtu: 100, pinning: 'none' });
+          return null;
+        } catch (e) {
+          return { code: e.code, message: e.message };
+        }
+      });
+      assert.equal(small?.code, 'MTU_TOO_SMALL', JSON.stringify(small));
+      console.log(`  attMtu 185: longest write ${bridge.stats.maxWrite} B; attMtu 100: ${small.code}`);
+    } finally {
+      await bridge.close();
+      await page.close();
+    }
+  });
+
   test('trust on first use pins the device key in browser storage; the device disconnecting fails calls with LINK_CLOSED', async () => {
     const page = await chromium.newPage();
     const bridge = await bridgeBluetooth({ browser: chromium.browser, page, serverUrl: server.url });

@@ -209,9 +209,19 @@ describe('WebSocket link, against blerpc serve', () => {
         up.cancel();
         const afterCancel = await demo.echo({ message: 'after cancel' });
         const parallel = await Promise.all([1, 2, 3, 4].map((i) => demo.echo({ message: `p${i}` })));
+        // A stream nobody reads fills its buffer: STREAM_OVERFLOW, and the connection goes on.
+        const small = await pkg.connectWebSocket(url, { pinning: 'none', streamBuffer: 4 });
+        const unread = small.serverStream('counter_stream', new Uint8Array([8, 100]));
+        const first = await unread.next();
+        await new Promise((ok) => setTimeout(ok, 300));
+        const overflow = await settle((async () => {
+          for (;;) if ((await unread.next()).done) return 'ended';
+        })());
+        const afterOverflow = (await new pkg.DemoClient(small).echo({ message: 'after overflow' })).message;
+        small.close();
         conn.close();
         const afterClose = await settle(demo.echo({ message: 'closed' }));
-        return { unknown, tooBig, badArg, preAborted, seen, afterBreak, afterCancel, parallel: parallel.map((p) => p.message), afterClose };
+        return { unknown, tooBig, badArg, preAborted, seen, afterBreak, afterCancel, parallel: parallel.map((p) => p.message), afterClose, firstDone: first.done, overflow, afterOverflow };
       },
       { url: server.url, outcome },
     );
@@ -226,6 +236,9 @@ describe('WebSocket link, against blerpc serve', () => {
     assert.equal(r.afterCancel.message, 'after cancel');
     assert.deepEqual(r.parallel, ['p1', 'p2', 'p3', 'p4']);
     assert.equal(r.afterClose.code, 'CLOSED');
+    assert.equal(r.firstDone, false);
+    assert.equal(r.overflow.code, 'STREAM_OVERFLOW', JSON.stringify(r.overflow));
+    assert.equal(r.afterOverflow, 'after overflow');
     console.log(`  unknown command: ${r.unknown.code} (${r.unknown.message}); echo of 300 B: ${r.tooBig.code}`);
   });
 

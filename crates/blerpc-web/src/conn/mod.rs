@@ -165,11 +165,13 @@ impl Conn {
             return;
         }
         let len = pdu.length() as usize;
-        let max = self.central.max_container_len();
+        let max = self.link.max_input(self.central.max_container_len());
         if len > max {
             let e = Error::new(
                 Code::Framing,
-                format!("the peer sent a {len}-byte message, longer than one container ({max})"),
+                format!(
+                    "the peer sent a {len}-byte message, longer than a container can be ({max})"
+                ),
             );
             self.link_lost(e);
             return;

@@ -18,8 +18,10 @@
 //! what the browser and the device negotiated. The link assumes ATT MTU 247 (containers of at
 //! most 244 bytes), as the reference's web central does and as every current phone, desktop and
 //! the reference firmware negotiate; the `attMtu` option sets another value for a device known
-//! to negotiate less. Too large an MTU shows up as failed writes, too small only costs speed.
-//! The key exchange needs at least 136.
+//! to negotiate less. It bounds what the central writes; notifications are taken at any length
+//! up to the longest attribute value (512), since the device sends at the MTU actually
+//! negotiated. Too large an MTU shows up as failed writes, too small only costs speed. The key
+//! exchange needs at least 136.
 
 use std::cell::RefCell;
 use std::rc::Weak;

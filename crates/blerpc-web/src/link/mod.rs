@@ -13,6 +13,8 @@ use crate::error::Error;
 pub const SERVICE_UUID: &str = "12340001-0000-1000-8000-00805f9b34fb";
 /// Its one characteristic (WRITE_WITHOUT_RESP | NOTIFY).
 pub const CHARACTERISTIC_UUID: &str = "12340002-0000-1000-8000-00805f9b34fb";
+/// The longest value a GATT attribute has (Core specification, Vol 3 Part F 3.2.9).
+pub const MAX_ATTRIBUTE_LEN: usize = 512;
 
 #[cfg(web_sys_unstable_apis)]
 pub mod ble;
@@ -52,6 +54,20 @@ impl Link {
             Link::WebSocket(l) => l.attach(conn),
             #[cfg(web_sys_unstable_apis)]
             Link::Bluetooth(l) => l.attach(conn),
+        }
+    }
+
+    /// The longest PDU accepted from the peer, given the longest container the core sends
+    /// (`max_container`). A WebSocket message longer than what this side sends breaks the link
+    /// contract (as `blerpc serve` holds its peers to it). A notification is bounded by the ATT
+    /// MTU the browser and the device negotiated, which a page cannot read: it is accepted up to
+    /// [`MAX_ATTRIBUTE_LEN`], so an `attMtu` set lower than the real one only slows the sending
+    /// side.
+    pub fn max_input(&self, max_container: usize) -> usize {
+        match self {
+            Link::WebSocket(_) => max_container,
+            #[cfg(web_sys_unstable_apis)]
+            Link::Bluetooth(_) => max_container.max(MAX_ATTRIBUTE_LEN),
         }
     }
 
