@@ -89,6 +89,23 @@ impl KnownDevices {
         names.iter().map(|(k, n)| (*k, n.clone())).collect()
     }
 
+    /// The name of the device with id `id` (its key in hex) if it is on the list.
+    pub fn name_of(&self, id: &str) -> Option<String> {
+        let key: [u8; 32] = hex::decode(id).ok()?.try_into().ok()?;
+        let names = self.names.read().unwrap_or_else(|e| e.into_inner());
+        names.get(&key).cloned()
+    }
+
+    /// Devices on the list (allow-listed and enrolled).
+    pub fn len(&self) -> usize {
+        self.names.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// `true` when the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The file the policy reads (and, enrolling, writes).
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()

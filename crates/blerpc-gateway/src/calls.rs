@@ -168,11 +168,14 @@ impl Drop for Slot {
 impl Gateway {
     /// The device `id` and its live connection, or why a call cannot go to it.
     pub fn route(&self, id: &str) -> Result<(Arc<Device>, Arc<Connection>), CallFailure> {
-        let device = self
-            .inner
-            .registry
-            .get(id)
-            .ok_or_else(|| CallFailure::UnknownDevice(id.to_string()))?;
+        let Some(device) = self.inner.registry.get(id) else {
+            // Known from the allow-list but never connected: 503, not 404.
+            return Err(if self.inner.known.name_of(id).is_some() {
+                CallFailure::NotConnected(id.to_string())
+            } else {
+                CallFailure::UnknownDevice(id.to_string())
+            });
+        };
         let connection = device
             .connection()
             .ok_or_else(|| CallFailure::NotConnected(id.to_string()))?;
@@ -322,6 +325,28 @@ impl Gateway {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_allow_listed_device_that_never_connected_is_503_and_a_stranger_404() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("devices.json");
+        let key = "ab".repeat(32);
+        std::fs::write(&path, format!("{{\"kitchen\": \"{key}\"}}")).unwrap_or_default();
+        let config = crate::GatewayConfig {
+            admission: crate::Admission::AllowList(path),
+            ..crate::GatewayConfig::default()
+        };
+        let g = Gateway::new(config).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(g.route(&key).unwrap_err().status(), 503);
+        assert_eq!(g.route(&"cd".repeat(32)).unwrap_err().status(), 404);
+        assert_eq!(g.known(), 1);
+        let views = g.device_views();
+        assert_eq!(views.len(), 1);
+        assert_eq!(views[0].name.as_deref(), Some("kitchen"));
+        assert_eq!(views[0].status, "offline");
+        assert_eq!(g.device_view(&key).map(|v| v.status), Some("offline"));
+        assert!(g.registry().is_empty());
+    }
 
     #[test]
     fn every_failure_has_its_own_status_and_kind() {

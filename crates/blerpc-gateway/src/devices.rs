@@ -186,7 +186,7 @@ impl Gateway {
 
     pub(crate) fn refresh_gauges(&self) {
         let r = &self.inner.registry;
-        self.inner.metrics.set_devices(r.online(), r.len());
+        self.inner.metrics.set_devices(r.online(), self.known());
     }
 
     /// Accepts device links from `acceptor` until `shutdown` completes; each is attached on a

@@ -127,11 +127,8 @@ impl Gateway {
             ));
         }
         let known = KnownDevices::load(&config.admission)?;
+        // Devices get a record when they connect; the allow-list's others are known through it.
         let registry = Registry::new(config.max_devices);
-        for (key, name) in known.all() {
-            // Within max_devices: the allow-list's own devices come first.
-            let _ = registry.know(&hex::encode(key), Some(name));
-        }
         let metrics = GatewayMetrics::new();
         let guard = AddressGuard::with_metrics(guard, metrics.server.clone());
         let gateway = Gateway {
@@ -165,6 +162,60 @@ impl Gateway {
     /// The devices.
     pub fn registry(&self) -> &Registry {
         &self.inner.registry
+    }
+
+    /// Devices known: on the allow-list (or enrolled) or recorded since the start.
+    pub fn known(&self) -> usize {
+        self.inner.known.len() + self.inner.registry.unnamed()
+    }
+
+    /// Every known device's view, sorted by id (the allow-list's devices that have not connected
+    /// as offline).
+    pub fn device_views(&self) -> Vec<DeviceView> {
+        let mut views = self.inner.registry.views();
+        let seen: std::collections::HashSet<String> = views.iter().map(|v| v.id.clone()).collect();
+        for (key, name) in self.inner.known.all() {
+            let id = hex::encode(key);
+            if !seen.contains(&id) {
+                views.push(DeviceView::never_seen(id, Some(name)));
+            }
+        }
+        views.sort_by(|a, b| a.id.cmp(&b.id));
+        views
+    }
+
+    /// The view of device `id`, if it is known.
+    pub fn device_view(&self, id: &str) -> Option<DeviceView> {
+        match self.inner.registry.get(id) {
+            Some(d) => Some(d.view()),
+            None => self
+                .inner
+                .known
+                .name_of(id)
+                .map(|name| DeviceView::never_seen(id.to_string(), Some(name))),
+        }
+    }
+
+    /// At most `limit` views, online first (the dashboard's snapshot).
+    pub fn device_views_limited(&self, limit: usize) -> Vec<DeviceView> {
+        let mut views = self.inner.registry.views_limited(limit);
+        if views.len() < limit {
+            let recorded: std::collections::HashSet<String> =
+                views.iter().map(|v| v.id.clone()).collect();
+            let mut more: Vec<DeviceView> = self
+                .inner
+                .known
+                .all()
+                .into_iter()
+                .map(|(key, name)| (hex::encode(key), name))
+                .filter(|(id, _)| !recorded.contains(id) && self.inner.registry.get(id).is_none())
+                .map(|(id, name)| DeviceView::never_seen(id, Some(name)))
+                .collect();
+            more.sort_by(|a, b| a.id.cmp(&b.id));
+            more.truncate(limit - views.len());
+            views.extend(more);
+        }
+        views
     }
 
     /// The metrics (give `metrics().server` to the device listeners' `TcpOptions::metrics`).

@@ -80,7 +80,7 @@ impl Connection {
     }
 }
 
-/// A known device.
+/// A device that has connected (the allow-list's others are known without a record).
 #[derive(Debug)]
 pub struct Device {
     /// Its id: the hex of its Ed25519 identity key (or `plain-` and its peer id).
@@ -133,6 +133,30 @@ pub struct DeviceView {
     pub latency_p50_ms: Option<f64>,
     /// 99th percentile call latency (ms).
     pub latency_p99_ms: Option<f64>,
+}
+
+impl DeviceView {
+    /// A device on the allow-list that has not connected since the gateway started.
+    pub fn never_seen(id: String, name: Option<String>) -> DeviceView {
+        DeviceView {
+            id,
+            name,
+            status: "offline",
+            link: None,
+            remote: None,
+            encrypted: None,
+            relay: None,
+            connected_since: None,
+            last_seen: None,
+            connections: 0,
+            calls: 0,
+            errors: 0,
+            in_flight: 0,
+            queued: 0,
+            latency_p50_ms: None,
+            latency_p99_ms: None,
+        }
+    }
 }
 
 impl Device {
@@ -200,6 +224,8 @@ pub struct Registry {
     devices: RwLock<HashMap<String, Arc<Device>>>,
     max_devices: usize,
     online: AtomicUsize,
+    /// Devices recorded without a name (not on an allow-list: open admission, plaintext).
+    unnamed: AtomicUsize,
     /// Bumped whenever a device connects or disconnects (the dashboard waits on it).
     changes: watch::Sender<u64>,
     /// Where each connect and disconnect goes, by id (a worker's report to its front).
@@ -213,6 +239,7 @@ impl Registry {
             devices: RwLock::new(HashMap::new()),
             max_devices,
             online: AtomicUsize::new(0),
+            unnamed: AtomicUsize::new(0),
             changes: watch::Sender::new(0),
             events: Mutex::new(None),
         }
@@ -242,6 +269,9 @@ impl Registry {
         }
         if all.len() >= self.max_devices {
             return Err(RegisterError::Full);
+        }
+        if name.is_none() {
+            self.unnamed.fetch_add(1, Ordering::Relaxed);
         }
         let d = Arc::new(Device::new(id.to_string(), name));
         all.insert(id.to_string(), d.clone());
@@ -309,9 +339,41 @@ impl Registry {
         self.online.load(Ordering::Relaxed)
     }
 
-    /// Devices known.
+    /// Devices recorded (every device that has connected).
     pub fn len(&self) -> usize {
         self.read().len()
+    }
+
+    /// Devices recorded without a name (not on an allow-list).
+    pub fn unnamed(&self) -> usize {
+        self.unnamed.load(Ordering::Relaxed)
+    }
+
+    /// At most `limit` views, online devices first, each group sorted by id: what a page of
+    /// people shows, without building a view of every device of a large fleet.
+    pub fn views_limited(&self, limit: usize) -> Vec<DeviceView> {
+        let devices: Vec<Arc<Device>> = {
+            let all = self.read();
+            let mut online: Vec<Arc<Device>> = all
+                .values()
+                .filter(|d| d.connection().is_some())
+                .cloned()
+                .collect();
+            online.sort_by(|a, b| a.id.cmp(&b.id));
+            online.truncate(limit);
+            if online.len() < limit {
+                let mut offline: Vec<Arc<Device>> = all
+                    .values()
+                    .filter(|d| d.connection().is_none())
+                    .cloned()
+                    .collect();
+                offline.sort_by(|a, b| a.id.cmp(&b.id));
+                offline.truncate(limit - online.len());
+                online.extend(offline);
+            }
+            online
+        };
+        devices.iter().map(|d| d.view()).collect()
     }
 
     /// `true` when no device is known.

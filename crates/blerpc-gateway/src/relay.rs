@@ -51,21 +51,21 @@ struct Pending {
 
 /// A relay waiting for its device's connection; dropping it withdraws the token.
 #[derive(Debug)]
-pub struct Waiting<'a> {
-    relays: &'a Relays,
+pub struct Waiting {
+    relays: Arc<Relays>,
     /// The one-time token.
     pub token: String,
     rx: oneshot::Receiver<WebSocket>,
 }
 
-impl Waiting<'_> {
+impl Waiting {
     /// The device's WebSocket, once it has dialled in.
     pub async fn device(&mut self) -> Option<WebSocket> {
         (&mut self.rx).await.ok()
     }
 }
 
-impl Drop for Waiting<'_> {
+impl Drop for Waiting {
     fn drop(&mut self) {
         self.relays.lock().remove(&self.token);
     }
@@ -109,7 +109,7 @@ impl Relays {
     }
 
     /// A new token for `device`, valid for `ttl`.
-    pub fn wait_for(&self, device: &str, ttl: Duration) -> Waiting<'_> {
+    pub fn wait_for(self: &Arc<Self>, device: &str, ttl: Duration) -> Waiting {
         let mut bytes = [0u8; 16];
         OsRng.fill_bytes(&mut bytes);
         let token = hex::encode(bytes);
@@ -126,7 +126,7 @@ impl Relays {
             },
         );
         Waiting {
-            relays: self,
+            relays: self.clone(),
             token,
             rx,
         }
@@ -146,7 +146,7 @@ mod tests {
 
     #[test]
     fn a_token_is_claimed_once_and_withdrawn_with_its_waiter() {
-        let r = Relays::default();
+        let r = Arc::new(Relays::default());
         let w = r.wait_for("dev", Duration::from_secs(10));
         assert_eq!(w.token.len(), 32);
         let token = w.token.clone();

@@ -20,11 +20,13 @@ impl Proc {
     pub(crate) fn spawn(mut cmd: Command, name: &str) -> anyhow::Result<Proc> {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .env(
+            .stderr(Stdio::inherit());
+        if cmd.get_envs().all(|(k, _)| k != "RUST_LOG") {
+            cmd.env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
             );
+        }
         let mut child = cmd
             .spawn()
             .with_context(|| format!("cannot start {name}"))?;

@@ -28,6 +28,8 @@ use crate::table::Table;
 
 /// Devices one simulator process holds.
 const PER_SIMULATOR: usize = 12_500;
+/// Devices each simulator brings up per second.
+const RATE: u64 = 1000;
 /// Devices one gateway worker is sized for.
 const PER_WORKER: usize = 15_000;
 
@@ -111,33 +113,50 @@ pub fn run_simulator(spec: &str) -> anyhow::Result<bool> {
             Arc::new(blerpc_demo::pb::BlerpcServer::new(service));
         let connected = Arc::new(AtomicUsize::new(0));
         let failed = Arc::new(AtomicUsize::new(0));
-        // At most this many setups at once, so the gateway is not handed 12,500 key exchanges
-        // in the same instant by every simulator.
-        let gate = Arc::new(tokio::sync::Semaphore::new(128));
-        for i in spec.first..spec.first + spec.count as u64 {
-            let config = blerpc::ServerConfig {
+        for (n, i) in (spec.first..spec.first + spec.count as u64).enumerate() {
+            let mut config = blerpc::ServerConfig {
                 identity: Some(seed(&salt, i)),
                 ..blerpc::ServerConfig::default()
             };
+            // A gateway that takes long over 100,000 key exchanges is not a hostile one.
+            config.peripheral.setup_timeout = Some(Duration::from_secs(120));
             let server = Server::new(dispatch.clone(), config)?;
-            let (gate, connected, failed) = (gate.clone(), connected.clone(), failed.clone());
+            let (connected, failed) = (connected.clone(), failed.clone());
             let (source, gateway) = (spec.source, spec.gateway);
+            // Like `blerpc serve --dial`: connect, serve, and after a failure or a close wait
+            // (capped exponential backoff with jitter) and dial again.
             tokio::spawn(async move {
-                let permit = gate.acquire_owned().await;
-                let link = match crate::scale::client::connect_from(source, gateway).await {
-                    Ok(stream) => TcpLink::from_stream(stream, &TcpOptions::default()),
-                    Err(e) => Err(e),
-                };
-                let Ok(link) = link else {
-                    failed.fetch_add(1, Ordering::Relaxed);
-                    return;
-                };
-                connected.fetch_add(1, Ordering::Relaxed);
-                // Hold the permit until the gateway has had time for the key exchange.
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                drop(permit);
-                let _ = server.serve_link(link).await;
+                let mut backoff = blerpc::backoff::Backoff::new(
+                    Duration::from_millis(500),
+                    Duration::from_secs(5),
+                );
+                let mut first = true;
+                loop {
+                    let link = match crate::scale::client::connect_from(source, gateway).await {
+                        Ok(stream) => TcpLink::from_stream(stream, &TcpOptions::default()),
+                        Err(e) => Err(e),
+                    };
+                    match link {
+                        Ok(link) => {
+                            if first {
+                                connected.fetch_add(1, Ordering::Relaxed);
+                                first = false;
+                            }
+                            let _ = server.serve_link(link).await;
+                        }
+                        Err(_) if first => {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(_) => {}
+                    }
+                    tokio::time::sleep(backoff.next_wait()).await;
+                }
             });
+            // Devices come up at RATE per second from each simulator, as a fleet whose gateway
+            // restarted would (each device's backoff spreads them too).
+            if n % 8 == 7 {
+                tokio::time::sleep(Duration::from_millis(8 * 1000 / RATE)).await;
+            }
         }
         let started = Instant::now();
         loop {
@@ -270,7 +289,10 @@ pub fn run(args: &GatewayArgs, dir: &Path) -> anyhow::Result<ScaleReport> {
             gateway: devices_addr,
             salt: hex::encode(salt),
         };
-        let cmd = crate::process::command(&["gateway-devices", &serde_json::to_string(&spec)?])?;
+        let mut cmd =
+            crate::process::command(&["gateway-devices", &serde_json::to_string(&spec)?])?;
+        // Every device's server logs its own closes: only errors, or the log is the bottleneck.
+        cmd.env("RUST_LOG", "error");
         simulators.push(procs::Proc::spawn(cmd, "device simulator")?);
     }
     eprintln!("gateway scale: {n} devices from {sims} simulators, {workers} gateway workers");

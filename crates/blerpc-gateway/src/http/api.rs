@@ -34,20 +34,20 @@ fn json_response(status: StatusCode, body: String) -> Response {
 }
 
 pub(super) async fn list_devices(State(gateway): State<Gateway>) -> Response {
-    let views = gateway.registry().views();
+    let views = gateway.device_views();
     let body = serde_json::json!({
         "devices": views,
         "connected": gateway.registry().online(),
-        "known": gateway.registry().len(),
+        "known": gateway.known(),
     });
     json_response(StatusCode::OK, body.to_string())
 }
 
 pub(super) async fn get_device(State(gateway): State<Gateway>, Path(id): Path<String>) -> Response {
-    match gateway.registry().get(&id) {
-        Some(d) => json_response(
+    match gateway.device_view(&id) {
+        Some(v) => json_response(
             StatusCode::OK,
-            serde_json::to_string(&d.view()).unwrap_or_default(),
+            serde_json::to_string(&v).unwrap_or_default(),
         ),
         None => Problem::from(CallFailure::UnknownDevice(id)).into_response(),
     }

@@ -32,16 +32,14 @@ pub(super) async fn page() -> Response {
 /// One snapshot: totals, and the devices (online first, then by id).
 pub fn snapshot(gateway: &Gateway) -> serde_json::Value {
     let registry = gateway.registry();
-    let mut views: Vec<DeviceView> = registry.views();
-    views.sort_by(|a, b| b.status.cmp(a.status).then_with(|| a.id.cmp(&b.id)));
-    views.truncate(MAX_DEVICES_PER_SNAPSHOT);
+    let views: Vec<DeviceView> = gateway.device_views_limited(MAX_DEVICES_PER_SNAPSHOT);
     let m = gateway.metrics();
     serde_json::json!({
         "time_ms": std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
         "connected": registry.online(),
-        "known": registry.len(),
+        "known": gateway.known(),
         "calls_ok": m.calls("ok"),
         "devices": views,
     })

@@ -1,7 +1,7 @@
 //! The two WebSocket ends of a relay ([`crate::relay`]): the backend's
 //! `GET /v1/devices/{id}/link` and the device's `GET /v1/relay/{token}`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -96,64 +96,19 @@ pub(super) async fn backend_link(
             format!("{} relayed links are open (max_relays)", config.max_relays),
         );
     };
-    let started = Instant::now();
     let timeout = config.relay_timeout;
-    let mut waiting = relays.wait_for(&device.id, timeout);
+    let waiting = relays.wait_for(&device.id, timeout);
     let url = format!(
         "{}{RELAY_PATH}{}",
         base.trim_end_matches('/'),
         waiting.token
     );
-    // The device dials back over its authenticated session.
-    let asked = tokio::time::timeout(
-        timeout,
-        connection.client.call(RELAY_COMMAND, url.into_bytes()),
-    )
-    .await;
-    match asked {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => {
-            metrics.relay("device_refused");
-            let f = CallFailure::from_client(&device.id, timeout, e);
-            let detail = match &f {
-                CallFailure::Device { .. } => format!(
-                    "{f} (a device that does not answer `{RELAY_COMMAND}` is not a `blerpc serve --dial` device and cannot be relayed)"
-                ),
-                _ => f.to_string(),
-            };
-            return Problem::new(
-                StatusCode::from_u16(f.status()).unwrap_or(StatusCode::BAD_GATEWAY),
-                f.kind(),
-                f.title(),
-                detail,
-            )
-            .into_response();
-        }
-        Err(_) => {
-            metrics.relay("device_timeout");
-            return Problem::from(CallFailure::Deadline {
-                device: device.id.clone(),
-                deadline: timeout,
-                where_: "asking for a relayed connection",
-            })
-            .into_response();
-        }
-    }
-    let remaining = timeout.saturating_sub(started.elapsed());
-    let device_socket = match tokio::time::timeout(remaining, waiting.device()).await {
-        Ok(Some(s)) => s,
-        _ => {
-            metrics.relay("device_timeout");
-            return Problem::from(CallFailure::Deadline {
-                device: device.id.clone(),
-                deadline: timeout,
-                where_: "waiting for the device's relayed connection",
-            })
-            .into_response();
-        }
-    };
-    drop(waiting);
-    metrics.relay("opened");
+    // The device dials back over its authenticated session; meanwhile the backend's upgrade
+    // completes and its first containers (setup and key exchange) wait here for the device.
+    let client = connection.client.clone();
+    let asked = tokio::spawn(async move {
+        tokio::time::timeout(timeout, client.call(RELAY_COMMAND, url.into_bytes())).await
+    });
     let id = device.id.clone();
     let gateway = gateway.clone();
     upgrade
@@ -161,9 +116,15 @@ pub(super) async fn backend_link(
         .max_frame_size(MAX_RELAY_MESSAGE)
         .on_upgrade(move |backend| async move {
             let metrics = gateway.metrics().clone();
+            let Some((backend, device_socket, early)) =
+                meet(backend, waiting, asked, timeout, &metrics).await
+            else {
+                return;
+            };
+            metrics.relay("opened");
             metrics.relay_open_delta(1);
             tracing::info!(device = %id, "relay open");
-            let (to_backend, to_device) = pump(backend, device_socket).await;
+            let (to_backend, to_device) = pump(backend, device_socket, early).await;
             metrics.relay_open_delta(-1);
             tracing::info!(
                 device = %id,
@@ -171,6 +132,67 @@ pub(super) async fn backend_link(
             );
             drop(open);
         })
+}
+
+/// Containers a backend may send before its device's relayed connection is up (its setup and
+/// key exchange need 3); more close the relay.
+const MAX_EARLY: usize = 64;
+
+/// Waits for the device's relayed connection while keeping what the backend sends meanwhile;
+/// on failure closes the backend's WebSocket with a reason (1011) and returns `None`.
+async fn meet(
+    mut backend: WebSocket,
+    mut waiting: crate::relay::Waiting,
+    asked: tokio::task::JoinHandle<
+        Result<Result<Vec<u8>, blerpc::Error>, tokio::time::error::Elapsed>,
+    >,
+    timeout: Duration,
+    metrics: &crate::GatewayMetrics,
+) -> Option<(WebSocket, WebSocket, Vec<Message>)> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut early = Vec::new();
+    tokio::pin!(asked);
+    let mut answered = false;
+    let failure = loop {
+        tokio::select! {
+            device = waiting.device() => match device {
+                Some(d) => return Some((backend, d, early)),
+                None => break "the relay was withdrawn".to_string(),
+            },
+            r = &mut asked, if !answered => {
+                answered = true;
+                match r {
+                    Ok(Ok(Ok(_))) => {} // the device connected; its socket is on its way
+                    Ok(Ok(Err(e))) => {
+                        metrics.relay("device_refused");
+                        break format!("the device refused the relayed connection: {e}");
+                    }
+                    Ok(Err(_)) | Err(_) => {
+                        metrics.relay("device_timeout");
+                        break format!("the device did not answer within {timeout:?}");
+                    }
+                }
+            }
+            m = backend.recv() => match m {
+                Some(Ok(Message::Binary(b))) if early.len() < MAX_EARLY => {
+                    early.push(Message::Binary(b));
+                }
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                _ => return None, // the backend left, or sent too much or text
+            },
+            () = tokio::time::sleep_until(deadline) => {
+                metrics.relay("device_timeout");
+                break format!("the device did not open its relayed connection within {timeout:?}");
+            }
+        }
+    };
+    let _ = backend
+        .send(Message::Close(Some(axum::extract::ws::CloseFrame {
+            code: 1011,
+            reason: failure.chars().take(120).collect::<String>().into(),
+        })))
+        .await;
+    None
 }
 
 /// `GET /v1/relay/{token}`: the device's side of a relay, authenticated by its one-time token.
@@ -201,12 +223,19 @@ pub(super) async fn device_link(
         })
 }
 
-/// Copies binary messages between the two sockets until either closes, fails or sends text;
-/// returns how many went each way (to the backend, to the device).
-async fn pump(backend: WebSocket, device: WebSocket) -> (u64, u64) {
+/// Sends `early` (what the backend sent before the device arrived) to the device, then copies
+/// binary messages between the two sockets until either closes, fails or sends text; returns how
+/// many went each way (to the backend, to the device).
+async fn pump(backend: WebSocket, device: WebSocket, early: Vec<Message>) -> (u64, u64) {
     let (mut backend_tx, mut backend_rx) = backend.split();
     let (mut device_tx, mut device_rx) = device.split();
     let (mut to_backend, mut to_device) = (0u64, 0u64);
+    for m in early {
+        if device_tx.send(m).await.is_err() {
+            return (0, to_device);
+        }
+        to_device += 1;
+    }
     loop {
         tokio::select! {
             m = backend_rx.next() => match m {
