@@ -49,4 +49,14 @@ cargo package -p blerpc-proto -p blerpc-build -p blerpc -p blerpc-demo -p blerpc
 step "reference vectors regenerate identically (blerpc-protocol 0.8.0 from PyPI)"
 bash tools/vectors/check.sh
 
+# The browser and gateway checks start the `blerpc` binary the tests above built.
+export BLERPC_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/blerpc"
+
+step "device gateway: the dashboard in headless Chromium, the OpenAPI file against a running gateway (schemathesis)"
+bash tools/gateway/dashboard.sh
+bash tools/gateway/openapi.sh
+
+step "browser central: wasm32 lint and build, headless-Chromium tests (WebSocket, wss, Bluetooth emulation)"
+bash tools/web/check.sh
+
 printf '\nall checks passed\n'
