@@ -57,6 +57,7 @@ pub mod config;
 pub mod devices;
 pub mod http;
 pub mod metrics;
+pub mod ndjson;
 pub mod registry;
 pub mod relay;
 mod stats;

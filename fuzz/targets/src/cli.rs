@@ -71,7 +71,7 @@ pub fn json_protobuf(data: &[u8]) {
 
 /// The message `blerpc` prints for `e` (`{:#}`: the chain) is one line, unless the input itself
 /// supplied the line break (an escaped `\n` in a JSON string, echoed as a field name or value).
-fn one_line(e: &anyhow::Error, input: &[u8]) {
+fn one_line(e: &dyn std::fmt::Display, input: &[u8]) {
     let msg = format!("{e:#}");
     assert!(!msg.is_empty());
     if !input.contains(&b'\\') {

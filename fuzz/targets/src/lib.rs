@@ -22,6 +22,7 @@
 //! | `ws_receive` | `[mtu][flags][max][4 read steps]` then a WebSocket client's bytes | [`stream`] |
 //! | `connection_runtime_limits` | as `connection_peripheral`, the peripheral configured as `blerpc serve` configures it | [`connection`] |
 //! | `serial_deframer` | `[max_pdu u16][read size][mode]` then a line or a program that builds one | [`serial`] |
+//! | `gateway_inputs` | `[mode][max_line][4 chunk sizes]` then an NDJSON body, or workers' metrics texts or device lists | [`gateway`] |
 //!
 //! ```
 //! // Any bytes are a valid input; a well-formed one runs a whole encrypted session.
@@ -43,6 +44,7 @@ pub mod cli;
 pub mod codecs;
 pub mod connection;
 pub mod files;
+pub mod gateway;
 pub mod handshake;
 pub mod input;
 pub mod keys;
@@ -78,4 +80,5 @@ pub const TARGETS: &[(&str, TargetFn)] = &[
     ("json_protobuf", cli::json_protobuf),
     ("dissector", cli::dissector),
     ("serial_deframer", serial::serial_deframer),
+    ("gateway_inputs", gateway::gateway_inputs),
 ];

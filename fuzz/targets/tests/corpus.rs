@@ -143,6 +143,7 @@ corpus_tests!(
     json_protobuf,
     dissector,
     serial_deframer,
+    gateway_inputs,
 );
 
 /// The seed corpus is real traffic: the echo program checks at least one response.

@@ -359,20 +359,16 @@ async fn upload_items(
         .await
         .map_err(client_error)?;
     let mut chunks = body.into_data_stream();
-    let mut pending: Vec<u8> = Vec::new();
-    let (mut line_no, mut items) = (0usize, 0usize);
-    let mut finished_body = false;
+    let mut lines = crate::ndjson::Lines::new(max_line);
+    let (mut items, mut body_done) = (0usize, false);
     loop {
-        // Every complete line in `pending`.
-        while let Some(nl) = pending.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = pending.drain(..=nl).collect();
-            line_no += 1;
-            let text = std::str::from_utf8(&line)
-                .map_err(|_| CallFailure::BadRequest(format!("line {line_no} is not UTF-8")))?
-                .trim();
-            if text.is_empty() {
-                continue;
+        // Every complete line so far.
+        while let Some((line, text)) = lines.next_line().map_err(|e| match e {
+            crate::ndjson::LineError::TooLong { .. } => {
+                CallFailure::TooLarge(format!("{e} (max_json_bytes)"))
             }
+            crate::ndjson::LineError::NotUtf8 { .. } => CallFailure::BadRequest(e.to_string()),
+        })? {
             items += 1;
             if items > max_items {
                 return Err(CallFailure::TooLarge(format!(
@@ -380,31 +376,23 @@ async fn upload_items(
                 )));
             }
             let item = method
-                .encode_request(text)
-                .map_err(|e| CallFailure::BadRequest(format!("line {line_no}: {e}")))?;
+                .encode_request(&text)
+                .map_err(|e| CallFailure::BadRequest(format!("line {line}: {e}")))?;
             upload.send(item).await.map_err(client_error)?;
         }
-        if pending.len() > max_line {
-            return Err(CallFailure::TooLarge(format!(
-                "line {} is longer than {max_line} bytes (max_json_bytes)",
-                line_no + 1
-            )));
-        }
-        if finished_body {
+        if body_done {
             break;
         }
         match chunks.next().await {
-            Some(Ok(chunk)) => pending.extend_from_slice(&chunk),
+            Some(Ok(chunk)) => lines.push(&chunk),
             Some(Err(e)) => {
                 return Err(CallFailure::BadRequest(format!(
                     "the request body failed: {e}"
                 )));
             }
             None => {
-                finished_body = true;
-                if !pending.is_empty() {
-                    pending.push(b'\n');
-                }
+                lines.finish();
+                body_done = true;
             }
         }
     }
