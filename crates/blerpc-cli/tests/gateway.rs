@@ -34,7 +34,10 @@ fn gateway(args: &[&str]) -> Gateway {
         let line = proc.line();
         if let Some(url) = line.strip_prefix("devices ") {
             devices.push(url.to_string());
-        } else if let Some(url) = line.strip_prefix("http http://") {
+        } else if let Some(url) = line
+            .strip_prefix("http http://")
+            .or_else(|| line.strip_prefix("http https://"))
+        {
             return Gateway {
                 _proc: proc,
                 http: url.to_string(),
@@ -134,6 +137,42 @@ fn call(http: &str, id: &str, command: &str, body: &str) -> http::Response {
         &[("Content-Type", "application/json")],
         body,
     )
+}
+
+/// Stops process `pid` (SIGSTOP) and waits until the kernel shows it stopped: `kill` returns
+/// before a running process has actually stopped.
+fn freeze(pid: u32) {
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The state is the field after the parenthesised command name.
+        let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next());
+        if state == Some(Some('T')) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "process {pid} did not stop: {stat}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn thaw(pid: u32) {
+    assert!(
+        Command::new("kill")
+            .args(["-CONT", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
 }
 
 fn tokens_file(dir: &Path) -> PathBuf {
@@ -334,14 +373,8 @@ fn devices_dial_in_and_backends_call_them_over_http_and_end_to_end() {
     assert!(done.stderr.contains("501"), "{}", done.stderr);
 
     // Deadline: a device that stops answering.
-    let pid = a.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-STOP", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    let pid = a.child.id();
+    freeze(pid);
     let r = http::post(
         &http,
         &format!("/v1/devices/{key_a}/calls/echo"),
@@ -349,13 +382,7 @@ fn devices_dial_in_and_backends_call_them_over_http_and_end_to_end() {
         &[("Blerpc-Deadline-Ms", "300")],
         r#"{"message":"anyone?"}"#,
     );
-    assert!(
-        Command::new("kill")
-            .args(["-CONT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    thaw(pid);
     problem(&r, 504, "deadline");
     let r = call(&http, &key_a, "echo", r#"{"message":"back"}"#);
     assert_eq!(r.status, 200, "{}", r.text());
@@ -598,4 +625,133 @@ fn worker_processes_hold_the_devices_behind_one_api() {
     drop(gone);
     wait_status(&gw.http, &gone_id, "offline", Duration::from_secs(10));
     assert_eq!(call(&gw.http, &gone_id, "echo", "{}").status, 503);
+}
+
+#[test]
+fn over_tls_devices_dial_wss_and_a_backend_relays_over_https() {
+    let dir = tempfile::tempdir().unwrap();
+    blerpc_cli::certs::LocalPki::generate()
+        .unwrap()
+        .write_to(dir.path())
+        .unwrap();
+    let p = |f: &str| dir.path().join(f).to_str().unwrap().to_string();
+    let tokens = tokens_file(dir.path());
+    let known = dir.path().join("devices.json");
+    let gw = gateway(&[
+        "--devices",
+        "wss://127.0.0.1:0/devices",
+        "--tls-cert",
+        &p("cert.pem"),
+        "--tls-key",
+        &p("key.pem"),
+        "--http",
+        "127.0.0.1:0",
+        "--http-tls-cert",
+        &p("cert.pem"),
+        "--http-tls-key",
+        &p("key.pem"),
+        "--enroll",
+        "--known-devices",
+        known.to_str().unwrap(),
+        "--tokens",
+        tokens.to_str().unwrap(),
+    ]);
+    assert!(
+        gw.devices[0].starts_with("wss://127.0.0.1:"),
+        "{:?}",
+        gw.devices
+    );
+    let (_device, id) = dial_device(
+        &gw.devices[0],
+        &keygen(dir.path(), "d.key"),
+        &["--dial-tls-ca", &p("ca.pem")],
+    );
+    // The device is online: asked over HTTPS by our own central's relayed call, which needs it.
+    let mut done = None;
+    for _ in 0..100 {
+        let mut c = blerpc();
+        c.args([
+            "call",
+            "--connect",
+            &format!("wss://{}/v1/devices/{id}/link", gw.http),
+            "--tls-ca",
+            &p("ca.pem"),
+            "--trust-key",
+            &id,
+            "--bearer",
+            TOKEN,
+            "echo",
+            r#"{"message":"over tls, end to end"}"#,
+        ]);
+        let d = run(c, "");
+        if d.status.success() {
+            done = Some(d);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let done = done.expect("no relayed call over wss succeeded within 10 s");
+    assert_eq!(done.stdout.trim(), r#"{"message":"over tls, end to end"}"#);
+    // Plain HTTP to the HTTPS port is not answered as HTTP.
+    let mut raw = std::net::TcpStream::connect(&gw.http).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    use std::io::{Read as _, Write as _};
+    raw.write_all(b"GET /v1/devices HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = raw.read_to_end(&mut answer);
+    assert!(!answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
+}
+
+#[test]
+fn calls_beyond_the_queue_bound_are_refused_with_429() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens_file(dir.path());
+    let known = dir.path().join("devices.json");
+    let gw = gateway(&[
+        "--devices",
+        "tcp://127.0.0.1:0",
+        "--http",
+        "127.0.0.1:0",
+        "--enroll",
+        "--known-devices",
+        known.to_str().unwrap(),
+        "--tokens",
+        tokens.to_str().unwrap(),
+        "--max-in-flight",
+        "1",
+        "--max-queued",
+        "2",
+    ]);
+    let (device, id) = dial_device(&gw.devices[0], &keygen(dir.path(), "d.key"), &[]);
+    wait_status(&gw.http, &id, "online", Duration::from_secs(15));
+    // The device stops answering: one call in flight, two queued, the rest refused at once.
+    let pid = device.child.id();
+    freeze(pid);
+    let calls: Vec<_> = (0..6)
+        .map(|i| {
+            let (http, id) = (gw.http.clone(), id.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100 * i));
+                http::post(
+                    &http,
+                    &format!("/v1/devices/{id}/calls/echo"),
+                    TOKEN,
+                    &[("Blerpc-Deadline-Ms", "1500")],
+                    "{}",
+                )
+            })
+        })
+        .collect();
+    let statuses: Vec<u16> = calls
+        .into_iter()
+        .map(|t| t.join().unwrap().status)
+        .collect();
+    thaw(pid);
+    let full = statuses.iter().filter(|&&s| s == 429).count();
+    let late = statuses.iter().filter(|&&s| s == 504).count();
+    assert_eq!((full, late), (3, 3), "{statuses:?}");
+    // Back: calls answer again.
+    let r = call(&gw.http, &id, "echo", r#"{"message":"after"}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
 }
