@@ -565,7 +565,11 @@ fn worker_processes_hold_the_devices_behind_one_api() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = tokens_file(dir.path());
     let known = dir.path().join("devices.json");
+    // The schema from the .proto file itself (protox), as a user's own service would come.
+    let schema = repo().join("proto/blerpc.proto");
     let gw = gateway(&[
+        "--schema",
+        schema.to_str().unwrap(),
         "--workers",
         "3",
         "--devices",
