@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 out=docs/benchmarks
 suites=("$@")
 if [ ${#suites[@]} -eq 0 ]; then
-  suites=(suite ble codec handshake aead serial copy calls wakeup loopback scale)
+  suites=(suite ble codec handshake aead serial copy calls wakeup loopback scale gateway)
 fi
 
 BLERPC_VENV="$(bash tools/venv.sh)"
@@ -44,8 +44,9 @@ for s in "${suites[@]}"; do
         --json "$out/loopback.json" --svg "$out/loopback.svg"
       ;;
     scale) run scale scale --json "$out/scale.json" --svg "$out/scale.svg" ;;
+    gateway) run gateway gateway --runs 3 --devices 100000 --json "$out/gateway.json" ;;
     *)
-      echo "unknown suite $s (suite ble codec handshake aead serial copy calls wakeup loopback scale)" >&2
+      echo "unknown suite $s (suite ble codec handshake aead serial copy calls wakeup loopback scale gateway)" >&2
       exit 2
       ;;
   esac
