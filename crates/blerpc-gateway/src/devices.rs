@@ -85,8 +85,18 @@ impl Gateway {
     /// offline when it closes).
     pub async fn attach<L: Link>(&self, link: L) -> Result<Arc<Device>, AttachError> {
         let peer = link.peer_id();
+        let ip = link.peer_ip();
         let kind = link_kind(&peer);
         let metrics = &self.inner.metrics;
+        // A connection that fails setup costs its address, as at a server: one that keeps
+        // failing is penalized (refused before accept, in the kernel on Linux).
+        let offence = |reason| {
+            if let Some(ip) = ip {
+                self.inner
+                    .guard
+                    .closed(ip, reason, std::time::Instant::now());
+            }
+        };
         let setup = tokio::time::timeout(
             self.inner.config.setup_timeout,
             Client::connect(link, self.device_client_config()),
@@ -95,6 +105,7 @@ impl Gateway {
         let client = match setup {
             Ok(Ok(client)) => client,
             Ok(Err(e)) => {
+                offence(blerpc::metrics::Reason::SetupTimeout);
                 let why = e.to_string();
                 metrics.device_refused(
                     "setup_failed",
@@ -104,6 +115,7 @@ impl Gateway {
                 return Err(AttachError::Setup(why));
             }
             Err(_) => {
+                offence(blerpc::metrics::Reason::SetupTimeout);
                 let why = format!(
                     "no key exchange within {:?}",
                     self.inner.config.setup_timeout
