@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The firmware's CI check (after tools/firmware/install.sh):
-#   1. formatting, clippy, and the host tests of the firmware crates (the demo service's codecs,
+#   1. formatting, clippy, the docs, and the host tests of the firmware crates (the demo service's codecs,
 #      the QEMU checks run natively, the Linux build's helpers); clippy on the MCU targets;
 #   2. the Cortex-M33 test image built and run under QEMU (mps2-an505, semihosting): the
 #      reference vectors both ways and an encrypted session in memory on the MCU's own code;
@@ -45,7 +45,8 @@ host() {
   (cd "$fw" && cargo fmt --check "${host_packages[@]}" -p blerpc-fw-nrf52840 -p blerpc-fw-nrf54l15) || return 1
   # Release, so the bumble step's build reuses these dependencies.
   cargo_fw clippy --release "${host_packages[@]}" --all-targets -- -D warnings || return 1
-  cargo_fw test --release -p blerpc-fw-service -p blerpc-fw-qemu-test -p blerpc-fw-linux
+  cargo_fw test --release -p blerpc-fw-service -p blerpc-fw-qemu-test -p blerpc-fw-linux || return 1
+  RUSTDOCFLAGS=-Dwarnings cargo_fw doc --release --no-deps -p blerpc-fw-service -p blerpc-fw-app -p blerpc-fw-qemu-test
 }
 
 # Clippy on the microcontroller targets (the boards in both variants, the QEMU image).
