@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The test command (README): formatting, lints, tests, docs, the sans-IO and no_std checks, and
-# the reference-vector regeneration check. Works on a fresh clone given Rust, gcc and Python 3.
+# The test command (README): formatting, lints, tests, docs, the sans-IO and no_std checks, the
+# reference-vector regeneration check, the gateway's browser and OpenAPI checks, the browser
+# central and the firmware. Works on a fresh clone once .ci/run's installs are done (Rust, gcc,
+# Python 3, Chromium and Node.js, the wasm32 and thumbv7em/thumbv8m targets, libclang, QEMU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,5 +60,8 @@ bash tools/gateway/openapi.sh
 
 step "browser central: wasm32 lint and build, headless-Chromium tests (WebSocket, wss, Bluetooth emulation)"
 bash tools/web/check.sh
+
+step "firmware: fmt, clippy, docs and tests on the host and the MCU targets, the Cortex-M33 QEMU image, both boards' sizes, the Bumble functional tests both ways"
+bash tools/firmware/check.sh
 
 printf '\nall checks passed\n'

@@ -175,6 +175,28 @@ fn thaw(pid: u32) {
     );
 }
 
+/// The arguments every test gateway gets: a TCP device listener, an HTTP port, enrolment into
+/// `dir/devices.json`, the test token; then `more`.
+fn enrolling(dir: &Path, more: &[&str]) -> Vec<String> {
+    let tokens = tokens_file(dir);
+    let known = dir.join("devices.json");
+    let mut args: Vec<String> = [
+        "--devices",
+        "tcp://127.0.0.1:0",
+        "--http",
+        "127.0.0.1:0",
+        "--enroll",
+        "--known-devices",
+        known.to_str().unwrap(),
+        "--tokens",
+        tokens.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(more.iter().map(|a| a.to_string()));
+    args
+}
+
 fn tokens_file(dir: &Path) -> PathBuf {
     let p = dir.join("tokens");
     std::fs::write(&p, format!("# backends\n{TOKEN}\n")).unwrap();
@@ -563,25 +585,13 @@ fn plaintext_devices_are_refused_unless_allowed() {
 #[test]
 fn worker_processes_hold_the_devices_behind_one_api() {
     let dir = tempfile::tempdir().unwrap();
-    let tokens = tokens_file(dir.path());
-    let known = dir.path().join("devices.json");
     // The schema from the .proto file itself (protox), as a user's own service would come.
     let schema = repo().join("proto/blerpc.proto");
-    let gw = gateway(&[
-        "--schema",
-        schema.to_str().unwrap(),
-        "--workers",
-        "3",
-        "--devices",
-        "tcp://127.0.0.1:0",
-        "--http",
-        "127.0.0.1:0",
-        "--enroll",
-        "--known-devices",
-        known.to_str().unwrap(),
-        "--tokens",
-        tokens.to_str().unwrap(),
-    ]);
+    let args = enrolling(
+        dir.path(),
+        &["--schema", schema.to_str().unwrap(), "--workers", "3"],
+    );
+    let gw = gateway(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let mut held = Vec::new();
     for i in 0..6 {
         let key = keygen(dir.path(), &format!("d{i}.key"));
@@ -710,23 +720,8 @@ fn over_tls_devices_dial_wss_and_a_backend_relays_over_https() {
 #[test]
 fn calls_beyond_the_queue_bound_are_refused_with_429() {
     let dir = tempfile::tempdir().unwrap();
-    let tokens = tokens_file(dir.path());
-    let known = dir.path().join("devices.json");
-    let gw = gateway(&[
-        "--devices",
-        "tcp://127.0.0.1:0",
-        "--http",
-        "127.0.0.1:0",
-        "--enroll",
-        "--known-devices",
-        known.to_str().unwrap(),
-        "--tokens",
-        tokens.to_str().unwrap(),
-        "--max-in-flight",
-        "1",
-        "--max-queued",
-        "2",
-    ]);
+    let args = enrolling(dir.path(), &["--max-in-flight", "1", "--max-queued", "2"]);
+    let gw = gateway(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let (device, id) = dial_device(&gw.devices[0], &keygen(dir.path(), "d.key"), &[]);
     wait_status(&gw.http, &id, "online", Duration::from_secs(15));
     // The device stops answering: one call in flight, two queued, the rest refused at once.

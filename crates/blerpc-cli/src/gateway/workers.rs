@@ -14,7 +14,7 @@
 //! if one dies the parent stops the others and exits.
 
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::net::{SocketAddr, ToSocketAddrs as _};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ use blerpc_gateway::cluster::Front;
 
 use super::GatewayArgs;
 use crate::link::Address;
-use crate::serve::workers::{reserve_port, stop_children, with_port};
+use crate::serve::workers::{reserve_url, stop_children};
 
 /// The options a worker gets from its parent, besides the device URLs, its HTTP address and
 /// its relay URL.
@@ -105,19 +105,8 @@ pub(super) async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
         let Address::Net(parsed) = url.parse::<Address>()? else {
             bail!("--devices {url}: devices connect over tcp://, tls://, ws:// or wss://");
         };
-        let addr: SocketAddr = parsed
-            .authority()
-            .to_socket_addrs()
-            .with_context(|| format!("cannot resolve {parsed}"))?
-            .next()
-            .ok_or_else(|| anyhow!("{parsed} resolves to no address"))?;
-        let socket = reserve_port(addr)?;
-        let port = socket
-            .local_addr()?
-            .as_socket()
-            .map(|a| a.port())
-            .ok_or_else(|| anyhow!("the reserved socket has no port"))?;
-        urls.push(with_port(&parsed, port));
+        let (socket, url) = reserve_url(&parsed)?;
+        urls.push(url);
         reserved.push(socket);
     }
     let internal = {

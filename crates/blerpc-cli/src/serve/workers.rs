@@ -50,7 +50,7 @@ pub(super) fn read_seed(args: &ServeArgs) -> anyhow::Result<Option<[u8; 32]>> {
     Ok(Some(seed))
 }
 
-pub(crate) fn with_port(url: &LinkUrl, port: u16) -> LinkUrl {
+fn with_port(url: &LinkUrl, port: u16) -> LinkUrl {
     let mut url = url.clone();
     match &mut url {
         LinkUrl::Tcp { port: p, .. }
@@ -61,10 +61,34 @@ pub(crate) fn with_port(url: &LinkUrl, port: u16) -> LinkUrl {
     url
 }
 
+/// Reserves `url`'s port (the port the kernel picks for 0) for workers to share: the
+/// reserving socket (keep it while the workers run) and the URL with the port.
+#[cfg(unix)]
+pub(crate) fn reserve_url(url: &LinkUrl) -> anyhow::Result<(socket2::Socket, LinkUrl)> {
+    let addr = url
+        .authority()
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {url}"))?
+        .next()
+        .ok_or_else(|| anyhow!("{url} resolves to no address"))?;
+    let reserved = reserve_port(addr)?;
+    let port = reserved
+        .local_addr()?
+        .as_socket()
+        .map(|a| a.port())
+        .ok_or_else(|| anyhow!("the reserved socket has no port"))?;
+    Ok((reserved, with_port(url, port)))
+}
+
+#[cfg(not(unix))]
+pub(crate) fn reserve_url(_: &LinkUrl) -> anyhow::Result<(std::net::TcpListener, LinkUrl)> {
+    bail!("--workers needs SO_REUSEPORT (Unix only)")
+}
+
 /// Binds `addr` with SO_REUSEADDR and SO_REUSEPORT without listening: the port is ours, the
 /// workers bind it too, and this socket never receives a connection.
 #[cfg(unix)]
-pub(crate) fn reserve_port(addr: SocketAddr) -> anyhow::Result<socket2::Socket> {
+fn reserve_port(addr: SocketAddr) -> anyhow::Result<socket2::Socket> {
     use socket2::{Domain, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
@@ -76,7 +100,7 @@ pub(crate) fn reserve_port(addr: SocketAddr) -> anyhow::Result<socket2::Socket> 
 }
 
 #[cfg(not(unix))]
-pub(crate) fn reserve_port(_: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+fn reserve_port(_: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
     bail!("--workers needs SO_REUSEPORT (Unix only)")
 }
 
@@ -228,19 +252,7 @@ pub(super) async fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let Address::Net(url) = &address else {
         bail!("--workers needs a tcp://, tls://, ws:// or wss:// address");
     };
-    let addr = url
-        .authority()
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve {url}"))?
-        .next()
-        .ok_or_else(|| anyhow!("{url} resolves to no address"))?;
-    let reserved = reserve_port(addr)?;
-    let port = reserved
-        .local_addr()?
-        .as_socket()
-        .map(|a| a.port())
-        .ok_or_else(|| anyhow!("the reserved socket has no port"))?;
-    let url = with_port(url, port);
+    let (reserved, url) = reserve_url(url)?;
     let seed = load_announced(args)?;
     let seed_line = seed.map_or_else(|| "none".to_string(), hex::encode);
     let public = seed
