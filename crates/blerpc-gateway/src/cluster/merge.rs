@@ -82,7 +82,7 @@ pub fn snapshots(snaps: &[serde_json::Value], max_devices: usize) -> serde_json:
 
 /// Sums Prometheus text expositions: every sample line with the same name and labels is added
 /// up (counters, gauges and histogram buckets all sum across workers); `# HELP` / `# TYPE` lines
-/// are kept once, in first-seen order; one `# EOF` at the end.
+/// are kept once, in first-seen order (other comments are dropped); one `# EOF` at the end.
 pub fn metrics(texts: &[String]) -> String {
     let mut order: Vec<String> = Vec::new();
     let mut meta: HashMap<String, Vec<String>> = HashMap::new();
@@ -94,9 +94,16 @@ pub fn metrics(texts: &[String]) -> String {
             if line == "# EOF" || line.is_empty() {
                 continue;
             }
-            if let Some(rest) = line.strip_prefix("# ") {
-                // `# HELP name ...` / `# TYPE name ...`
-                let name = rest.split_whitespace().nth(1).unwrap_or("").to_string();
+            if line.starts_with('#') {
+                // `# HELP name ...`, `# TYPE name ...`, `# UNIT name ...`; other comments go.
+                let mut words = line.split_whitespace().skip(1);
+                let (Some(kind), Some(name)) = (words.next(), words.next()) else {
+                    continue;
+                };
+                if !matches!(kind, "HELP" | "TYPE" | "UNIT") {
+                    continue;
+                }
+                let name = name.to_string();
                 family = name.clone();
                 if !meta.contains_key(&name) {
                     order.push(name.clone());

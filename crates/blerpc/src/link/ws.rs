@@ -577,7 +577,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> LinkRx for WsRx<S> {
                             k.last_heard = Instant::now();
                             next
                         }
-                        e = k.run() => return Err(e),
+                        e = k.run() => {
+                            self.done = true;
+                            return Err(e);
+                        }
                     }
                 }
             };
@@ -587,11 +590,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> LinkRx for WsRx<S> {
                 Some(Err(tungstenite::Error::Protocol(
                     tungstenite::error::ProtocolError::ResetWithoutClosingHandshake,
                 ))) => break,
-                Some(Err(e)) => return Err(ws_error(e)),
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Err(ws_error(e));
+                }
             };
             match message {
                 Message::Binary(pdu) => {
                     if pdu.len() > self.max {
+                        self.done = true;
                         return Err(LinkError::Framing(format!(
                             "a {}-byte WebSocket message; this link carries at most {}",
                             pdu.len(),
@@ -599,6 +606,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> LinkRx for WsRx<S> {
                         )));
                     }
                     if tcp::container_len(&pdu) != Some(pdu.len()) {
+                        self.done = true;
                         return Err(LinkError::Framing(format!(
                             "a {}-byte WebSocket message that is not exactly one container",
                             pdu.len()
@@ -608,6 +616,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> LinkRx for WsRx<S> {
                     return Ok(Some(&self.current));
                 }
                 Message::Text(_) => {
+                    self.done = true;
                     return Err(LinkError::Framing(
                         "a WebSocket text message; bleRPC uses binary messages only".into(),
                     ));
