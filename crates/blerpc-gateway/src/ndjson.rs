@@ -43,7 +43,8 @@ pub struct Lines {
     max_line: usize,
     line: usize,
     finished: bool,
-    failed: bool,
+    /// The error that ended the stream, returned again by every later call.
+    failed: Option<LineError>,
 }
 
 impl Lines {
@@ -55,7 +56,7 @@ impl Lines {
             max_line,
             line: 0,
             finished: false,
-            failed: false,
+            failed: None,
         }
     }
 
@@ -63,7 +64,7 @@ impl Lines {
     /// `max_line + 2` bytes are kept (enough to refuse it), so an endless line holds no more;
     /// complete lines wait for [`Lines::next_line`].
     pub fn push(&mut self, chunk: &[u8]) {
-        if self.failed {
+        if self.failed.is_some() {
             return; // the stream has ended in an error: nothing more is kept
         }
         for piece in chunk.split_inclusive(|&b| b == b'\n') {
@@ -94,19 +95,19 @@ impl Lines {
     }
 
     /// The next complete, non-blank line with its number, `Ok(None)` when no complete line is
-    /// left yet; an error ends the stream (every later call returns it again).
+    /// left yet; an error (a line too long, or not UTF-8) ends the stream: every later call
+    /// returns it again and nothing more is kept.
     pub fn next_line(&mut self) -> Result<Option<(usize, String)>, LineError> {
         loop {
-            if self.failed {
-                self.pending = Vec::new();
-                return Err(LineError::TooLong {
-                    line: self.line + 1,
-                    max: self.max_line,
-                });
+            if let Some(e) = &self.failed {
+                return Err(e.clone());
             }
             let Some(nl) = self.pending.iter().position(|&b| b == b'\n') else {
                 if self.pending.len() > self.max_line {
-                    self.failed = true;
+                    self.fail(LineError::TooLong {
+                        line: self.line + 1,
+                        max: self.max_line,
+                    });
                     continue;
                 }
                 return Ok(None);
@@ -115,20 +116,30 @@ impl Lines {
             if end > 0 && self.pending[end - 1] == b'\r' {
                 end -= 1;
             }
+            self.line += 1;
             if end > self.max_line {
-                self.failed = true;
+                self.fail(LineError::TooLong {
+                    line: self.line,
+                    max: self.max_line,
+                });
                 continue;
             }
-            self.line += 1;
-            let text = std::str::from_utf8(&self.pending[..end])
-                .map(|t| t.trim().to_string())
-                .map_err(|_| LineError::NotUtf8 { line: self.line });
+            let Ok(text) = std::str::from_utf8(&self.pending[..end]) else {
+                self.fail(LineError::NotUtf8 { line: self.line });
+                continue;
+            };
+            let text = text.trim().to_string();
             self.pending.drain(..=nl);
-            let text = text?;
             if !text.is_empty() {
                 return Ok(Some((self.line, text)));
             }
         }
+    }
+
+    /// Ends the stream with `e`: nothing more is kept or handed out.
+    fn fail(&mut self, e: LineError) {
+        self.pending = Vec::new();
+        self.failed = Some(e);
     }
 
     /// Bytes held now.
