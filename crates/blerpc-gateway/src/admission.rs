@@ -3,7 +3,7 @@
 //!
 //! The known-devices file has the format of `known_keys.json` (a JSON object of name → Ed25519
 //! public key hex) and is read and written by the runtime's
-//! [`KnownKeysFile`](blerpc::known_keys::KnownKeysFile): written under its lock, atomically,
+//! [`KnownKeysFile`]: written under its lock, atomically,
 //! mode 0600. A device's id is its key in hex; the name is what people call it.
 
 use std::collections::HashMap;
