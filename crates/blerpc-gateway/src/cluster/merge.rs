@@ -91,6 +91,8 @@ pub fn metrics(texts: &[String]) -> String {
     let mut family = String::new();
     for text in texts {
         for line in text.lines() {
+            // A lone `\r` at the end of a text's last line is no part of it either.
+            let line = line.trim_end_matches('\r');
             if line == "# EOF" || line.is_empty() {
                 continue;
             }
