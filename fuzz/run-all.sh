@@ -2,7 +2,7 @@
 # Runs every fuzz target for N seconds and writes a table of exec counts to fuzz/RESULTS.md.
 #
 #   fuzz/run-all.sh [SECONDS=600] [JOBS=1] [TARGET...]
-#   RESULTS_ONLY=1 fuzz/run-all.sh [SECONDS] [JOBS]   # only rebuild RESULTS.md from the logs
+#   RESULTS_ONLY=1 fuzz/run-all.sh [SECONDS] [JOBS] [TARGET...]   # only rewrite those rows from the logs
 #
 # Extra libFuzzer flags can be given in FUZZ_ARGS, e.g. FUZZ_ARGS='-fork=1 -ignore_crashes=1' to
 # keep fuzzing past a known crash (every crash still lands in fuzz/artifacts/<target>/).
@@ -49,31 +49,52 @@ for t in "${TO_RUN[@]}"; do
 done
 wait
 
+# RESULTS.md keeps one row per target: the targets of this run get new rows, the others keep theirs,
+# and everything from the "## Findings" heading on (written by hand) is kept as it is.
+declare -A ROW
+if [ -f RESULTS.md ]; then
+    while IFS= read -r line; do
+        name=$(printf '%s' "$line" | sed -n 's/^| \([a-z_0-9]*\) | [0-9].*/\1/p')
+        [ -n "$name" ] && ROW[$name]=$line
+    done < <(sed '/^## Findings/,$d' RESULTS.md)
+    findings=$(sed -n '/^## Findings/,$p' RESULTS.md)
+fi
+for t in "${TARGETS[@]}"; do
+    log=work/logs/"$t".log
+    [ -f "$log" ] || continue
+    when=$(date -u -r "$log" '+%Y-%m-%d %H:%M')
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    [ -z "$execs" ] && execs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$log" | tail -1)
+    # Fork mode (-fork=N) prints no final stats: take the parent's last status line.
+    [ -z "$execs" ] && execs=$(sed -n 's/^#\([0-9]*\): cov.*/\1/p' "$log" | tail -1)
+    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+    [ -z "$rate" ] && rate=$(grep -E '^#[0-9]+: cov' "$log" | tail -1 | sed -n 's/.*exec\/s: \([0-9]*\).*/\1/p')
+    corpus=$(grep -o 'corp: [0-9]*' "$log" | tail -1 | sed 's/corp: //')
+    rc=$(cat work/logs/"$t".rc 2>/dev/null || echo '?')
+    if [ "$rc" = 0 ]; then
+        status=ok
+    else
+        crashes=$(ls artifacts/"$t"/crash-* 2>/dev/null | wc -l)
+        status="FAILED (rc $rc): ${crashes} crash file(s) in artifacts/$t/"
+    fi
+    ROW[$t]="| $t | $when | ${SECONDS_PER_TARGET} | ${JOBS} | ${execs:-?} | ${rate:-?} | ${corpus:-?} | $status |"
+done
+mapfile -t ALL < <(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | grep -v '^blerpc-proto-fuzz$')
 {
     echo "# Fuzz results"
     echo
-    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), ${SECONDS_PER_TARGET} s per target, ${JOBS} at a time, on $(nproc) CPUs."
-    echo "Produced by \`fuzz/run-all.sh ${SECONDS_PER_TARGET} ${JOBS}\` (every committed seed as a read-only corpus); logs in \`fuzz/work/logs/\`."
+    echo "One row per target: its latest run by \`fuzz/run-all.sh SECONDS JOBS TARGET...\` on $(nproc) CPUs"
+    echo "(every committed seed as a read-only corpus; logs in \`fuzz/work/logs/\`). A run rewrites the rows of"
+    echo "the targets it ran and keeps the others."
     echo
-    echo "| target | execs | execs/s | corpus | status |"
-    echo "|---|---:|---:|---:|---|"
-    for t in "${TARGETS[@]}"; do
-        log=work/logs/"$t".log
-        execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-        [ -z "$execs" ] && execs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$log" | tail -1)
-        # Fork mode (-fork=N) prints no final stats: take the parent's last status line.
-        [ -z "$execs" ] && execs=$(sed -n 's/^#\([0-9]*\): cov.*/\1/p' "$log" | tail -1)
-        rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-        [ -z "$rate" ] && rate=$(grep -E '^#[0-9]+: cov' "$log" | tail -1 | sed -n 's/.*exec\/s: \([0-9]*\).*/\1/p')
-        corpus=$(grep -o 'corp: [0-9]*' "$log" | tail -1 | sed 's/corp: //')
-        rc=$(cat work/logs/"$t".rc 2>/dev/null || echo '?')
-        if [ "$rc" = 0 ]; then
-            status=ok
-        else
-            crashes=$(ls artifacts/"$t"/crash-* 2>/dev/null | wc -l)
-            status="FAILED (rc $rc): ${crashes} crash file(s) in artifacts/$t/"
-        fi
-        echo "| $t | ${execs:-?} | ${rate:-?} | ${corpus:-?} | $status |"
+    echo "| target | run (UTC) | seconds | at a time | execs | execs/s | corpus | status |"
+    echo "|---|---|---:|---:|---:|---:|---:|---|"
+    for t in "${ALL[@]}"; do
+        echo "${ROW[$t]:-| $t | never | | | | | | no run yet: \`fuzz/run-all.sh 600 1 $t\` |}"
     done
-} > RESULTS.md
+    if [ -n "${findings:-}" ]; then
+        echo
+        printf '%s\n' "$findings"
+    fi
+} > RESULTS.md.new && mv RESULTS.md.new RESULTS.md
 cat RESULTS.md
