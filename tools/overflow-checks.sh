@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# What `overflow-checks = true` would cost in release builds: blerpc-bench built twice (as the
-# workspace's release profile is, and with CARGO_PROFILE_RELEASE_OVERFLOW_CHECKS=true into
-# target/overflow-checks), then the codec workloads (every provider) and the loopback bleRPC rows
-# (TCP and TLS, 0 B to 64 KiB, one call at a time) run alternately, REPS times each; the table
-# compares the medians. Run it on an idle machine (~25 minutes with both builds).
+# What the release profile's overflow checks cost: blerpc-bench built twice, as the workspace's
+# release profile is ("on": the workspace's own crates checked, dependencies not) and with
+# CARGO_PROFILE_RELEASE_OVERFLOW_CHECKS=false into target/overflow-checks ("off": nothing checked),
+# then the codec workloads (every provider) and the loopback bleRPC rows (TCP and TLS, 0 B to
+# 64 KiB, one call at a time) run alternately, REPS times each; the table compares the medians.
+# Run it on an idle machine (~20 minutes with both builds). WHOLE=1 checks the dependencies too
+# in the "on" build (into target/overflow-checks-whole).
 #
 #   bash tools/overflow-checks.sh [REPS=3]
 set -euo pipefail
@@ -11,12 +13,20 @@ cd "$(dirname "$0")/.."
 reps=${1:-3}
 out=target/overflow-checks/runs
 mkdir -p "$out"
-echo "==> building blerpc-bench (release as configured)"
-cargo build --release --locked -p blerpc-bench
-echo "==> building blerpc-bench with overflow checks (target/overflow-checks)"
-CARGO_PROFILE_RELEASE_OVERFLOW_CHECKS=true CARGO_TARGET_DIR=target/overflow-checks \
+on=target/release/blerpc-bench
+if [ "${WHOLE:-0}" = 1 ]; then
+  echo "==> building blerpc-bench with every crate checked (target/overflow-checks-whole)"
+  CARGO_TARGET_DIR=target/overflow-checks-whole cargo build --release --locked -p blerpc-bench \
+    --config 'profile.release.package."*".overflow-checks=true'
+  on=target/overflow-checks-whole/release/blerpc-bench
+else
+  echo "==> building blerpc-bench (release as configured)"
   cargo build --release --locked -p blerpc-bench
-declare -A bin=([off]=target/release/blerpc-bench [on]=target/overflow-checks/release/blerpc-bench)
+fi
+echo "==> building blerpc-bench without overflow checks (target/overflow-checks)"
+CARGO_PROFILE_RELEASE_OVERFLOW_CHECKS=false CARGO_TARGET_DIR=target/overflow-checks \
+  cargo build --release --locked -p blerpc-bench
+declare -A bin=([off]=target/overflow-checks/release/blerpc-bench [on]=$on)
 for r in $(seq "$reps"); do
   for v in off on; do
     echo "==> rep $r of $reps, overflow checks $v: codec"
