@@ -120,6 +120,10 @@ pub struct ServeArgs {
     /// before it is closed.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub setup_timeout: f64,
+    /// Each connection's setup deadline is --setup-timeout less a random part of up to this
+    /// share of it (0 to 0.9), so sockets opened in one burst are not all closed in one instant.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.2)]
+    pub setup_spread: f64,
     /// TLS / WebSocket handshakes in progress at once (tls://, ws://, wss://); when all are
     /// taken, a newcomer drops the oldest one.
     #[arg(long, value_name = "N", default_value_t = 256)]
@@ -295,6 +299,12 @@ fn build_servers(args: &ServeArgs, seed: Option<[u8; 32]>) -> anyhow::Result<Bui
         )?;
     }
     seconds("--setup-timeout", args.setup_timeout)?;
+    if !(0.0..=0.9).contains(&args.setup_spread) {
+        anyhow::bail!(
+            "--setup-spread {} must be a share of the setup timeout from 0 to 0.9",
+            args.setup_spread
+        );
+    }
     if !(args.offence_cost.is_finite() && args.offence_cost >= 0.0) {
         anyhow::bail!(
             "--offence-cost {} must be a number of connections (0: offences cost nothing extra)",
@@ -335,6 +345,7 @@ fn build_servers(args: &ServeArgs, seed: Option<[u8; 32]>) -> anyhow::Result<Bui
         probation_keep: args.probation_keep,
         max_address_penalty: Duration::from_secs_f64(args.max_penalty),
         offence_cost: args.offence_cost,
+        setup_deadline_spread: args.setup_spread,
         ..Default::default()
     };
     config.peripheral.require_encryption = !args.plaintext;
@@ -620,6 +631,7 @@ mod tests {
             max_penalty: 160.0,
             offence_cost: 10.0,
             setup_timeout: 10.0,
+            setup_spread: 0.2,
             container_timeout: 10.0,
             keepalive: 60.0,
             ws_ping: 60.0,

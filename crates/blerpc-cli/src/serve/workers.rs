@@ -134,6 +134,8 @@ fn worker_command(args: &ServeArgs, url: &LinkUrl) -> anyhow::Result<Command> {
         .arg(args.offence_cost.to_string())
         .arg("--setup-timeout")
         .arg(args.setup_timeout.to_string())
+        .arg("--setup-spread")
+        .arg(args.setup_spread.to_string())
         .arg("--container-timeout")
         .arg(args.container_timeout.to_string())
         .arg("--keepalive")

@@ -18,7 +18,7 @@
 //!
 //! | threat | what bounds it | default |
 //! |---|---|---|
-//! | silent connections | the setup deadline: established (key exchange done where encryption is required) within `peripheral.setup_timeout` or closed | 10 s |
+//! | silent connections | the setup deadline: established (key exchange done where encryption is required) within `peripheral.setup_timeout`, less a random part of up to `setup_deadline_spread` of it (connections opened in a burst do not all time out in one instant), or closed | 10 s, 0.2 |
 //! | many connections | `max_connections`; at the cap the oldest unproven connection is evicted, else the newcomer is closed at once | 1,024 |
 //! | connection floods | `connection_rate_per_address` (token bucket per IP, checked before any handshake); an address that runs it dry is penalized for `address_penalty` (on Linux dropped in the kernel by a socket filter on the listener), then on probation for `address_probation` (the kernel keeps `probation_keep` of its SYNs; a new penalty doubles, up to `max_address_penalty`); a close for cause costs `offence_cost` tokens | 100/s, bursts of 50; 10 s; 30 s, 1/8, 160 s; 10 |
 //! | one address | `max_unproven_per_address`, `max_connections_per_address`, [`TcpOptions`](crate::link::tcp::TcpOptions)`::max_handshakes_per_address` | none (opt in) |
@@ -47,7 +47,7 @@ use futures_util::FutureExt as _;
 use futures_util::stream::FuturesUnordered;
 /// The requests' buffer type: a long request is handed over in the buffer it was reassembled in.
 pub use prost::bytes::Bytes;
-use rand_core::OsRng;
+use rand_core::{OsRng, RngCore as _};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -234,6 +234,13 @@ pub struct ServerConfig {
     /// [`TcpOptions::metrics`](crate::link::tcp::TcpOptions::metrics) to count their handshakes
     /// too.
     pub metrics: Option<Arc<Metrics>>,
+    /// Spreads the setup deadlines of connections opened together: each connection gets
+    /// `peripheral.setup_timeout` less a random part of up to this share (0 to 0.9) of it, so
+    /// silent sockets opened in one burst are closed over that span instead of in one instant
+    /// (in `blerpc-bench hostile`, 865 silent TCP connections timing out at once made a
+    /// legitimate call's p99 2.3× its baseline). 0: every connection gets exactly
+    /// `setup_timeout`. Default 0.2 (deadlines between 8 and 10 s with the default 10 s).
+    pub setup_deadline_spread: f64,
     /// Items of one upload buffered before its handler catches up; beyond it items get BUSY.
     /// Default 1,024.
     pub upload_buffer: usize,
@@ -241,6 +248,16 @@ pub struct ServerConfig {
     pub idle_release: Duration,
     /// How long [`Server::serve`] waits for connections to finish after shutdown. Default 5 s.
     pub shutdown_grace: Duration,
+}
+
+/// `timeout` less `random / u32::MAX` of `spread` (clamped to 0–0.9; not a number: 0) of it.
+fn spread_deadline(timeout: Duration, spread: f64, random: u32) -> Duration {
+    let spread = if spread.is_finite() {
+        spread.clamp(0.0, 0.9)
+    } else {
+        0.0
+    };
+    timeout.saturating_sub(timeout.mul_f64(spread * f64::from(random) / f64::from(u32::MAX)))
 }
 
 impl Default for ServerConfig {
@@ -269,6 +286,7 @@ impl Default for ServerConfig {
             max_address_penalty: Duration::from_secs(160),
             offence_cost: 10.0,
             metrics: None,
+            setup_deadline_spread: 0.2,
             upload_buffer: 1024,
             idle_release: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(5),
@@ -457,6 +475,9 @@ impl Server {
         pconfig.att_mtu = link.att_mtu();
         // Long containers only where the link carries them (never BLE).
         pconfig.long_containers &= link.long_containers();
+        pconfig.setup_timeout = pconfig
+            .setup_timeout
+            .map(|t| spread_deadline(t, self.config.setup_deadline_spread, OsRng.next_u32()));
         let peripheral = HostPeripheral::new(
             pconfig,
             DefaultProvider::default(),
@@ -502,5 +523,24 @@ fn link_reason(e: &LinkError) -> Option<crate::metrics::Reason> {
             Some(Reason::KeepaliveTimeout)
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setup_deadlines_are_spread_within_the_share_and_never_below_a_tenth() {
+        let ten = Duration::from_secs(10);
+        assert_eq!(spread_deadline(ten, 0.2, 0), ten);
+        assert_eq!(spread_deadline(ten, 0.2, u32::MAX), Duration::from_secs(8));
+        assert_eq!(spread_deadline(ten, 0.0, u32::MAX), ten);
+        // Clamped: never below a tenth of the timeout, and a share that is not a number is 0.
+        assert_eq!(spread_deadline(ten, 5.0, u32::MAX), Duration::from_secs(1));
+        assert_eq!(spread_deadline(ten, -1.0, u32::MAX), ten);
+        assert_eq!(spread_deadline(ten, f64::NAN, u32::MAX), ten);
+        let mid = spread_deadline(ten, 0.2, u32::MAX / 2);
+        assert!(mid > Duration::from_secs(8) && mid < ten, "{mid:?}");
     }
 }
