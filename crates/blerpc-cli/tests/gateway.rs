@@ -10,6 +10,8 @@ mod http;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{Proc, blerpc, repo, run, venv_python};
@@ -445,6 +447,90 @@ fn devices_dial_in_and_backends_call_them_over_http_and_end_to_end() {
     drop(gw);
 }
 
+/// What [`caller_under_faults`] saw.
+#[derive(Debug, Default)]
+struct Outcomes {
+    /// Right answers per device before the gateway went down, and after it came back.
+    right_answers_before: [usize; 2],
+    right_answers_after: [usize; 2],
+    /// `application/problem+json` errors by status.
+    problems: std::collections::BTreeMap<u16, usize>,
+    /// Calls that could not reach the gateway (or lost their connection) while it was down.
+    gateway_unreachable: usize,
+}
+
+/// Calls `echo` on the devices in turn, each with a message of its own and a 2 s deadline,
+/// until `stop`; panics on a wrong answer, an unexpected status, a call that takes longer than
+/// its deadline allows, or a failure to reach the gateway outside the window in `down` (the
+/// times, from `epoch`, at which it was killed and at which its replacement was listening).
+fn caller_under_faults(
+    http: &str,
+    devices: &[String; 2],
+    epoch: Instant,
+    stop: &AtomicBool,
+    down: &Mutex<Option<(Duration, Duration)>>,
+) -> Outcomes {
+    let mut out = Outcomes::default();
+    let mut i = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let which = (i % 2) as usize;
+        let id = &devices[which];
+        let message = format!("call {i} to {}", &id[..8]);
+        i += 1;
+        let started = epoch.elapsed();
+        let r = http::try_request(
+            http,
+            "POST",
+            &format!("/v1/devices/{id}/calls/echo"),
+            &[
+                ("Authorization", &format!("Bearer {TOKEN}")),
+                ("Content-Type", "application/json"),
+                ("Blerpc-Deadline-Ms", "2000"),
+            ],
+            format!(r#"{{"message":"{message}"}}"#).as_bytes(),
+        );
+        let took = epoch.elapsed() - started;
+        assert!(
+            took < Duration::from_secs(5),
+            "call {message} took {took:?}: {r:?}"
+        );
+        let window = *down.lock().unwrap();
+        let after = window.is_some_and(|(_, up)| started > up);
+        match r {
+            Ok(r) if r.status == 200 => {
+                assert_eq!(r.json()["message"], message.as_str(), "a wrong answer");
+                if after {
+                    out.right_answers_after[which] += 1;
+                } else if window.is_none() {
+                    out.right_answers_before[which] += 1;
+                }
+            }
+            Ok(r) => {
+                assert!(
+                    matches!(r.status, 502..=504),
+                    "call {message}: unexpected {}: {}",
+                    r.status,
+                    r.text()
+                );
+                assert_eq!(
+                    r.header("Content-Type"),
+                    Some("application/problem+json"),
+                    "{}",
+                    r.text()
+                );
+                *out.problems.entry(r.status).or_default() += 1;
+            }
+            Err(e) => {
+                // The gateway was killed while this call was in flight, or it was down.
+                assert!(!after, "call {message} after the gateway's return: {e}");
+                out.gateway_unreachable += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    out
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -480,7 +566,7 @@ fn the_gateway_restarts_and_its_devices_come_back_within_seconds() {
     // Enrol two devices.
     let gw = start(&["--enroll"]);
     let (_a, ka) = dial_device(&devices_url, &a_key, &[]);
-    let (_b, kb) = dial_device(&devices_url, &b_key, &[]);
+    let (b, kb) = dial_device(&devices_url, &b_key, &[]);
     for k in [&ka, &kb] {
         wait_status(&gw.http, k, "online", Duration::from_secs(15));
     }
@@ -493,15 +579,33 @@ fn the_gateway_restarts_and_its_devices_come_back_within_seconds() {
         assert!(Instant::now() < deadline, "enrolment not recorded");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // From here on a caller calls both devices back to back while device b is killed and the
+    // gateway restarts: every call must get its own answer or a clear error, in bounded time.
+    let epoch = Instant::now();
+    let gateway_down = Arc::new(Mutex::new(None::<(Duration, Duration)>));
+    let stop = Arc::new(AtomicBool::new(false));
+    let caller = {
+        let (stop, gateway_down) = (stop.clone(), gateway_down.clone());
+        let (http, ka, kb) = (http_addr.clone(), ka.clone(), kb.clone());
+        std::thread::spawn(move || {
+            caller_under_faults(&http, &[ka, kb], epoch, &stop, &gateway_down)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    drop(b);
+    std::thread::sleep(Duration::from_millis(1000));
+    let down = epoch.elapsed();
     drop(gw);
     // Down: a clear refusal, not a hang.
     let refused =
         std::net::TcpStream::connect_timeout(&http_addr.parse().unwrap(), Duration::from_secs(2));
     assert!(refused.is_err());
     std::thread::sleep(Duration::from_millis(500));
-    // Back, with the enrolled devices as its allow-list.
+    // Back, with the enrolled devices as its allow-list; device b dials again too.
     let back = Instant::now();
     let gw = start(&[]);
+    *gateway_down.lock().unwrap() = Some((down, epoch.elapsed()));
+    let (_b_again, _) = dial_device(&devices_url, &b_key, &[]);
     for k in [&ka, &kb] {
         wait_status(&gw.http, k, "online", Duration::from_secs(10));
     }
@@ -510,6 +614,16 @@ fn the_gateway_restarts_and_its_devices_come_back_within_seconds() {
         "{:?}",
         back.elapsed()
     );
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let outcomes = caller.join().unwrap();
+    eprintln!("calls through a device kill and a gateway restart: {outcomes:?}");
+    // Both devices answered right before the faults and after the return, device b's death
+    // was reported as such, and the restart was seen as a refused connection.
+    assert!(outcomes.right_answers_before[0] > 0 && outcomes.right_answers_before[1] > 0);
+    assert!(outcomes.right_answers_after[0] > 0 && outcomes.right_answers_after[1] > 0);
+    assert!(outcomes.problems.contains_key(&503), "{outcomes:?}");
+    assert!(outcomes.gateway_unreachable > 0, "{outcomes:?}");
     for k in [&ka, &kb] {
         let r = call(&gw.http, k, "echo", &format!(r#"{{"message":"{k}"}}"#));
         assert_eq!(r.status, 200, "{}", r.text());

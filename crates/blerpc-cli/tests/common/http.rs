@@ -47,7 +47,19 @@ pub fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Response {
-    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    try_request(addr, method, path, headers, body).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`request`], with a failure to connect, write or read (or a reply that is not HTTP) as an
+/// error instead of a panic: for a gateway that may be down.
+pub fn try_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<Response, String> {
+    let mut s = TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
     s.set_read_timeout(Some(TIMEOUT)).unwrap();
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
@@ -57,12 +69,13 @@ pub fn request(
         head.push_str(&format!("{n}: {v}\r\n"));
     }
     head.push_str("\r\n");
-    s.write_all(head.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
+    s.write_all(head.as_bytes())
+        .and_then(|()| s.write_all(body))
+        .map_err(|e| format!("{method} {path}: writing the request: {e}"))?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw)
-        .unwrap_or_else(|e| panic!("{method} {path}: reading the response: {e}"));
-    parse(&raw).unwrap_or_else(|| panic!("{method} {path}: not an HTTP response: {raw:?}"))
+        .map_err(|e| format!("{method} {path}: reading the response: {e}"))?;
+    parse(&raw).ok_or_else(|| format!("{method} {path}: not an HTTP response: {raw:?}"))
 }
 
 /// `GET` with an optional bearer token.
