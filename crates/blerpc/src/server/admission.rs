@@ -29,9 +29,9 @@ pub(super) struct Limits {
     pub(super) reassembly_budget: usize,
 }
 
+/// An unproven connection (proven ones are only counted: nothing evicts them).
 struct Entry {
     ip: Option<IpAddr>,
-    proven: bool,
     evict: Arc<Notify>,
 }
 
@@ -44,8 +44,10 @@ struct PerAddress {
 #[derive(Default)]
 struct State {
     next_id: u64,
-    /// By id, which is also age (oldest first).
-    conns: BTreeMap<u64, Entry>,
+    /// The unproven connections by id, which is also age (oldest first).
+    unproven: BTreeMap<u64, Entry>,
+    /// The proven connections.
+    proven: usize,
     addresses: HashMap<IpAddr, PerAddress>,
 }
 
@@ -113,18 +115,13 @@ impl Admission {
                 return None;
             }
         }
-        if state.conns.len() >= self.limits.max_connections.max(1) {
-            let oldest_unproven = state
-                .conns
-                .iter()
-                .find(|(_, e)| !e.proven)
-                .map(|(id, _)| *id);
-            let Some(id) = oldest_unproven else {
+        if state.unproven.len() + state.proven >= self.limits.max_connections.max(1) {
+            let Some(id) = state.unproven.keys().next().copied() else {
                 drop(state);
                 self.metrics.refused(Reason::ConnectionCap, peer);
                 return None;
             };
-            if let Some(entry) = Self::remove(&mut state, id) {
+            if let Some(entry) = Self::remove_unproven(&mut state, id) {
                 entry.evict.notify_one();
                 self.metrics.unproven_delta(-1);
                 self.metrics.open_delta(-1);
@@ -138,11 +135,10 @@ impl Admission {
         let id = state.next_id;
         state.next_id += 1;
         let evict = Arc::new(Notify::new());
-        state.conns.insert(
+        state.unproven.insert(
             id,
             Entry {
                 ip,
-                proven: false,
                 evict: evict.clone(),
             },
         );
@@ -159,32 +155,39 @@ impl Admission {
             admission: self.clone(),
             id,
             ip,
-            evict,
+            evict: Some(evict),
             proven: false,
+            counted_proven: false,
             claimed: 0,
         })
     }
 
-    fn remove(state: &mut State, id: u64) -> Option<Entry> {
-        let entry = state.conns.remove(&id)?;
-        if let Some(ip) = entry.ip
-            && let Some(a) = state.addresses.get_mut(&ip)
-        {
+    /// Removes unproven connection `id` (`None`: it is gone already) and its address's counts.
+    fn remove_unproven(state: &mut State, id: u64) -> Option<Entry> {
+        let entry = state.unproven.remove(&id)?;
+        if let Some(ip) = entry.ip {
+            Self::leave_address(state, ip, true);
+        }
+        Some(entry)
+    }
+
+    fn leave_address(state: &mut State, ip: IpAddr, unproven: bool) {
+        if let Some(a) = state.addresses.get_mut(&ip) {
             a.all = a.all.saturating_sub(1);
-            if !entry.proven {
+            if unproven {
                 a.unproven = a.unproven.saturating_sub(1);
             }
             if a.all == 0 {
                 state.addresses.remove(&ip);
             }
         }
-        Some(entry)
     }
 
     /// Connections in the table now.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.lock().conns.len()
+        let state = self.lock();
+        state.unproven.len() + state.proven
     }
 }
 
@@ -193,8 +196,12 @@ pub(super) struct Ticket {
     admission: Arc<Admission>,
     id: u64,
     ip: Option<IpAddr>,
-    evict: Arc<Notify>,
+    /// Notified on eviction; `None` once proven (nothing evicts a proven connection).
+    evict: Option<Arc<Notify>>,
+    /// [`Ticket::prove`] was called.
     proven: bool,
+    /// It was counted as proven (it had not been evicted meanwhile).
+    counted_proven: bool,
     /// This connection's share of the reassembly budget in use.
     claimed: usize,
 }
@@ -207,16 +214,18 @@ impl Ticket {
         }
         self.proven = true;
         let mut state = self.admission.lock();
-        let Some(entry) = state.conns.get_mut(&self.id) else {
+        let Some(entry) = state.unproven.remove(&self.id) else {
             return; // evicted meanwhile
         };
-        entry.proven = true;
+        state.proven += 1;
         if let Some(ip) = entry.ip
             && let Some(a) = state.addresses.get_mut(&ip)
         {
             a.unproven = a.unproven.saturating_sub(1);
         }
         drop(state);
+        self.counted_proven = true;
+        self.evict = None;
         self.admission.metrics.unproven_delta(-1);
     }
 
@@ -225,10 +234,20 @@ impl Ticket {
         self.proven
     }
 
-    /// Completes when the connection is evicted.
+    /// `false` once the connection is counted as proven: nothing can evict it then.
+    pub(super) fn can_be_evicted(&self) -> bool {
+        self.evict.is_some()
+    }
+
+    /// Completes when the connection is evicted (never once it is proven).
     pub(super) fn evicted(&self) -> impl Future<Output = ()> + Send + use<> {
         let evict = self.evict.clone();
-        async move { evict.notified().await }
+        async move {
+            match evict {
+                Some(evict) => evict.notified().await,
+                None => std::future::pending().await,
+            }
+        }
     }
 
     /// The reassembly budget this connection may use for its next input: what it holds plus
@@ -303,12 +322,17 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         self.set_claimed(0);
         let mut state = self.admission.lock();
-        if let Some(entry) = Admission::remove(&mut state, self.id) {
+        if self.counted_proven {
+            state.proven = state.proven.saturating_sub(1);
+            if let Some(ip) = self.ip {
+                Admission::leave_address(&mut state, ip, false);
+            }
             drop(state);
             self.admission.metrics.open_delta(-1);
-            if !entry.proven {
-                self.admission.metrics.unproven_delta(-1);
-            }
+        } else if Admission::remove_unproven(&mut state, self.id).is_some() {
+            drop(state);
+            self.admission.metrics.open_delta(-1);
+            self.admission.metrics.unproven_delta(-1);
         }
     }
 }
@@ -362,6 +386,42 @@ mod tests {
         assert_eq!(adm.metrics.count(Reason::ConnectionCap), 1);
         drop(first);
         assert!(adm.admit(B, "b3", false).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_proven_connection_leaves_the_eviction_table_and_is_still_counted() {
+        let adm = admission(3, Some(2), None);
+        let mut a1 = adm.admit(A, "a1", false).unwrap();
+        assert!(a1.can_be_evicted());
+        a1.prove();
+        assert!(!a1.can_be_evicted());
+        assert_eq!(adm.lock().unproven.len(), 0);
+        assert_eq!(adm.len(), 1);
+        // Still counted towards its address and the cap.
+        let _a2 = adm.admit(A, "a2", false).unwrap();
+        assert!(adm.admit(A, "a3", false).is_none());
+        // Its waiter never completes.
+        let never = tokio::time::timeout(std::time::Duration::from_millis(20), a1.evicted()).await;
+        assert!(never.is_err());
+        drop(a1);
+        assert_eq!(adm.len(), 1);
+        assert!(adm.admit(A, "a3", false).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_connection_evicted_before_it_proves_itself_stays_evicted() {
+        let adm = admission(1, None, None);
+        let mut first = adm.admit(A, "a1", false).unwrap();
+        let _second = adm.admit(B, "b1", false).unwrap();
+        // `first` was evicted; establishing it afterwards does not bring it back.
+        first.prove();
+        assert!(first.can_be_evicted());
+        tokio::time::timeout(std::time::Duration::from_secs(1), first.evicted())
+            .await
+            .unwrap();
+        assert_eq!(adm.len(), 1);
+        drop(first);
+        assert_eq!(adm.len(), 1);
     }
 
     #[test]

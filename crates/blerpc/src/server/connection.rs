@@ -168,8 +168,9 @@ impl Connection {
         // Built outside the async block, which then holds it once (moving the link's halves in
         // there would keep their slots too).
         let mut d = Driver::new(tx, rx, self.clock, self.idle_release);
-        // Boxed here, so the task holds a pointer, not the waiter.
-        let mut evicted = Box::pin(self.ticket.evicted());
+        // Boxed here, so the task holds a pointer, not the waiter; dropped once the connection
+        // is proven (nothing evicts it then).
+        let mut evicted = Some(Box::pin(self.ticket.evicted()));
         async move {
             let classic_len = self.peripheral.config().att_mtu.max(4);
             // The setup deadline runs from now; a stranger gets classic containers only.
@@ -184,6 +185,9 @@ impl Connection {
                 }
             });
             loop {
+                if evicted.is_some() && !self.ticket.can_be_evicted() {
+                    evicted = None;
+                }
                 self.drain_events();
                 self.flush_ready();
                 let (t, now) = d.now();
@@ -221,7 +225,12 @@ impl Connection {
                             Work::Item(item)
                         }
                         () = stopped, if !draining => Work::Stop,
-                        () = evicted => Work::Evict,
+                        () = async {
+                            match evicted {
+                                Some(evicted) => evicted.await,
+                                None => std::future::pending().await,
+                            }
+                        } => Work::Evict,
                     }
                 };
                 match d.turn(work).await? {
