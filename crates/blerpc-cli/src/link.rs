@@ -546,6 +546,12 @@ impl<R: LinkRx> LinkRx for TracedRx<R> {
     fn release_memory(&mut self) {
         self.inner.release_memory();
     }
+    fn poll_timeout(&self) -> Option<tokio::time::Instant> {
+        self.inner.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: tokio::time::Instant) -> Result<(), LinkError> {
+        self.inner.handle_timeout(now)
+    }
 }
 
 /// An acceptor whose links are [`Traced`].

@@ -121,7 +121,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub setup_timeout: f64,
     /// Each connection's setup deadline is --setup-timeout less a random part of up to this
-    /// share of it (0 to 0.9), so sockets opened in one burst are not all closed in one instant.
+    /// share of it (0 to 0.9), so sockets opened in one burst are not all closed in one instant;
+    /// the TLS and WebSocket handshake deadlines (10 s) are spread the same way.
     #[arg(long, value_name = "SHARE", default_value_t = 0.2)]
     pub setup_spread: f64,
     /// TLS / WebSocket handshakes in progress at once (tls://, ws://, wss://); when all are
@@ -136,7 +137,9 @@ pub struct ServeArgs {
     /// ws://, wss://; then every 10 s, closed after 6 unanswered). 0: off.
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     pub keepalive: f64,
-    /// Seconds a WebSocket peer may stay quiet before it is pinged (ws://, wss://). 0: never.
+    /// Seconds between checks for a quiet WebSocket peer (ws://, wss://): one silent for a
+    /// whole interval is pinged, so a ping goes out after one to two intervals of silence.
+    /// 0: never.
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     pub ws_ping: f64,
     /// Seconds after a WebSocket ping within which some frame must come back, or the
@@ -428,6 +431,7 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
                 long_containers: !args.classic_containers,
                 container_timeout: seconds("--container-timeout", args.container_timeout)?,
                 max_handshakes: args.max_handshakes.max(1),
+                handshake_timeout_spread: args.setup_spread,
                 metrics: Some(server.metrics()),
                 keepalive: off_or_seconds("--keepalive", args.keepalive)?,
                 ..Default::default()

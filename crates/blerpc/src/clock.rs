@@ -162,9 +162,33 @@ impl IdleRelease {
     }
 }
 
+/// `timeout` less `random / u32::MAX` of `spread` (clamped to 0–0.9; not a number: 0) of it.
+pub(crate) fn spread_deadline(timeout: Duration, spread: f64, random: u32) -> Duration {
+    let spread = if spread.is_finite() {
+        spread.clamp(0.0, 0.9)
+    } else {
+        0.0
+    };
+    timeout.saturating_sub(timeout.mul_f64(spread * f64::from(random) / f64::from(u32::MAX)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deadlines_are_spread_within_the_share_and_never_below_a_tenth() {
+        let ten = Duration::from_secs(10);
+        assert_eq!(spread_deadline(ten, 0.2, 0), ten);
+        assert_eq!(spread_deadline(ten, 0.2, u32::MAX), Duration::from_secs(8));
+        assert_eq!(spread_deadline(ten, 0.0, u32::MAX), ten);
+        // Clamped: never below a tenth of the timeout, and a share that is not a number is 0.
+        assert_eq!(spread_deadline(ten, 5.0, u32::MAX), Duration::from_secs(1));
+        assert_eq!(spread_deadline(ten, -1.0, u32::MAX), ten);
+        assert_eq!(spread_deadline(ten, f64::NAN, u32::MAX), ten);
+        let mid = spread_deadline(ten, 0.2, u32::MAX / 2);
+        assert!(mid > Duration::from_secs(8) && mid < ten, "{mid:?}");
+    }
 
     /// Polls a fresh `fired()` once per turn, as a connection task's `select!` does: the first
     /// `turns` polls wake the task at once (busy turns), then it waits for the timer's wake-up.

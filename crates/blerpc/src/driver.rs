@@ -6,7 +6,7 @@
 //!      role: drain events, apply what is waiting
 //!      drive_transmit   poll_transmit → LinkTx::queue_with, write at once while the link takes it
 //!      drive_idle       buffers back after `idle_release` without traffic
-//!      drive_timer      one timer: the protocol's next deadline or the idle check
+//!      drive_timer      one timer: the protocol's next deadline, the link's or the idle check
 //!      turn(work)       select { flush, recv (+ what is already buffered), timer, role's work }
 //!  }
 //! ```
@@ -79,6 +79,9 @@ pub(crate) struct Driver<Tx, Rx> {
     buf: Vec<u8>,
     /// The clock read the last wake-up made, if nothing has waited since.
     fresh: Option<tokio::time::Instant>,
+    /// The timer woke the last turn: the link checks its own deadline at the next
+    /// [`Driver::drive_timer`].
+    timer_fired: bool,
 }
 
 impl<Tx: LinkTx, Rx: LinkRx> Driver<Tx, Rx> {
@@ -91,6 +94,7 @@ impl<Tx: LinkTx, Rx: LinkRx> Driver<Tx, Rx> {
             idle: IdleRelease::new(idle_release),
             buf: Vec::new(),
             fresh: None,
+            timer_fired: false,
         }
     }
 
@@ -164,12 +168,24 @@ impl<Tx: LinkTx, Rx: LinkRx> Driver<Tx, Rx> {
         }
     }
 
-    /// Arms the one timer for the protocol's next deadline or the idle check, whichever is
-    /// first.
-    pub(crate) fn drive_timer(&mut self, protocol: &impl Protocol) {
+    /// Arms the one timer for the protocol's next deadline, the link's own (a keepalive ping)
+    /// or the idle check, whichever is first.
+    /// When the timer woke the last turn, the link first handles its own deadline (a keepalive
+    /// ping queued for the next flush, or the error of a peer that never answered one).
+    pub(crate) fn drive_timer(&mut self, protocol: &impl Protocol) -> Result<(), LinkError> {
+        if std::mem::take(&mut self.timer_fired) {
+            let (t, _) = self.now();
+            self.rx.handle_timeout(t)?;
+        }
         let deadline = protocol.poll_timeout().map(|t| self.clock.to_tokio(t));
-        self.timer
-            .set([deadline, self.idle.deadline()].into_iter().flatten().min());
+        let link = self.rx.poll_timeout();
+        self.timer.set(
+            [deadline, self.idle.deadline(), link]
+                .into_iter()
+                .flatten()
+                .min(),
+        );
+        Ok(())
     }
 
     /// Waits for the next thing to do: a write finishing, a PDU arriving, the timer, or the
@@ -185,6 +201,7 @@ impl<Tx: LinkTx, Rx: LinkRx> Driver<Tx, Rx> {
         let armed = self.timer.is_armed();
         let clock = self.clock;
         let fresh = &mut self.fresh;
+        let timer_fired = &mut self.timer_fired;
         // The next clock read is the wake-up's.
         *fresh = None;
         tokio::select! {
@@ -200,6 +217,7 @@ impl<Tx: LinkTx, Rx: LinkRx> Driver<Tx, Rx> {
             () = self.timer.fired(), if armed => {
                 let t = tokio::time::Instant::now();
                 *fresh = Some(t);
+                *timer_fired = true;
                 Ok(Turn::Timer(clock.at(t)))
             }
             out = work() => {

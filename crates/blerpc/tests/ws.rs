@@ -313,62 +313,101 @@ fn pinging() -> WsOptions {
     }
 }
 
+/// Through a server's connection task, whose one timer serves the link's keepalive.
 #[tokio::test]
-async fn a_quiet_peer_is_pinged_and_one_that_never_answers_fails_the_link() {
-    let mut acceptor = WsAcceptor::bind("127.0.0.1:0", pinging()).await.unwrap();
-    let addr = acceptor.local_addr().unwrap();
-    // A client that completes the upgrade and then neither reads nor sends: it cannot pong.
-    let (raw, link) = tokio::join!(raw_upgraded(addr), acceptor.accept());
-    let (_tx, mut rx) = link.unwrap().split();
+async fn a_quiet_peer_is_pinged_and_one_that_never_answers_is_closed() {
+    let (addr, _stop, _task) = serve(server(true), pinging()).await;
+    // A client that completes the upgrade and then never sends: it cannot pong.
+    let mut raw = raw_upgraded(addr).await;
     let started = std::time::Instant::now();
-    let r = timeout(LIMIT, rx.recv()).await.unwrap();
-    match r {
-        Err(LinkError::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}"),
-        other => panic!("expected a keepalive timeout, got {other:?}"),
-    }
-    let took = started.elapsed();
-    assert!(
-        took >= Duration::from_millis(450) && took < Duration::from_secs(5),
-        "failed after {took:?} (ping at 200 ms, deadline 300 ms later)"
-    );
-    // The ping went out: it is waiting in the client's socket.
-    let mut raw = raw;
     let mut head = [0u8; 2];
     timeout(LIMIT, raw.read_exact(&mut head))
         .await
         .unwrap()
         .unwrap();
     assert_eq!(head, [0x89, 0x00], "an empty ping frame");
+    let pinged = started.elapsed();
+    // Nothing came back: the server closes the connection a pong timeout later, long before
+    // its setup deadline (10 s).
+    let mut rest = Vec::new();
+    let end = timeout(LIMIT, raw.read_to_end(&mut rest)).await.unwrap();
+    let closed = started.elapsed();
+    assert!(
+        matches!(end, Ok(0)) || end.is_err(),
+        "expected the end of the connection, got {end:?} and {rest:?}"
+    );
+    assert!(
+        pinged >= Duration::from_millis(150) && pinged < Duration::from_secs(2),
+        "pinged after {pinged:?} (one to two 200 ms intervals of silence)"
+    );
+    assert!(
+        closed >= pinged + Duration::from_millis(250) && closed < Duration::from_secs(5),
+        "closed after {closed:?}, pinged after {pinged:?} (deadline 300 ms after the ping)"
+    );
 }
 
 #[tokio::test]
 async fn a_peer_that_answers_pings_stays_connected_while_idle() {
-    let mut acceptor = WsAcceptor::bind("127.0.0.1:0", pinging()).await.unwrap();
-    let url = format!("ws://{}/", acceptor.local_addr().unwrap());
-    // Our own client, pinging the server too; both ends only wait in recv.
-    let client_options = pinging();
-    let (client, link) = tokio::join!(ws::connect(&url, &client_options), acceptor.accept());
-    let (_ctx, mut crx) = client.unwrap().split();
-    let (mut stx, mut srx) = link.unwrap().split();
-    let client_side = tokio::spawn(async move {
-        let r = crx.recv().await.map(|p| p.map(<[u8]>::to_vec));
-        (crx, r)
-    });
-    // Ten ping intervals of silence: neither end gives up.
-    let idle = timeout(Duration::from_secs(2), srx.recv()).await;
+    let server = server(true);
+    let config = client_config(&server);
+    let (addr, stop, task) = serve(server, pinging()).await;
+    timeout(LIMIT, async {
+        // Both ends ping and fail a peer silent for 300 ms after a ping.
+        let link = ws::connect(&format!("ws://{addr}/"), &pinging())
+            .await
+            .unwrap();
+        let client = Client::connect(link, config).await.unwrap();
+        // Ten ping intervals without a call: the pongs keep both ends connected.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(client.call("echo", vec![1]).await.unwrap(), vec![1]);
+    })
+    .await
+    .unwrap();
+    drop(stop);
+    task.await.unwrap();
+}
+
+/// Silent sockets opened together are dropped over the spread of the handshake deadline
+/// (between half the timeout and all of it here), not in one instant.
+#[tokio::test]
+async fn silent_handshakes_opened_together_are_dropped_over_the_spread() {
+    let options = WsOptions {
+        tcp: TcpOptions {
+            handshake_timeout: Duration::from_millis(1000),
+            handshake_timeout_spread: 0.5,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let (addr, stop, task) = serve(server(true), options).await;
+    let started = std::time::Instant::now();
+    let mut sockets = Vec::new();
+    for _ in 0..20 {
+        sockets.push(TcpStream::connect(addr).await.unwrap());
+    }
+    let closed = futures_util::future::join_all(sockets.into_iter().map(|mut s| async move {
+        let mut byte = [0u8; 1];
+        let read = timeout(LIMIT, s.read(&mut byte)).await.unwrap();
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+        started.elapsed()
+    }))
+    .await;
+    let (first, last) = (closed.iter().min().unwrap(), closed.iter().max().unwrap());
     assert!(
-        idle.is_err(),
-        "the server's link ended while idle: {idle:?}"
+        *first >= Duration::from_millis(450),
+        "one dropped after {first:?}"
     );
     assert!(
-        !client_side.is_finished(),
-        "the client's link ended while idle"
+        *last < Duration::from_millis(1800),
+        "one dropped after {last:?}"
     );
-    // And the link still carries containers.
-    stx.queue(&[0x00, 0x00, 0xc4, 0x00]).unwrap();
-    stx.flush().await.unwrap();
-    let (_crx, r) = timeout(LIMIT, client_side).await.unwrap().unwrap();
-    assert_eq!(r.unwrap(), Some(vec![0x00, 0x00, 0xc4, 0x00]));
+    // Twenty draws from half a second: all within 100 ms has a chance of about 1e-12.
+    assert!(
+        *last - *first >= Duration::from_millis(100),
+        "all dropped between {first:?} and {last:?}"
+    );
+    drop(stop);
+    task.await.unwrap();
 }
 
 async fn connect_from(src: &str, to: std::net::SocketAddr) -> TcpStream {

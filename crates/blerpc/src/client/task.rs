@@ -117,7 +117,10 @@ impl Task {
                 }
                 let idle = self.sinks.is_empty();
                 d.drive_idle(&mut self, idle, t);
-                d.drive_timer(&self);
+                if let Err(e) = d.drive_timer(&self) {
+                    self.fail_all(Error::Link(e));
+                    return;
+                }
                 let blocked = !self.blocked.is_empty();
                 let cmds = &mut self.cmds;
                 let work = move || async move {

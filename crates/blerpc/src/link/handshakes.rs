@@ -1,5 +1,6 @@
 //! The TLS and WebSocket acceptors' handshakes in progress: run concurrently, each within
-//! [`TcpOptions::handshake_timeout`], at most [`TcpOptions::max_handshakes`] at once and
+//! [`TcpOptions::handshake_timeout`] (less a random part of up to
+//! [`TcpOptions::handshake_timeout_spread`] of it), at most [`TcpOptions::max_handshakes`] at once and
 //! [`TcpOptions::max_handshakes_per_address`] per IP address. When every slot is taken, a
 //! newcomer drops a handshake in progress once the oldest has run for
 //! [`TcpOptions::handshake_evict_after`]: the oldest one of the address holding the most slots,
@@ -11,6 +12,7 @@ use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 
+use rand_core::{OsRng, RngCore as _};
 use tokio::net::TcpStream;
 use tokio::task::{AbortHandle, Id, JoinSet};
 use tokio::time::Instant;
@@ -147,7 +149,11 @@ impl<L: Send + 'static> Handshakes<L> {
             }
         }
         let fut = handshake(stream, addr);
-        let limit = options.handshake_timeout;
+        let limit = crate::clock::spread_deadline(
+            options.handshake_timeout,
+            options.handshake_timeout_spread,
+            OsRng.next_u32(),
+        );
         let metrics = options.metrics.clone();
         let handle = self.tasks.spawn(async move {
             match timed(limit, "handshake", fut).await {

@@ -177,6 +177,20 @@ pub trait LinkRx: Send + 'static {
     /// messages), keeping any received bytes. The connection tasks call it once the connection
     /// has been idle for their idle-release time. The default does nothing.
     fn release_memory(&mut self) {}
+    /// When the link itself next needs a turn (a keepalive ping, a pong's deadline), if ever.
+    /// A connection has one timer: the client's and the server's tasks arm it for the earliest
+    /// of this and the protocol's deadlines, then call [`LinkRx::handle_timeout`]. Code that
+    /// drives a link's halves itself must do the same. The default: never.
+    fn poll_timeout(&self) -> Option<tokio::time::Instant> {
+        None
+    }
+    /// The connection's timer fired at `now` (for this link's [`LinkRx::poll_timeout`] or for
+    /// another deadline: a link checks `now` itself). An error fails the link, e.g. a peer that
+    /// did not answer a keepalive ping. The default does nothing.
+    fn handle_timeout(&mut self, now: tokio::time::Instant) -> Result<(), LinkError> {
+        let _ = now;
+        Ok(())
+    }
 }
 
 /// Produces incoming connections (a TCP listener, a WebSocket listener, ...).

@@ -90,6 +90,12 @@ pub struct TcpOptions {
     /// Bounds connecting (TCP connect plus the TLS / WebSocket handshake) on the client, and each
     /// TLS / WebSocket handshake on acceptors. Default 10 s.
     pub handshake_timeout: Duration,
+    /// Acceptors only: each handshake's deadline is `handshake_timeout` less a random part of
+    /// up to this share of it (clamped to 0–0.9), so silent sockets opened in one burst are not
+    /// all dropped in one instant (as the server's setup deadline,
+    /// [`ServerConfig::setup_deadline_spread`](crate::ServerConfig::setup_deadline_spread)).
+    /// Default 0.2: between 8 and 10 s.
+    pub handshake_timeout_spread: f64,
     /// Acceptors only: TLS / WebSocket handshakes in progress at once. When all are taken, a
     /// newcomer drops one in progress (the oldest of the address holding the most) once the
     /// oldest has run for `handshake_evict_after` (a silent socket cannot hold a slot against
@@ -142,6 +148,7 @@ impl Default for TcpOptions {
             max_read_buffer_size: 64 * 1024,
             reuse_port: false,
             handshake_timeout: Duration::from_secs(10),
+            handshake_timeout_spread: 0.2,
             max_handshakes: 256,
             handshake_evict_after: Duration::ZERO,
             max_handshakes_per_address: None,

@@ -16,8 +16,12 @@
 //! out even when the link has nothing to send and the transmit half is never flushed. Each end
 //! also pings a quiet peer ([`WsOptions::ping_interval`], 60 s) and fails the link when nothing
 //! comes back within [`WsOptions::pong_timeout`] (30 s), so a vanished peer is found while the
-//! connection is idle, through proxies too. The receive half sends the ping (it is the half
-//! that is always waiting); the timer is armed once and re-armed only when it fires.
+//! connection is idle, through proxies too. The check runs once per interval: a ping goes out
+//! after one to two intervals without a frame. The keepalive has no timer of its own: the
+//! receive half gives its next check as [`LinkRx::poll_timeout`], the connection's one timer
+//! (a [`Client`](crate::Client)'s or a [`Server`](crate::Server)'s) serves it with the
+//! protocol's deadlines and calls [`LinkRx::handle_timeout`], which queues the ping for the
+//! transmit half to flush. Halves driven by other code ping only if it does the same.
 //!
 //! **Memory.** tungstenite's defaults (128 KiB read buffer, allocated and zero-filled per
 //! connection; 64 MiB messages) suit few busy connections. This link uses
@@ -33,11 +37,11 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, ToSocketAddrs};
@@ -59,7 +63,8 @@ pub struct WsOptions {
     /// Acceptors only: the request path clients must use (e.g. `/blerpc`); others get 404.
     /// Default: any path.
     pub path: Option<String>,
-    /// After this long without a frame from the peer, send a WebSocket ping; `None`: never.
+    /// How often to check for a quiet peer: one that sent no frame for a whole interval gets a
+    /// WebSocket ping (so a ping follows one to two intervals of silence); `None`: never.
     /// Unlike TCP keepalive ([`TcpOptions::keepalive`], which also applies), a ping crosses
     /// proxies and load balancers and reaches the peer itself. Default 60 s.
     pub ping_interval: Option<Duration>,
@@ -310,9 +315,30 @@ impl Link for WsLink {
     }
 }
 
-type SharedSink<S> = Arc<Mutex<SplitSink<WebSocketStream<S>, Message>>>;
+/// The WebSocket both halves use, locked only inside a poll (never across an await):
+/// tokio-tungstenite keeps the reader's and the writer's wakers apart, so the halves may also
+/// live in different tasks. One allocation per connection, as `StreamExt::split`'s lock was.
+struct Shared<S> {
+    ws: Mutex<WebSocketStream<S>>,
+    /// The receive half queued a keepalive ping that is not flushed yet: the transmit half has
+    /// work ([`LinkTx::has_pending`]).
+    ping_unflushed: AtomicBool,
+}
 
-/// The sink, locked only inside a poll (never across an await).
+impl<S> std::fmt::Debug for Shared<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("ping_unflushed", &self.ping_unflushed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `d` in whole milliseconds, at least 1, at most `u32::MAX`.
+fn millis(d: Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX).max(1)
+}
+
+/// The stream, locked only inside a poll (never across an await).
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -325,12 +351,14 @@ fn split_ws<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let (sink, stream) = ws.split();
-    let sink = Arc::new(Mutex::new(sink));
+    let shared = Arc::new(Shared {
+        ws: Mutex::new(ws),
+        ping_unflushed: AtomicBool::new(false),
+    });
     let max = options.max_container();
     (
         WsTx {
-            sink: sink.clone(),
+            shared: shared.clone(),
             queue: VecDeque::new(),
             queued: 0,
             limit: options.send_queue_limit.max(1),
@@ -338,21 +366,17 @@ where
             closed: false,
         },
         WsRx {
-            stream,
+            shared,
             current: Bytes::new(),
             max,
             limit: max,
             done: false,
-            keepalive: keepalive.map(|(interval, timeout)| {
-                Box::new(Keepalive {
-                    sink,
-                    interval,
-                    timeout,
-                    timer: None,
-                    last_heard: Instant::now(),
-                    ping_sent: None,
-                    flushing: false,
-                })
+            keepalive: keepalive.map(|(interval, timeout)| Keepalive {
+                interval_ms: millis(interval),
+                timeout_ms: millis(timeout),
+                due: Instant::now() + interval,
+                heard: false,
+                pinged: false,
             }),
         },
     )
@@ -390,8 +414,8 @@ where
 /// The transmit half of a [`WsLink`] (or of [`server_halves`] over another stream).
 #[derive(Debug)]
 pub struct WsTx<S = WsStream> {
-    /// Shared with the receive half, which sends the keepalive pings.
-    sink: SharedSink<S>,
+    /// Shared with the receive half, which queues the keepalive pings.
+    shared: Arc<Shared<S>>,
     queue: VecDeque<Bytes>,
     /// Bytes in `queue`.
     queued: usize,
@@ -414,30 +438,32 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> LinkTx for WsTx<S> {
         self.queued >= self.limit
     }
     fn has_pending(&self) -> bool {
-        !self.queue.is_empty()
+        !self.queue.is_empty() || self.shared.ping_unflushed.load(Ordering::Relaxed)
     }
     async fn flush(&mut self) -> Result<(), LinkError> {
+        let ws = &self.shared.ws;
         let result = async {
             while !self.queue.is_empty() {
                 // Wait for room, then hand the message over with no await in between: a
-                // message leaves the queue only once the sink holds it (cancel-safe).
-                std::future::poll_fn(|cx| lock(&self.sink).poll_ready_unpin(cx))
+                // message leaves the queue only once the stream holds it (cancel-safe).
+                std::future::poll_fn(|cx| lock(ws).poll_ready_unpin(cx))
                     .await
                     .map_err(ws_error)?;
                 if let Some(pdu) = self.queue.pop_front() {
                     self.queued -= pdu.len();
-                    lock(&self.sink)
+                    lock(ws)
                         .start_send_unpin(Message::Binary(pdu))
                         .map_err(ws_error)?;
                 }
             }
-            std::future::poll_fn(|cx| lock(&self.sink).poll_flush_unpin(cx))
+            std::future::poll_fn(|cx| lock(ws).poll_flush_unpin(cx))
                 .await
                 .map_err(ws_error)
         }
         .await;
-        if result.is_err() {
-            self.closed = true;
+        match result {
+            Ok(()) => self.shared.ping_unflushed.store(false, Ordering::Relaxed),
+            Err(_) => self.closed = true,
         }
         result
     }
@@ -449,7 +475,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> LinkTx for WsTx<S> {
         };
         self.closed = true;
         // Sends a close frame; the peer's `recv` returns `Ok(None)`.
-        let _ = std::future::poll_fn(|cx| lock(&self.sink).poll_close_unpin(cx)).await;
+        let _ = std::future::poll_fn(|cx| lock(&self.shared.ws).poll_close_unpin(cx)).await;
         flushed
     }
 }
@@ -457,107 +483,33 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> LinkTx for WsTx<S> {
 /// The receive half of a [`WsLink`] (or of [`server_halves`] over another stream).
 #[derive(Debug)]
 pub struct WsRx<S = WsStream> {
-    stream: SplitStream<WebSocketStream<S>>,
+    shared: Arc<Shared<S>>,
     current: Bytes,
     /// The longest container accepted now ([`LinkRx::set_max_container`]), at most `limit`.
     max: usize,
     limit: usize,
     done: bool,
-    /// Boxed: most of a connection's life it only waits.
-    keepalive: Option<Box<Keepalive<S>>>,
+    keepalive: Option<Keepalive>,
 }
 
-/// The receive half's pings (see the [module docs](self)).
-struct Keepalive<S> {
-    sink: SharedSink<S>,
-    interval: Duration,
-    timeout: Duration,
-    /// Armed at the first wait; re-armed only when it fires.
-    timer: Option<Pin<Box<tokio::time::Sleep>>>,
-    /// When the last frame (of any kind) came from the peer.
-    last_heard: Instant,
-    /// The ping in flight, if any.
-    ping_sent: Option<Instant>,
-    /// A ping is in the sink and not yet flushed.
-    flushing: bool,
+/// The receive half's pings (see the [module docs](self)): a deadline the connection's one
+/// timer serves ([`LinkRx::poll_timeout`]), no timer of its own.
+#[derive(Debug)]
+struct Keepalive {
+    /// Milliseconds (at most 49 days): every idle connection holds this.
+    interval_ms: u32,
+    timeout_ms: u32,
+    /// The next check: the end of a quiet interval, or a ping's deadline.
+    due: Instant,
+    /// A frame (of any kind) came from the peer since the last check.
+    heard: bool,
+    /// The check at `due` is a ping's deadline.
+    pinged: bool,
 }
 
-impl<S> std::fmt::Debug for Keepalive<S> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Keepalive")
-            .field("interval", &self.interval)
-            .field("timeout", &self.timeout)
-            .field("ping_sent", &self.ping_sent)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<S: AsyncRead + AsyncWrite + Unpin> Keepalive<S> {
-    /// Runs until the peer is declared gone (a ping unanswered past the deadline) or the sink
-    /// fails; never returns `Ok`. Cancel-safe: its state lives in `self`.
-    async fn run(&mut self) -> LinkError {
-        loop {
-            let first = self.last_heard + self.interval;
-            let timer = self
-                .timer
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(first)));
-            let flushing = self.flushing;
-            let sink = &self.sink;
-            tokio::select! {
-                biased;
-                r = std::future::poll_fn(|cx| lock(sink).poll_flush_unpin(cx)), if flushing => {
-                    if let Err(e) = r {
-                        return ws_error(e);
-                    }
-                    self.flushing = false;
-                }
-                () = timer.as_mut() => {
-                    if let Some(e) = self.on_timer() {
-                        return e;
-                    }
-                }
-            }
-        }
-    }
-
-    /// The timer fired: declare the peer gone, send a ping, or wait some more.
-    fn on_timer(&mut self) -> Option<LinkError> {
-        let now = Instant::now();
-        let next = match self.ping_sent {
-            Some(at) if self.last_heard <= at => {
-                if now >= at + self.timeout {
-                    return Some(LinkError::Io(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        format!(
-                            "WebSocket peer silent: no frame within {:?} of a ping",
-                            self.timeout
-                        ),
-                    )));
-                }
-                at + self.timeout
-            }
-            _ if now < self.last_heard + self.interval => {
-                self.ping_sent = None;
-                self.last_heard + self.interval
-            }
-            _ => {
-                // Only if the sink takes it at once: a full sink means data is flowing, or the
-                // peer is stuck, which the deadline then catches.
-                let mut cx = Context::from_waker(std::task::Waker::noop());
-                let mut sink = lock(&self.sink);
-                if let Poll::Ready(Ok(())) = sink.poll_ready_unpin(&mut cx)
-                    && sink.start_send_unpin(Message::Ping(Bytes::new())).is_ok()
-                {
-                    self.flushing = true;
-                }
-                self.ping_sent = Some(now);
-                now + self.timeout
-            }
-        };
-        if let Some(t) = &mut self.timer {
-            t.as_mut().reset(next);
-        }
-        None
+impl<S: AsyncRead + AsyncWrite + Unpin> WsRx<S> {
+    async fn next(&self) -> Option<Result<Message, tungstenite::Error>> {
+        std::future::poll_fn(|cx| lock(&self.shared.ws).poll_next_unpin(cx)).await
     }
 }
 
@@ -566,24 +518,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> LinkRx for WsRx<S> {
         // Release the last message so tungstenite can reuse its read buffer in place.
         self.current = Bytes::new();
         while !self.done {
-            // `StreamExt::next` is cancel-safe: tungstenite keeps partial frames in its buffer.
-            let next = match &mut self.keepalive {
-                None => self.stream.next().await,
-                Some(k) => {
-                    let stream = &mut self.stream;
-                    tokio::select! {
-                        biased;
-                        next = stream.next() => {
-                            k.last_heard = Instant::now();
-                            next
-                        }
-                        e = k.run() => {
-                            self.done = true;
-                            return Err(e);
-                        }
-                    }
-                }
-            };
+            // Cancel-safe: tungstenite keeps partial frames in its buffer.
+            let next = self.next().await;
+            if let Some(k) = &mut self.keepalive {
+                k.heard = true;
+            }
             let message = match next {
                 None => break,
                 Some(Ok(m)) => m,
@@ -626,14 +565,60 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> LinkRx for WsRx<S> {
                 Message::Close(_) => {
                     // One more read writes our close reply out (server side), or sees the
                     // server close the TCP connection (client side); bounded either way.
-                    let drain = async { while let Some(Ok(_)) = self.stream.next().await {} };
-                    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
+                    // Boxed: inline, its timer would sit in every waiting `recv`'s state.
+                    let drain = async { while let Some(Ok(_)) = self.next().await {} };
+                    let _ = Box::pin(tokio::time::timeout(Duration::from_secs(1), drain)).await;
                     break;
                 }
             }
         }
         self.done = true;
         Ok(None)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.keepalive
+            .as_ref()
+            .filter(|_| !self.done)
+            .map(|k| k.due)
+    }
+
+    /// At the end of a quiet interval: sends a ping (if the stream takes it at once: a full
+    /// stream means data is flowing, or the peer is stuck, which the deadline then catches). At
+    /// a ping's deadline with nothing heard since: fails with `TimedOut`.
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), LinkError> {
+        let Some(k) = &mut self.keepalive else {
+            return Ok(());
+        };
+        if self.done || now < k.due {
+            return Ok(());
+        }
+        if std::mem::take(&mut k.heard) {
+            k.pinged = false;
+            k.due = now + Duration::from_millis(k.interval_ms.into());
+            return Ok(());
+        }
+        if k.pinged {
+            self.done = true;
+            return Err(LinkError::Io(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "WebSocket peer silent: no frame within {} ms of a ping",
+                    k.timeout_ms
+                ),
+            )));
+        }
+        // The transmit half flushes it (it is in the same task on a client or a server).
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut ws = lock(&self.shared.ws);
+        if let Poll::Ready(Ok(())) = ws.poll_ready_unpin(&mut cx)
+            && ws.start_send_unpin(Message::Ping(Bytes::new())).is_ok()
+        {
+            self.shared.ping_unflushed.store(true, Ordering::Relaxed);
+        }
+        k.pinged = true;
+        k.due = now + Duration::from_millis(k.timeout_ms.into());
+        Ok(())
     }
 
     fn set_max_container(&mut self, len: usize) {
@@ -760,5 +745,84 @@ impl crate::link::Acceptor for WsAcceptor {
                 )
             })
             .await)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    fn pinging() -> WsOptions {
+        WsOptions {
+            ping_interval: Some(Duration::from_millis(200)),
+            pong_timeout: Duration::from_millis(300),
+            ..Default::default()
+        }
+    }
+
+    /// The keepalive as the connection's timer drives it: a check per interval, a ping queued
+    /// for the transmit half, the link failed a pong timeout after an unanswered ping.
+    #[tokio::test(start_paused = true)]
+    async fn keepalive_pings_a_quiet_peer_and_fails_the_link_when_nothing_answers() {
+        let ms = Duration::from_millis;
+        let (mut peer, server) = tokio::io::duplex(1024);
+        let t0 = Instant::now();
+        let (mut tx, mut rx) = server_halves(server, &pinging()).await;
+        assert_eq!(rx.poll_timeout(), Some(t0 + ms(200)));
+        // Early: nothing to do.
+        rx.handle_timeout(t0 + ms(100)).unwrap();
+        assert!(!tx.has_pending());
+        // The peer spoke in the first interval (a masked empty pong): no ping, next check later.
+        peer.write_all(&[0x8a, 0x80, 0, 0, 0, 0]).await.unwrap();
+        peer.write_all(&[0x82, 0x84, 0, 0, 0, 0, 0x00, 0x00, 0xc4, 0x00])
+            .await
+            .unwrap();
+        assert_eq!(
+            rx.recv().await.unwrap(),
+            Some(&[0x00, 0x00, 0xc4, 0x00][..])
+        );
+        rx.handle_timeout(t0 + ms(200)).unwrap();
+        assert!(!tx.has_pending());
+        assert_eq!(rx.poll_timeout(), Some(t0 + ms(400)));
+        // A quiet interval: a ping, flushed by the transmit half.
+        rx.handle_timeout(t0 + ms(400)).unwrap();
+        assert!(tx.has_pending());
+        tx.flush().await.unwrap();
+        assert!(!tx.has_pending());
+        let mut frame = [0u8; 2];
+        peer.read_exact(&mut frame).await.unwrap();
+        assert_eq!(frame, [0x89, 0x00], "an empty ping");
+        assert_eq!(rx.poll_timeout(), Some(t0 + ms(700)));
+        // No answer within the pong timeout: the peer is gone.
+        match rx.handle_timeout(t0 + ms(700)) {
+            Err(LinkError::Io(e)) => assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}"),
+            other => panic!("expected a keepalive timeout, got {other:?}"),
+        }
+        assert_eq!(rx.poll_timeout(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answered_ping_keeps_the_link() {
+        let ms = Duration::from_millis;
+        let (mut peer, server) = tokio::io::duplex(1024);
+        let t0 = Instant::now();
+        let (mut tx, mut rx) = server_halves(server, &pinging()).await;
+        rx.handle_timeout(t0 + ms(200)).unwrap();
+        tx.flush().await.unwrap();
+        let mut frame = [0u8; 2];
+        peer.read_exact(&mut frame).await.unwrap();
+        assert_eq!(frame, [0x89, 0x00]);
+        // The pong arrives; the receive half sees it while waiting for a container.
+        peer.write_all(&[0x8a, 0x80, 0, 0, 0, 0]).await.unwrap();
+        let waiting = tokio::time::timeout(ms(50), rx.recv()).await;
+        assert!(waiting.is_err(), "no container came: {waiting:?}");
+        rx.handle_timeout(t0 + ms(500)).unwrap();
+        assert!(
+            !tx.has_pending(),
+            "heard from the peer: no ping this interval"
+        );
+        assert_eq!(rx.poll_timeout(), Some(t0 + ms(700)));
     }
 }

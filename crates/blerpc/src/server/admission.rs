@@ -7,7 +7,8 @@
 //! [`Peripheral::is_established`](blerpc_proto::connection::Peripheral::is_established)) is
 //! evicted to make room; with none, the newcomer is closed at once (never left waiting). The
 //! ticket's holder marks it proven once established, hears an eviction through
-//! [`Ticket::evicted`], reports a close for cause through [`Ticket::closed`] (an offence costs
+//! [`Ticket::poll_evicted`] (the table keeps the unproven connection's task waker, no waiter of
+//! its own), reports a close for cause through [`Ticket::closed`] (an offence costs
 //! the address tokens in the [`AddressGuard`]), and gives its slot back by dropping it.
 
 use std::collections::{BTreeMap, HashMap};
@@ -15,7 +16,7 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::Notify;
+use std::task::{Context, Poll, Waker};
 
 use crate::link::guard::AddressGuard;
 use crate::metrics::{Metrics, Reason};
@@ -32,7 +33,8 @@ pub(super) struct Limits {
 /// An unproven connection (proven ones are only counted: nothing evicts them).
 struct Entry {
     ip: Option<IpAddr>,
-    evict: Arc<Notify>,
+    /// The connection's task, woken when it is evicted (set by its first wait).
+    waker: Option<Waker>,
 }
 
 #[derive(Default)]
@@ -122,7 +124,9 @@ impl Admission {
                 return None;
             };
             if let Some(entry) = Self::remove_unproven(&mut state, id) {
-                entry.evict.notify_one();
+                if let Some(waker) = entry.waker {
+                    waker.wake();
+                }
                 self.metrics.unproven_delta(-1);
                 self.metrics.open_delta(-1);
                 // Logged with the evicted connection's address (not the newcomer's).
@@ -134,14 +138,7 @@ impl Admission {
         }
         let id = state.next_id;
         state.next_id += 1;
-        let evict = Arc::new(Notify::new());
-        state.unproven.insert(
-            id,
-            Entry {
-                ip,
-                evict: evict.clone(),
-            },
-        );
+        state.unproven.insert(id, Entry { ip, waker: None });
         if let Some(ip) = ip {
             let a = state.addresses.entry(ip).or_default();
             a.all += 1;
@@ -155,7 +152,6 @@ impl Admission {
             admission: self.clone(),
             id,
             ip,
-            evict: Some(evict),
             proven: false,
             counted_proven: false,
             claimed: 0,
@@ -196,8 +192,6 @@ pub(super) struct Ticket {
     admission: Arc<Admission>,
     id: u64,
     ip: Option<IpAddr>,
-    /// Notified on eviction; `None` once proven (nothing evicts a proven connection).
-    evict: Option<Arc<Notify>>,
     /// [`Ticket::prove`] was called.
     proven: bool,
     /// It was counted as proven (it had not been evicted meanwhile).
@@ -225,7 +219,6 @@ impl Ticket {
         }
         drop(state);
         self.counted_proven = true;
-        self.evict = None;
         self.admission.metrics.unproven_delta(-1);
     }
 
@@ -236,18 +229,28 @@ impl Ticket {
 
     /// `false` once the connection is counted as proven: nothing can evict it then.
     pub(super) fn can_be_evicted(&self) -> bool {
-        self.evict.is_some()
+        !self.counted_proven
     }
 
-    /// Completes when the connection is evicted (never once it is proven).
-    pub(super) fn evicted(&self) -> impl Future<Output = ()> + Send + use<> {
-        let evict = self.evict.clone();
-        async move {
-            match evict {
-                Some(evict) => evict.notified().await,
-                None => std::future::pending().await,
-            }
+    /// Ready once the connection has been evicted (never once it is proven); pending, it
+    /// leaves `cx`'s waker in the table for the eviction to wake.
+    pub(super) fn poll_evicted(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.counted_proven {
+            return Poll::Pending;
         }
+        let mut state = self.admission.lock();
+        // Only an eviction takes an unproven connection's entry away while it holds its ticket.
+        let Some(entry) = state.unproven.get_mut(&self.id) else {
+            return Poll::Ready(());
+        };
+        if !entry
+            .waker
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            entry.waker = Some(cx.waker().clone());
+        }
+        Poll::Pending
     }
 
     /// The reassembly budget this connection may use for its next input: what it holds plus
@@ -361,6 +364,10 @@ mod tests {
         )
     }
 
+    async fn evicted(ticket: &Ticket) {
+        std::future::poll_fn(|cx| ticket.poll_evicted(cx)).await;
+    }
+
     const A: Option<IpAddr> = Some(IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2)));
     const B: Option<IpAddr> = Some(IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 3)));
 
@@ -370,10 +377,18 @@ mod tests {
         let mut first = adm.admit(A, "a1", false).unwrap();
         let second = adm.admit(A, "a2", false).unwrap();
         first.prove();
+        // `second`'s task waits (its waker is in the table) when the eviction comes.
+        let waiting = tokio::spawn(async move {
+            evicted(&second).await;
+            second
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
         // Full: the newcomer evicts `second` (unproven), not `first`.
         let third = adm.admit(B, "b1", false).unwrap();
-        tokio::time::timeout(std::time::Duration::from_secs(1), second.evicted())
+        let second = tokio::time::timeout(std::time::Duration::from_secs(1), waiting)
             .await
+            .unwrap()
             .unwrap();
         assert_eq!(adm.len(), 2);
         assert_eq!(adm.metrics.count(Reason::EvictedUnproven), 1);
@@ -401,7 +416,7 @@ mod tests {
         let _a2 = adm.admit(A, "a2", false).unwrap();
         assert!(adm.admit(A, "a3", false).is_none());
         // Its waiter never completes.
-        let never = tokio::time::timeout(std::time::Duration::from_millis(20), a1.evicted()).await;
+        let never = tokio::time::timeout(std::time::Duration::from_millis(20), evicted(&a1)).await;
         assert!(never.is_err());
         drop(a1);
         assert_eq!(adm.len(), 1);
@@ -416,7 +431,7 @@ mod tests {
         // `first` was evicted; establishing it afterwards does not bring it back.
         first.prove();
         assert!(first.can_be_evicted());
-        tokio::time::timeout(std::time::Duration::from_secs(1), first.evicted())
+        tokio::time::timeout(std::time::Duration::from_secs(1), evicted(&first))
             .await
             .unwrap();
         assert_eq!(adm.len(), 1);

@@ -79,19 +79,52 @@ pub(super) struct Upload {
     end_tid: Arc<std::sync::Mutex<Option<u8>>>,
 }
 
+/// The handlers that did not finish at once. The set is made with its first such handler and
+/// given back while the connection is idle: an empty `FuturesUnordered` holds two allocations
+/// (its ready queue and a stub task), 144 B of every idle connection.
+#[derive(Default)]
+pub(super) struct Handlers(Option<FuturesUnordered<BoxFuture<Done>>>);
+
+impl Handlers {
+    fn push(&mut self, handler: BoxFuture<Done>) {
+        self.0
+            .get_or_insert_with(FuturesUnordered::new)
+            .push(handler);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(FuturesUnordered::is_empty)
+    }
+
+    /// The next handler to finish (`None` when there is none).
+    async fn next(&mut self) -> Option<Done> {
+        match &mut self.0 {
+            Some(set) => set.next().await,
+            None => None,
+        }
+    }
+
+    fn release_memory(&mut self) {
+        if self.is_empty() {
+            self.0 = None;
+        }
+    }
+}
+
 /// One connection's task state.
 pub(super) struct Connection {
     /// Its place in the server's connection table (cap, eviction, shared budget).
     pub(super) ticket: Ticket,
     /// The peripheral closed the connection for cause: send what is queued, then close.
     pub(super) shut: bool,
-    pub(super) peer: String,
+    /// Shared with the task's own log line (one allocation, not a copy each).
+    pub(super) peer: Arc<str>,
     /// Boxed: the connection moves into its task's future by value, and an async fn keeps its
     /// arguments twice; a 3 KB peripheral inline would cost an idle connection 3 KB more.
     pub(super) peripheral: Box<HostPeripheral>,
     pub(super) dispatch: Arc<dyn Dispatch>,
     pub(super) clock: Clock,
-    pub(super) pending: FuturesUnordered<BoxFuture<Done>>,
+    pub(super) pending: Handlers,
     pub(super) stream: Option<ActiveStream>,
     pub(super) uploads: HashMap<String, Upload>,
     pub(super) upload_buffer: usize,
@@ -148,6 +181,7 @@ impl Protocol for Connection {
     }
     fn release_memory(&mut self) {
         self.peripheral.release_memory();
+        self.pending.release_memory();
     }
     fn max_input_container_len(&self) -> Option<usize> {
         Some(self.peripheral.max_input_container_len())
@@ -168,9 +202,6 @@ impl Connection {
         // Built outside the async block, which then holds it once (moving the link's halves in
         // there would keep their slots too).
         let mut d = Driver::new(tx, rx, self.clock, self.idle_release);
-        // Boxed here, so the task holds a pointer, not the waiter; dropped once the connection
-        // is proven (nothing evicts it then).
-        let mut evicted = Some(Box::pin(self.ticket.evicted()));
         async move {
             let classic_len = self.peripheral.config().att_mtu.max(4);
             // The setup deadline runs from now; a stranger gets classic containers only.
@@ -185,9 +216,6 @@ impl Connection {
                 }
             });
             loop {
-                if evicted.is_some() && !self.ticket.can_be_evicted() {
-                    evicted = None;
-                }
                 self.drain_events();
                 self.flush_ready();
                 let (t, now) = d.now();
@@ -207,7 +235,7 @@ impl Connection {
                     return Ok(());
                 }
                 d.drive_idle(&mut self, !busy, t);
-                d.drive_timer(&self);
+                d.drive_timer(&self)?;
                 // Pull the next stream item only while the outbox can take it.
                 let container = classic_len
                     .max(d.scratch_len())
@@ -217,7 +245,8 @@ impl Connection {
                 let (pending, stream, draining) =
                     (&mut self.pending, &mut self.stream, self.draining);
                 let stopped = &mut stopped;
-                let evicted = &mut evicted;
+                // Unproven: the admission table keeps this task's waker for an eviction.
+                let (ticket, evictable) = (&self.ticket, self.ticket.can_be_evicted());
                 let work = move || async move {
                     tokio::select! {
                         Some(done) = pending.next(), if !pending.is_empty() => Work::Done(done),
@@ -225,12 +254,9 @@ impl Connection {
                             Work::Item(item)
                         }
                         () = stopped, if !draining => Work::Stop,
-                        () = async {
-                            match evicted {
-                                Some(evicted) => evicted.await,
-                                None => std::future::pending().await,
-                            }
-                        } => Work::Evict,
+                        () = std::future::poll_fn(|cx| ticket.poll_evicted(cx)), if evictable => {
+                            Work::Evict
+                        }
                     }
                 };
                 match d.turn(work).await? {
@@ -573,7 +599,7 @@ mod tests {
             .unwrap();
         let _runtime = rt.enter();
         let ticket = server.admission.admit(None, "mem", false).unwrap();
-        let future = server.connection(link, ticket, stop).unwrap();
+        let future = server.connection(link, "mem".into(), ticket, stop).unwrap();
         let size = std::mem::size_of_val(&future);
         println!("connection {arguments} B of arguments, future {size} B");
         // The driver's state and the wait's futures (the link's flush and receive, the timer,

@@ -27,7 +27,7 @@
 //! | key-exchange floods | `peripheral.max_key_exchange_attempts`, then the connection is closed | 3 |
 //! | requests before the session | `peripheral.max_containers_before_session` refused (ENCRYPTION_REQUIRED), then closed | 16 |
 //! | a stalled container | [`TcpOptions::container_timeout`](crate::link::tcp::TcpOptions::container_timeout) | 10 s |
-//! | handshake slots | [`TcpOptions`](crate::link::tcp::TcpOptions): `max_handshakes` (once the oldest is past `handshake_evict_after`, the oldest of the address holding the most slots is dropped for a newcomer), `handshake_timeout` | 256, 0 s, 10 s |
+//! | handshake slots | [`TcpOptions`](crate::link::tcp::TcpOptions): `max_handshakes` (once the oldest is past `handshake_evict_after`, the oldest of the address holding the most slots is dropped for a newcomer), `handshake_timeout` less a random part of up to `handshake_timeout_spread` of it | 256, 0 s, 10 s, 0.2 |
 //! | vanished peers | TCP keepalive ([`TcpOptions::keepalive`](crate::link::tcp::TcpOptions::keepalive)) | 60 s idle, 6 probes 10 s apart |
 //!
 //! Every refusal, eviction and close for cause is counted in [`Metrics`] (by reason) and logged at
@@ -44,7 +44,6 @@ use blerpc_proto::connection::{ConfigError, Peripheral, PeripheralConfig};
 use blerpc_proto::crypto::{CryptoProvider, DefaultProvider, IdentitySeed};
 use blerpc_proto::wire::error_code::ErrorCode;
 use futures_util::FutureExt as _;
-use futures_util::stream::FuturesUnordered;
 /// The requests' buffer type: a long request is handed over in the buffer it was reassembled in.
 pub use prost::bytes::Bytes;
 use rand_core::{OsRng, RngCore as _};
@@ -250,16 +249,6 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
 }
 
-/// `timeout` less `random / u32::MAX` of `spread` (clamped to 0–0.9; not a number: 0) of it.
-fn spread_deadline(timeout: Duration, spread: f64, random: u32) -> Duration {
-    let spread = if spread.is_finite() {
-        spread.clamp(0.0, 0.9)
-    } else {
-        0.0
-    };
-    timeout.saturating_sub(timeout.mul_f64(spread * f64::from(random) / f64::from(u32::MAX)))
-}
-
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -400,11 +389,11 @@ impl Server {
     /// accepted one).
     pub async fn serve_link<L: Link>(&self, link: L) -> Result<(), ServerError> {
         let (_tx, rx) = watch::channel(false);
-        let peer = link.peer_id();
+        let peer: Arc<str> = link.peer_id().into();
         let Some(ticket) = self.admission.admit(link.peer_ip(), &peer, false) else {
             return Err(ServerError::Refused);
         };
-        self.connection(link, ticket, rx)?.await
+        self.connection(link, peer, ticket, rx)?.await
     }
 
     /// Accepts and serves connections until `shutdown` completes, then shuts down gracefully.
@@ -426,12 +415,12 @@ impl Server {
                     Err(e) => break Err(ServerError::Accept(e)),
                 },
             };
-            let peer = link.peer_id();
+            let peer: Arc<str> = link.peer_id().into();
             // Refused (at a limit): dropping the link closes it at once.
             let Some(ticket) = self.admission.admit(link.peer_ip(), &peer, guarded) else {
                 continue;
             };
-            let connection = match self.connection(link, ticket, stop_rx.clone()) {
+            let connection = match self.connection(link, peer.clone(), ticket, stop_rx.clone()) {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::debug!(%peer, "connection refused: {e}");
@@ -468,6 +457,7 @@ impl Server {
     fn connection<L: Link>(
         &self,
         link: L,
+        peer: Arc<str>,
         ticket: Ticket,
         stop: watch::Receiver<bool>,
     ) -> Result<impl Future<Output = Result<(), ServerError>> + Send + 'static, ServerError> {
@@ -475,9 +465,9 @@ impl Server {
         pconfig.att_mtu = link.att_mtu();
         // Long containers only where the link carries them (never BLE).
         pconfig.long_containers &= link.long_containers();
-        pconfig.setup_timeout = pconfig
-            .setup_timeout
-            .map(|t| spread_deadline(t, self.config.setup_deadline_spread, OsRng.next_u32()));
+        pconfig.setup_timeout = pconfig.setup_timeout.map(|t| {
+            crate::clock::spread_deadline(t, self.config.setup_deadline_spread, OsRng.next_u32())
+        });
         let peripheral = HostPeripheral::new(
             pconfig,
             DefaultProvider::default(),
@@ -488,11 +478,11 @@ impl Server {
         let conn = Connection {
             ticket,
             shut: false,
-            peer: link.peer_id(),
+            peer,
             peripheral: Box::new(peripheral),
             dispatch: self.dispatch.clone(),
             clock: Clock::new(),
-            pending: FuturesUnordered::new(),
+            pending: connection::Handlers::default(),
             stream: None,
             uploads: HashMap::new(),
             upload_buffer: self.config.upload_buffer.max(1),
@@ -523,24 +513,5 @@ fn link_reason(e: &LinkError) -> Option<crate::metrics::Reason> {
             Some(Reason::KeepaliveTimeout)
         }
         _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn setup_deadlines_are_spread_within_the_share_and_never_below_a_tenth() {
-        let ten = Duration::from_secs(10);
-        assert_eq!(spread_deadline(ten, 0.2, 0), ten);
-        assert_eq!(spread_deadline(ten, 0.2, u32::MAX), Duration::from_secs(8));
-        assert_eq!(spread_deadline(ten, 0.0, u32::MAX), ten);
-        // Clamped: never below a tenth of the timeout, and a share that is not a number is 0.
-        assert_eq!(spread_deadline(ten, 5.0, u32::MAX), Duration::from_secs(1));
-        assert_eq!(spread_deadline(ten, -1.0, u32::MAX), ten);
-        assert_eq!(spread_deadline(ten, f64::NAN, u32::MAX), ten);
-        let mid = spread_deadline(ten, 0.2, u32::MAX / 2);
-        assert!(mid > Duration::from_secs(8) && mid < ten, "{mid:?}");
     }
 }
