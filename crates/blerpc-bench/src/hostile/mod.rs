@@ -661,8 +661,7 @@ fn print_report(r: &Report) {
          closed: hostile connections the server closed / opened; max s: the longest one stayed; \
          held late: hostile connections the server still held a setup deadline + 2 s after they \
          opened (must be 0); half-open: ones that old the kernel completed on the attacker's side \
-         only (backlog full or the penalty filter dropped their last ACK; the server holds \
-         nothing for them)"
+         only (the listen backlog was full; the server holds nothing for them)"
     );
     let mut reasons = Table::new([
         "run",
