@@ -261,9 +261,11 @@ mod kernel {
     /// of the `drop` addresses, keeps `keep` (0 to 1) of those of the `throttle` addresses,
     /// drawn at random in the kernel, and keeps the rest. Packets with ACK are always kept: a
     /// handshake under way when its address was penalized completes, and the acceptor refuses
-    /// it at once; dropping its last ACK left the peer with a connection the server did not
-    /// have until the penalty ended (13 s in one `blerpc-bench hostile` run), retransmitting.
+    /// it at once (dropping its last ACK would leave the peer retransmitting into a connection
+    /// the server does not have until the penalty ends).
     pub(super) fn program(lists: &Lists, keep: f64) -> Vec<Ins> {
+        // Instructions in the throttle block; the drop block follows it.
+        const THROTTLE_BLOCK: usize = 6;
         let ins = |code, jt, jf, k| Ins { code, jt, jf, k };
         let v4 = lists.v4_drop.len() + lists.v4_throttle.len();
         let v6 = lists.v6_drop.len() + lists.v6_throttle.len();
@@ -284,7 +286,7 @@ mod kernel {
             let to = if throttle {
                 throttle_at
             } else {
-                throttle_at + 6
+                throttle_at + THROTTLE_BLOCK
             };
             p.push(ins(JA, 0, 0, (to - at - 1) as u32));
         };
@@ -318,6 +320,7 @@ mod kernel {
         p.push(ins(JGE_K, 0, 1, threshold));
         p.push(ins(RET_K, 0, 0, DROP));
         p.push(ins(RET_K, 0, 0, KEEP));
+        debug_assert_eq!(p.len(), throttle_at + THROTTLE_BLOCK);
         // The drop block: packets with ACK are kept, the rest dropped.
         p.push(ins(LD_B_ABS, 0, 0, TCP_FLAGS));
         p.push(ins(JSET_K, 1, 0, TCP_ACK));

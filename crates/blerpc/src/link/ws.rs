@@ -754,12 +754,27 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-    fn pinging() -> WsOptions {
-        WsOptions {
+    type Pipe = tokio::io::DuplexStream;
+
+    /// A server's halves over an in-memory pipe, pinging every 200 ms with a 300 ms pong
+    /// deadline: the client's end of the pipe, the halves, and when they were made.
+    async fn pinging_halves() -> (Pipe, WsTx<Pipe>, WsRx<Pipe>, Instant) {
+        let options = WsOptions {
             ping_interval: Some(Duration::from_millis(200)),
             pong_timeout: Duration::from_millis(300),
             ..Default::default()
-        }
+        };
+        let (peer, server) = tokio::io::duplex(1024);
+        let t0 = Instant::now();
+        let (tx, rx) = server_halves(server, &options).await;
+        (peer, tx, rx, t0)
+    }
+
+    /// Reads the frame the transmit half flushed: an empty ping.
+    async fn read_ping(peer: &mut Pipe) {
+        let mut frame = [0u8; 2];
+        peer.read_exact(&mut frame).await.unwrap();
+        assert_eq!(frame, [0x89, 0x00], "an empty ping");
     }
 
     /// The keepalive as the connection's timer drives it: a check per interval, a ping queued
@@ -767,9 +782,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn keepalive_pings_a_quiet_peer_and_fails_the_link_when_nothing_answers() {
         let ms = Duration::from_millis;
-        let (mut peer, server) = tokio::io::duplex(1024);
-        let t0 = Instant::now();
-        let (mut tx, mut rx) = server_halves(server, &pinging()).await;
+        let (mut peer, mut tx, mut rx, t0) = pinging_halves().await;
         assert_eq!(rx.poll_timeout(), Some(t0 + ms(200)));
         // Early: nothing to do.
         rx.handle_timeout(t0 + ms(100)).unwrap();
@@ -791,9 +804,7 @@ mod tests {
         assert!(tx.has_pending());
         tx.flush().await.unwrap();
         assert!(!tx.has_pending());
-        let mut frame = [0u8; 2];
-        peer.read_exact(&mut frame).await.unwrap();
-        assert_eq!(frame, [0x89, 0x00], "an empty ping");
+        read_ping(&mut peer).await;
         assert_eq!(rx.poll_timeout(), Some(t0 + ms(700)));
         // No answer within the pong timeout: the peer is gone.
         match rx.handle_timeout(t0 + ms(700)) {
@@ -806,14 +817,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_answered_ping_keeps_the_link() {
         let ms = Duration::from_millis;
-        let (mut peer, server) = tokio::io::duplex(1024);
-        let t0 = Instant::now();
-        let (mut tx, mut rx) = server_halves(server, &pinging()).await;
+        let (mut peer, mut tx, mut rx, t0) = pinging_halves().await;
         rx.handle_timeout(t0 + ms(200)).unwrap();
         tx.flush().await.unwrap();
-        let mut frame = [0u8; 2];
-        peer.read_exact(&mut frame).await.unwrap();
-        assert_eq!(frame, [0x89, 0x00]);
+        read_ping(&mut peer).await;
         // The pong arrives; the receive half sees it while waiting for a container.
         peer.write_all(&[0x8a, 0x80, 0, 0, 0, 0]).await.unwrap();
         let waiting = tokio::time::timeout(ms(50), rx.recv()).await;
