@@ -380,6 +380,11 @@ pub trait KnownKeys {
     fn get(&self, device_id: &str) -> Result<Option<[u8; 32]>, Self::Error>;
     /// Pins `key` for `device_id`.
     fn put(&mut self, device_id: &str, key: &[u8; 32]) -> Result<(), Self::Error>;
+    /// Where the pins are, for messages (a file's path, a browser store): "the known-keys
+    /// store" unless the store says more.
+    fn describe(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("the known-keys store")
+    }
 }
 
 #[cfg(feature = "alloc")]

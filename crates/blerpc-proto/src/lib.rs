@@ -135,6 +135,8 @@ pub mod fuzzing;
 pub mod handshake;
 pub mod session;
 pub mod split;
+#[cfg(feature = "alloc")]
+pub mod table;
 pub mod time;
 pub mod wire;
 
