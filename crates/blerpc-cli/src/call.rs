@@ -202,9 +202,9 @@ fn method_of(command: &str, want: &[CallKind], hint: &str) -> anyhow::Result<Met
 /// an error code.
 fn failed(e: blerpc::Error, what: String) -> anyhow::Error {
     let hint = match &e {
-        blerpc::Error::Call(CallError::Peer(ErrorCode::HandlerFailed)) => {
-            " (the code is all bleRPC sends; the server's log says why)"
-        }
+        blerpc::Error::Central(blerpc::client::CentralError::Call(CallError::Peer(
+            ErrorCode::HandlerFailed,
+        ))) => " (the code is all bleRPC sends; the server's log says why)",
         _ => "",
     };
     anyhow!("{what}: {e}{hint}")

@@ -10,8 +10,7 @@ use std::str::FromStr;
 
 use anyhow::{Context as _, anyhow, bail};
 use blerpc::blerpc_proto::connection::CloseReason;
-use blerpc::client::IdentityError;
-use blerpc::known_keys::KnownKeysError;
+use blerpc::client::{CentralError, IdentityError};
 use blerpc::link::Acceptor;
 use blerpc::link::tcp::{self, TcpAcceptor, TcpOptions};
 use blerpc::link::tls::{self, TlsAcceptor, TlsClientConfig, TlsServerConfig};
@@ -156,19 +155,17 @@ async fn setup<L: Link>(
     address: &Address,
 ) -> anyhow::Result<Client> {
     Client::connect(link, config).await.map_err(|e| match e {
-        blerpc::Error::Identity(why @ IdentityError::Changed { .. }) => anyhow!(
-            "{address}: {why}; if the server's key changed on purpose, remove its entry from that file or pass --trust-key HEX"
-        ),
-        blerpc::Error::Identity(
-            why @ IdentityError::Store(KnownKeysError::Malformed { .. }),
-        ) => anyhow!(
-            "{address}: {why}; the connection is refused until the file is a JSON object of \
-             \"device\": \"64 hex digits\" (fix the entry, or use --known-keys with another file)"
-        ),
-        blerpc::Error::Identity(why) => anyhow!("{address}: {why}"),
-        other @ blerpc::Error::Setup(CloseReason::IdentityRejected) => anyhow!(
-            "connection setup with {address} failed: {other}; check --trust-key against the `identity` that `blerpc serve` printed"
-        ),
+        blerpc::Error::Central(CentralError::Identity(why @ IdentityError::Changed { .. })) => {
+            anyhow!(
+                "{address}: {why}; if the server's key changed on purpose, remove its entry from that file or pass --trust-key HEX"
+            )
+        }
+        blerpc::Error::Central(CentralError::Identity(why)) => anyhow!("{address}: {why}"),
+        other @ blerpc::Error::Central(CentralError::Setup(CloseReason::IdentityRejected)) => {
+            anyhow!(
+                "connection setup with {address} failed: {other}; check --trust-key against the `identity` that `blerpc serve` printed"
+            )
+        }
         other => anyhow!("connection setup with {address} failed: {other}"),
     })
 }

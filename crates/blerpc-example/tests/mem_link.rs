@@ -63,7 +63,12 @@ async fn thermostat_all_commands() {
             })
             .await;
         assert!(
-            matches!(refused, Err(blerpc::Error::Call(_))),
+            matches!(
+                refused,
+                Err(blerpc::Error::Central(blerpc::client::CentralError::Call(
+                    _
+                )))
+            ),
             "{refused:?}"
         );
 
@@ -211,12 +216,22 @@ async fn wire_names_and_error_paths() {
     // A request that does not decode, and a name the service does not have: error replies.
     let garbage = client.call("echo", vec![0xff, 0xff, 0xff]).await;
     assert!(
-        matches!(garbage, Err(blerpc::Error::Call(_))),
+        matches!(
+            garbage,
+            Err(blerpc::Error::Central(blerpc::client::CentralError::Call(
+                _
+            )))
+        ),
         "{garbage:?}"
     );
     let unknown = client.call("no_such_command", Vec::new()).await;
     assert!(
-        matches!(unknown, Err(blerpc::Error::Call(_))),
+        matches!(
+            unknown,
+            Err(blerpc::Error::Central(blerpc::client::CentralError::Call(
+                _
+            )))
+        ),
         "{unknown:?}"
     );
 

@@ -124,22 +124,22 @@ impl CallFailure {
     /// The failure of a call that reached the device's connection.
     pub fn from_client(device: &str, deadline: Duration, e: blerpc::Error) -> CallFailure {
         let device = device.to_string();
-        match e {
-            blerpc::Error::Call(CallError::Timeout) => CallFailure::Deadline {
+        if e.is_disconnected() {
+            return CallFailure::Disconnected(device);
+        }
+        match e.call_error() {
+            Some(CallError::Timeout) => CallFailure::Deadline {
                 device,
                 deadline,
                 where_: "in flight",
             },
-            blerpc::Error::Call(CallError::Busy { .. }) => CallFailure::Busy(device),
-            blerpc::Error::Call(
-                e @ (CallError::RequestTooLarge { .. } | CallError::DataTooLong { .. }),
-            ) => CallFailure::TooLarge(format!("the request is too large for the device: {e}")),
-            blerpc::Error::Call(CallError::Closed | CallError::NotReady)
-            | blerpc::Error::Closed
-            | blerpc::Error::Link(_) => CallFailure::Disconnected(device),
-            other => CallFailure::Device {
+            Some(CallError::Busy { .. }) => CallFailure::Busy(device),
+            Some(e @ (CallError::RequestTooLarge { .. } | CallError::DataTooLong { .. })) => {
+                CallFailure::TooLarge(format!("the request is too large for the device: {e}"))
+            }
+            _ => CallFailure::Device {
                 device,
-                reason: other.to_string(),
+                reason: e.to_string(),
             },
         }
     }
@@ -384,20 +384,20 @@ mod tests {
         for (f, status, kind) in cases {
             assert_eq!((f.status(), f.kind()), (status, kind), "{f}");
         }
-        let f = CallFailure::from_client(&d, Duration::from_secs(1), blerpc::Error::Closed);
+        let f = CallFailure::from_client(&d, Duration::from_secs(1), blerpc::Error::CLOSED);
         assert_eq!(f.status(), 503);
         let f = CallFailure::from_client(
             &d,
             Duration::from_secs(1),
-            blerpc::Error::Call(CallError::Timeout),
+            blerpc::Error::Central(blerpc::client::CentralError::Call(CallError::Timeout)),
         );
         assert_eq!(f.status(), 504);
         let f = CallFailure::from_client(
             &d,
             Duration::from_secs(1),
-            blerpc::Error::Call(CallError::Peer(
+            blerpc::Error::Central(blerpc::client::CentralError::Call(CallError::Peer(
                 blerpc::blerpc_proto::wire::error_code::ErrorCode::ResponseTooLarge,
-            )),
+            ))),
         );
         assert_eq!(f.status(), 502);
     }

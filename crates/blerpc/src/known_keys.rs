@@ -38,7 +38,10 @@ pub enum KnownKeysError {
         source: std::io::Error,
     },
     /// The file is not a JSON object of hex keys.
-    #[error("known-keys file {path} is malformed: {reason}")]
+    #[error(
+        "known-keys file {path} is malformed: {reason}; connections are refused until it is a \
+         JSON object of \"device\": \"64 hex digits\" (fix the entry, or use another file)"
+    )]
     Malformed {
         /// The file.
         path: PathBuf,
@@ -238,6 +241,10 @@ fn private(options: &mut OpenOptions) {
 
 impl KnownKeys for KnownKeysFile {
     type Error = KnownKeysError;
+
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.path.display())
+    }
 
     fn get(&self, device_id: &str) -> Result<Option<[u8; 32]>, KnownKeysError> {
         let map = self.load()?;

@@ -7,6 +7,7 @@ mod common;
 
 use std::time::Duration;
 
+use blerpc::client::CentralError;
 use blerpc::client::PinPolicy;
 use blerpc::link::ble::central::BleCentralLink;
 use blerpc::link::ble::fake::{self, FakeOptions};
@@ -158,10 +159,10 @@ async fn a_stack_without_flow_control_drops_writes_and_the_call_fails() {
     assert!(
         matches!(
             err,
-            Error::Call(
+            Error::Central(CentralError::Call(
                 CallError::Timeout
                     | CallError::Peer(blerpc_proto::wire::error_code::ErrorCode::SequenceGap)
-            )
+            ))
         ),
         "{err}"
     );
@@ -174,7 +175,10 @@ async fn a_radio_disconnection_closes_the_connection() {
     assert!(client.call("echo", vec![1]).await.is_ok());
     central.disconnect();
     let err = client.call("echo", vec![2]).await.unwrap_err();
-    assert!(matches!(err, Error::Closed | Error::Link(_)), "{err}");
+    assert!(
+        matches!(err, Error::Central(CentralError::Closed) | Error::Link(_)),
+        "{err}"
+    );
 }
 
 #[tokio::test]

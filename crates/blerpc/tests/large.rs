@@ -7,6 +7,7 @@ mod common;
 
 use std::time::Duration;
 
+use blerpc::client::CentralError;
 use blerpc::client::Error;
 use blerpc::link::mem;
 use blerpc::{Client, Server, ServerConfig};
@@ -157,10 +158,10 @@ async fn server_without_the_extension_gives_a_clear_error() {
         assert!(
             matches!(
                 err,
-                Error::Call(CallError::RequestTooLarge {
+                Error::Central(CentralError::Call(CallError::RequestTooLarge {
                     len: 65_566,
                     max: 61_438
-                })
+                }))
             ),
             "{err:?}"
         );

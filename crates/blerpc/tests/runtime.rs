@@ -5,6 +5,7 @@ mod common;
 
 use std::time::Duration;
 
+use blerpc::client::CentralError;
 use blerpc::client::{IdentityError, PinPolicy};
 use blerpc::known_keys::KnownKeysFile;
 use blerpc::link::{Link, LinkRx, LinkTx, mem};
@@ -54,7 +55,7 @@ async fn concurrent_calls_from_many_tasks_share_one_connection() {
             loop {
                 match c.call("echo", req.clone()).await {
                     Ok(r) => return assert_eq!(r, req),
-                    Err(Error::Call(CallError::TooManyCalls { .. })) => {
+                    Err(Error::Central(CentralError::Call(CallError::TooManyCalls { .. }))) => {
                         tokio::time::sleep(Duration::from_millis(1)).await
                     }
                     Err(e) => panic!("{e}"),
@@ -71,7 +72,12 @@ async fn concurrent_calls_from_many_tasks_share_one_connection() {
 async fn a_wrong_pinned_key_is_refused() {
     let (client, _s) = connect_pair(PinPolicy::Trust([9; 32])).await;
     assert!(
-        matches!(client, Err(Error::Setup(CloseReason::IdentityRejected))),
+        matches!(
+            client,
+            Err(Error::Central(CentralError::Setup(
+                CloseReason::IdentityRejected
+            )))
+        ),
         "{client:?}"
     );
 }
@@ -110,9 +116,9 @@ async fn trust_on_first_use_pins_and_then_refuses_another_identity() {
     )
     .await
     .unwrap_err();
-    let Error::Identity(IdentityError::Changed {
+    let Error::Central(CentralError::Identity(IdentityError::Changed {
         pinned, presented, ..
-    }) = &err
+    })) = &err
     else {
         panic!("{err:?}")
     };
@@ -168,7 +174,10 @@ async fn a_request_over_the_limit_gets_a_clear_error() {
     assert!(
         matches!(
             err,
-            Error::Call(CallError::RequestTooLarge { max: 1000, .. })
+            Error::Central(CentralError::Call(CallError::RequestTooLarge {
+                max: 1000,
+                ..
+            }))
         ),
         "{err}"
     );
@@ -189,14 +198,24 @@ async fn unknown_commands_and_handler_failures_are_reported() {
     let client = client.unwrap();
     let err = client.call("nope", vec![]).await.unwrap_err();
     assert!(
-        matches!(err, Error::Call(CallError::Peer(ErrorCode::UnknownCommand))),
+        matches!(
+            err,
+            Error::Central(CentralError::Call(CallError::Peer(
+                ErrorCode::UnknownCommand
+            )))
+        ),
         "{err}"
     );
     let mut big = pb_uint(1, 0);
     big.extend(pb_uint(2, 9000));
     let err = client.call("flash_read", big).await.unwrap_err();
     assert!(
-        matches!(err, Error::Call(CallError::Peer(ErrorCode::HandlerFailed))),
+        matches!(
+            err,
+            Error::Central(CentralError::Call(CallError::Peer(
+                ErrorCode::HandlerFailed
+            )))
+        ),
         "{err}"
     );
 }
@@ -346,6 +365,55 @@ async fn shutdown_reaches_a_connection_idle_after_many_turns() {
     assert!(c.call("echo", vec![1]).await.is_err());
 }
 
+/// A stream whose reader falls behind by more than `stream_buffer` items gets the items it
+/// buffered, then `STREAM_OVERFLOW` (never a silent end), and the connection goes on.
+#[tokio::test]
+async fn a_stream_reader_that_falls_behind_gets_its_items_then_stream_overflow() {
+    let (a, b) = mem::pair(247);
+    let s = server(true);
+    let key = s.identity_public().unwrap();
+    tokio::spawn(async move { s.serve_link(b).await });
+    let client = Client::connect(
+        a,
+        ClientConfig {
+            pinning: PinPolicy::Trust(key),
+            stream_buffer: 3,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut stream = client
+        .server_stream("counter_stream", pb_uint(1, 50))
+        .await
+        .unwrap();
+    // Nobody reads while the items arrive.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut items = 0;
+    let err = loop {
+        match stream.next().await {
+            Some(Ok(_)) => items += 1,
+            Some(Err(e)) => break e,
+            None => panic!("the stream ended silently after {items} items"),
+        }
+    };
+    assert_eq!(items, 3, "the buffered items come first");
+    assert!(
+        matches!(
+            err,
+            Error::Central(CentralError::StreamOverflow { limit: 3 })
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "more than 3 stream items arrived before they were read: read them faster or give the stream a larger buffer"
+    );
+    assert!(stream.next().await.is_none());
+    let req = pb_bytes(1, b"after");
+    assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
+}
+
 #[tokio::test]
 async fn dropping_a_stream_cancels_it_and_the_connection_goes_on() {
     let key = server(true).identity_public().unwrap();
@@ -362,9 +430,6 @@ async fn dropping_a_stream_cancels_it_and_the_connection_goes_on() {
     assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
 }
 
-#[allow(dead_code)]
-fn _link_is_object_safe_enough<L: Link>(_: L) {}
-
 #[tokio::test]
 async fn an_upload_whose_handler_fails_early_reports_the_error_promptly() {
     let key = server(true).identity_public().unwrap();
@@ -377,7 +442,12 @@ async fn an_upload_whose_handler_fails_early_reports_the_error_promptly() {
     }
     let err = up.finish().await.unwrap_err();
     assert!(
-        matches!(err, Error::Call(CallError::Peer(ErrorCode::HandlerFailed))),
+        matches!(
+            err,
+            Error::Central(CentralError::Call(CallError::Peer(
+                ErrorCode::HandlerFailed
+            )))
+        ),
         "{err}"
     );
     assert!(
@@ -397,7 +467,12 @@ async fn an_empty_upload_to_a_service_that_cannot_tell_its_command_gets_an_error
     let up = client.client_stream("counter_upload").await.unwrap();
     let err = up.finish().await.unwrap_err();
     assert!(
-        matches!(err, Error::Call(CallError::Peer(ErrorCode::UnknownCommand))),
+        matches!(
+            err,
+            Error::Central(CentralError::Call(CallError::Peer(
+                ErrorCode::UnknownCommand
+            )))
+        ),
         "{err}"
     );
     assert!(start.elapsed() < Duration::from_secs(2));
@@ -449,16 +524,18 @@ async fn message_calls_frame_the_request_and_match_byte_calls() {
     for name in [long.as_str(), ""] {
         assert!(matches!(
             client.call_message(name, &message).await,
-            Err(Error::Call(CallError::InvalidName))
+            Err(Error::Central(CentralError::Call(CallError::InvalidName)))
         ));
         assert!(matches!(
             client.server_stream_message(name, &message).await,
-            Err(Error::Call(CallError::InvalidName))
+            Err(Error::Central(CentralError::Call(CallError::InvalidName)))
         ));
     }
     assert!(matches!(
         client.call_message("nope", &message).await,
-        Err(Error::Call(CallError::Peer(ErrorCode::UnknownCommand)))
+        Err(Error::Central(CentralError::Call(CallError::Peer(
+            ErrorCode::UnknownCommand
+        ))))
     ));
     // Still fine afterwards.
     assert_eq!(

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use blerpc::client::CentralError;
 use blerpc::client::PinPolicy;
 use blerpc::link::serial::{SerialLink, SerialOptions};
 use blerpc::link::{Link, LinkRx, LinkTx};
@@ -275,7 +276,10 @@ async fn a_corrupted_container_surfaces_as_a_call_timeout_and_the_connection_rec
     let mut read = pb_uint(1, 0);
     read.extend(pb_uint(2, 4096));
     let err = client.call("flash_read", read.clone()).await.unwrap_err();
-    assert!(matches!(err, Error::Call(CallError::Timeout)), "{err}");
+    assert!(
+        matches!(err, Error::Central(CentralError::Call(CallError::Timeout))),
+        "{err}"
+    );
     assert_eq!(central_stats.get().dropped(), 1);
     assert_eq!(
         client.call("flash_read", read).await.unwrap().len(),
@@ -286,7 +290,10 @@ async fn a_corrupted_container_surfaces_as_a_call_timeout_and_the_connection_rec
     up_flip.store(up_frames.load(Ordering::SeqCst), Ordering::SeqCst);
     let req = pb_bytes(1, b"lost");
     let err = client.call("echo", req.clone()).await.unwrap_err();
-    assert!(matches!(err, Error::Call(CallError::Timeout)), "{err}");
+    assert!(
+        matches!(err, Error::Central(CentralError::Call(CallError::Timeout))),
+        "{err}"
+    );
     assert_eq!(peripheral_stats.get().dropped(), 1);
     assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
 }

@@ -345,9 +345,14 @@ async fn blerpc_call(api: &pb::BlerpcClient, payload: &Bytes) -> Result<(), Call
             ack.length,
             payload.len()
         ))),
-        Err(blerpc::Error::Call(
-            e @ (CallError::DataTooLong { .. } | CallError::RequestTooLarge { .. }),
-        )) => Err(CallFailure::Unsupported(e.to_string())),
+        Err(e)
+            if matches!(
+                e.call_error(),
+                Some(CallError::DataTooLong { .. } | CallError::RequestTooLarge { .. })
+            ) =>
+        {
+            Err(CallFailure::Unsupported(e.to_string()))
+        }
         Err(e) => Err(CallFailure::Failed(e.to_string())),
     }
 }

@@ -1,22 +1,22 @@
 //! The client (central): connects over any [`Link`], runs the setup sequence and the key exchange,
 //! and makes unary calls and streams in both directions.
 //!
-//! One task owns the connection: it drives the sans-IO [`Central`] and `select!`s over the link's
-//! receive half, flushing its transmit half, the next protocol timeout, and commands from
-//! [`Client`] handles. Handles are cheap to clone and can be used from many tasks at once.
+//! One task owns the connection: it drives the core's sans-IO [`CallTable`] (the protocol's
+//! `Central` and every call's bookkeeping, shared with the browser central and the bindings) and
+//! `select!`s over the link's receive half, flushing its transmit half, the next protocol
+//! timeout, and commands from [`Client`] handles. Handles are cheap to clone and can be used from
+//! many tasks at once.
 
-use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use blerpc_proto::connection::{
-    CallError, CallId, CallKind, Central, CentralConfig, CloseReason, ConfigError, Pinning,
-    SetupPipelining,
-};
+use blerpc_proto::connection::{CallError, CallKind, CentralConfig, ConfigError, SetupPipelining};
 use blerpc_proto::crypto::DefaultProvider;
 pub use blerpc_proto::handshake::TofuOutcome;
+use blerpc_proto::table::{CallTable, Request, Ticket, Trust};
+pub use blerpc_proto::table::{CentralError, IdentityError};
 use blerpc_proto::wire::capabilities::{Capabilities, LargeLimits};
 use rand_core::OsRng;
 use tokio::sync::{mpsc, oneshot};
@@ -24,38 +24,32 @@ use tokio::sync::{mpsc, oneshot};
 mod task;
 
 use crate::clock::Clock;
-use crate::known_keys::{KnownKeysFile, to_hex};
+use crate::known_keys::KnownKeysFile;
 use crate::link::{Link, LinkError};
-use task::{Sinks, Task};
+use task::{Out, Reply, Sink, Task, Tokio};
 
 /// Calls in flight on one connection at most (the central's reassembly slots).
 pub const MAX_CALLS_IN_FLIGHT: usize = 4;
 
-pub(crate) type HostCentral =
-    Central<DefaultProvider, OsRng, Vec<u8>, Vec<u8>, MAX_CALLS_IN_FLIGHT>;
+/// The core's call table as the tokio client runs it.
+pub(crate) type HostTable = CallTable<DefaultProvider, OsRng, Tokio, MAX_CALLS_IN_FLIGHT>;
 
 /// Errors of the client.
+///
+/// What the connection itself reports (setup, identity, a call's failure, closing, a stream
+/// reader falling behind, the link lost under calls) is [`Error::Central`]: the core's
+/// [`CentralError`], with the same texts and [codes](CentralError::code) every bleRPC central
+/// (the browser's, the bindings') reports. The rest is this runtime's own.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The link failed (its message is part of this one; not also the `source`).
+    /// The link failed while connecting (its message is part of this one; not also the
+    /// `source`). A link lost under calls is [`CentralError::Link`].
     #[error("link error: {0}")]
     Link(LinkError),
-    /// Connection setup failed (capabilities, key exchange, encryption requirement).
-    #[error("connection setup failed: {0}")]
-    Setup(CloseReason),
-    /// The peripheral's identity key was refused.
-    #[error("peripheral identity refused: {0}")]
-    Identity(IdentityError),
-    /// The call failed (timeout, an ERROR from the peripheral, BUSY, a local limit).
-    #[error("{0}")]
-    Call(CallError),
-    /// The connection is closed.
-    #[error("connection closed")]
-    Closed,
-    /// A server stream produced items faster than they were consumed.
-    #[error("stream consumer too slow: more than {0} items buffered")]
-    StreamOverflow(usize),
+    /// What the connection reports: setup, identity, the call, closing, overflow.
+    #[error(transparent)]
+    Central(CentralError),
     /// A response did not decode (generated clients).
     #[error("response does not decode: {0}")]
     Decode(String),
@@ -64,37 +58,15 @@ pub enum Error {
     Config(ConfigError),
 }
 
-/// Why a [`PinPolicy::KnownKeys`] client refused the peripheral's identity.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum IdentityError {
-    /// A different key is pinned for this device: it was re-keyed, or this is not the device
-    /// (a man in the middle).
-    #[error(
-        "{device} presented key {} but {} is pinned in {}",
-        to_hex(presented),
-        to_hex(pinned),
-        store.display()
-    )]
-    Changed {
-        /// The device id (the link's peer id).
-        device: String,
-        /// The key it presented.
-        presented: [u8; 32],
-        /// The key pinned for it.
-        pinned: [u8; 32],
-        /// The known-keys file.
-        store: std::path::PathBuf,
-    },
-    /// The known-keys file could not be read, parsed or written (the connection is refused:
-    /// fail-closed).
-    #[error("cannot use the known-keys store: {0}")]
-    Store(crate::known_keys::KnownKeysError),
-}
-
 impl From<LinkError> for Error {
     fn from(e: LinkError) -> Self {
         Error::Link(e)
+    }
+}
+
+impl From<CentralError> for Error {
+    fn from(e: CentralError) -> Self {
+        Error::Central(e)
     }
 }
 
@@ -102,6 +74,31 @@ impl Error {
     /// A decode error from any displayable cause (used by generated clients).
     pub fn decode(e: impl std::fmt::Display) -> Self {
         Error::Decode(e.to_string())
+    }
+
+    /// The connection is closed.
+    pub const CLOSED: Error = Error::Central(CentralError::Closed);
+
+    /// The core's call error, when the call itself failed (a timeout, the peripheral's ERROR,
+    /// BUSY, a local limit).
+    pub fn call_error(&self) -> Option<CallError> {
+        match self {
+            Error::Central(e) => e.call_error(),
+            _ => None,
+        }
+    }
+
+    /// `true` when the connection or its link is gone (closed by either side, or lost).
+    pub fn is_disconnected(&self) -> bool {
+        matches!(
+            self,
+            Error::Link(_)
+                | Error::Central(
+                    CentralError::Closed
+                        | CentralError::Link(_)
+                        | CentralError::Call(CallError::Closed | CallError::NotReady)
+                )
+        )
     }
 }
 
@@ -141,7 +138,8 @@ pub struct ClientConfig {
     pub setup_pipelining: Option<SetupPipelining>,
     /// The key pins are stored under; default: the link's peer id.
     pub device_id: Option<String>,
-    /// Items a server stream buffers before the consumer must catch up. Default 1,024.
+    /// Items a server stream buffers before the consumer must catch up; a stream whose
+    /// consumer falls further behind ends with [`CentralError::StreamOverflow`]. Default 1,024.
     pub stream_buffer: usize,
     /// Commands from handles waiting for the connection task. Default 64.
     pub command_buffer: usize,
@@ -196,23 +194,15 @@ pub struct ConnectionInfo {
     pub pinned: Option<TofuOutcome>,
 }
 
-pub(crate) enum Sink {
-    Unary(oneshot::Sender<Result<Vec<u8>, Error>>),
-    Stream(mpsc::Sender<Result<Vec<u8>, Error>>),
-}
-
 /// A command from a handle to the connection task. The large variants are boxed: the channel
 /// allocates its slots 32 at a time, and every idle connection keeps one such block (16 bytes a
 /// slot instead of 88).
 pub(crate) enum Cmd {
     Start(Box<Start>),
     Item(Box<Item>),
-    Finish {
-        call: CallId,
-        reply: oneshot::Sender<Result<(), Error>>,
-    },
+    Finish(Box<Finish>),
     Cancel {
-        call: CallId,
+        call: Ticket,
     },
     /// A unary call's future was dropped: cancel the calls whose receiver is gone.
     Reap,
@@ -235,30 +225,31 @@ const _: () = assert!(
     "keep Cmd small: box large variants"
 );
 
-/// A call's request as handed to the connection task.
-pub(crate) enum Request {
-    /// The protobuf data; the task frames it behind the command header (one copy).
-    Data(Vec<u8>),
-    /// The whole REQUEST command, the data encoded behind its header (`Client::call_message`):
-    /// the call takes the buffer as it is.
-    Framed(Vec<u8>),
-}
+/// One item of a stream's channel.
+type StreamItem = Result<Vec<u8>, Error>;
 
 pub(crate) struct Start {
     /// The command name (empty for a framed request, whose command carries it).
     name: String,
+    /// The protobuf data ([`Request::Data`]), or the whole REQUEST command with the data encoded
+    /// behind its header ([`Request::Framed`], `Client::call_message`): the call takes that
+    /// buffer as it is.
     request: Request,
     kind: CallKind,
+    /// Where the results go; unary calls get no ticket back (a failure to start goes to the
+    /// sink: one round trip through the task per call, not two).
     sink: Sink,
-    /// Where the call id goes; `None` for unary calls, whose failure to start goes to the sink
-    /// instead (one round trip through the task per call, not two).
-    reply: Option<oneshot::Sender<Result<CallId, Error>>>,
+}
+
+pub(crate) struct Finish {
+    call: Ticket,
+    reply: Reply,
 }
 
 pub(crate) struct Item {
-    call: CallId,
+    call: Ticket,
     data: Vec<u8>,
-    reply: oneshot::Sender<Result<(), Error>>,
+    reply: Reply,
 }
 
 impl std::fmt::Debug for Cmd {
@@ -278,41 +269,38 @@ impl Client {
         central_config.setup_pipelining = config
             .setup_pipelining
             .unwrap_or_else(|| link.setup_pipelining());
-        central_config.pinning = match &config.pinning {
-            PinPolicy::KnownKeys(_) => Pinning::Decide,
-            PinPolicy::Trust(key) => Pinning::Expect(*key),
-            PinPolicy::NoPin => Pinning::Disabled,
-        };
         let peer_id = link.peer_id();
-        let device_id = config.device_id.clone().unwrap_or_else(|| peer_id.clone());
+        let trust = match config.pinning {
+            PinPolicy::KnownKeys(store) => Trust::FirstUse {
+                store,
+                device_id: config.device_id.clone().unwrap_or_else(|| peer_id.clone()),
+            },
+            PinPolicy::Trust(key) => Trust::Key(key),
+            PinPolicy::NoPin => Trust::Anyone,
+        };
         let clock = Clock::new();
-        let central = HostCentral::new(
+        let table = HostTable::new(
             central_config,
             DefaultProvider::default(),
             OsRng,
             clock.now(),
+            trust,
         )
         .map_err(Error::Config)?;
         let (cmd_tx, cmd_rx) = mpsc::channel(config.command_buffer.max(1));
         let (ready_tx, ready_rx) = oneshot::channel();
         let task = Task {
-            central,
+            table,
             clock,
             cmds: cmd_rx,
-            sinks: Sinks::default(),
-            blocked: VecDeque::new(),
-            pinning: config.pinning,
-            device_id,
             ready: Some(ready_tx),
-            identity_error: None,
-            pinned: None,
             idle_release: config.idle_release,
             att_mtu: link.att_mtu(),
-            peer_id: peer_id.clone(),
+            peer_id,
         };
         let (tx, rx) = link.split();
         tokio::spawn(task.run(tx, rx));
-        let info = ready_rx.await.map_err(|_| Error::Closed)??;
+        let info = ready_rx.await.map_err(|_| Error::CLOSED)??;
         Ok(Client {
             cmds: cmd_tx,
             info: Arc::new(info),
@@ -325,23 +313,26 @@ impl Client {
         &self.info
     }
 
+    /// Starts a stream or an upload and waits for its ticket (or its failure to start).
     async fn start(
         &self,
         name: &str,
         request: Request,
         kind: CallKind,
-        sink: Sink,
-    ) -> Result<CallId, Error> {
+        out: Out,
+    ) -> Result<Ticket, Error> {
         let (reply, rx) = oneshot::channel();
         let cmd = Cmd::Start(Box::new(Start {
             name: name.to_string(),
             request,
             kind,
-            sink,
-            reply: Some(reply),
+            sink: Sink {
+                out,
+                started: Some(reply),
+            },
         }));
-        self.cmds.send(cmd).await.map_err(|_| Error::Closed)?;
-        rx.await.map_err(|_| Error::Closed)?
+        self.cmds.send(cmd).await.map_err(|_| Error::CLOSED)?;
+        rx.await.map_err(|_| Error::CLOSED)?
     }
 
     /// A unary call: sends `request` (protobuf bytes) to command `name` and returns the
@@ -369,17 +360,19 @@ impl Client {
             name,
             request,
             kind: CallKind::Unary,
-            sink: Sink::Unary(tx),
-            reply: None,
+            sink: Sink {
+                out: Out::One(tx),
+                started: None,
+            },
         }));
-        self.cmds.send(cmd).await.map_err(|_| Error::Closed)?;
+        self.cmds.send(cmd).await.map_err(|_| Error::CLOSED)?;
         // A failure to start arrives here like a response. If this future is dropped, the task
         // cancels the call once it sees the receiver gone.
         let guard = ReapOnDrop {
             cmds: &self.cmds,
             armed: true,
         };
-        let result = rx.await.map_err(|_| Error::Closed)?;
+        let result = rx.await.map_err(|_| Error::CLOSED)?;
         guard.disarm();
         result
     }
@@ -391,13 +384,13 @@ impl Client {
         name: &str,
         request: Vec<u8>,
     ) -> Result<ResponseStream, Error> {
-        let (tx, rx) = mpsc::channel(self.stream_buffer);
+        let (tx, rx) = self.stream_channel();
         let call = self
             .start(
                 name,
                 Request::Data(request),
                 CallKind::ServerStream,
-                Sink::Stream(tx),
+                Out::Stream(tx),
             )
             .await?;
         Ok(self.response_stream(rx, call))
@@ -410,18 +403,24 @@ impl Client {
         name: &str,
         request: &impl prost::Message,
     ) -> Result<ResponseStream, Error> {
-        let (tx, rx) = mpsc::channel(self.stream_buffer);
+        let (tx, rx) = self.stream_channel();
         let request = Request::Framed(frame(name, request)?);
         let call = self
-            .start("", request, CallKind::ServerStream, Sink::Stream(tx))
+            .start("", request, CallKind::ServerStream, Out::Stream(tx))
             .await?;
         Ok(self.response_stream(rx, call))
+    }
+
+    /// A stream's channel: `stream_buffer` items and one slot more for the error that ends an
+    /// overflowing stream.
+    fn stream_channel(&self) -> (mpsc::Sender<StreamItem>, mpsc::Receiver<StreamItem>) {
+        mpsc::channel(self.stream_buffer.saturating_add(1))
     }
 
     fn response_stream(
         &self,
         rx: mpsc::Receiver<Result<Vec<u8>, Error>>,
-        call: CallId,
+        call: Ticket,
     ) -> ResponseStream {
         ResponseStream {
             rx,
@@ -440,7 +439,7 @@ impl Client {
                 name,
                 Request::Data(Vec::new()),
                 CallKind::ClientStream,
-                Sink::Unary(tx),
+                Out::One(tx),
             )
             .await?;
         Ok(Upload {
@@ -454,7 +453,7 @@ impl Client {
         })
     }
 
-    /// Closes the connection (every call in flight fails with [`Error::Closed`]).
+    /// Closes the connection (every call in flight fails with [`CentralError::Closed`]).
     pub async fn close(&self) {
         let (reply, rx) = oneshot::channel();
         if self.cmds.send(Cmd::Close { reply }).await.is_ok() {
@@ -479,7 +478,7 @@ impl Client {
 #[derive(Debug)]
 struct CancelOnDrop {
     cmds: mpsc::Sender<Cmd>,
-    call: Option<CallId>,
+    call: Option<Ticket>,
 }
 
 impl Drop for CancelOnDrop {
@@ -520,18 +519,19 @@ fn frame(name: &str, request: &impl prost::Message) -> Result<Vec<u8>, Error> {
     use blerpc_proto::wire::command::{Command, CommandType};
     let data_len = request.encoded_len();
     // The connection's own checks, made before anything is allocated.
+    let refused = |e| Error::Central(CentralError::Call(e));
     if name.is_empty() || name.len() > blerpc_proto::wire::command::MAX_NAME_LEN {
-        return Err(Error::Call(CallError::InvalidName));
+        return Err(refused(CallError::InvalidName));
     }
     if data_len > blerpc_proto::wire::command::MAX_LARGE_DATA_LEN {
-        return Err(Error::Call(CallError::DataTooLong { len: data_len }));
+        return Err(refused(CallError::DataTooLong { len: data_len }));
     }
     let header_len = Command::header_len_large(name.len(), data_len);
     // One allocation of the whole command: the header written in place, the data appended.
     let mut command = Vec::with_capacity(header_len.saturating_add(data_len));
     command.resize(header_len, 0);
     Command::emit_header_large(CommandType::Request, name, data_len, &mut command)
-        .map_err(|_| Error::Call(CallError::InvalidName))?;
+        .map_err(|_| refused(CallError::InvalidName))?;
     Ok(crate::__private::encode_into(request, command))
 }
 
@@ -558,7 +558,7 @@ impl futures_core::Stream for ResponseStream {
 #[derive(Debug)]
 pub struct Upload {
     cmds: mpsc::Sender<Cmd>,
-    call: CallId,
+    call: Ticket,
     response: Option<oneshot::Receiver<Result<Vec<u8>, Error>>>,
     guard: CancelOnDrop,
 }
@@ -570,13 +570,13 @@ impl Upload {
         let cmd = Cmd::Item(Box::new(Item {
             call: self.call,
             data: item,
-            reply,
+            reply: Reply(reply),
         }));
-        self.cmds.send(cmd).await.map_err(|_| Error::Closed)?;
-        match rx.await.map_err(|_| Error::Closed)? {
+        self.cmds.send(cmd).await.map_err(|_| Error::CLOSED)?;
+        match rx.await.map_err(|_| Error::CLOSED)? {
             Ok(()) => Ok(()),
             // The call already failed (e.g. the peripheral refused an item): report why.
-            Err(Error::Call(CallError::UnknownCall)) => Err(self.failure().await),
+            Err(e) if e.call_error() == Some(CallError::UnknownCall) => Err(self.failure().await),
             Err(e) => Err(e),
         }
     }
@@ -585,28 +585,29 @@ impl Upload {
         match self.response.take() {
             Some(rx) => match rx.await {
                 Ok(Err(e)) => e,
-                _ => Error::Closed,
+                _ => Error::CLOSED,
             },
-            None => Error::Closed,
+            None => Error::CLOSED,
         }
     }
 
     /// Ends the stream and returns the peripheral's final response.
     pub async fn finish(mut self) -> Result<Vec<u8>, Error> {
         let (reply, rx) = oneshot::channel();
-        let cmd = Cmd::Finish {
+        let cmd = Cmd::Finish(Box::new(Finish {
             call: self.call,
-            reply,
-        };
-        self.cmds.send(cmd).await.map_err(|_| Error::Closed)?;
-        if let Err(e) = rx.await.map_err(|_| Error::Closed)? {
-            return Err(match e {
-                Error::Call(CallError::UnknownCall) => self.failure().await,
-                e => e,
+            reply: Reply(reply),
+        }));
+        self.cmds.send(cmd).await.map_err(|_| Error::CLOSED)?;
+        if let Err(e) = rx.await.map_err(|_| Error::CLOSED)? {
+            return Err(if e.call_error() == Some(CallError::UnknownCall) {
+                self.failure().await
+            } else {
+                e
             });
         }
-        let response = self.response.take().ok_or(Error::Closed)?;
-        let result = response.await.map_err(|_| Error::Closed)?;
+        let response = self.response.take().ok_or(Error::CLOSED)?;
+        let result = response.await.map_err(|_| Error::CLOSED)?;
         self.guard.call = None;
         result
     }

@@ -1,65 +1,130 @@
-//! The client's connection task: the [`Central`] on the shared [`Driver`], commands from the
-//! [`Client`](super::Client) handles, each call's result channel, and the identity decision
-//! against the known-keys store.
+//! The client's connection task: the core's call table ([`CallTable`](blerpc_proto::table::CallTable))
+//! on the shared [`Driver`], commands from the [`Client`](super::Client) handles, and the
+//! channels each call's results go to.
+//!
+//! Everything a central decides (calls in flight, operations waiting for outbox room, trust on
+//! first use, a stream reader falling behind, the errors a caller sees) is the table's; this task
+//! only moves bytes, time and commands to it and delivers into tokio channels.
 
-use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::time::Duration;
 
 use blerpc_proto::Instant;
-use blerpc_proto::connection::{CallError, CallId, CentralEvent, CloseReason};
-use blerpc_proto::handshake::{TofuError, TofuOutcome, tofu_verify};
+use blerpc_proto::table::{
+    CallSink, CentralError, Delivery, LinkFailure, LinkFailureKind, OpReply, Shell, TableEvent,
+    Ticket,
+};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{
-    Cmd, ConnectionInfo, Error, HostCentral, IdentityError, PinPolicy, Request, Sink, Start,
-};
+use super::{Cmd, ConnectionInfo, Error, HostTable, Start};
 use crate::clock::Clock;
 use crate::driver::{Driver, Protocol, Turn};
-use crate::known_keys::to_hex;
+use crate::known_keys::{KnownKeysFile, to_hex};
 use crate::link::{LinkError, LinkRx, LinkTx};
-#[cfg(doc)]
-use blerpc_proto::connection::Central;
 
-/// Hashes a [`CallId`] with one multiplication instead of SipHash. Call ids are a counter the connection assigns itself, never a peer's value, so
-/// there is no flooding to defend against; the odd multiplier keeps consecutive ids in distinct
-/// buckets and spreads them over the top bits hashbrown uses as tags.
-#[derive(Default)]
-pub(super) struct CallIdHasher(u64);
+/// The tokio shell's types for the call table.
+pub(crate) struct Tokio;
 
-const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
+impl Shell for Tokio {
+    type Sink = Sink;
+    type Reply = Reply;
+    type Store = KnownKeysFile;
+}
 
-impl std::hash::Hasher for CallIdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(FIBONACCI);
+/// Where a call's results go.
+pub(crate) struct Sink {
+    pub(super) out: Out,
+    /// Where the ticket goes once the call started (streams and uploads, whose handles need
+    /// it); a call that fails to start reports there instead of to `out`.
+    pub(super) started: Option<oneshot::Sender<Result<Ticket, Error>>>,
+}
+
+/// A call's result channel.
+pub(crate) enum Out {
+    /// A unary call's or an upload's response.
+    One(oneshot::Sender<Result<Vec<u8>, Error>>),
+    /// A peripheral→central stream's items. The channel holds one slot more than the stream
+    /// buffer: the last one is kept for the error that ends an overflowing stream.
+    Stream(mpsc::Sender<Result<Vec<u8>, Error>>),
+}
+
+impl CallSink for Sink {
+    fn started(&mut self, ticket: Ticket) {
+        if let Some(started) = self.started.take() {
+            let _ = started.send(Ok(ticket));
         }
     }
-    fn write_u32(&mut self, n: u32) {
-        self.0 = (self.0 ^ u64::from(n)).wrapping_mul(FIBONACCI);
+    fn response(self, data: &[u8]) {
+        let data = blerpc_proto::buf::to_vec_bytes(data);
+        match self.out {
+            Out::One(tx) => {
+                let _ = tx.send(Ok(data));
+            }
+            Out::Stream(tx) => {
+                let _ = tx.try_send(Ok(data));
+            }
+        }
+    }
+    fn item(&mut self, data: &[u8]) -> Delivery {
+        let Out::Stream(tx) = &self.out else {
+            return Delivery::Gone;
+        };
+        if tx.is_closed() {
+            return Delivery::Gone;
+        }
+        // The last slot is the error's.
+        if tx.capacity() <= 1 {
+            return Delivery::Full {
+                limit: tx.max_capacity().saturating_sub(1),
+            };
+        }
+        match tx.try_send(Ok(blerpc_proto::buf::to_vec_bytes(data))) {
+            Ok(()) => Delivery::Taken,
+            Err(mpsc::error::TrySendError::Full(_)) => Delivery::Full {
+                limit: tx.max_capacity().saturating_sub(1),
+            },
+            Err(mpsc::error::TrySendError::Closed(_)) => Delivery::Gone,
+        }
+    }
+    fn end(self) {}
+    fn fail(self, error: CentralError) {
+        let error = Error::from(error);
+        if let Some(started) = self.started {
+            let _ = started.send(Err(error));
+            return;
+        }
+        match self.out {
+            Out::One(tx) => {
+                let _ = tx.send(Err(error));
+            }
+            Out::Stream(tx) => {
+                let _ = tx.try_send(Err(error));
+            }
+        }
+    }
+    fn is_abandoned(&self) -> bool {
+        match &self.out {
+            Out::One(tx) => tx.is_closed(),
+            Out::Stream(tx) => tx.is_closed(),
+        }
     }
 }
 
-/// The calls' result channels by call id.
-pub(super) type Sinks = HashMap<CallId, Sink, std::hash::BuildHasherDefault<CallIdHasher>>;
+/// Where an upload item's or finish's outcome goes.
+pub(crate) struct Reply(pub(super) oneshot::Sender<Result<(), Error>>);
 
-/// The connection task.
+impl OpReply for Reply {
+    fn done(self, result: Result<(), CentralError>) {
+        let _ = self.0.send(result.map_err(Error::from));
+    }
+}
+
 /// The connection task's state.
 pub(super) struct Task {
-    pub(super) central: HostCentral,
+    pub(super) table: HostTable,
     pub(super) clock: Clock,
     pub(super) cmds: mpsc::Receiver<Cmd>,
-    pub(super) sinks: Sinks,
-    pub(super) blocked: VecDeque<Cmd>,
-    pub(super) pinning: PinPolicy,
-    pub(super) device_id: String,
     pub(super) ready: Option<oneshot::Sender<Result<ConnectionInfo, Error>>>,
-    pub(super) identity_error: Option<IdentityError>,
-    /// What the known-keys store said of the identity (KnownKeys pinning only).
-    pub(super) pinned: Option<TofuOutcome>,
     pub(super) idle_release: Duration,
     pub(super) att_mtu: usize,
     pub(super) peer_id: String,
@@ -67,32 +132,30 @@ pub(super) struct Task {
 
 impl Protocol for Task {
     fn transmit_len(&self) -> usize {
-        self.central.transmit_len()
+        self.table.transmit_len()
     }
     fn poll_transmit(&mut self, now: Instant, out: &mut [u8]) -> Option<usize> {
-        self.central.poll_transmit(now, out)
+        self.table.poll_transmit(now, out)
     }
     fn handle_input(&mut self, now: Instant, pdu: &[u8]) {
-        // Events are drained after every input, so the queue has room.
-        let _ = self.central.handle_input(now, pdu);
-        self.drain_events();
+        self.table.handle_input(now, pdu);
+        self.poll_events();
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        self.central.poll_timeout()
+        self.table.poll_timeout()
     }
     fn handle_timeout(&mut self, now: Instant) {
-        self.central.handle_timeout(now);
+        self.table.handle_timeout(now);
     }
     fn release_memory(&mut self) {
-        self.central.release_memory();
+        self.table.release_memory();
     }
 }
 
 impl Task {
     /// The connection's future. Not an async fn: an async fn keeps its moved arguments twice in
-    /// its future (the argument and the local it is moved into), which held the 3.9 KB task
-    /// state twice in every idle connection's task; an `async move` block uses its captures in
-    /// place.
+    /// its future (the argument and the local it is moved into), which held the task state twice
+    /// in every idle connection's task; an `async move` block uses its captures in place.
     pub(super) fn run<Tx: LinkTx, Rx: LinkRx>(
         mut self,
         tx: Tx,
@@ -103,29 +166,30 @@ impl Task {
         let mut d = Driver::new(tx, rx, self.clock, self.idle_release);
         async move {
             loop {
-                self.drain_events();
-                self.retry_blocked();
+                self.poll_events();
                 let (t, now) = d.now();
                 if let Err(e) = d.drive_transmit(&mut self, now) {
-                    self.fail_all(Error::Link(e));
+                    self.link_lost(now, e);
                     return;
                 }
-                if self.central.is_closed() && !d.tx.has_pending() {
-                    self.fail_all(Error::Closed);
+                if self.table.is_closed() && !d.tx.has_pending() {
+                    self.poll_events();
+                    self.refuse_ready(Error::from(CentralError::Closed));
                     d.close().await;
                     return;
                 }
-                let idle = self.sinks.is_empty();
+                let idle = self.table.is_idle();
                 d.drive_idle(&mut self, idle, t);
                 if let Err(e) = d.drive_timer(&self) {
-                    self.fail_all(Error::Link(e));
+                    self.link_lost(now, e);
                     return;
                 }
-                let blocked = !self.blocked.is_empty();
+                let waiting = self.table.has_waiting();
                 let cmds = &mut self.cmds;
                 let work = move || async move {
-                    if blocked {
-                        // Commands wait until the outbox has room for the blocked one.
+                    if waiting {
+                        // Commands wait until the table's waiting operations are in the core,
+                        // which bounds the table's queue by the command channel.
                         std::future::pending().await
                     } else {
                         cmds.recv().await
@@ -134,7 +198,8 @@ impl Task {
                 let turn = d.turn(work).await;
                 match turn {
                     Err(e) => {
-                        self.fail_all(Error::Link(e));
+                        let now = d.now().1;
+                        self.link_lost(now, e);
                         return;
                     }
                     Ok(Turn::Flushed) => {}
@@ -144,32 +209,31 @@ impl Task {
                         match d.recv_buffered(&mut self, now, len) {
                             Ok(true) => {}
                             Ok(false) => {
-                                self.fail_all(Error::Closed);
+                                self.link_lost(now, LinkError::Closed);
                                 return;
                             }
                             Err(e) => {
-                                self.fail_all(Error::Link(e));
+                                self.link_lost(now, e);
                                 return;
                             }
                         }
                     }
                     Ok(Turn::PeerClosed) => {
-                        self.fail_all(Error::Closed);
+                        self.link_lost(d.now().1, LinkError::Closed);
                         return;
                     }
-                    Ok(Turn::Timer(now)) => self.central.handle_timeout(now),
+                    Ok(Turn::Timer(now)) => self.table.handle_timeout(now),
                     Ok(Turn::Work(Some(Cmd::Close { reply }))) => {
-                        self.central.close(d.now().1);
-                        self.drain_events();
+                        self.table.close(d.now().1);
+                        self.poll_events();
                         d.close().await;
                         let _ = reply.send(());
-                        self.fail_all(Error::Closed);
                         return;
                     }
                     Ok(Turn::Work(Some(cmd))) => self.apply(d.now().1, cmd),
                     Ok(Turn::Work(None)) => {
                         // Every handle is gone.
-                        self.central.close(d.now().1);
+                        self.table.close(d.now().1);
                         d.close().await;
                         return;
                     }
@@ -178,295 +242,83 @@ impl Task {
         }
     }
 
-    fn apply(&mut self, now: blerpc_proto::Instant, cmd: Cmd) {
+    fn apply(&mut self, now: Instant, cmd: Cmd) {
         match cmd {
-            Cmd::Start(mut start) => {
-                let result = match &mut start.request {
-                    Request::Data(data) => {
-                        self.central.start_call(now, &start.name, data, start.kind)
-                    }
-                    Request::Framed(command) => {
-                        self.central.start_call_framed(now, command, start.kind)
-                    }
-                };
-                match result {
-                    Ok(id) => {
-                        let Start { sink, reply, .. } = *start;
-                        self.sinks.insert(id, sink);
-                        if let Some(reply) = reply {
-                            let _ = reply.send(Ok(id));
-                        }
-                    }
-                    Err(CallError::OutboxFull { .. }) => {
-                        self.blocked.push_back(Cmd::Start(start));
-                    }
-                    Err(e) => {
-                        let e = self.call_error(e);
-                        let Start { sink, reply, .. } = *start;
-                        match (reply, sink) {
-                            (Some(reply), _) => {
-                                let _ = reply.send(Err(e));
-                            }
-                            (None, Sink::Unary(tx)) => {
-                                let _ = tx.send(Err(e));
-                            }
-                            (None, Sink::Stream(tx)) => {
-                                let _ = tx.try_send(Err(e));
-                            }
-                        }
-                    }
+            Cmd::Start(start) => {
+                let Start {
+                    name,
+                    request,
+                    kind,
+                    sink,
+                } = *start;
+                if let Err((e, sink)) = self.table.start(now, &name, request, kind, None, sink) {
+                    sink.fail(e);
                 }
             }
-            Cmd::Item(item) => match self.central.send_stream_item(now, item.call, &item.data) {
-                Ok(()) => {
-                    let _ = item.reply.send(Ok(()));
-                }
-                Err(CallError::OutboxFull { .. }) => {
-                    self.blocked.push_back(Cmd::Item(item));
-                }
-                Err(e) => {
-                    let _ = item.reply.send(Err(self.call_error(e)));
-                }
-            },
-            Cmd::Finish { call, reply } => match self.central.finish_stream(now, call) {
-                Ok(()) => {
-                    let _ = reply.send(Ok(()));
-                }
-                Err(CallError::OutboxFull { .. }) => {
-                    self.blocked.push_back(Cmd::Finish { call, reply });
-                }
-                Err(e) => {
-                    let _ = reply.send(Err(self.call_error(e)));
-                }
-            },
-            Cmd::Cancel { call } => {
-                let _ = self.central.cancel(call);
-                self.sinks.remove(&call);
-            }
-            Cmd::Reap => {
-                let gone: Vec<CallId> = self
-                    .sinks
-                    .iter()
-                    .filter(|(_, sink)| matches!(sink, Sink::Unary(tx) if tx.is_closed()))
-                    .map(|(id, _)| *id)
-                    .collect();
-                for id in gone {
-                    let _ = self.central.cancel(id);
-                    self.sinks.remove(&id);
-                }
-                self.blocked.retain(|cmd| {
-                    !matches!(cmd, Cmd::Start(start) if matches!(&start.sink, Sink::Unary(tx) if tx.is_closed()))
-                });
-            }
+            Cmd::Item(item) => self.table.send_item(now, item.call, item.data, item.reply),
+            Cmd::Finish(finish) => self.table.finish(now, finish.call, finish.reply),
+            Cmd::Cancel { call } => self.table.cancel(call),
+            Cmd::Reap => self.table.reap(),
             Cmd::Close { reply } => {
                 let _ = reply.send(());
             }
         }
     }
 
-    fn call_error(&self, e: CallError) -> Error {
-        if self.central.is_closed() {
-            Error::Closed
-        } else {
-            Error::Call(e)
-        }
-    }
-
-    /// Re-applies commands that waited for outbox space, in order, while there is room.
-    fn retry_blocked(&mut self) {
-        if self.blocked.is_empty() {
-            return;
-        }
-        let now = self.clock.now();
-        while let Some(cmd) = self.blocked.pop_front() {
-            let before = self.blocked.len();
-            self.apply(now, cmd);
-            if self.blocked.len() > before {
-                // Still no room: it went back to the end; move it to the front to keep order.
-                if let Some(cmd) = self.blocked.pop_back() {
-                    self.blocked.push_front(cmd);
-                }
-                return;
-            }
-        }
-    }
-
-    fn drain_events(&mut self) {
-        loop {
-            let mut identity = None;
-            let Some(event) = self.central.poll_event() else {
-                return;
-            };
+    /// The table's connection events: setup's outcome for [`Client::connect`](super::Client::connect),
+    /// the identity decision and diagnostics for the trace.
+    fn poll_events(&mut self) {
+        while let Some(event) = self.table.poll_event() {
             match event {
-                CentralEvent::Connected { encrypted } => {
+                TableEvent::Connected { encrypted } => {
+                    let central = self.table.central();
                     let info = ConnectionInfo {
                         encrypted,
-                        peer_identity: self.central.peer_identity(),
-                        capabilities: self.central.capabilities(),
-                        peer_timeout_ms: self.central.peer_timeout_ms(),
-                        large_messages: self.central.large_messages(),
-                        long_containers: self.central.long_containers(),
+                        peer_identity: central.peer_identity(),
+                        capabilities: central.capabilities(),
+                        peer_timeout_ms: central.peer_timeout_ms(),
+                        large_messages: central.large_messages(),
+                        long_containers: central.long_containers(),
                         att_mtu: self.att_mtu,
                         peer_id: self.peer_id.clone(),
-                        pinned: self.pinned,
+                        pinned: self.table.pinned(),
                     };
                     if let Some(ready) = self.ready.take() {
                         let _ = ready.send(Ok(info));
                     }
                 }
-                CentralEvent::IdentityPresented { identity: key } => identity = Some(key),
-                CentralEvent::Response { call, data } => {
-                    let data = blerpc_proto::buf::to_vec_bytes(data);
-                    match self.sinks.remove(&call) {
-                        Some(Sink::Unary(tx)) => {
-                            let _ = tx.send(Ok(data));
-                        }
-                        Some(Sink::Stream(tx)) => {
-                            let _ = tx.try_send(Ok(data));
-                        }
-                        None => {}
-                    }
+                TableEvent::IdentityAccepted { identity, outcome } => {
+                    tracing::info!(peer = %self.peer_id, ?outcome, "peripheral identity {}", to_hex(&identity));
                 }
-                CentralEvent::StreamItem { call, data } => {
-                    let data = blerpc_proto::buf::to_vec_bytes(data);
-                    if let Some(Sink::Stream(tx)) = self.sinks.get(&call) {
-                        let capacity = tx.max_capacity();
-                        match tx.try_send(Ok(data)) {
-                            Ok(()) => {}
-                            Err(mpsc::error::TrySendError::Full(_)) => {
-                                let _ = tx.try_send(Err(Error::StreamOverflow(capacity)));
-                                self.sinks.remove(&call);
-                                let _ = self.central.cancel(call);
-                            }
-                            Err(mpsc::error::TrySendError::Closed(_)) => {
-                                self.sinks.remove(&call);
-                                let _ = self.central.cancel(call);
-                            }
-                        }
-                    }
+                TableEvent::SetupFailed(e) => self.refuse_ready(Error::from(e)),
+                TableEvent::Closed(e) => {
+                    tracing::debug!(peer = %self.peer_id, "connection closed: {e}");
                 }
-                CentralEvent::StreamEnd { call } => {
-                    self.sinks.remove(&call);
-                }
-                CentralEvent::CallFailed { call, error } => {
-                    let error = if error == CallError::Closed {
-                        Error::Closed
-                    } else {
-                        Error::Call(error)
-                    };
-                    match self.sinks.remove(&call) {
-                        Some(Sink::Unary(tx)) => {
-                            let _ = tx.send(Err(error));
-                        }
-                        Some(Sink::Stream(tx)) => {
-                            let _ = tx.try_send(Err(error));
-                        }
-                        None => {}
-                    }
-                }
-                CentralEvent::Closed { reason } => {
-                    if let Some(ready) = self.ready.take() {
-                        let error = match (reason, self.identity_error.take()) {
-                            (CloseReason::IdentityRejected, Some(detail)) => {
-                                Error::Identity(detail)
-                            }
-                            _ => Error::Setup(reason),
-                        };
-                        let _ = ready.send(Err(error));
-                    }
-                }
-                CentralEvent::Warning(w) => tracing::debug!(peer = %self.peer_id, "dropped: {w:?}"),
+                TableEvent::Warning(w) => tracing::debug!(peer = %self.peer_id, "dropped: {w:?}"),
                 _ => {}
             }
-            if let Some(key) = identity {
-                self.decide_identity(key);
-            }
         }
     }
 
-    fn decide_identity(&mut self, key: [u8; 32]) {
-        let now = self.clock.now();
-        let PinPolicy::KnownKeys(store) = &mut self.pinning else {
-            // The core decides for Trust and NoPin; nothing else reaches here.
-            self.central.reject_identity(now);
-            return;
-        };
-        match tofu_verify(store, &self.device_id, &key) {
-            Ok(outcome) => {
-                tracing::info!(device = %self.device_id, ?outcome, "peripheral identity {}", to_hex(&key));
-                self.pinned = Some(outcome);
-                self.central.accept_identity(now);
-            }
-            Err(TofuError::Mismatch { pinned, presented }) => {
-                self.identity_error = Some(IdentityError::Changed {
-                    device: self.device_id.clone(),
-                    presented,
-                    pinned,
-                    store: store.path().to_owned(),
-                });
-                self.central.reject_identity(now);
-            }
-            Err(TofuError::Store(e)) => {
-                self.identity_error = Some(IdentityError::Store(e));
-                self.central.reject_identity(now);
-            }
-            Err(_) => self.central.reject_identity(now),
-        }
-    }
-
-    fn fail_all(&mut self, error: Error) {
-        // The link error's own text: it is wrapped in `Error::Link` again below.
-        let text = match &error {
-            Error::Link(inner) => inner.to_string(),
-            other => other.to_string(),
-        };
+    /// Setup did not finish: [`Client::connect`](super::Client::connect) returns `error`.
+    fn refuse_ready(&mut self, error: Error) {
         if let Some(ready) = self.ready.take() {
             let _ = ready.send(Err(error));
-            return;
         }
-        for (_, sink) in self.sinks.drain() {
-            // Every call gets its own copy: a link error becomes its text (`io::Error` does
-            // not clone); the other variants are copied as they are.
-            let e = match &error {
-                Error::Closed => Error::Closed,
-                Error::Setup(r) => Error::Setup(*r),
-                Error::Call(c) => Error::Call(*c),
-                _ => Error::Link(LinkError::Transport(text.clone())),
-            };
-            match sink {
-                Sink::Unary(tx) => {
-                    let _ = tx.send(Err(e));
-                }
-                Sink::Stream(tx) => {
-                    let _ = tx.try_send(Err(e));
-                }
-            }
-        }
-        for cmd in self.blocked.drain(..) {
-            match cmd {
-                Cmd::Start(start) => match (start.reply, start.sink) {
-                    (Some(reply), _) => {
-                        let _ = reply.send(Err(Error::Closed));
-                    }
-                    (None, Sink::Unary(tx)) => {
-                        let _ = tx.send(Err(Error::Closed));
-                    }
-                    (None, Sink::Stream(tx)) => {
-                        let _ = tx.try_send(Err(Error::Closed));
-                    }
-                },
-                Cmd::Item(item) => {
-                    let _ = item.reply.send(Err(Error::Closed));
-                }
-                Cmd::Finish { reply, .. } => {
-                    let _ = reply.send(Err(Error::Closed));
-                }
-                Cmd::Cancel { .. } | Cmd::Reap => {}
-                Cmd::Close { reply } => {
-                    let _ = reply.send(());
-                }
-            }
-        }
+    }
+
+    /// The link failed or closed: a connect in progress gets the link's own error, every call
+    /// the table's [`CentralError::Link`].
+    fn link_lost(&mut self, now: Instant, e: LinkError) {
+        let kind = match &e {
+            LinkError::Closed => LinkFailureKind::Closed,
+            LinkError::Framing(_) | LinkError::TooLarge { .. } => LinkFailureKind::Framing,
+            _ => LinkFailureKind::Failed,
+        };
+        let failure = LinkFailure::new(kind, e.to_string());
+        self.refuse_ready(Error::Link(e));
+        self.table.handle_link_lost(now, failure);
+        self.poll_events();
     }
 }
 
@@ -474,35 +326,11 @@ impl Task {
 mod tests {
     use blerpc_proto::connection::CentralConfig;
     use blerpc_proto::crypto::DefaultProvider;
+    use blerpc_proto::table::Trust;
     use rand_core::OsRng;
 
     use super::*;
     use crate::link::Link as _;
-
-    /// Consecutive call ids fill distinct buckets and every tag value, and the map works.
-    #[test]
-    fn call_id_hashes_spread_consecutive_ids() {
-        use std::hash::BuildHasher as _;
-        let build = std::hash::BuildHasherDefault::<CallIdHasher>::default();
-        let hashes: Vec<u64> = (0..4096u32).map(|n| build.hash_one(CallId(n))).collect();
-        // Distinct in the low bits that pick a bucket in a 4,096-bucket table...
-        let mut low: Vec<u64> = hashes.iter().map(|h| h & 4095).collect();
-        low.sort_unstable();
-        low.dedup();
-        assert_eq!(low.len(), 4096);
-        // ...and using all 128 values of the 7-bit tag hashbrown takes from the top.
-        let mut tags: Vec<u64> = hashes.iter().map(|h| h >> 57).collect();
-        tags.sort_unstable();
-        tags.dedup();
-        assert_eq!(tags.len(), 128);
-        let mut sinks = Sinks::default();
-        for n in 0..1000 {
-            let (tx, _rx) = oneshot::channel();
-            sinks.insert(CallId(n), Sink::Unary(tx));
-        }
-        assert!((0..1000).all(|n| sinks.remove(&CallId(n)).is_some()));
-        assert!(sinks.is_empty());
-    }
 
     /// The task's future holds the task state once (an async fn would hold it twice).
     #[test]
@@ -510,24 +338,19 @@ mod tests {
         let (link, _peer) = crate::link::mem::pair(247);
         let (_cmds, cmd_rx) = mpsc::channel(1);
         let clock = Clock::new();
-        let central = HostCentral::new(
+        let table = HostTable::new(
             CentralConfig::default(),
             DefaultProvider::default(),
             OsRng,
             clock.now(),
+            Trust::Anyone,
         )
         .unwrap();
         let task = Task {
-            central,
+            table,
             clock,
             cmds: cmd_rx,
-            sinks: Sinks::default(),
-            blocked: VecDeque::new(),
-            pinning: PinPolicy::NoPin,
-            device_id: String::new(),
             ready: None,
-            identity_error: None,
-            pinned: None,
             idle_release: Duration::from_secs(1),
             att_mtu: 247,
             peer_id: String::new(),
@@ -548,5 +371,27 @@ mod tests {
             size < 2 * state,
             "{size} B future for a {state} B task state"
         );
+    }
+
+    /// A stream's channel keeps its last slot for the error that ends an overflowing stream.
+    #[test]
+    fn an_overflowing_stream_gets_its_error_after_its_items() {
+        let (tx, mut rx) = mpsc::channel(3);
+        let mut sink = Sink {
+            out: Out::Stream(tx),
+            started: None,
+        };
+        assert_eq!(sink.item(b"a"), Delivery::Taken);
+        assert_eq!(sink.item(b"b"), Delivery::Taken);
+        assert_eq!(sink.item(b"c"), Delivery::Full { limit: 2 });
+        sink.fail(CentralError::StreamOverflow { limit: 2 });
+        assert_eq!(rx.try_recv().unwrap().unwrap(), b"a");
+        assert_eq!(rx.try_recv().unwrap().unwrap(), b"b");
+        let e = rx.try_recv().unwrap().unwrap_err();
+        assert!(
+            matches!(e, Error::Central(CentralError::StreamOverflow { limit: 2 })),
+            "{e}"
+        );
+        assert!(rx.try_recv().is_err(), "the stream ends there");
     }
 }
