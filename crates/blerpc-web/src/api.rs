@@ -10,13 +10,15 @@ use core::time::Duration;
 use js_sys::{Object, Promise};
 use wasm_bindgen::prelude::*;
 
+use blerpc_proto::table::Trust;
+
 use crate::conn::{self, Conn, Settings, Shared};
-use crate::error::{Code, Error, set};
+use crate::error::{Error, code, set};
 use crate::link::Link;
 #[cfg(web_sys_unstable_apis)]
 use crate::link::ble::{BleLink, Choose};
 use crate::link::ws::WsLink;
-use crate::pinning::{self, DEFAULT_PREFIX, PinPolicy, Store, to_hex};
+use crate::pinning::{self, DEFAULT_PREFIX, Store, to_hex};
 
 /// The runtime's outbox limit: one 16 MiB message plus the core's default 128 KiB (as the host
 /// client's).
@@ -32,7 +34,7 @@ fn field(options: &JsValue, key: &str) -> JsValue {
 
 fn bad(key: &str, want: &str) -> Error {
     Error::new(
-        Code::InvalidArgument,
+        code::INVALID_ARGUMENT,
         format!("option {key} must be {want}"),
     )
 }
@@ -90,15 +92,23 @@ fn store(options: &JsValue) -> Result<Store, Error> {
     Ok(Store::Local { prefix })
 }
 
-fn pin_policy(options: &JsValue) -> Result<PinPolicy, Error> {
+/// How the identity is decided: `pinning` is `"tofu"` (the default, pins under `device_id`),
+/// `"none"`, or `{ trust: "<hex>" }`.
+fn trust(options: &JsValue, device_id: &str) -> Result<Trust<Store>, Error> {
+    let tofu = |options| {
+        Ok(Trust::FirstUse {
+            store: store(options)?,
+            device_id: device_id.to_owned(),
+        })
+    };
     let v = field(options, "pinning");
     if v.is_undefined() || v.is_null() {
-        return Ok(PinPolicy::Tofu(store(options)?));
+        return tofu(options);
     }
     if let Some(s) = v.as_string() {
         return match s.as_str() {
-            "tofu" => Ok(PinPolicy::Tofu(store(options)?)),
-            "none" => Ok(PinPolicy::None),
+            "tofu" => tofu(options),
+            "none" => Ok(Trust::Anyone),
             _ => Err(bad(
                 "pinning",
                 "\"tofu\", \"none\" or { trust: \"<64 hex digits>\" }",
@@ -106,7 +116,7 @@ fn pin_policy(options: &JsValue) -> Result<PinPolicy, Error> {
         };
     }
     match opt_string(&v, "trust")? {
-        Some(hex) => Ok(PinPolicy::Trust(pinning::parse_trusted(&hex)?)),
+        Some(hex) => Ok(Trust::Key(pinning::parse_trusted(&hex)?)),
         None => Err(bad(
             "pinning",
             "\"tofu\", \"none\" or { trust: \"<64 hex digits>\" }",
@@ -116,12 +126,12 @@ fn pin_policy(options: &JsValue) -> Result<PinPolicy, Error> {
 
 /// The core's configuration from the page's options, on top of the link's own settings.
 fn settings(options: &JsValue, link: &Link) -> Result<Settings, Error> {
-    let pin = pin_policy(options)?;
+    let device_id = opt_string(options, "deviceId")?.unwrap_or_else(|| link.peer_id());
+    let trust = trust(options, &device_id)?;
     let defaults = CentralConfig::default();
     let mut central = CentralConfig {
         large_messages: true,
         max_outbox_bytes: LARGE_OUTBOX_BYTES,
-        pinning: conn::core_pinning(&pin),
         require_encryption: opt_bool(options, "requireEncryption")?.unwrap_or(true),
         call_timeout: opt_ms(options, "callTimeoutMs", defaults.call_timeout)?,
         setup_timeout: opt_ms(options, "setupTimeoutMs", defaults.setup_timeout)?,
@@ -152,8 +162,8 @@ fn settings(options: &JsValue, link: &Link) -> Result<Settings, Error> {
     }
     Ok(Settings {
         central,
-        pin,
-        device_id: opt_string(options, "deviceId")?.unwrap_or_else(|| link.peer_id()),
+        trust,
+        device_id,
         stream_buffer: opt_count(options, "streamBuffer")?.unwrap_or(1024),
     })
 }
@@ -179,7 +189,7 @@ fn kind(k: u8) -> Result<CallKind, Error> {
         1 => Ok(CallKind::ServerStream),
         2 => Ok(CallKind::ClientStream),
         _ => Err(Error::new(
-            Code::InvalidArgument,
+            code::INVALID_ARGUMENT,
             "call kind must be 0, 1 or 2",
         )),
     }
@@ -221,7 +231,7 @@ impl Connection {
     /// What setup established.
     pub fn info(&self) -> JsValue {
         let c = self.inner.borrow();
-        let central = c.central();
+        let central = c.table().central();
         let info: JsValue = Object::new().into();
         set(&info, "link", &c.link().kind().into());
         set(&info, "deviceId", &c.device_id().into());
@@ -266,7 +276,11 @@ impl Connection {
     /// The largest request data a call named with `name_len` bytes can carry now.
     #[wasm_bindgen(js_name = maxRequestData)]
     pub fn max_request_data(&self, name_len: usize) -> usize {
-        self.inner.borrow().central().max_request_data(name_len)
+        self.inner
+            .borrow()
+            .table()
+            .central()
+            .max_request_data(name_len)
     }
 
     /// The Bluetooth device of a Web Bluetooth connection (`undefined` otherwise).
@@ -283,7 +297,7 @@ impl Connection {
         data: &[u8],
         kind_code: u8,
         timeout_ms: Option<f64>,
-    ) -> Result<u32, JsValue> {
+    ) -> Result<f64, JsValue> {
         let kind = kind(kind_code)?;
         let weak = Rc::downgrade(&self.inner);
         Ok(self
@@ -293,29 +307,29 @@ impl Connection {
     }
 
     /// The response of a unary call or a finished upload.
-    pub fn response(&self, ticket: u32) -> Promise {
-        self.inner.borrow_mut().response(ticket)
+    pub fn response(&self, ticket: f64) -> Promise {
+        self.inner.borrow_mut().read(ticket)
     }
 
     /// The next item of a server stream, `undefined` at its end.
-    pub fn next(&self, ticket: u32) -> Promise {
-        self.inner.borrow_mut().next_item(ticket)
+    pub fn next(&self, ticket: f64) -> Promise {
+        self.inner.borrow_mut().read(ticket)
     }
 
     /// Sends one upload item.
-    pub fn send(&self, ticket: u32, data: &[u8]) -> Promise {
+    pub fn send(&self, ticket: f64, data: &[u8]) -> Promise {
         let weak = Rc::downgrade(&self.inner);
         self.inner.borrow_mut().send_item(&weak, ticket, data)
     }
 
     /// Ends an upload.
-    pub fn finish(&self, ticket: u32) -> Promise {
+    pub fn finish(&self, ticket: f64) -> Promise {
         let weak = Rc::downgrade(&self.inner);
         self.inner.borrow_mut().finish(&weak, ticket)
     }
 
     /// Cancels a call.
-    pub fn cancel(&self, ticket: u32) {
+    pub fn cancel(&self, ticket: f64) {
         let weak = Rc::downgrade(&self.inner);
         self.inner.borrow_mut().cancel(&weak, ticket);
     }
@@ -354,7 +368,7 @@ fn local(prefix: Option<String>) -> Store {
 }
 
 fn store_error(e: String) -> JsValue {
-    Error::new(Code::KeyStore, e).to_js()
+    Error::new(code::KEY_STORE, e).to_js()
 }
 
 /// The key pinned in `localStorage` for `device_id` (64 hex digits), if any.

@@ -13,7 +13,7 @@ use blerpc_proto::crypto::RustCrypto;
 use wasm_bindgen::prelude::*;
 
 use crate::clock::now_ms;
-use crate::error::{Code, Error, set};
+use crate::error::{Error, code, set};
 
 #[allow(missing_docs, dead_code, clippy::unwrap_used, clippy::expect_used)]
 #[path = "../../blerpc-bench/src/codec/workloads.rs"]
@@ -78,12 +78,12 @@ fn run(w: Workload, samples: usize, sample_ms: f64) -> anyhow::Result<(u64, Vec<
 pub fn codec_bench(workload: &str, samples: usize, sample_ms: f64) -> Result<JsValue, JsValue> {
     let w = Workload::from_name(workload).ok_or_else(|| {
         Error::new(
-            Code::InvalidArgument,
+            code::INVALID_ARGUMENT,
             format!("unknown workload {workload}"),
         )
     })?;
     let (iters, ns) = run(w, samples.max(1), sample_ms)
-        .map_err(|e| Error::new(Code::CallFailed, format!("{workload}: {e:#}")))?;
+        .map_err(|e| Error::new(code::CALL_FAILED, format!("{workload}: {e:#}")))?;
     let out: JsValue = js_sys::Object::new().into();
     set(&out, "workload", &workload.into());
     set(&out, "iters", &(iters as f64).into());

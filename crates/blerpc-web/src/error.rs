@@ -1,113 +1,46 @@
 //! Errors as JavaScript sees them: an `Error` whose `name` is `"BlerpcError"` and whose `code`
-//! is one of the stable strings of [`Code`] (the TypeScript layer turns it into a
-//! `BlerpcError` instance with the same fields).
+//! is a stable string (the TypeScript layer turns it into a `BlerpcError` instance with the same
+//! fields).
+//!
+//! Everything a connection reports comes from the core's [`CentralError`], with its texts and
+//! [codes](blerpc_proto::table::code) (the same as every other bleRPC central's); this crate adds
+//! only the codes of what is the browser's own ([`BLUETOOTH_UNAVAILABLE`],
+//! [`NO_DEVICE_SELECTED`]).
 
-use blerpc_proto::connection::{CallError, CloseReason, ConfigError};
+use blerpc_proto::connection::ConfigError;
+pub use blerpc_proto::table::code;
+use blerpc_proto::table::{CentralError, LinkFailure, LinkFailureKind};
 use wasm_bindgen::JsValue;
 
-/// The stable error codes (`error.code` in JavaScript).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Code {
-    /// An option is missing or out of range.
-    InvalidArgument,
-    /// The link could not be opened (WebSocket refused, GATT connect failed, ...).
-    LinkFailed,
-    /// The link went away (the server closed or died, the device disconnected).
-    LinkClosed,
-    /// The peer broke the link's framing (a text message, an oversized message).
-    Framing,
-    /// This browser has no Web Bluetooth (`navigator.bluetooth` is undefined).
-    BluetoothUnavailable,
-    /// The user closed the device chooser without picking a device.
-    NoDeviceSelected,
-    /// The peripheral did not answer the setup requests in time.
-    SetupTimeout,
-    /// Encryption is required and the peripheral does not offer it.
-    EncryptionUnavailable,
-    /// The ATT MTU is too small for the key exchange (needs 136).
-    MtuTooSmall,
-    /// The key exchange failed or was refused.
-    HandshakeFailed,
-    /// The key exchange did not complete in time.
-    HandshakeTimeout,
-    /// Trust on first use: the device presented a different key from the one pinned for it.
-    IdentityChanged,
-    /// The device's key is not the one given with `{ trust: key }`.
-    IdentityRejected,
-    /// The known-keys store (browser storage) could not be read or written.
-    KeyStore,
-    /// No reply before the deadline.
-    Timeout,
-    /// The caller cancelled the call.
-    Cancelled,
-    /// The peripheral answered with an ERROR control (`error.peerCode` holds its byte).
-    PeerError,
-    /// The peripheral stayed BUSY through every retry.
-    Busy,
-    /// The request is larger than the peripheral accepts.
-    RequestTooLarge,
-    /// The response is larger than `maxResponseBytes`.
-    ResponseTooLarge,
-    /// More calls in flight than `maxCallsInFlight`.
-    TooManyCalls,
-    /// Another stream is already running (bleRPC runs one stream at a time).
-    StreamActive,
-    /// A server stream delivered more items than `streamBuffer` before they were read.
-    StreamOverflow,
-    /// The connection is closed.
-    Closed,
-    /// Any other call failure (`error.message` says which).
-    CallFailed,
-}
+/// This browser has no Web Bluetooth (`navigator.bluetooth` is undefined).
+pub const BLUETOOTH_UNAVAILABLE: &str = "BLUETOOTH_UNAVAILABLE";
+/// The user closed the device chooser without picking a device.
+pub const NO_DEVICE_SELECTED: &str = "NO_DEVICE_SELECTED";
+/// The TypeScript layer's own: a response did not decode as its message type.
+pub const DECODE: &str = "DECODE";
 
-impl Code {
-    /// The string JavaScript sees.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Code::InvalidArgument => "INVALID_ARGUMENT",
-            Code::LinkFailed => "LINK_FAILED",
-            Code::LinkClosed => "LINK_CLOSED",
-            Code::Framing => "FRAMING",
-            Code::BluetoothUnavailable => "BLUETOOTH_UNAVAILABLE",
-            Code::NoDeviceSelected => "NO_DEVICE_SELECTED",
-            Code::SetupTimeout => "SETUP_TIMEOUT",
-            Code::EncryptionUnavailable => "ENCRYPTION_UNAVAILABLE",
-            Code::MtuTooSmall => "MTU_TOO_SMALL",
-            Code::HandshakeFailed => "HANDSHAKE_FAILED",
-            Code::HandshakeTimeout => "HANDSHAKE_TIMEOUT",
-            Code::IdentityChanged => "IDENTITY_CHANGED",
-            Code::IdentityRejected => "IDENTITY_REJECTED",
-            Code::KeyStore => "KEY_STORE",
-            Code::Timeout => "TIMEOUT",
-            Code::Cancelled => "CANCELLED",
-            Code::PeerError => "PEER_ERROR",
-            Code::Busy => "BUSY",
-            Code::RequestTooLarge => "REQUEST_TOO_LARGE",
-            Code::ResponseTooLarge => "RESPONSE_TOO_LARGE",
-            Code::TooManyCalls => "TOO_MANY_CALLS",
-            Code::StreamActive => "STREAM_ACTIVE",
-            Code::StreamOverflow => "STREAM_OVERFLOW",
-            Code::Closed => "CLOSED",
-            Code::CallFailed => "CALL_FAILED",
-        }
-    }
+/// Every code JavaScript can see: the core's, then the browser's own.
+pub fn all_codes() -> impl Iterator<Item = &'static str> {
+    code::ALL
+        .iter()
+        .copied()
+        .chain([BLUETOOTH_UNAVAILABLE, NO_DEVICE_SELECTED, DECODE])
 }
 
 /// An error on its way to JavaScript.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
-    /// The stable code.
-    pub code: Code,
+    /// The stable code ([`code`], or one of this crate's).
+    pub code: &'static str,
     /// What happened, for people.
     pub message: String,
-    /// The peripheral's ERROR byte, for [`Code::PeerError`].
+    /// The peripheral's ERROR byte, for [`code::PEER_ERROR`].
     pub peer_code: Option<u8>,
 }
 
 impl Error {
     /// An error with a code and a message.
-    pub fn new(code: Code, message: impl Into<String>) -> Self {
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
         Error {
             code,
             message: message.into(),
@@ -115,48 +48,27 @@ impl Error {
         }
     }
 
-    /// A failed call.
-    pub fn call(e: CallError) -> Self {
-        let code = match e {
-            CallError::Timeout => Code::Timeout,
-            CallError::Peer(peer) => {
-                let mut err = Error::new(Code::PeerError, e.to_string());
-                err.peer_code = Some(peer.to_byte());
-                return err;
-            }
-            CallError::Busy { .. } => Code::Busy,
-            CallError::RequestTooLarge { .. } | CallError::DataTooLong { .. } => {
-                Code::RequestTooLarge
-            }
-            CallError::ResponseTooLarge { .. } => Code::ResponseTooLarge,
-            CallError::TooManyCalls { .. } => Code::TooManyCalls,
-            CallError::StreamActive => Code::StreamActive,
-            CallError::InvalidName | CallError::WrongCallKind | CallError::UnknownCall => {
-                Code::InvalidArgument
-            }
-            CallError::Closed | CallError::NotReady => Code::Closed,
-            _ => Code::CallFailed,
-        };
-        Error::new(code, e.to_string())
-    }
-
-    /// Setup ended the connection.
-    pub fn setup(reason: CloseReason) -> Self {
-        let code = match reason {
-            CloseReason::SetupTimeout => Code::SetupTimeout,
-            CloseReason::EncryptionUnavailable => Code::EncryptionUnavailable,
-            CloseReason::MtuTooSmallForKeyExchange { .. } => Code::MtuTooSmall,
-            CloseReason::Handshake(_) | CloseReason::HandshakeRefused(_) => Code::HandshakeFailed,
-            CloseReason::HandshakeTimeout => Code::HandshakeTimeout,
-            CloseReason::IdentityRejected => Code::IdentityRejected,
-            _ => Code::Closed,
-        };
-        Error::new(code, format!("connection setup failed: {reason}"))
+    /// The link failed, closed or broke its framing: [`LinkFailureKind`]'s code.
+    pub fn link(kind: LinkFailureKind, message: impl Into<String>) -> Self {
+        Error::from(CentralError::Link(LinkFailure::new(kind, message)))
     }
 
     /// A configuration the core refused.
     pub fn config(e: ConfigError) -> Self {
-        Error::new(Code::InvalidArgument, format!("invalid configuration: {e}"))
+        Error::new(
+            code::INVALID_ARGUMENT,
+            format!("invalid configuration: {e}"),
+        )
+    }
+
+    /// The link failure this error stands for (a link's own errors reach the core as one).
+    pub fn to_link_failure(&self) -> LinkFailure {
+        let kind = match self.code {
+            code::LINK_CLOSED => LinkFailureKind::Closed,
+            code::FRAMING => LinkFailureKind::Framing,
+            _ => LinkFailureKind::Failed,
+        };
+        LinkFailure::new(kind, self.message.clone())
     }
 
     /// The JavaScript `Error` object.
@@ -164,7 +76,7 @@ impl Error {
         let error = js_sys::Error::new(&self.message);
         error.set_name("BlerpcError");
         let object: &JsValue = error.as_ref();
-        set(object, "code", &JsValue::from_str(self.code.as_str()));
+        set(object, "code", &JsValue::from_str(self.code));
         if let Some(peer) = self.peer_code {
             set(object, "peerCode", &JsValue::from(peer));
         }
@@ -172,9 +84,24 @@ impl Error {
     }
 }
 
+impl From<CentralError> for Error {
+    fn from(e: CentralError) -> Self {
+        Error {
+            code: e.code(),
+            peer_code: e.peer_code(),
+            message: match &e {
+                // The link's own words, not "the link closed: the link closed".
+                CentralError::Link(f) if f.message.is_empty() => e.to_string(),
+                CentralError::Link(f) => f.message.clone(),
+                _ => e.to_string(),
+            },
+        }
+    }
+}
+
 impl core::fmt::Display for Error {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "{}: {}", self.code.as_str(), self.message)
+        write!(f, "{}: {}", self.code, self.message)
     }
 }
 
@@ -218,17 +145,45 @@ pub(crate) fn js_name(e: &JsValue) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use blerpc_proto::connection::{CallError, CloseReason};
     use blerpc_proto::wire::error_code::ErrorCode;
 
     #[test]
-    fn call_errors_map_to_stable_codes() {
-        assert_eq!(Error::call(CallError::Timeout).code, Code::Timeout);
-        let peer = Error::call(CallError::Peer(ErrorCode::UnknownCommand));
-        assert_eq!((peer.code, peer.peer_code), (Code::PeerError, Some(0x03)));
-        assert_eq!(Error::call(CallError::Closed).code.as_str(), "CLOSED");
+    fn central_errors_keep_the_cores_codes_and_texts() {
+        let e = Error::from(CentralError::Call(CallError::Timeout));
+        assert_eq!(e.code, "TIMEOUT");
+        let peer = Error::from(CentralError::Call(CallError::Peer(
+            ErrorCode::UnknownCommand,
+        )));
+        assert_eq!((peer.code, peer.peer_code), ("PEER_ERROR", Some(0x03)));
+        let setup = Error::from(CentralError::Setup(CloseReason::IdentityRejected));
+        assert_eq!(setup.code, "IDENTITY_REJECTED");
         assert_eq!(
-            Error::setup(CloseReason::IdentityRejected).code.as_str(),
-            "IDENTITY_REJECTED"
+            setup.message,
+            CentralError::Setup(CloseReason::IdentityRejected).to_string()
+        );
+        let link = Error::link(LinkFailureKind::Closed, "the server closed the WebSocket");
+        assert_eq!(
+            (link.code, link.message.as_str()),
+            ("LINK_CLOSED", "the server closed the WebSocket")
+        );
+        assert_eq!(link.to_link_failure().kind, LinkFailureKind::Closed);
+    }
+
+    /// The TypeScript `ErrorCode` type lists exactly the codes the wasm side can produce.
+    #[test]
+    fn the_typescript_error_codes_are_the_rust_ones() {
+        let ts = include_str!("../ts/errors.ts");
+        let start = ts.find("export type ErrorCode =").unwrap_or(0);
+        let end = ts[start..].find(';').map_or(ts.len(), |e| start + e);
+        let listed: Vec<&str> = ts[start..end].split('\'').skip(1).step_by(2).collect();
+        let mut rust: Vec<&str> = all_codes().collect();
+        let mut ts_codes = listed.clone();
+        rust.sort_unstable();
+        ts_codes.sort_unstable();
+        assert_eq!(
+            ts_codes, rust,
+            "ts/errors.ts ErrorCode against the Rust codes"
         );
     }
 }

@@ -10,20 +10,10 @@
 use blerpc_proto::handshake::KnownKeys;
 use wasm_bindgen::{JsCast, JsValue};
 
-use crate::error::{Code, Error, js_message};
+use crate::error::{Error, code, js_message};
 
 /// The storage key prefix of pins.
 pub const DEFAULT_PREFIX: &str = "blerpc.known_keys.";
-
-/// How the connection decides to trust the peripheral's identity key.
-pub enum PinPolicy {
-    /// Trust on first use, pins in this store.
-    Tofu(Store),
-    /// Accept only this key.
-    Trust([u8; 32]),
-    /// Accept any key (open to a man in the middle).
-    None,
-}
 
 /// Where pins live.
 pub enum Store {
@@ -99,14 +89,6 @@ impl Store {
     pub fn pinned_hex(&self, device_id: &str) -> Result<Option<String>, String> {
         self.get_hex(device_id)
     }
-
-    /// Where the pins are, for messages.
-    pub fn describe(&self) -> String {
-        match self {
-            Store::Local { prefix } => format!("localStorage[\"{prefix}…\"]"),
-            Store::Js(_) => "the page's keyStore".into(),
-        }
-    }
 }
 
 fn method(store: &js_sys::Object, name: &str) -> Result<js_sys::Function, String> {
@@ -128,6 +110,14 @@ impl KnownKeys for Store {
     }
     fn put(&mut self, device_id: &str, key: &[u8; 32]) -> Result<(), String> {
         self.set_hex(device_id, &to_hex(key))
+    }
+    fn describe(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Store::Local { prefix } => {
+                write!(f, "localStorage[\"{prefix}…\"] (forgetKey removes it)")
+            }
+            Store::Js(_) => f.write_str("the page's keyStore"),
+        }
     }
 }
 
@@ -161,7 +151,7 @@ pub fn from_hex(s: &str) -> Option<[u8; 32]> {
 pub fn parse_trusted(hex: &str) -> Result<[u8; 32], Error> {
     from_hex(hex).ok_or_else(|| {
         Error::new(
-            Code::InvalidArgument,
+            code::INVALID_ARGUMENT,
             format!("pinning.trust must be the peripheral's key as 64 hex digits, got {hex:?}"),
         )
     })

@@ -48,36 +48,36 @@ impl CentralError {
     pub fn code(&self) -> &'static str {
         match self {
             CentralError::Setup(reason) => match reason {
-                CloseReason::SetupTimeout => "SETUP_TIMEOUT",
-                CloseReason::EncryptionUnavailable => "ENCRYPTION_UNAVAILABLE",
-                CloseReason::MtuTooSmallForKeyExchange { .. } => "MTU_TOO_SMALL",
-                CloseReason::Handshake(_) | CloseReason::HandshakeRefused(_) => "HANDSHAKE_FAILED",
-                CloseReason::HandshakeTimeout => "HANDSHAKE_TIMEOUT",
-                CloseReason::IdentityRejected => "IDENTITY_REJECTED",
-                _ => "CLOSED",
+                CloseReason::SetupTimeout => code::SETUP_TIMEOUT,
+                CloseReason::EncryptionUnavailable => code::ENCRYPTION_UNAVAILABLE,
+                CloseReason::MtuTooSmallForKeyExchange { .. } => code::MTU_TOO_SMALL,
+                CloseReason::Handshake(_) | CloseReason::HandshakeRefused(_) => code::HANDSHAKE_FAILED,
+                CloseReason::HandshakeTimeout => code::HANDSHAKE_TIMEOUT,
+                CloseReason::IdentityRejected => code::IDENTITY_REJECTED,
+                _ => code::CLOSED,
             },
-            CentralError::Identity(IdentityError::Changed { .. }) => "IDENTITY_CHANGED",
-            CentralError::Identity(IdentityError::Store(_)) => "KEY_STORE",
+            CentralError::Identity(IdentityError::Changed { .. }) => code::IDENTITY_CHANGED,
+            CentralError::Identity(IdentityError::Store(_)) => code::KEY_STORE,
             CentralError::Call(e) => match e {
-                CallError::Timeout => "TIMEOUT",
-                CallError::Peer(_) => "PEER_ERROR",
-                CallError::Busy { .. } => "BUSY",
+                CallError::Timeout => code::TIMEOUT,
+                CallError::Peer(_) => code::PEER_ERROR,
+                CallError::Busy { .. } => code::BUSY,
                 CallError::RequestTooLarge { .. } | CallError::DataTooLong { .. } => {
-                    "REQUEST_TOO_LARGE"
+                    code::REQUEST_TOO_LARGE
                 }
-                CallError::ResponseTooLarge { .. } => "RESPONSE_TOO_LARGE",
-                CallError::TooManyCalls { .. } => "TOO_MANY_CALLS",
-                CallError::StreamActive => "STREAM_ACTIVE",
+                CallError::ResponseTooLarge { .. } => code::RESPONSE_TOO_LARGE,
+                CallError::TooManyCalls { .. } => code::TOO_MANY_CALLS,
+                CallError::StreamActive => code::STREAM_ACTIVE,
                 CallError::InvalidName
                 | CallError::MalformedCommand
                 | CallError::WrongCallKind
-                | CallError::UnknownCall => "INVALID_ARGUMENT",
-                CallError::Closed | CallError::NotReady => "CLOSED",
-                _ => "CALL_FAILED",
+                | CallError::UnknownCall => code::INVALID_ARGUMENT,
+                CallError::Closed | CallError::NotReady => code::CLOSED,
+                _ => code::CALL_FAILED,
             },
-            CentralError::Closed => "CLOSED",
-            CentralError::Cancelled => "CANCELLED",
-            CentralError::StreamOverflow { .. } => "STREAM_OVERFLOW",
+            CentralError::Closed => code::CLOSED,
+            CentralError::Cancelled => code::CANCELLED,
+            CentralError::StreamOverflow { .. } => code::STREAM_OVERFLOW,
             CentralError::Link(failure) => failure.kind.code(),
         }
     }
@@ -214,11 +214,91 @@ impl LinkFailureKind {
     /// The stable code of [`CentralError::Link`] with this kind.
     pub fn code(self) -> &'static str {
         match self {
-            LinkFailureKind::Closed => "LINK_CLOSED",
-            LinkFailureKind::Failed => "LINK_FAILED",
-            LinkFailureKind::Framing => "FRAMING",
+            LinkFailureKind::Closed => code::LINK_CLOSED,
+            LinkFailureKind::Failed => code::LINK_FAILED,
+            LinkFailureKind::Framing => code::FRAMING,
         }
     }
+}
+
+/// The stable error codes of [`CentralError::code`]: the strings every central runtime
+/// reports, and that a runtime's own errors reuse where they mean the same
+/// ([`INVALID_ARGUMENT`](code::INVALID_ARGUMENT) for a bad option, [`LINK_FAILED`](code::LINK_FAILED)
+/// for a link that cannot open).
+pub mod code {
+    /// The peripheral did not answer the setup requests in time.
+    pub const SETUP_TIMEOUT: &str = "SETUP_TIMEOUT";
+    /// Encryption is required and the peripheral does not offer it.
+    pub const ENCRYPTION_UNAVAILABLE: &str = "ENCRYPTION_UNAVAILABLE";
+    /// The ATT MTU is too small for the key exchange (it needs 136).
+    pub const MTU_TOO_SMALL: &str = "MTU_TOO_SMALL";
+    /// The key exchange failed or the peripheral refused it.
+    pub const HANDSHAKE_FAILED: &str = "HANDSHAKE_FAILED";
+    /// The key exchange did not complete in time.
+    pub const HANDSHAKE_TIMEOUT: &str = "HANDSHAKE_TIMEOUT";
+    /// The peripheral's key is not the one trusted.
+    pub const IDENTITY_REJECTED: &str = "IDENTITY_REJECTED";
+    /// Trust on first use: the peripheral presented another key than the one pinned for it.
+    pub const IDENTITY_CHANGED: &str = "IDENTITY_CHANGED";
+    /// The known-keys store could not be read or written.
+    pub const KEY_STORE: &str = "KEY_STORE";
+    /// No reply before the deadline.
+    pub const TIMEOUT: &str = "TIMEOUT";
+    /// The peripheral answered with an ERROR control ([`CentralError::peer_code`] holds its byte).
+    pub const PEER_ERROR: &str = "PEER_ERROR";
+    /// The peripheral stayed BUSY through every retry.
+    pub const BUSY: &str = "BUSY";
+    /// The request is larger than the peripheral accepts.
+    pub const REQUEST_TOO_LARGE: &str = "REQUEST_TOO_LARGE";
+    /// The response is larger than the central accepts.
+    pub const RESPONSE_TOO_LARGE: &str = "RESPONSE_TOO_LARGE";
+    /// More calls in flight than the central allows.
+    pub const TOO_MANY_CALLS: &str = "TOO_MANY_CALLS";
+    /// Another stream is already running (bleRPC runs one stream at a time).
+    pub const STREAM_ACTIVE: &str = "STREAM_ACTIVE";
+    /// An argument is out of range (a command name, an operation that does not fit the call).
+    pub const INVALID_ARGUMENT: &str = "INVALID_ARGUMENT";
+    /// Any other failure of a call (the message says which).
+    pub const CALL_FAILED: &str = "CALL_FAILED";
+    /// The connection is closed.
+    pub const CLOSED: &str = "CLOSED";
+    /// The caller cancelled the call.
+    pub const CANCELLED: &str = "CANCELLED";
+    /// A peripheral→central stream delivered more items than its reader's buffer holds.
+    pub const STREAM_OVERFLOW: &str = "STREAM_OVERFLOW";
+    /// The link went away (the peer closed it or died, the device disconnected).
+    pub const LINK_CLOSED: &str = "LINK_CLOSED";
+    /// The link failed (an I/O error, a refused write) or could not be opened.
+    pub const LINK_FAILED: &str = "LINK_FAILED";
+    /// The peer broke the link's framing (an oversized or text message).
+    pub const FRAMING: &str = "FRAMING";
+
+    /// Every code above, in order.
+    pub const ALL: &[&str] = &[
+        SETUP_TIMEOUT,
+        ENCRYPTION_UNAVAILABLE,
+        MTU_TOO_SMALL,
+        HANDSHAKE_FAILED,
+        HANDSHAKE_TIMEOUT,
+        IDENTITY_REJECTED,
+        IDENTITY_CHANGED,
+        KEY_STORE,
+        TIMEOUT,
+        PEER_ERROR,
+        BUSY,
+        REQUEST_TOO_LARGE,
+        RESPONSE_TOO_LARGE,
+        TOO_MANY_CALLS,
+        STREAM_ACTIVE,
+        INVALID_ARGUMENT,
+        CALL_FAILED,
+        CLOSED,
+        CANCELLED,
+        STREAM_OVERFLOW,
+        LINK_CLOSED,
+        LINK_FAILED,
+        FRAMING,
+    ];
 }
 
 /// Bytes as lowercase hex.
@@ -263,6 +343,50 @@ mod tests {
             CentralError::Identity(IdentityError::Store("x".into())).code(),
             "KEY_STORE"
         );
+    }
+
+    /// Every error's code is one of [`code::ALL`], and every code is some error's.
+    #[test]
+    fn every_code_is_listed_and_used() {
+        use crate::handshake::HandshakeError;
+        let link = |kind| CentralError::Link(LinkFailure::new(kind, "x"));
+        let errors = [
+            CentralError::Setup(CloseReason::SetupTimeout),
+            CentralError::Setup(CloseReason::EncryptionUnavailable),
+            CentralError::Setup(CloseReason::MtuTooSmallForKeyExchange { att_mtu: 23 }),
+            CentralError::Setup(CloseReason::Handshake(HandshakeError::BadConfirmation)),
+            CentralError::Setup(CloseReason::HandshakeTimeout),
+            CentralError::Setup(CloseReason::IdentityRejected),
+            CentralError::Identity(IdentityError::Changed {
+                device: String::new(),
+                presented: [0; 32],
+                pinned: [1; 32],
+                store: String::new(),
+            }),
+            CentralError::Identity(IdentityError::Store(String::new())),
+            CentralError::Call(CallError::Timeout),
+            CentralError::Call(CallError::Peer(ErrorCode::Busy)),
+            CentralError::Call(CallError::Busy { attempts: 3 }),
+            CentralError::Call(CallError::RequestTooLarge { len: 2, max: 1 }),
+            CentralError::Call(CallError::ResponseTooLarge { len: 2, max: 1 }),
+            CentralError::Call(CallError::TooManyCalls { limit: 4 }),
+            CentralError::Call(CallError::StreamActive),
+            CentralError::Call(CallError::InvalidName),
+            CentralError::Call(CallError::CounterExhausted),
+            CentralError::Closed,
+            CentralError::Cancelled,
+            CentralError::StreamOverflow { limit: 1 },
+            link(LinkFailureKind::Closed),
+            link(LinkFailureKind::Failed),
+            link(LinkFailureKind::Framing),
+        ];
+        let used: alloc::vec::Vec<&str> = errors.iter().map(CentralError::code).collect();
+        for c in &used {
+            assert!(code::ALL.contains(c), "{c} is not in code::ALL");
+        }
+        for c in code::ALL {
+            assert!(used.contains(c), "no error has the code {c}");
+        }
     }
 
     #[test]

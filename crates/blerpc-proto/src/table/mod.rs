@@ -108,7 +108,7 @@ use core::fmt;
 
 use rand_core::CryptoRngCore;
 
-pub use error::{CentralError, IdentityError, LinkFailure, LinkFailureKind};
+pub use error::{CentralError, IdentityError, LinkFailure, LinkFailureKind, code};
 
 use crate::Instant;
 use crate::connection::{CallId, CallKind, Central, CentralConfig, ConfigError, Pinning, Warning};

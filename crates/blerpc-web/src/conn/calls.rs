@@ -1,19 +1,23 @@
-//! Calls as the page sees them: each a *ticket* (the core's call once it has started, the
-//! promise waiting on it, what arrived before anyone asked), the operations that wait for room
-//! in the core's outbox, and the core's events turned into settled promises.
+//! Calls as the page sees them: each a ticket of the core's call table with an *inbox* (what
+//! arrived before the page asked, and the promise waiting for it), the page's operations on
+//! calls, and the promises they return.
+//!
+//! What happens to a call (waiting for outbox room, deadlines, cancellation, a reader falling
+//! behind, the errors) is the core's call table's; an inbox only holds results until the page
+//! reads them.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::rc::Weak;
+use std::rc::{Rc, Weak};
 
-use blerpc_proto::Instant;
-use blerpc_proto::connection::{CallError, CallId, CallKind, CentralEvent, CloseReason};
+use blerpc_proto::connection::{CallError, CallKind};
+use blerpc_proto::table::{CallSink, CentralError, Delivery, OpReply, Request, Ticket};
 use js_sys::{Function, Promise, Uint8Array};
 use wasm_bindgen::JsValue;
 
 use super::Conn;
 use crate::clock::now_ms;
-use crate::error::{Code, Error};
+use crate::error::{Error, code};
 
 /// A promise's two ends.
 pub(super) struct Waiter {
@@ -40,48 +44,109 @@ pub(super) fn promise() -> (Promise, Waiter) {
     (p, Waiter { resolve, reject })
 }
 
-pub(super) fn bytes(data: &[u8]) -> JsValue {
+fn bytes(data: &[u8]) -> JsValue {
     Uint8Array::from(data).into()
 }
 
-/// One call as the page sees it.
-pub(super) struct Ticket {
-    pub(super) id: u32,
-    pub(super) kind: CallKind,
-    pub(super) call: Option<CallId>,
-    /// The page's deadline for the whole call, if it gave one.
-    pub(super) deadline: Option<Instant>,
-    pub(super) waiter: Option<Waiter>,
-    pub(super) items: VecDeque<Vec<u8>>,
-    pub(super) response: Option<Vec<u8>>,
-    pub(super) ended: bool,
-    pub(super) error: Option<Error>,
+/// What arrived for one call and the page has not read yet, and the read waiting for it.
+pub(crate) struct Inbox {
+    items: VecDeque<Vec<u8>>,
+    response: Option<Vec<u8>>,
+    ended: bool,
+    error: Option<Error>,
+    waiter: Option<Waiter>,
+    /// Server-stream items held before the page reads them.
+    limit: usize,
+    /// The outcome (the response, the end, the error) was handed to the page.
+    done: bool,
 }
 
-/// An operation that waits for room in the core's outbox.
-pub(super) enum Blocked {
-    Start {
-        ticket: u32,
-        name: String,
-        data: Vec<u8>,
-    },
-    Item {
-        ticket: u32,
-        data: Vec<u8>,
-        waiter: Waiter,
-    },
-    Finish {
-        ticket: u32,
-        waiter: Waiter,
-    },
+/// An inbox shared by the call table's entry (which fills it) and the connection (which the
+/// page reads it through).
+pub(crate) type SharedInbox = Rc<RefCell<Inbox>>;
+
+impl Inbox {
+    /// Hands what the inbox has to the waiting read; `true` once the call's outcome was
+    /// handed out (nothing more to read).
+    fn settle(&mut self) -> bool {
+        let Some(waiter) = self.waiter.take() else {
+            return self.done;
+        };
+        if let Some(item) = self.items.pop_front() {
+            waiter.resolve(&bytes(&item));
+        } else if let Some(r) = self.response.take() {
+            waiter.resolve(&bytes(&r));
+            self.done = true;
+        } else if let Some(e) = &self.error {
+            waiter.reject(e);
+            self.done = true;
+        } else if self.ended {
+            waiter.resolve(&JsValue::UNDEFINED);
+            self.done = true;
+        } else {
+            self.waiter = Some(waiter);
+        }
+        self.done
+    }
+
+    /// Data the page has not read yet (items or a response).
+    fn has_unread_data(&self) -> bool {
+        !self.items.is_empty() || self.response.is_some()
+    }
 }
 
-impl Blocked {
-    fn ticket(&self) -> u32 {
-        match self {
-            Blocked::Start { ticket, .. }
-            | Blocked::Item { ticket, .. }
-            | Blocked::Finish { ticket, .. } => *ticket,
+/// The call table's sink of one call: its inbox.
+pub struct Sink(SharedInbox);
+
+impl CallSink for Sink {
+    fn response(self, data: &[u8]) {
+        let mut inbox = self.0.borrow_mut();
+        inbox.response = Some(data.to_vec());
+        inbox.settle();
+    }
+    fn item(&mut self, data: &[u8]) -> Delivery {
+        let mut inbox = self.0.borrow_mut();
+        if inbox.items.len() >= inbox.limit {
+            return Delivery::Full { limit: inbox.limit };
+        }
+        inbox.items.push_back(data.to_vec());
+        inbox.settle();
+        Delivery::Taken
+    }
+    fn end(self) {
+        let mut inbox = self.0.borrow_mut();
+        inbox.ended = true;
+        inbox.settle();
+    }
+    fn fail(self, error: CentralError) {
+        let mut inbox = self.0.borrow_mut();
+        if inbox.error.is_none() {
+            inbox.error = Some(Error::from(error));
+        }
+        inbox.settle();
+    }
+}
+
+/// Where an upload item's or finish's outcome goes: its promise. An operation on a call that
+/// already failed reports why the call failed.
+pub struct Reply {
+    waiter: Waiter,
+    inbox: Option<SharedInbox>,
+}
+
+impl OpReply for Reply {
+    fn done(self, result: Result<(), CentralError>) {
+        match result {
+            Ok(()) => self.waiter.resolve(&JsValue::UNDEFINED),
+            Err(CentralError::Call(CallError::UnknownCall)) => {
+                let why = self.inbox.and_then(|i| i.borrow().error.clone());
+                self.waiter.reject(
+                    &why.unwrap_or_else(|| {
+                        Error::new(code::INVALID_ARGUMENT, "the call has ended")
+                    }),
+                );
+            }
+            Err(e) => self.waiter.reject(&Error::from(e)),
         }
     }
 }
@@ -89,8 +154,8 @@ impl Blocked {
 impl Conn {
     // ----- operations from the page ----------------------------------------------------------
 
-    /// Starts a call; returns its ticket. `timeout_ms` overrides the configured call deadline
-    /// for this call (from now, over the whole call).
+    /// Starts a call; returns its ticket. `timeout_ms` bounds the whole call, from now, in
+    /// place of the configured call timeout.
     pub fn start_call(
         &mut self,
         weak: &Weak<RefCell<Conn>>,
@@ -98,7 +163,7 @@ impl Conn {
         data: &[u8],
         kind: CallKind,
         timeout_ms: Option<f64>,
-    ) -> Result<u32, Error> {
+    ) -> Result<f64, Error> {
         if let Some(e) = &self.closed {
             return Err(e.clone());
         }
@@ -106,94 +171,91 @@ impl Conn {
             && !(ms.is_finite() && ms > 0.0)
         {
             return Err(Error::new(
-                Code::InvalidArgument,
+                code::INVALID_ARGUMENT,
                 format!("timeoutMs must be a positive number of milliseconds, got {ms}"),
             ));
         }
-        let id = self.next_ticket;
-        self.next_ticket = self.next_ticket.wrapping_add(1);
         let deadline = timeout_ms.map(|ms| self.clock.at(now_ms() + ms));
-        self.tickets.push(Ticket {
-            id,
-            kind,
-            call: None,
-            deadline,
-            waiter: None,
+        let inbox = Rc::new(RefCell::new(Inbox {
             items: VecDeque::new(),
             response: None,
             ended: false,
             error: None,
-        });
+            waiter: None,
+            limit: self.stream_buffer,
+            done: false,
+        }));
+        let now = self.clock.now();
+        let request = Request::Data(data.to_vec());
+        let sink = Sink(inbox.clone());
+        let ticket = self
+            .table
+            .start(now, name, request, kind, deadline, sink)
+            .map_err(|(e, _)| Error::from(e))?;
+        self.inboxes.push((ticket, inbox));
         self.idle_since = None;
-        if let Err(e) = self.try_start(id, name, data) {
-            self.tickets.retain(|t| t.id != id);
-            return Err(e);
-        }
         self.drive(weak);
-        Ok(id)
+        // Tickets count from 0 and stay far below 2^53: exact as a JavaScript number.
+        Ok(ticket.0 as f64)
     }
 
-    /// The response of a unary call or an upload (after [`Conn::finish`]).
-    pub fn response(&mut self, ticket: u32) -> Promise {
+    /// The response of a unary call or an upload (after [`Conn::finish`]); for a server
+    /// stream, its next item (`undefined` at its end).
+    pub fn read(&mut self, ticket: f64) -> Promise {
         let (p, waiter) = promise();
-        self.wait(ticket, waiter);
+        let Some(pos) = self.inbox_of(ticket) else {
+            waiter.reject(&self.closed.clone().unwrap_or_else(no_such_call));
+            return p;
+        };
+        let over = {
+            let Some((_, inbox)) = self.inboxes.get(pos) else {
+                return p;
+            };
+            let mut inbox = inbox.borrow_mut();
+            if let Some(old) = inbox.waiter.replace(waiter) {
+                old.reject(&Error::new(
+                    code::INVALID_ARGUMENT,
+                    "another read of this call replaced this one",
+                ));
+            }
+            inbox.settle()
+        };
+        if over {
+            self.inboxes.swap_remove(pos);
+        }
         p
-    }
-
-    /// The next item of a server stream (`undefined` once it ended).
-    pub fn next_item(&mut self, ticket: u32) -> Promise {
-        self.response(ticket)
     }
 
     /// Sends one upload item; settles once the item is queued (back-pressure: it waits while
     /// the core's outbox is full).
-    pub fn send_item(&mut self, weak: &Weak<RefCell<Conn>>, ticket: u32, data: &[u8]) -> Promise {
-        let (p, waiter) = promise();
-        if let Some(e) = self.ticket_error(ticket) {
-            waiter.reject(&e);
-            return p;
+    pub fn send_item(&mut self, weak: &Weak<RefCell<Conn>>, ticket: f64, data: &[u8]) -> Promise {
+        let (p, reply) = self.reply(ticket);
+        if let Some(reply) = reply {
+            let now = self.clock.now();
+            self.table
+                .send_item(now, Ticket(ticket as u64), data.to_vec(), reply);
+            self.drive(weak);
         }
-        self.blocked.push_back(Blocked::Item {
-            ticket,
-            data: data.to_vec(),
-            waiter,
-        });
-        self.drive(weak);
         p
     }
 
-    /// Ends an upload; its response follows through [`Conn::response`].
-    pub fn finish(&mut self, weak: &Weak<RefCell<Conn>>, ticket: u32) -> Promise {
-        let (p, waiter) = promise();
-        if let Some(e) = self.ticket_error(ticket) {
-            waiter.reject(&e);
-            return p;
+    /// Ends an upload; its response follows through [`Conn::read`].
+    pub fn finish(&mut self, weak: &Weak<RefCell<Conn>>, ticket: f64) -> Promise {
+        let (p, reply) = self.reply(ticket);
+        if let Some(reply) = reply {
+            let now = self.clock.now();
+            self.table.finish(now, Ticket(ticket as u64), reply);
+            self.drive(weak);
         }
-        self.blocked.push_back(Blocked::Finish { ticket, waiter });
-        self.drive(weak);
         p
     }
 
     /// Cancels a call: its waiting promise rejects with `CANCELLED`, and whatever the
     /// peripheral still sends for it is dropped.
-    pub fn cancel(&mut self, weak: &Weak<RefCell<Conn>>, ticket: u32) {
-        let cancelled = Error::new(Code::Cancelled, "the call was cancelled");
-        for b in self.take_blocked(ticket) {
-            match b {
-                Blocked::Item { waiter, .. } | Blocked::Finish { waiter, .. } => {
-                    waiter.reject(&cancelled);
-                }
-                Blocked::Start { .. } => {}
-            }
-        }
-        if let Some(pos) = self.tickets.iter().position(|t| t.id == ticket) {
-            let t = self.tickets.remove(pos);
-            if let Some(call) = t.call {
-                let _ = self.central.cancel(call);
-            }
-            if let Some(w) = t.waiter {
-                w.reject(&cancelled);
-            }
+    pub fn cancel(&mut self, weak: &Weak<RefCell<Conn>>, ticket: f64) {
+        self.table.cancel(Ticket(ticket as u64));
+        if let Some(pos) = self.inbox_of(ticket) {
+            self.inboxes.swap_remove(pos);
         }
         self.drive(weak);
     }
@@ -202,7 +264,7 @@ impl Conn {
     pub fn close(&mut self, weak: &Weak<RefCell<Conn>>) {
         if self.closed.is_none() {
             let now = self.clock.now();
-            self.central.close(now);
+            self.table.close(now);
             self.drive(weak);
         }
     }
@@ -217,342 +279,43 @@ impl Conn {
         p
     }
 
-    /// Starts a call in the core, or queues it while the outbox is full.
-    pub(super) fn try_start(&mut self, ticket: u32, name: &str, data: &[u8]) -> Result<(), Error> {
-        let Some(t) = self.tickets.iter().find(|t| t.id == ticket) else {
-            return Ok(());
-        };
-        let (kind, deadline) = (t.kind, t.deadline);
-        let now = self.clock.now();
-        match self.central.start_call(now, name, data, kind) {
-            Ok(call) => {
-                if let Some(d) = deadline {
-                    let _ = self.central.set_call_deadline(call, d);
-                }
-                if let Some(t) = self.tickets.iter_mut().find(|t| t.id == ticket) {
-                    t.call = Some(call);
-                }
-                Ok(())
-            }
-            Err(CallError::OutboxFull { .. }) => {
-                self.blocked.push_back(Blocked::Start {
-                    ticket,
-                    name: name.to_owned(),
-                    data: data.to_vec(),
-                });
-                Ok(())
-            }
-            Err(e) => Err(self.call_error(e)),
-        }
+    // ----- internals -------------------------------------------------------------------------
+
+    fn inbox_of(&self, ticket: f64) -> Option<usize> {
+        self.inboxes.iter().position(|(t, _)| t.0 as f64 == ticket)
     }
 
-    /// Re-applies waiting operations in order while the outbox takes them.
-    pub(super) fn retry_blocked(&mut self) {
-        while let Some(op) = self.blocked.pop_front() {
-            let ticket = op.ticket();
-            let call = self
-                .tickets
-                .iter()
-                .find(|t| t.id == ticket)
-                .and_then(|t| t.call);
-            let now = self.clock.now();
-            match op {
-                Blocked::Start { ticket, name, data } => {
-                    let before = self.blocked.len();
-                    if let Err(e) = self.try_start(ticket, &name, &data) {
-                        self.fail_ticket(ticket, e);
-                    }
-                    if self.blocked.len() > before {
-                        // Still no room: back to the front, keep the order.
-                        if let Some(op) = self.blocked.pop_back() {
-                            self.blocked.push_front(op);
-                        }
-                        return;
-                    }
-                }
-                Blocked::Item {
-                    ticket,
-                    data,
-                    waiter,
-                } => {
-                    let Some(call) = self.live_call(ticket, call) else {
-                        if self.start_pending(ticket) {
-                            // Its start is still waiting: keep the order.
-                            self.blocked.push_front(Blocked::Item {
-                                ticket,
-                                data,
-                                waiter,
-                            });
-                            return;
-                        }
-                        waiter.reject(&self.ended(ticket));
-                        continue;
-                    };
-                    match self.central.send_stream_item(now, call, &data) {
-                        Ok(()) => waiter.resolve(&JsValue::UNDEFINED),
-                        Err(CallError::OutboxFull { .. }) => {
-                            self.blocked.push_front(Blocked::Item {
-                                ticket,
-                                data,
-                                waiter,
-                            });
-                            return;
-                        }
-                        Err(e) => waiter.reject(&self.call_error(e)),
-                    }
-                }
-                Blocked::Finish { ticket, waiter } => {
-                    let Some(call) = self.live_call(ticket, call) else {
-                        if self.start_pending(ticket) {
-                            self.blocked.push_front(Blocked::Finish { ticket, waiter });
-                            return;
-                        }
-                        waiter.reject(&self.ended(ticket));
-                        continue;
-                    };
-                    match self.central.finish_stream(now, call) {
-                        Ok(()) => {
-                            let deadline = self
-                                .tickets
-                                .iter()
-                                .find(|t| t.id == ticket)
-                                .and_then(|t| t.deadline);
-                            if let Some(d) = deadline {
-                                let _ = self.central.set_call_deadline(call, d);
-                            }
-                            waiter.resolve(&JsValue::UNDEFINED);
-                        }
-                        Err(CallError::OutboxFull { .. }) => {
-                            self.blocked.push_front(Blocked::Finish { ticket, waiter });
-                            return;
-                        }
-                        Err(e) => waiter.reject(&self.call_error(e)),
-                    }
-                }
-            }
-        }
-    }
-
-    /// The core's call of a ticket that has neither failed nor ended.
-    pub(super) fn live_call(&self, ticket: u32, call: Option<CallId>) -> Option<CallId> {
-        match self.ticket_error(ticket) {
-            Some(_) => None,
-            None => call,
-        }
-    }
-
-    /// `true` while the ticket's start waits for outbox room.
-    pub(super) fn start_pending(&self, ticket: u32) -> bool {
-        self.ticket_error(ticket).is_none()
-            && self
-                .blocked
-                .iter()
-                .any(|b| matches!(b, Blocked::Start { ticket: t, .. } if *t == ticket))
-    }
-
-    /// Why an operation on a ticket that is over cannot go on.
-    pub(super) fn ended(&self, ticket: u32) -> Error {
-        self.ticket_error(ticket)
-            .unwrap_or_else(|| Error::new(Code::InvalidArgument, "the call has ended"))
-    }
-
-    /// Calls still waiting to start whose page deadline passed fail with `TIMEOUT`.
-    pub(super) fn expire_blocked(&mut self, now: Instant) {
-        let expired: Vec<u32> = self
-            .tickets
-            .iter()
-            .filter(|t| t.call.is_none() && t.deadline.is_some_and(|d| d <= now))
-            .map(|t| t.id)
-            .collect();
-        for id in expired {
-            self.take_blocked(id);
-            self.fail_ticket(id, Error::call(CallError::Timeout));
-        }
-    }
-
-    pub(super) fn take_blocked(&mut self, ticket: u32) -> Vec<Blocked> {
-        let (mine, rest): (Vec<_>, Vec<_>) =
-            self.blocked.drain(..).partition(|b| b.ticket() == ticket);
-        self.blocked = rest.into();
-        mine
-    }
-
-    pub(super) fn call_error(&self, e: CallError) -> Error {
-        match (&self.closed, self.central.is_closed()) {
-            (Some(reason), _) => reason.clone(),
-            (None, true) => Error::new(Code::Closed, "the connection is closed"),
-            (None, false) => Error::call(e),
-        }
-    }
-
-    pub(super) fn ticket_error(&self, ticket: u32) -> Option<Error> {
+    /// An operation's promise, and its reply unless the call is already over (then the promise
+    /// is rejected with why).
+    fn reply(&mut self, ticket: f64) -> (Promise, Option<Reply>) {
+        let (p, waiter) = promise();
         if let Some(e) = &self.closed {
-            return Some(e.clone());
+            waiter.reject(e);
+            return (p, None);
         }
-        match self.tickets.iter().find(|t| t.id == ticket) {
-            None => Some(Error::new(
-                Code::InvalidArgument,
-                "no such call (finished or cancelled)",
-            )),
-            Some(t) => t.error.clone(),
-        }
-    }
-
-    // ----- events → promises ------------------------------------------------------------------
-
-    pub(super) fn drain_events(&mut self) {
-        loop {
-            let mut identity = None;
-            let Some(event) = self.central.poll_event() else {
-                return;
-            };
-            match event {
-                CentralEvent::Connected { .. } => {
-                    if let Some(w) = self.setup.take() {
-                        w.resolve(&JsValue::UNDEFINED);
-                    }
-                }
-                CentralEvent::IdentityPresented { identity: key } => identity = Some(key),
-                CentralEvent::Response { call, data } => {
-                    let data = data.to_vec();
-                    if let Some(t) = self.ticket_of(call) {
-                        t.response = Some(data);
-                        t.call = None;
-                        let id = t.id;
-                        self.settle(id);
-                    }
-                }
-                CentralEvent::StreamItem { call, data } => {
-                    let data = data.to_vec();
-                    let limit = self.stream_buffer;
-                    let mut overflow = None;
-                    if let Some(t) = self.ticket_of(call) {
-                        if t.items.len() >= limit {
-                            overflow = Some(t.id);
-                        } else {
-                            t.items.push_back(data);
-                            let id = t.id;
-                            self.settle(id);
-                        }
-                    }
-                    if let Some(id) = overflow {
-                        let _ = self.central.cancel(call);
-                        self.fail_ticket(
-                            id,
-                            Error::new(
-                                Code::StreamOverflow,
-                                format!("more than {limit} stream items arrived before they were read (streamBuffer)"),
-                            ),
-                        );
-                    }
-                }
-                CentralEvent::StreamEnd { call } => {
-                    if let Some(t) = self.ticket_of(call) {
-                        t.ended = true;
-                        t.call = None;
-                        let id = t.id;
-                        self.settle(id);
-                    }
-                }
-                CentralEvent::CallFailed { call, error } => {
-                    let error = if error == CallError::Closed {
-                        Error::new(Code::Closed, "the connection closed during the call")
-                    } else {
-                        Error::call(error)
-                    };
-                    if let Some(t) = self.ticket_of(call) {
-                        t.call = None;
-                        let id = t.id;
-                        self.fail_ticket(id, error);
-                    }
-                }
-                CentralEvent::Closed { reason } => {
-                    let error = match (reason, self.identity_error.take()) {
-                        (CloseReason::IdentityRejected, Some(detail)) => detail,
-                        (CloseReason::Local, _) => {
-                            Error::new(Code::Closed, "the connection was closed by the page")
-                        }
-                        (reason, _) => Error::setup(reason),
-                    };
-                    if let Some(w) = self.setup.take() {
-                        w.reject(&error);
-                    }
-                    self.closed_reason_hint = Some(error);
-                }
-                CentralEvent::Warning(_) => {}
-                _ => {}
-            }
-            if let Some(key) = identity {
-                self.decide_identity(key);
-            }
-        }
-    }
-
-    pub(super) fn ticket_of(&mut self, call: CallId) -> Option<&mut Ticket> {
-        self.tickets.iter_mut().find(|t| t.call == Some(call))
-    }
-
-    /// Hands what a ticket has to its waiting promise, and forgets the ticket once it has
-    /// nothing more to give.
-    pub(super) fn settle(&mut self, ticket: u32) {
-        let Some(pos) = self.tickets.iter().position(|t| t.id == ticket) else {
-            return;
+        let Some(pos) = self.inbox_of(ticket) else {
+            waiter.reject(&no_such_call());
+            return (p, None);
         };
-        let done = {
-            let Some(t) = self.tickets.get_mut(pos) else {
-                return;
-            };
-            let Some(waiter) = t.waiter.take() else {
-                return;
-            };
-            if let Some(item) = t.items.pop_front() {
-                waiter.resolve(&bytes(&item));
-                false
-            } else if let Some(r) = t.response.take() {
-                waiter.resolve(&bytes(&r));
-                true
-            } else if let Some(e) = t.error.clone() {
-                waiter.reject(&e);
-                true
-            } else if t.ended {
-                waiter.resolve(&JsValue::UNDEFINED);
-                true
-            } else {
-                t.waiter = Some(waiter);
-                false
-            }
-        };
-        if done {
-            self.tickets.remove(pos);
+        let inbox = self.inboxes.get(pos).map(|(_, i)| i.clone());
+        if let Some(e) = inbox.as_ref().and_then(|i| i.borrow().error.clone()) {
+            waiter.reject(&e);
+            return (p, None);
         }
+        (p, Some(Reply { waiter, inbox }))
     }
 
-    pub(super) fn wait(&mut self, ticket: u32, waiter: Waiter) {
-        let Some(t) = self.tickets.iter_mut().find(|t| t.id == ticket) else {
-            waiter.reject(&self.closed.clone().unwrap_or_else(|| {
-                Error::new(
-                    Code::InvalidArgument,
-                    "no such call (finished or cancelled)",
-                )
-            }));
-            return;
-        };
-        if let Some(old) = t.waiter.replace(waiter) {
-            old.reject(&Error::new(
-                Code::InvalidArgument,
-                "another read of this call replaced this one",
-            ));
-        }
-        self.settle(ticket);
+    /// The connection closed: reads still waiting were rejected by the table's failures;
+    /// inboxes without data left to read go (a later read gets why the connection closed).
+    pub(super) fn drop_finished_inboxes(&mut self) {
+        self.inboxes
+            .retain(|(_, inbox)| inbox.borrow().has_unread_data());
     }
+}
 
-    pub(super) fn fail_ticket(&mut self, ticket: u32, error: Error) {
-        if let Some(t) = self.tickets.iter_mut().find(|t| t.id == ticket) {
-            if t.error.is_none() {
-                t.error = Some(error);
-            }
-            t.call = None;
-        }
-        self.settle(ticket);
-    }
+fn no_such_call() -> Error {
+    Error::new(
+        code::INVALID_ARGUMENT,
+        "no such call (finished or cancelled)",
+    )
 }

@@ -1,47 +1,55 @@
-//! One connection: the core's [`Central`] driven by the browser's event loop.
+//! One connection: the core's call table driven by the browser's event loop.
 //!
-//! The same steps as the host runtime's connection driver (`crates/blerpc/src/driver.rs`) and
-//! client task (`client/task.rs`), with callbacks in place of `select!`:
+//! The core's [`CallTable`] owns the protocol (a `Central`) and every call's bookkeeping, the
+//! same as the tokio client's and the bindings'; this shell delivers the browser's events to it,
+//! with callbacks in place of `select!`:
 //!
 //! ```text
 //!  link message / notification ─┐
-//!  setTimeout fired ────────────┼─► core input ─► drive():  drain_events   events → promises
-//!  write finished / link room ──┤                          retry_blocked  calls waiting for room
-//!  a call from JavaScript ──────┘                          drive_transmit poll_transmit → link
-//!                                                          drive_timer    one setTimeout
+//!  setTimeout fired ────────────┼─► table input ─► drive():  poll_events    setup, close → promises
+//!  write finished / link room ──┤                           drive_transmit poll_transmit → link
+//!  a call from JavaScript ──────┘                           drive_idle     buffers back when idle
+//!                                                           drive_timer    one setTimeout
 //! ```
 //!
-//! Every JavaScript-facing operation (start a call, wait for its response or next stream item,
-//! send an upload item, cancel) is a *ticket*: the core's call once it has started, the
-//! promise waiting on it, and what arrived before anyone asked. Nothing here knows the
-//! protocol: setup, the key exchange, splitting, deadlines and BUSY retries are the core's.
+//! A call's results land in its *inbox* (`calls.rs`) until the page reads them.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 
 use blerpc_proto::Instant;
-use blerpc_proto::connection::{Central, CentralConfig, Pinning};
+use blerpc_proto::connection::CentralConfig;
 use blerpc_proto::crypto::RustCrypto;
-use blerpc_proto::handshake::{TofuError, TofuOutcome, tofu_verify};
-use js_sys::{Promise, Uint8Array};
+use blerpc_proto::handshake::TofuOutcome;
+use blerpc_proto::table::{CallTable, Shell, TableEvent, Ticket, Trust};
+use js_sys::Promise;
 use rand_core::OsRng;
 
 use crate::clock::{Clock, Timer, now_ms};
-use crate::error::{Code, Error};
+use crate::error::{Error, code};
 use crate::link::Link;
-use crate::pinning::{PinPolicy, to_hex};
+use crate::pinning::Store;
 
 mod calls;
 
-use calls::{Blocked, Ticket, Waiter, promise};
+pub use calls::{Reply, Sink};
+use calls::{SharedInbox, Waiter, promise};
 
 /// Calls in flight on one connection at most (the central's reassembly slots).
 pub const MAX_CALLS_IN_FLIGHT: usize = 4;
 
-/// The central as the browser runs it: pure-Rust crypto, the browser's CSPRNG
+/// The browser shell's types for the call table.
+pub struct Browser;
+
+impl Shell for Browser {
+    type Sink = Sink;
+    type Reply = Reply;
+    type Store = Store;
+}
+
+/// The call table as the browser runs it: pure-Rust crypto, the browser's CSPRNG
 /// (`crypto.getRandomValues`), heap buffers.
-pub type WebCentral = Central<RustCrypto, OsRng, Vec<u8>, Vec<u8>, MAX_CALLS_IN_FLIGHT>;
+pub type WebTable = CallTable<RustCrypto, OsRng, Browser, MAX_CALLS_IN_FLIGHT>;
 
 /// A connection shared by the JavaScript handle and (weakly) by the link's and timer's callbacks.
 pub type Shared = Rc<RefCell<Conn>>;
@@ -53,11 +61,11 @@ const IDLE_RELEASE_MS: f64 = 1000.0;
 
 /// What the page asked for, beyond the core's configuration.
 pub struct Settings {
-    /// The core's configuration (pinning already set from `pin`).
+    /// The core's configuration (its pinning is set from `trust`).
     pub central: CentralConfig,
     /// How the identity is decided.
-    pub pin: PinPolicy,
-    /// The id pins are stored under.
+    pub trust: Trust<Store>,
+    /// The id pins are stored under (shown in the connection info).
     pub device_id: String,
     /// Server-stream items held before the page reads them.
     pub stream_buffer: usize,
@@ -65,25 +73,19 @@ pub struct Settings {
 
 /// One connection's state (see the [module docs](self)).
 pub struct Conn {
-    central: WebCentral,
+    table: WebTable,
     clock: Clock,
     link: Link,
     timer: Option<Timer>,
-    tickets: Vec<Ticket>,
-    next_ticket: u32,
-    blocked: VecDeque<Blocked>,
+    /// Each call's inbox, until the page has read its outcome.
+    inboxes: Vec<(Ticket, SharedInbox)>,
     /// The connect promise, until setup ends.
     setup: Option<Waiter>,
-    pin: PinPolicy,
     device_id: String,
-    pinned: Option<TofuOutcome>,
-    identity_error: Option<Error>,
     /// Why the connection closed, once it has.
     closed: Option<Error>,
     /// Resolved when the connection closes.
     on_close: Vec<Waiter>,
-    /// The core's own reason for closing, kept until the driver sees it closed.
-    closed_reason_hint: Option<Error>,
     stream_buffer: usize,
     tx_buf: Vec<u8>,
     rx_buf: Vec<u8>,
@@ -98,25 +100,25 @@ impl Conn {
     /// when setup ends (connected, refused, or the link lost).
     pub fn start(settings: Settings, link: Link) -> Result<(Shared, Promise), Error> {
         let clock = Clock::new();
-        let central = WebCentral::new(settings.central, RustCrypto, OsRng, clock.now())
-            .map_err(Error::config)?;
+        let table = WebTable::new(
+            settings.central,
+            RustCrypto,
+            OsRng,
+            clock.now(),
+            settings.trust,
+        )
+        .map_err(Error::config)?;
         let (ready, waiter) = promise();
         let conn = Rc::new(RefCell::new(Conn {
-            central,
+            table,
             clock,
             link,
             timer: None,
-            tickets: Vec::new(),
-            next_ticket: 0,
-            blocked: VecDeque::new(),
+            inboxes: Vec::new(),
             setup: Some(waiter),
-            pin: settings.pin,
             device_id: settings.device_id,
-            pinned: None,
-            identity_error: None,
             closed: None,
             on_close: Vec::new(),
-            closed_reason_hint: None,
             stream_buffer: settings.stream_buffer.max(1),
             tx_buf: Vec::new(),
             rx_buf: Vec::new(),
@@ -136,9 +138,9 @@ impl Conn {
 
     // ----- what the page reads -------------------------------------------------------------
 
-    /// The core, for the connection info.
-    pub fn central(&self) -> &WebCentral {
-        &self.central
+    /// The call table, for the connection info.
+    pub fn table(&self) -> &WebTable {
+        &self.table
     }
     /// The link.
     pub fn link(&self) -> &Link {
@@ -146,7 +148,7 @@ impl Conn {
     }
     /// What the known-keys store said of the identity (trust on first use only).
     pub fn pinned(&self) -> Option<TofuOutcome> {
-        self.pinned
+        self.table.pinned()
     }
     /// The id pins are stored under.
     pub fn device_id(&self) -> &str {
@@ -160,37 +162,40 @@ impl Conn {
     // ----- inputs from the link and the timer ------------------------------------------------
 
     /// One PDU from the link (a WebSocket message, a notification), in a JavaScript array.
-    pub fn input(&mut self, weak: &Weak<RefCell<Conn>>, pdu: &Uint8Array) {
+    pub fn input(&mut self, weak: &Weak<RefCell<Conn>>, pdu: &js_sys::Uint8Array) {
         if self.closed.is_some() {
             return;
         }
         let len = pdu.length() as usize;
-        let max = self.link.max_input(self.central.max_container_len());
+        let max = self
+            .link
+            .max_input(self.table.central().max_container_len());
         if len > max {
             let e = Error::new(
-                Code::Framing,
+                code::FRAMING,
                 format!(
                     "the peer sent a {len}-byte message, longer than a container can be ({max})"
                 ),
             );
-            self.link_lost(e);
+            self.link_lost(weak, e);
             return;
         }
         self.rx_buf.resize(len, 0);
         pdu.copy_to(&mut self.rx_buf);
         let now = self.clock.now();
-        // Events are drained after every input, so the queue has room.
-        let _ = self.central.handle_input(now, &self.rx_buf);
+        self.table.handle_input(now, &self.rx_buf);
         self.drive(weak);
     }
 
     /// The link is gone (or broke its framing): every call fails with `error`.
-    pub fn link_lost(&mut self, error: Error) {
+    pub fn link_lost(&mut self, weak: &Weak<RefCell<Conn>>, error: Error) {
         if self.closed.is_some() {
             return;
         }
         self.link.close();
-        self.finish_closed(error);
+        let now = self.clock.now();
+        self.table.handle_link_lost(now, error.to_link_failure());
+        self.drive(weak);
     }
 
     /// The link has room again (a write finished).
@@ -206,37 +211,54 @@ impl Conn {
             return;
         }
         let now = self.clock.now();
-        if self.central.poll_timeout().is_some_and(|t| t <= now) {
-            self.central.handle_timeout(now);
-        }
-        self.expire_blocked(now);
+        self.table.handle_timeout(now);
         self.link_full = false;
         self.drive(weak);
     }
 
     // ----- the driver's steps ----------------------------------------------------------------
 
-    /// Events, waiting operations, transmit, timer: after every input and operation.
+    /// Connection events, transmit, idle, timer: after every input and operation.
     fn drive(&mut self, weak: &Weak<RefCell<Conn>>) {
         if self.closed.is_some() {
             return;
         }
-        self.drain_events();
-        self.retry_blocked();
-        self.drain_events();
+        self.poll_events();
         if let Err(e) = self.drive_transmit(weak) {
-            self.link_lost(e);
-            return;
+            let now = self.clock.now();
+            self.table.handle_link_lost(now, e.to_link_failure());
         }
-        if self.central.is_closed() && self.closed.is_none() {
-            // Closed by the core (setup failed, identity refused) or by the page.
-            let reason = Error::new(Code::Closed, "the connection is closed");
-            self.link.close();
-            self.finish_closed(reason);
+        if self.table.is_closed() {
+            // Closed by the core (setup failed, identity refused), by the page, or with the link.
+            self.poll_events();
+            let why = self.table.closed_error().cloned().map_or_else(
+                || Error::new(code::CLOSED, "the connection is closed"),
+                Error::from,
+            );
+            self.finish_closed(why);
             return;
         }
         self.drive_idle();
         self.drive_timer();
+    }
+
+    /// The table's connection events: the connect promise settles.
+    fn poll_events(&mut self) {
+        while let Some(event) = self.table.poll_event() {
+            match event {
+                TableEvent::Connected { .. } => {
+                    if let Some(w) = self.setup.take() {
+                        w.resolve(&wasm_bindgen::JsValue::UNDEFINED);
+                    }
+                }
+                TableEvent::SetupFailed(e) => {
+                    if let Some(w) = self.setup.take() {
+                        w.reject(&Error::from(e));
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Moves what the core wants to send into the link while the link has room.
@@ -250,9 +272,9 @@ impl Conn {
                 self.link_full = self.link.needs_polling();
                 return Ok(());
             }
-            let len = self.central.transmit_len().max(4);
+            let len = self.table.transmit_len().max(4);
             self.tx_buf.resize(len, 0);
-            let Some(n) = self.central.poll_transmit(now, &mut self.tx_buf) else {
+            let Some(n) = self.table.poll_transmit(now, &mut self.tx_buf) else {
                 return Ok(());
             };
             let pdu = self.tx_buf.get(..n).unwrap_or(&[]);
@@ -262,8 +284,7 @@ impl Conn {
 
     /// Gives the core's buffers back after a second without calls.
     fn drive_idle(&mut self) {
-        let busy = !self.tickets.is_empty() || !self.blocked.is_empty();
-        if busy {
+        if !self.table.is_idle() {
             self.idle_since = None;
             return;
         }
@@ -271,7 +292,7 @@ impl Conn {
         match self.idle_since {
             None => self.idle_since = Some(now),
             Some(t) if now - t >= IDLE_RELEASE_MS => {
-                self.central.release_memory();
+                self.table.release_memory();
                 self.tx_buf = Vec::new();
                 self.rx_buf = Vec::new();
                 self.idle_since = Some(f64::INFINITY);
@@ -280,32 +301,19 @@ impl Conn {
         }
     }
 
-    /// Arms the one timer: the core's next deadline, a blocked call's deadline, the link
-    /// retry, or the idle release.
+    /// Arms the one timer: the table's next deadline, the link retry, or the idle release.
     fn drive_timer(&mut self) {
-        let mut deadline = self.central.poll_timeout();
-        let mut earliest = |t: Option<Instant>| {
-            if let Some(t) = t {
-                deadline = Some(deadline.map_or(t, |d| d.min(t)));
-            }
+        let mut deadline = self.table.poll_timeout();
+        let mut earliest = |t: Instant| {
+            deadline = Some(deadline.map_or(t, |d| d.min(t)));
         };
-        for b in &self.blocked {
-            if let Blocked::Start { ticket, .. } = b {
-                earliest(
-                    self.tickets
-                        .iter()
-                        .find(|t| t.id == *ticket)
-                        .and_then(|t| t.deadline),
-                );
-            }
-        }
         if self.link_full {
-            earliest(Some(self.clock.at(now_ms() + LINK_RETRY_MS)));
+            earliest(self.clock.at(now_ms() + LINK_RETRY_MS));
         }
         if let Some(t) = self.idle_since
             && t.is_finite()
         {
-            earliest(Some(self.clock.at(t + IDLE_RELEASE_MS)));
+            earliest(self.clock.at(t + IDLE_RELEASE_MS));
         }
         let clock = self.clock;
         if let Some(timer) = self.timer.as_mut() {
@@ -313,31 +321,14 @@ impl Conn {
         }
     }
 
-    /// The connection is over: every waiting promise rejects with `error`.
+    /// The connection is over: the promises still waiting settle with `error`.
     fn finish_closed(&mut self, error: Error) {
-        let error = self.closed_reason_hint.take().map_or(error, |hint| hint);
         self.closed = Some(error.clone());
-        if !self.central.is_closed() {
-            let now = self.clock.now();
-            self.central.close(now);
-            while self.central.poll_event().is_some() {}
-        }
+        self.link.close();
         if let Some(w) = self.setup.take() {
             w.reject(&error);
         }
-        for b in self.blocked.drain(..) {
-            match b {
-                Blocked::Item { waiter, .. } | Blocked::Finish { waiter, .. } => {
-                    waiter.reject(&error);
-                }
-                Blocked::Start { .. } => {}
-            }
-        }
-        for t in core::mem::take(&mut self.tickets) {
-            if let Some(w) = t.waiter {
-                w.reject(&error);
-            }
-        }
+        self.drop_finished_inboxes();
         for w in self.on_close.drain(..) {
             w.resolve(&error.to_js());
         }
@@ -346,51 +337,6 @@ impl Conn {
         }
         self.tx_buf = Vec::new();
         self.rx_buf = Vec::new();
-    }
-
-    fn decide_identity(&mut self, key: [u8; 32]) {
-        let now = self.clock.now();
-        let PinPolicy::Tofu(store) = &mut self.pin else {
-            // The core decides for Trust and None; nothing else reaches here.
-            self.central.reject_identity(now);
-            return;
-        };
-        match tofu_verify(store, &self.device_id, &key) {
-            Ok(outcome) => {
-                self.pinned = Some(outcome);
-                self.central.accept_identity(now);
-            }
-            Err(TofuError::Mismatch { pinned, presented }) => {
-                self.identity_error = Some(Error::new(
-                    Code::IdentityChanged,
-                    format!(
-                        "{} presented key {} but {} is pinned for it in {}: the device was re-keyed, or this is not the device (a man in the middle). Forget the pin (forgetKey) only if you know why it changed",
-                        self.device_id,
-                        to_hex(&presented),
-                        to_hex(&pinned),
-                        store.describe()
-                    ),
-                ));
-                self.central.reject_identity(now);
-            }
-            Err(TofuError::Store(e)) => {
-                self.identity_error = Some(Error::new(
-                    Code::KeyStore,
-                    format!("cannot use the known-keys store: {e}"),
-                ));
-                self.central.reject_identity(now);
-            }
-            Err(_) => self.central.reject_identity(now),
-        }
-    }
-}
-
-/// The pinning the core applies itself for a policy.
-pub fn core_pinning(pin: &PinPolicy) -> Pinning {
-    match pin {
-        PinPolicy::Tofu(_) => Pinning::Decide,
-        PinPolicy::Trust(key) => Pinning::Expect(*key),
-        PinPolicy::None => Pinning::Disabled,
     }
 }
 
@@ -403,7 +349,7 @@ fn on_timer(weak: &Weak<RefCell<Conn>>) {
 }
 
 /// A PDU arrived on the link.
-pub fn input(weak: &Weak<RefCell<Conn>>, pdu: &Uint8Array) {
+pub fn input(weak: &Weak<RefCell<Conn>>, pdu: &js_sys::Uint8Array) {
     if let Some(conn) = weak.upgrade() {
         conn.borrow_mut().input(weak, pdu);
     }
@@ -412,7 +358,7 @@ pub fn input(weak: &Weak<RefCell<Conn>>, pdu: &Uint8Array) {
 /// The link is gone.
 pub fn link_lost(weak: &Weak<RefCell<Conn>>, error: Error) {
     if let Some(conn) = weak.upgrade() {
-        conn.borrow_mut().link_lost(error);
+        conn.borrow_mut().link_lost(weak, error);
     }
 }
 
@@ -432,7 +378,7 @@ pub fn write_done(weak: &Weak<RefCell<Conn>>, result: Result<(), String>) {
         }
         match c.link.write_done(result, weak) {
             Ok(()) => c.drive(weak),
-            Err(e) => c.link_lost(e),
+            Err(e) => c.link_lost(weak, e),
         }
     }
 }
@@ -445,7 +391,7 @@ pub fn retry_write(weak: &Weak<RefCell<Conn>>) {
             return;
         }
         if let Err(e) = c.link.retry(weak) {
-            c.link_lost(e);
+            c.link_lost(weak, e);
         }
     }
 }

@@ -34,7 +34,7 @@ use web_sys::{
 };
 
 use crate::conn::{self, Conn};
-use crate::error::{Code, Error, js_message, js_name};
+use crate::error::{Error, code, js_message, js_name};
 
 pub use super::{CHARACTERISTIC_UUID, SERVICE_UUID};
 /// Retries of a failed write while the device stays connected.
@@ -67,7 +67,7 @@ struct Handlers {
 }
 
 fn failed(what: &str, e: &JsValue) -> Error {
-    Error::new(Code::LinkFailed, format!("{what}: {}", js_message(e)))
+    Error::new(code::LINK_FAILED, format!("{what}: {}", js_message(e)))
 }
 
 impl BleLink {
@@ -81,7 +81,7 @@ impl BleLink {
         };
         let gatt = device
             .gatt()
-            .ok_or_else(|| Error::new(Code::LinkFailed, "the device has no GATT server"))?;
+            .ok_or_else(|| Error::new(code::LINK_FAILED, "the device has no GATT server"))?;
         let server = gatt
             .connect()
             .await
@@ -142,7 +142,7 @@ impl BleLink {
             move |_: Event| {
                 conn::link_lost(
                     &conn,
-                    Error::new(Code::LinkClosed, "the Bluetooth device disconnected"),
+                    Error::new(code::LINK_CLOSED, "the Bluetooth device disconnected"),
                 );
             }
         });
@@ -205,7 +205,7 @@ impl BleLink {
                 };
                 if !connected || *tries > WRITE_RETRIES {
                     return Err(Error::new(
-                        Code::LinkFailed,
+                        code::LINK_FAILED,
                         format!("GATT write failed after {tries} tries: {why}"),
                     ));
                 }
@@ -257,7 +257,7 @@ async fn request(choose: &Choose) -> Result<BluetoothDevice, Error> {
         .unwrap_or(JsValue::UNDEFINED);
     let bluetooth: web_sys::Bluetooth = bluetooth.dyn_into().map_err(|_| {
         Error::new(
-            Code::BluetoothUnavailable,
+            crate::error::BLUETOOTH_UNAVAILABLE,
             "this browser has no Web Bluetooth (navigator.bluetooth is undefined): use Chrome or Edge, on a secure (https or localhost) page",
         )
     })?;
@@ -273,7 +273,7 @@ async fn request(choose: &Choose) -> Result<BluetoothDevice, Error> {
     options.set_filters(&[filter]);
     bluetooth.request_device(&options).await.map_err(|e| {
         if js_name(&e).as_deref() == Some("NotFoundError") {
-            Error::new(Code::NoDeviceSelected, js_message(&e))
+            Error::new(crate::error::NO_DEVICE_SELECTED, js_message(&e))
         } else {
             failed("requestDevice failed", &e)
         }

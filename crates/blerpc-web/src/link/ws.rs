@@ -19,7 +19,7 @@ use web_sys::{BinaryType, CloseEvent, MessageEvent, WebSocket};
 
 use crate::clock::Deadline;
 use crate::conn::{self, Conn};
-use crate::error::{Code, Error, js_message};
+use crate::error::{Error, code, js_message};
 
 /// Bytes the browser may hold unsent before the driver waits.
 pub const HIGH_WATER: u32 = 1 << 20;
@@ -43,7 +43,7 @@ pub fn check_url(url: &str) -> Result<(), Error> {
         Ok(())
     } else {
         Err(Error::new(
-            Code::InvalidArgument,
+            code::INVALID_ARGUMENT,
             format!("{url:?} is not a ws:// or wss:// URL"),
         ))
     }
@@ -54,7 +54,7 @@ impl WsLink {
     pub async fn open(url: &str, timeout_ms: f64) -> Result<WsLink, Error> {
         check_url(url)?;
         let failed =
-            |why: String| Error::new(Code::LinkFailed, format!("cannot open {url}: {why}"));
+            |why: String| Error::new(code::LINK_FAILED, format!("cannot open {url}: {why}"));
         let ws = WebSocket::new(url).map_err(|e| failed(js_message(&e)))?;
         ws.set_binary_type(BinaryType::Arraybuffer);
         let mut ends = None;
@@ -111,7 +111,7 @@ impl WsLink {
                 Err(_) => conn::link_lost(
                     &conn,
                     Error::new(
-                        Code::Framing,
+                        code::FRAMING,
                         "the server sent a text message: bleRPC over WebSocket is one binary message per container",
                     ),
                 ),
@@ -124,7 +124,7 @@ impl WsLink {
                 conn::link_lost(
                     &conn,
                     Error::new(
-                        Code::LinkClosed,
+                        code::LINK_CLOSED,
                         format!(
                             "the WebSocket to {url} closed (code {}{}){}",
                             e.code(),
@@ -157,7 +157,7 @@ impl WsLink {
     pub fn send(&mut self, pdu: &[u8]) -> Result<(), Error> {
         self.ws.send_with_u8_array(pdu).map_err(|e| {
             Error::new(
-                Code::LinkClosed,
+                code::LINK_CLOSED,
                 format!(
                     "cannot send on the WebSocket to {}: {}",
                     self.url,
@@ -201,7 +201,7 @@ mod tests {
         assert!(check_url("WSS://example.invalid/blerpc").is_ok());
         assert_eq!(
             check_url("tcp://127.0.0.1:9000").map_err(|e| e.code),
-            Err(Code::InvalidArgument)
+            Err(code::INVALID_ARGUMENT)
         );
     }
 }
