@@ -51,7 +51,9 @@ impl CentralError {
                 CloseReason::SetupTimeout => code::SETUP_TIMEOUT,
                 CloseReason::EncryptionUnavailable => code::ENCRYPTION_UNAVAILABLE,
                 CloseReason::MtuTooSmallForKeyExchange { .. } => code::MTU_TOO_SMALL,
-                CloseReason::Handshake(_) | CloseReason::HandshakeRefused(_) => code::HANDSHAKE_FAILED,
+                CloseReason::Handshake(_) | CloseReason::HandshakeRefused(_) => {
+                    code::HANDSHAKE_FAILED
+                }
                 CloseReason::HandshakeTimeout => code::HANDSHAKE_TIMEOUT,
                 CloseReason::IdentityRejected => code::IDENTITY_REJECTED,
                 _ => code::CLOSED,

@@ -472,12 +472,6 @@ where
 
     // ----- internals -------------------------------------------------------------------------
 
-    fn next_ticket(&mut self) -> Ticket {
-        let ticket = Ticket(self.next_ticket);
-        self.next_ticket = self.next_ticket.wrapping_add(1);
-        ticket
-    }
-
     fn position(&self, ticket: Ticket) -> Option<usize> {
         self.calls.iter().position(|e| e.ticket == ticket)
     }

@@ -42,7 +42,8 @@ where
         if let Some(why) = &self.closed {
             return Err((why.clone(), sink));
         }
-        let ticket = self.next_ticket();
+        // The number is taken only by a call the table keeps.
+        let ticket = Ticket(self.next_ticket);
         let mut entry = Entry {
             ticket,
             kind,
@@ -51,7 +52,7 @@ where
             sink,
         };
         if !self.waiting.is_empty() {
-            self.calls.push(entry);
+            self.keep(entry);
             self.waiting.push_back(Op::Start {
                 ticket,
                 name: name.to_owned(),
@@ -63,11 +64,11 @@ where
         match self.try_start(now, name, &mut request, kind) {
             Ok(Some(call)) => {
                 self.begin(&mut entry, call);
-                self.calls.push(entry);
+                self.keep(entry);
                 Ok(ticket)
             }
             Ok(None) => {
-                self.calls.push(entry);
+                self.keep(entry);
                 self.waiting.push_back(Op::Start {
                     ticket,
                     name: name.to_owned(),
@@ -121,6 +122,12 @@ where
     }
 
     // ----- internals -------------------------------------------------------------------------
+
+    /// A new call joins the table under the next ticket.
+    fn keep(&mut self, entry: Entry<H::Sink>) {
+        self.next_ticket = self.next_ticket.wrapping_add(1);
+        self.calls.push(entry);
+    }
 
     /// Removes a call: the core forgets it, its waiting operations and its sink fail with
     /// `error`.
