@@ -22,6 +22,7 @@
 //! | `ws_receive` | `[mtu][flags][max][4 read steps]` then a WebSocket client's bytes | [`stream`] |
 //! | `connection_runtime_limits` | as `connection_peripheral`, the peripheral configured as `blerpc serve` configures it | [`connection`] |
 //! | `serial_deframer` | `[max_pdu u16][read size][mode]` then a line or a program that builds one | [`serial`] |
+//! | `call_table` | `[flags][seed]` then ops: calls, upload items, cancels, time, PDUs both ways | [`table`] |
 //! | `gateway_inputs` | `[mode][max_line][4 chunk sizes]` then an NDJSON body, or workers' metrics texts or device lists | [`gateway`] |
 //!
 //! ```
@@ -51,6 +52,7 @@ pub mod keys;
 pub mod serial;
 pub mod session;
 pub mod stream;
+pub mod table;
 
 /// The body of one target.
 pub type TargetFn = fn(&[u8]);
@@ -81,4 +83,5 @@ pub const TARGETS: &[(&str, TargetFn)] = &[
     ("dissector", cli::dissector),
     ("serial_deframer", serial::serial_deframer),
     ("gateway_inputs", gateway::gateway_inputs),
+    ("call_table", table::call_table),
 ];

@@ -123,6 +123,7 @@ macro_rules! corpus_tests {
 }
 
 corpus_tests!(
+    call_table,
     container_parse,
     control_parse,
     command_parse,
@@ -247,6 +248,12 @@ fn program(config: WorldConfig, ops: &[Op]) -> Vec<u8> {
 #[test]
 #[ignore = "writes the seed corpus; run by hand after changing a wire format or a target"]
 fn generate_corpus() {
+    let mut s = Seeds::new("call_table");
+    for (name, program) in blerpc_fuzz::table::seed_programs() {
+        s.add(name, program);
+    }
+    s.write();
+
     let (enc_c2p, enc_p2c) = capture_traffic(true);
     let (pt_c2p, pt_p2c) = capture_traffic(false);
 
