@@ -65,7 +65,10 @@ pub trait Buffer {
         let _ = additional;
         Ok(())
     }
-    /// Appends `bytes`.
+    /// Appends `bytes`. `Vec<u8>` copies a large slice in pieces where one `memcpy` would hit a
+    /// slow case of glibc's `rep movsb` (AMD Zen, a destination 1 to 63 bytes past the source
+    /// modulo 4 KiB, as a fresh buffer of a message's size is): use it to copy a received
+    /// message out.
     fn try_extend(&mut self, bytes: &[u8]) -> Result<(), CapacityError> {
         let start = self.len();
         let end = start.checked_add(bytes.len()).ok_or(CapacityError {
@@ -80,48 +83,107 @@ pub trait Buffer {
     }
 }
 
+// How the buffers copy. Large copies between heap buffers are made in pieces where glibc's
+// `memcpy` is slow: up to at least glibc 2.36 it copies blocks from about 2 KiB up to the L2
+// cache size with `rep movsb` on CPUs that announce fast string moves, and on AMD Zen that
+// instruction is many times slower when the destination lies 1 to 63 bytes past the source
+// modulo 4 KiB. Two heap buffers of the same size sit exactly 16 bytes apart modulo 4 KiB (glibc's
+// chunk header), so copying a large message into a fresh buffer of its size hits it every time.
+// Pieces below glibc's `rep movsb` threshold are copied with vector moves at full speed on every
+// CPU. Elsewhere the pieces only cost (0.75x a `memcpy` of 1 MiB at distance 16 on an Intel
+// Xeon), so they are used only where `slow_rep_movsb` finds an AMD Zen CPU. `Vec<u8>`'s
+// `Buffer::try_extend` and `Container::emit` copy this way; `blerpc-bench copy` measures it on the
+// CPU at hand.
+
 /// Copies at or below this many bytes go to `copy_from_slice` whole; longer ones are checked
-/// for the slow case described at [`copy_bytes`].
-pub const COPY_CHUNK: usize = 1024;
+/// for the slow case.
+pub(crate) const COPY_CHUNK: usize = 1024;
 
 /// `true` when copying `len` bytes from `src` to `dst` would hit the slow case of `rep movsb`
-/// described at [`copy_bytes`]: more than [`COPY_CHUNK`] bytes, with the destination 1 to 63
-/// bytes past the source modulo 4 KiB.
-pub fn copy_is_slow_case(dst: *const u8, src: *const u8, len: usize) -> bool {
+/// on a CPU that has it ([`slow_rep_movsb`]).
+pub(crate) fn copy_is_slow_case(dst: *const u8, src: *const u8, len: usize) -> bool {
+    slow_distance(dst, src, len) && slow_rep_movsb()
+}
+
+/// `true` when the copy is the slow case's shape: more than [`COPY_CHUNK`] bytes, with the
+/// destination 1 to 63 bytes past the source modulo 4 KiB.
+fn slow_distance(dst: *const u8, src: *const u8, len: usize) -> bool {
     // Only addresses are compared; nothing is dereferenced.
     let distance = (dst as usize).wrapping_sub(src as usize) % 4096;
     len > COPY_CHUNK && (1..64).contains(&distance)
 }
 
-/// Copies the first `min(dst.len(), src.len())` bytes of `src` into `dst` and returns that count.
-///
-/// Large copies are made of [`COPY_CHUNK`]-byte pieces when the destination lies 1 to 63 bytes
-/// past the source modulo 4 KiB. glibc's `memcpy` (up to at least 2.36) copies blocks from about
-/// 2 KiB up to the L2 cache size with `rep movsb` on CPUs that announce fast string moves, and on
-/// AMD Zen that instruction is many times slower at this distance (`blerpc-bench copy` prints
-/// the table for the CPU at hand). Two heap
-/// buffers of the same size sit exactly 16 bytes apart modulo 4 KiB (glibc's chunk header), so
-/// copying a large message from one buffer to the next hits it every time. Pieces below glibc's
-/// `rep movsb` threshold are copied with vector moves at full speed on every CPU.
-pub fn copy_bytes(dst: &mut [u8], src: &[u8]) -> usize {
+/// `true` on a CPU whose `rep movsb` has the slow case: AMD Zen (family 17h and later), found
+/// with `cpuid` once and remembered.
+fn slow_rep_movsb() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::sync::atomic::{AtomicU8, Ordering};
+        /// 0: not asked yet; 1: slow; 2: not slow.
+        static KNOWN: AtomicU8 = AtomicU8::new(0);
+        match KNOWN.load(Ordering::Relaxed) {
+            1 => true,
+            2 => false,
+            _ => {
+                let slow = amd_zen();
+                KNOWN.store(if slow { 1 } else { 2 }, Ordering::Relaxed);
+                slow
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `cpuid`: the vendor is "AuthenticAMD" and the family 17h (Zen) or later.
+#[cfg(target_arch = "x86_64")]
+fn amd_zen() -> bool {
+    use core::arch::x86_64::__cpuid;
+    let vendor = __cpuid(0);
+    let amd = [vendor.ebx, vendor.edx, vendor.ecx]
+        == [
+            u32::from_le_bytes(*b"Auth"),
+            u32::from_le_bytes(*b"enti"),
+            u32::from_le_bytes(*b"cAMD"),
+        ];
+    let eax = __cpuid(1).eax;
+    let base = (eax >> 8) & 0xf;
+    let family = if base == 0xf {
+        base + ((eax >> 20) & 0xff)
+    } else {
+        base
+    };
+    amd && family >= 0x17
+}
+
+/// Copies the first `min(dst.len(), src.len())` bytes of `src` into `dst` and returns that count,
+/// in [`COPY_CHUNK`]-byte pieces in the slow case.
+pub(crate) fn copy_bytes(dst: &mut [u8], src: &[u8]) -> usize {
     let n = dst.len().min(src.len());
     let (Some(dst), Some(src)) = (dst.get_mut(..n), src.get(..n)) else {
         return 0;
     };
     if copy_is_slow_case(dst.as_ptr(), src.as_ptr(), n) {
-        for (d, s) in dst.chunks_mut(COPY_CHUNK).zip(src.chunks(COPY_CHUNK)) {
-            d.copy_from_slice(s);
-        }
+        copy_in_pieces(dst, src);
     } else {
         dst.copy_from_slice(src);
     }
     n
 }
 
+/// Copies `src` into `dst` (of the same length) in [`COPY_CHUNK`]-byte pieces.
+fn copy_in_pieces(dst: &mut [u8], src: &[u8]) {
+    for (d, s) in dst.chunks_mut(COPY_CHUNK).zip(src.chunks(COPY_CHUNK)) {
+        d.copy_from_slice(s);
+    }
+}
+
 /// Appends `src` to `v` the way [`copy_bytes`] copies: in pieces where one large `memcpy` would
 /// be slow.
 #[cfg(feature = "alloc")]
-pub fn extend_bytes(v: &mut alloc::vec::Vec<u8>, src: &[u8]) {
+pub(crate) fn extend_bytes(v: &mut alloc::vec::Vec<u8>, src: &[u8]) {
     if src.len() <= COPY_CHUNK {
         // Never the slow case; most calls (one container's payload) end here.
         v.extend_from_slice(src);
@@ -130,20 +192,18 @@ pub fn extend_bytes(v: &mut alloc::vec::Vec<u8>, src: &[u8]) {
     v.reserve(src.len());
     let dst = v.as_ptr().wrapping_add(v.len());
     if copy_is_slow_case(dst, src.as_ptr(), src.len()) {
-        for piece in src.chunks(COPY_CHUNK) {
-            v.extend_from_slice(piece);
-        }
+        extend_in_pieces(v, src);
     } else {
         v.extend_from_slice(src);
     }
 }
 
-/// A copy of `src` in a new `Vec`, made the way [`copy_bytes`] copies.
+/// Appends `src` to `v` in [`COPY_CHUNK`]-byte pieces.
 #[cfg(feature = "alloc")]
-pub fn to_vec_bytes(src: &[u8]) -> alloc::vec::Vec<u8> {
-    let mut v = alloc::vec::Vec::with_capacity(src.len());
-    extend_bytes(&mut v, src);
-    v
+fn extend_in_pieces(v: &mut alloc::vec::Vec<u8>, src: &[u8]) {
+    for piece in src.chunks(COPY_CHUNK) {
+        v.extend_from_slice(piece);
+    }
 }
 
 /// A fixed-capacity buffer of `N` bytes that needs no allocator.
@@ -310,11 +370,15 @@ mod tests {
                     core::array::from_fn(|i| src.get(i).copied().unwrap_or(0));
                 let dst = &mut dst_part[distance..distance + len + 3];
                 assert_eq!(
-                    copy_is_slow_case(dst.as_ptr(), src.as_ptr(), len),
+                    slow_distance(dst.as_ptr(), src.as_ptr(), len),
                     len > COPY_CHUNK && (1..64).contains(&distance)
                 );
                 let n = copy_bytes(dst, src);
                 assert_eq!(n, len);
+                // The piecewise path whatever the CPU takes.
+                let mut again = [0u8; 4097];
+                copy_in_pieces(&mut again[..len], src);
+                assert_eq!(&again[..len], &expected[..len]);
                 assert_eq!(
                     &dst[..len],
                     &expected[..len],
@@ -339,18 +403,24 @@ mod tests {
     fn slow_case_is_one_to_sixty_three_bytes_ahead_modulo_a_page() {
         let base = 0x10_0000usize as *const u8;
         let at = |off: usize| base.wrapping_add(off);
-        assert!(copy_is_slow_case(at(65_552), at(0), 65_536));
-        assert!(copy_is_slow_case(at(4096 + 63), at(0), 2048));
-        assert!(!copy_is_slow_case(at(4096 + 64), at(0), 2048));
-        assert!(!copy_is_slow_case(at(8192), at(0), 65_536));
-        assert!(!copy_is_slow_case(at(65_552), at(0), COPY_CHUNK));
+        assert!(slow_distance(at(65_552), at(0), 65_536));
+        assert!(slow_distance(at(4096 + 63), at(0), 2048));
+        assert!(!slow_distance(at(4096 + 64), at(0), 2048));
+        assert!(!slow_distance(at(8192), at(0), 65_536));
+        assert!(!slow_distance(at(65_552), at(0), COPY_CHUNK));
         // Destination before the source: the distance wraps, not the slow case.
-        assert!(!copy_is_slow_case(at(0), at(16), 65_536));
+        assert!(!slow_distance(at(0), at(16), 65_536));
+        // The CPU decides the rest, the same way every time.
+        assert_eq!(slow_rep_movsb(), slow_rep_movsb());
+        assert_eq!(
+            copy_is_slow_case(at(65_552), at(0), 65_536),
+            slow_rep_movsb()
+        );
     }
 
     #[cfg(feature = "alloc")]
     #[test]
-    fn extend_bytes_and_to_vec_bytes_keep_every_byte() {
+    fn extend_bytes_keeps_every_byte() {
         let src: alloc::vec::Vec<u8> = (0..70_000u32).map(|i| (i % 253) as u8).collect();
         for prefix in [0usize, 1, 16, 4095] {
             let mut v = alloc::vec![0xAA; prefix];
@@ -358,15 +428,17 @@ mod tests {
             assert_eq!(&v[..prefix], &alloc::vec![0xAA; prefix][..]);
             assert_eq!(&v[prefix..], &src[..]);
         }
-        assert_eq!(to_vec_bytes(&src), src);
-        assert!(to_vec_bytes(&[]).is_empty());
+        let mut v = alloc::vec::Vec::new();
+        v.try_extend(&src).unwrap();
+        assert_eq!(v, src);
     }
 
     #[cfg(feature = "alloc")]
     #[test]
-    fn extend_bytes_takes_the_piecewise_path_when_the_distance_is_slow() {
+    fn the_piecewise_path_keeps_every_byte_at_the_slow_distance() {
         // The destination's address is fixed once the Vec has its capacity; the source is put
-        // where the append lands 16 bytes past it modulo 4 KiB, so the piecewise path runs.
+        // where the append lands 16 bytes past it modulo 4 KiB, where an AMD Zen CPU takes the
+        // piecewise path (taken here whatever the CPU).
         let len = 3 * COPY_CHUNK + 17;
         let mut v: alloc::vec::Vec<u8> = alloc::vec::Vec::with_capacity(len + 5);
         v.extend_from_slice(&[0xAA; 5]);
@@ -374,8 +446,8 @@ mod tests {
         let arena: alloc::vec::Vec<u8> = (0..len + 8192).map(|i| (i % 239) as u8).collect();
         let off = dst.wrapping_sub(16).wrapping_sub(arena.as_ptr() as usize) % 4096;
         let src = &arena[off..off + len];
-        assert!(copy_is_slow_case(dst as *const u8, src.as_ptr(), len));
-        extend_bytes(&mut v, src);
+        assert!(slow_distance(dst as *const u8, src.as_ptr(), len));
+        extend_in_pieces(&mut v, src);
         assert_eq!(&v[..5], &[0xAA; 5]);
         assert_eq!(&v[5..], src);
     }

@@ -69,6 +69,23 @@ pub mod metrics;
 pub mod server;
 
 pub use blerpc_proto;
+
+/// A copy of a received message in a new `Vec` of its size, made by the core's
+/// `Buffer::try_extend` (in pieces where one `memcpy` between two buffers of a size would be
+/// slow).
+pub(crate) fn copy_message(data: &[u8]) -> Vec<u8> {
+    copy_message_into(data, data.len())
+}
+
+/// [`copy_message`] into a `Vec` of `capacity` bytes (at least the message's).
+pub(crate) fn copy_message_into(data: &[u8], capacity: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(capacity.max(data.len()));
+    if blerpc_proto::buf::Buffer::try_extend(&mut v, data).is_err() {
+        // Out of memory: fail the way any `Vec` does.
+        v.extend_from_slice(data);
+    }
+    v
+}
 pub use client::{Client, ClientConfig, Error, ResponseStream, Upload};
 pub use server::{Server, ServerConfig};
 
@@ -91,9 +108,9 @@ pub mod __private {
     use prost::bytes::{Buf, BufMut};
 
     /// Encodes `message` into a new `Vec` of exactly its length, copying `bytes` fields with
-    /// [`blerpc_proto::buf::extend_bytes`] (a plain `Vec` copies them with one `memcpy`, which
-    /// is many times slower on AMD Zen when the message was built just before; see
-    /// [`blerpc_proto::buf::copy_bytes`]).
+    /// the core's `Buffer::try_extend` (a plain `Vec` copies them with one `memcpy`, which is
+    /// many times slower on AMD Zen when the message was built just before; see
+    /// [`Buffer::try_extend`](blerpc_proto::buf::Buffer::try_extend)).
     pub fn encode(message: &impl prost::Message) -> Vec<u8> {
         encode_into(message, Vec::new())
     }
@@ -107,8 +124,17 @@ pub mod __private {
         out.0
     }
 
-    /// A `Vec<u8>` whose slice copies go through [`blerpc_proto::buf::extend_bytes`].
+    /// A `Vec<u8>` whose slice copies go through the core's `Buffer::try_extend`.
     struct EncodeBuf(Vec<u8>);
+
+    impl EncodeBuf {
+        fn append(&mut self, src: &[u8]) {
+            if blerpc_proto::buf::Buffer::try_extend(&mut self.0, src).is_err() {
+                // Out of memory: the plain append fails the way any `Vec` does.
+                self.0.extend_from_slice(src);
+            }
+        }
+    }
 
     // SAFETY: every method that touches uninitialised memory is `Vec<u8>`'s own implementation;
     // `put` and `put_slice` only append initialised bytes through safe `Vec` methods.
@@ -134,13 +160,13 @@ pub mod __private {
             while src.has_remaining() {
                 let chunk = src.chunk();
                 let n = chunk.len();
-                blerpc_proto::buf::extend_bytes(&mut self.0, chunk);
+                self.append(chunk);
                 src.advance(n);
             }
         }
 
         fn put_slice(&mut self, src: &[u8]) {
-            blerpc_proto::buf::extend_bytes(&mut self.0, src);
+            self.append(src);
         }
     }
 

@@ -55,7 +55,7 @@ impl CallSink for Sink {
         }
     }
     fn response(self, data: &[u8]) {
-        let data = blerpc_proto::buf::to_vec_bytes(data);
+        let data = crate::copy_message(data);
         match self.out {
             Out::One(tx) => {
                 let _ = tx.send(Ok(data));
@@ -78,7 +78,7 @@ impl CallSink for Sink {
                 limit: tx.max_capacity().saturating_sub(1),
             };
         }
-        match tx.try_send(Ok(blerpc_proto::buf::to_vec_bytes(data))) {
+        match tx.try_send(Ok(crate::copy_message(data))) {
             Ok(()) => Delivery::Taken,
             Err(mpsc::error::TrySendError::Full(_)) => Delivery::Full {
                 limit: tx.max_capacity().saturating_sub(1),

@@ -422,9 +422,14 @@ impl<W> StreamTx<W> {
 impl<W: AsyncWrite + Unpin + Send + 'static> LinkTx for StreamTx<W> {
     fn queue(&mut self, pdu: &[u8]) -> Result<(), LinkError> {
         check_pdu(pdu, self.max)?;
-        // Up to a 16 KiB container: the copy that can hit the slow `rep movsb` case.
-        let n = blerpc_proto::buf::copy_bytes(self.reserve(pdu.len())?, pdu);
-        self.filled += n;
+        self.reserve(0)?;
+        // Up to a 16 KiB container: appended by the core's `Buffer::try_extend`, which avoids
+        // the slow `rep movsb` case of one large `memcpy`.
+        self.buf.truncate(self.filled);
+        blerpc_proto::buf::Buffer::try_extend(&mut self.buf, pdu).map_err(|e| {
+            LinkError::Transport(format!("cannot queue a {}-byte container: {e}", pdu.len()))
+        })?;
+        self.filled += pdu.len();
         Ok(())
     }
     fn queue_with(
@@ -581,13 +586,13 @@ impl<R: AsyncRead + Unpin + Send + 'static> LinkRx for StreamRx<R> {
                 match self.io.read(&mut first).await {
                     Ok(0) => self.eof = true,
                     Ok(n) => {
-                        self.buf = vec![0; self.base].into_boxed_slice();
-                        let _ = blerpc_proto::buf::copy_bytes(
-                            &mut self.buf,
-                            &first[..n.min(FIRST_READ)],
-                        );
+                        let n = n.min(FIRST_READ);
+                        self.buf = vec![0; self.base.max(n)].into_boxed_slice();
+                        if let (Some(dst), Some(src)) = (self.buf.get_mut(..n), first.get(..n)) {
+                            dst.copy_from_slice(src);
+                        }
                         self.start = 0;
-                        self.end = n.min(FIRST_READ);
+                        self.end = n;
                     }
                     Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => self.eof = true,
                     Err(e) if e.kind() == io::ErrorKind::ConnectionReset => self.eof = true,
@@ -675,9 +680,12 @@ impl<R> StreamRx<R> {
     /// Moves the unconsumed bytes into a new buffer of `size` bytes (at least what they need).
     fn resize(&mut self, size: usize) {
         let pending = self.buf.get(self.start..self.end).unwrap_or(&[]);
-        let mut buf = vec![0u8; size.max(pending.len())].into_boxed_slice();
-        // Up to a whole grown buffer into a fresh allocation: the copy that can be slow.
-        let _ = blerpc_proto::buf::copy_bytes(&mut buf, pending);
+        // Up to a whole grown buffer into a fresh allocation: the copy that can be slow, made
+        // by the core's `Buffer::try_extend`.
+        let len = size.max(pending.len());
+        let mut buf = crate::copy_message_into(pending, len);
+        buf.resize(len, 0);
+        let buf = buf.into_boxed_slice();
         self.end = pending.len();
         self.start = 0;
         self.buf = buf;

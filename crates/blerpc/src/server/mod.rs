@@ -71,9 +71,9 @@ pub const SLOTS: usize = 4;
 /// its buffer for the next one (an allocation per message costs more than copying a short one).
 pub(crate) const TAKE_REQUEST_MIN: usize = 16 * 1024;
 
-/// `data` as [`Bytes`], copied the way [`blerpc_proto::buf::copy_bytes`] copies.
+/// `data` as [`Bytes`], copied as [`crate::copy_message`] copies.
 pub(crate) fn copy_to_bytes(data: &[u8]) -> Bytes {
-    Bytes::from(blerpc_proto::buf::to_vec_bytes(data))
+    Bytes::from(crate::copy_message(data))
 }
 
 pub(crate) type HostPeripheral = Peripheral<DefaultProvider, OsRng, Vec<u8>, Vec<u8>, SLOTS>;
