@@ -177,15 +177,16 @@ pub enum ContainerKind {
 }
 
 impl ContainerKind {
-    /// The container type's name: `FIRST`, `LARGE_FIRST`, `SUBSEQUENT`, `CONTROL`, and
-    /// `UNDEFINED` for type `0b10`.
+    /// The container type's name, as the reference's `ContainerType` spells it: `FIRST`,
+    /// `SUBSEQUENT`, `CONTROL`, `UNKNOWN` for the undefined type `0b10`, and `LARGE_FIRST` for
+    /// the large-message extension's FIRST.
     pub const fn as_str(&self) -> &'static str {
         match self {
             ContainerKind::First { .. } => "FIRST",
             ContainerKind::LargeFirst { .. } => "LARGE_FIRST",
             ContainerKind::Subsequent => "SUBSEQUENT",
             ContainerKind::Control(_) => "CONTROL",
-            ContainerKind::Unknown => "UNDEFINED",
+            ContainerKind::Unknown => "UNKNOWN",
         }
     }
 
@@ -710,7 +711,7 @@ mod tests {
             (&[0, 0, 0x01, 0, 0, 0, 0, 0], "LARGE_FIRST"),
             (&[0, 1, 0x40, 0], "SUBSEQUENT"),
             (&[0, 0, 0xc4, 0], "CONTROL"),
-            (&[0, 0, 0x80, 0], "UNDEFINED"),
+            (&[0, 0, 0x80, 0], "UNKNOWN"),
         ];
         for (bytes, name) in cases {
             assert_eq!(Container::parse(bytes).unwrap().kind.as_str(), name);
