@@ -13,8 +13,7 @@ use blerpc_proto::assemble::{AssembleError, Assembler, AssemblerConfig};
 use blerpc_proto::split;
 use blerpc_proto::wire::WireError;
 use blerpc_proto::wire::container::{
-    ATT_OVERHEAD, Container, ContainerKind, FIRST_HEADER_LEN, HEADER_LEN, LARGE_FIRST_HEADER_LEN,
-    MAX_CHUNK_LEN, MAX_LONG_CONTAINER_LEN,
+    ATT_OVERHEAD, Container, ContainerKind, HEADER_LEN, MAX_CHUNK_LEN, MAX_LONG_CONTAINER_LEN,
 };
 
 use crate::input::{PduInput, parse_hex};
@@ -445,20 +444,12 @@ impl Dissector<'_> {
     ) -> SplitReport {
         let tid = c.tid;
         let long = c.is_long();
-        let (header_len, first_cap) = match (large, long) {
-            (true, true) => (
-                LARGE_FIRST_HEADER_LEN + 1,
-                MAX_LONG_CONTAINER_LEN - LARGE_FIRST_HEADER_LEN - 1,
-            ),
-            (false, true) => (
-                FIRST_HEADER_LEN + 1,
-                MAX_LONG_CONTAINER_LEN - FIRST_HEADER_LEN - 1,
-            ),
-            (true, false) => (
-                LARGE_FIRST_HEADER_LEN,
-                split::large_first_chunk_capacity(self.opts.mtu),
-            ),
-            (false, false) => (FIRST_HEADER_LEN, split::first_chunk_capacity(self.opts.mtu)),
+        let cap = if long {
+            MAX_LONG_CONTAINER_LEN - c.header_len()
+        } else if large {
+            split::large_first_chunk_capacity(self.opts.mtu)
+        } else {
+            split::first_chunk_capacity(self.opts.mtu)
         };
         if let Some(old) = self.tracks.remove(&tid) {
             self.warn(diag(
@@ -477,21 +468,10 @@ impl Dissector<'_> {
         split.position = Some(1);
         split.total_length = Some(total);
         split.containers = self.containers_for(at, total, large, long);
-        split.expected_chunk = Some(total.min(first_cap));
-        split.sender_mtu_hint = mtu_hint(&split, c.payload.len(), total, header_len);
-        if c.payload.len() > total {
-            self.assembler.discard(tid);
-            self.error(diag(
-                at,
-                Layer::Container,
-                Some("payload_len"),
-                Some(header_len - 1),
-                format!(
-                    "field `payload_len` at byte {} is {} but total_length is {total}: a FIRST container cannot carry more than the whole message",
-                    header_len - 1,
-                    c.payload.len()
-                ),
-            ));
+        let fits = self.check_chunk(at, c, &mut split, total, cap, || {
+            format!("total_length is {total}: a FIRST container cannot carry more than the whole message")
+        });
+        if !fits {
             return split;
         }
         self.track_feed(
@@ -540,26 +520,52 @@ impl Dissector<'_> {
             } else {
                 split::subsequent_chunk_capacity(self.opts.mtu)
             };
-            split.expected_chunk = Some(remaining.min(cap));
-            split.sender_mtu_hint = mtu_hint(&split, c.payload.len(), remaining, HEADER_LEN);
-            if c.payload.len() > remaining {
-                self.assembler.discard(tid);
-                self.error(diag(
-                    at,
-                    Layer::Container,
-                    Some("payload_len"),
-                    Some(HEADER_LEN - 1),
-                    format!(
-                        "field `payload_len` at byte {} is {} but only {remaining} of total_length {} remain: transaction {tid:#04x} dropped",
-                        HEADER_LEN - 1,
-                        c.payload.len(),
-                        track.total
-                    ),
-                ));
+            let fits = self.check_chunk(at, c, &mut split, remaining, cap, || {
+                format!(
+                    "only {remaining} of total_length {} remain: transaction {tid:#04x} dropped",
+                    track.total
+                )
+            });
+            if !fits {
                 return split;
             }
         }
         self.track_feed(at, index, c, track, split)
+    }
+
+    /// Records the chunk a splitter puts in this container (at most `cap` of the `remaining`
+    /// message bytes) and checks that the container carries no more than `remaining`; if it
+    /// does, the transaction is dropped with an error on `payload_len` that `why` finishes, and
+    /// the result is `false`.
+    fn check_chunk(
+        &mut self,
+        at: At,
+        c: &Container<'_>,
+        split: &mut SplitReport,
+        remaining: usize,
+        cap: usize,
+        why: impl FnOnce() -> String,
+    ) -> bool {
+        let chunk = c.payload.len();
+        split.expected_chunk = Some(remaining.min(cap));
+        split.sender_mtu_hint = mtu_hint(split, chunk, remaining, c.header_len());
+        if chunk <= remaining {
+            return true;
+        }
+        self.assembler.discard(c.tid);
+        // `payload_len` is the header's last field: one byte, or two in a LONG container.
+        let offset = c.header_len() - 1 - usize::from(c.is_long());
+        self.error(diag(
+            at,
+            Layer::Container,
+            Some("payload_len"),
+            Some(offset),
+            format!(
+                "field `payload_len` at byte {offset} is {chunk} but {}",
+                why()
+            ),
+        ));
+        false
     }
 
     fn feed_untracked(&mut self, at: At, c: &Container<'_>, split: SplitReport) -> SplitReport {

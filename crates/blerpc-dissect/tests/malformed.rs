@@ -119,3 +119,21 @@ fn subsequent_without_first_and_incomplete_are_warnings() {
     );
     assert_eq!(r.warnings.len(), 2);
 }
+
+#[test]
+fn malformed_long_first_carrying_more_than_total_length() {
+    // A LONG FIRST (u16 payload_len at bytes 5-6) of 300 bytes announcing a 256-byte message:
+    // the error points at the start of the two-byte field.
+    let pdu = format!("07000200012c01{}", "00".repeat(300));
+    let r = default(&[&pdu]);
+    let e = &r.errors[0];
+    assert_eq!(
+        (e.layer, e.field.as_deref(), e.offset),
+        (Layer::Container, Some("payload_len"), Some(5))
+    );
+    assert_eq!(
+        e.message,
+        "field `payload_len` at byte 5 is 300 but total_length is 256: a FIRST container cannot carry more than the whole message"
+    );
+    assert!(r.messages.is_empty() && r.incomplete.is_empty());
+}
