@@ -46,7 +46,7 @@ find "${CARGO_HOME:-$HOME/.cargo}/registry/src" -mindepth 2 -maxdepth 2 -path '*
 for dep in target/debug/.fingerprint/blerpc*/dep-lib-*; do
   if [ -e "$dep" ] && [ "$(stat -c %s "$dep")" -le 16 ]; then rm -rf "$(dirname "$dep")"; fi
 done
-cargo package -p blerpc-proto -p blerpc-build -p blerpc -p blerpc-demo -p blerpc-schema -p blerpc-gateway -p blerpc-cli --locked --allow-dirty
+cargo package -p blerpc-proto -p blerpc-build -p blerpc -p blerpc-demo -p blerpc-schema -p blerpc-gateway -p blerpc-dissect -p blerpc-cli --locked --allow-dirty
 
 step "reference vectors regenerate identically (blerpc-protocol 0.8.0 from PyPI)"
 bash tools/vectors/check.sh

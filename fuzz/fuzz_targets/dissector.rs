@@ -1,3 +1,3 @@
 #![no_main]
-//! See `blerpc_fuzz::cli::dissector` for the input format and the invariants.
-libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_fuzz::cli::dissector(data));
+//! See `blerpc_fuzz::dissector::dissector` for the input format and the invariants.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| blerpc_fuzz::dissector::dissector(data));

@@ -9,7 +9,7 @@
 //! - [`call`]: `blerpc call` and `blerpc upload`, JSON in and out ([`schema`] maps it to protobuf).
 //! - [`gateway`]: `blerpc gateway`, the device gateway (the `blerpc-gateway` crate).
 //! - [`keygen`], [`scan`]: identities and BLE discovery.
-//! - [`decode`]: `blerpc decode`, a protocol dissector for captured link PDUs.
+//! - [`decode`]: `blerpc decode`, the shell around the protocol dissector (`blerpc-dissect`).
 //!
 //! Shared pieces: [`link`] (addresses, connecting, listening, the PDU trace), [`os`] (process
 //! limits for `serve --workers`), [`identity`]

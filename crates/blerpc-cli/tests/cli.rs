@@ -99,6 +99,54 @@ fn stdin_lines_with_comments() {
 }
 
 #[test]
+fn file_input_and_direction() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("capture.txt");
+    std::fs::write(
+        &path,
+        "# a CAPABILITIES exchange\n0100d006000000000000  # request\n\n0100d0060030ffff0100\n",
+    )
+    .unwrap();
+    let path = path.to_str().unwrap();
+    // Arguments first, then the file's lines, named by line.
+    let o = blerpc(&["decode", "--json", "0000c400", "--file", path]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sources: Vec<&str> = v["pdus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["source"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            "argument 1",
+            &format!("line 2 of {path}"),
+            &format!("line 4 of {path}")
+        ]
+    );
+    assert_eq!(
+        v["pdus"][2]["control"]["flag_names"][0],
+        "ENCRYPTION_SUPPORTED"
+    );
+    // --direction p2c: the empty TIMEOUT is a response without its timeout_ms.
+    let o = blerpc(&["decode", "--direction", "p2c", "0000c400"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("TIMEOUT response (P→C, --direction)"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        blerpc(&["decode", "--direction", "sideways", "0000c400"])
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
+#[test]
 fn usage_errors_exit_2() {
     assert_eq!(blerpc(&["decode"]).status.code(), Some(2));
     assert_eq!(

@@ -17,7 +17,7 @@
 //! | `connection_central`, `connection_peripheral`, `two_party` | [`connection::WorldConfig`] bytes then [`connection::Op`]s, on blerpc-sim's two-peer harness | [`connection`] |
 //! | `known_keys_file`, `identity_file` | a file's contents | [`files`] |
 //! | `json_protobuf` | `[method and direction]` then JSON text or protobuf bytes | [`cli`] |
-//! | `dissector` | `[decode options]` then a capture file or binary PDUs | [`cli`] |
+//! | `dissector` | `[options]` then a capture file or binary PDUs | [`dissector`] |
 //! | `stream_framing` | `[mtu][flags][max][4 read steps]` then a byte stream | [`stream`] |
 //! | `ws_receive` | `[mtu][flags][max][4 read steps]` then a WebSocket client's bytes | [`stream`] |
 //! | `connection_runtime_limits` | as `connection_peripheral`, the peripheral configured as `blerpc serve` configures it | [`connection`] |
@@ -44,6 +44,7 @@ pub mod assembler;
 pub mod cli;
 pub mod codecs;
 pub mod connection;
+pub mod dissector;
 pub mod files;
 pub mod gateway;
 pub mod handshake;
@@ -80,7 +81,7 @@ pub const TARGETS: &[(&str, TargetFn)] = &[
     ("known_keys_file", files::known_keys_file),
     ("identity_file", files::identity_file),
     ("json_protobuf", cli::json_protobuf),
-    ("dissector", cli::dissector),
+    ("dissector", dissector::dissector),
     ("serial_deframer", serial::serial_deframer),
     ("gateway_inputs", gateway::gateway_inputs),
     ("call_table", table::call_table),

@@ -1,39 +1,16 @@
-//! `blerpc decode`: a dissector for captured bleRPC link PDUs.
+//! `blerpc decode`: the command-line shell around the dissector (the `blerpc-dissect` crate).
 //!
-//! The logic is [`decode`] (inputs and [`DecodeOptions`] in, a [`Report`] out, no I/O); [`run`]
-//! is the command-line shell around it: it gathers the inputs, prints the report as text
-//! ([`text::render`]) or JSON, and picks the exit code.
-//!
-//! ```
-//! use blerpc_cli::decode::{DecodeOptions, PduInput, decode};
-//!
-//! let report = decode(&[PduInput::arg(1, "0000c4026400")], &DecodeOptions::default());
-//! assert!(report.ok);
-//! let json = serde_json::to_value(&report).unwrap();
-//! assert_eq!(json["pdus"][0]["control"]["timeout_ms"], 100);
-//! ```
-
-mod control;
-mod dissect;
-mod input;
-mod message;
-mod report;
-pub mod text;
+//! [`run`] gathers the inputs (arguments, stdin, files), dissects them with
+//! [`blerpc_dissect::dissect`], prints the report as text ([`blerpc_dissect::text::render`]) or
+//! JSON, and picks the exit code.
 
 use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use blerpc_dissect::{Dir, Options, PduInput, dissect, parse_hex, text};
 use clap::Args;
-
-pub use control::{control_cmd_name, error_code_name};
-pub use dissect::{DEFAULT_MTU, DecodeOptions, decode};
-pub use input::{HexError, PduInput, parse_hex, parse_hex_array};
-pub use report::{
-    CommandReport, ContainerReport, ControlKind, ControlReport, Diagnostic, Dir, EncryptionReport,
-    IncompleteReport, KeyExchangeReport, Layer, MessageReport, PduReport, Report, SplitReport,
-};
 
 /// `blerpc decode --help`, before the options.
 pub const LONG_ABOUT: &str = "\
@@ -82,21 +59,24 @@ JSON (--json) prints one document:
     \"direction\": \"c2p\"|\"p2c\"|null,   null = inferred per PDU
     \"pdus\": [{
       \"index\": 0, \"source\": \"argument 1\", \"hex\": \"0000c4026400\", \"len\": 6,
-      \"container\": {\"tid\", \"seq\", \"type\": \"FIRST\"|\"SUBSEQUENT\"|\"CONTROL\"|\"UNDEFINED\",
+      \"container\": {\"tid\", \"seq\",
+                    \"type\": \"FIRST\"|\"LARGE_FIRST\"|\"SUBSEQUENT\"|\"CONTROL\"|\"UNKNOWN\",
                     \"flags\", \"control_cmd\"?, \"total_length\"?, \"payload_len\",
                     \"payload_hex\", \"trailing\"},
-      \"split\": {\"container_len\", \"max_container_len\", \"fits\", \"position\"?,
-                \"containers\"?, \"expected_chunk\"?, \"received\"?, \"total_length\"?},
+      \"split\": {\"container_len\", \"max_container_len\", \"long\"?, \"fits\", \"position\"?,
+                \"containers\"?, \"expected_chunk\"?, \"received\"?, \"total_length\"?,
+                \"sender_mtu_hint\"?},
       \"control\"?: {\"cmd\": \"TIMEOUT\", \"kind\": \"request\"|\"response\", \"direction\",
                    \"inferred\", \"timeout_ms\"?}
                 | {\"cmd\": \"CAPABILITIES\", \"kind\", \"direction\", \"inferred\",
-                   \"max_request\"?, \"max_response\"?, \"flags\"?, \"flag_names\": [..]}
+                   \"max_request\"?, \"max_response\"?, \"flags\"?, \"flag_names\": [..],
+                   \"large_max_request\"?, \"large_max_response\"?}
                 | {\"cmd\": \"ERROR\", \"code\", \"name\", \"description\", \"reference_code\"}
                 | {\"cmd\": \"KEY_EXCHANGE\", \"step\", \"direction\", \"central_public\"?,
                    \"peripheral_public\"?, \"signature\"?, \"identity\"?, \"signature_valid\"?,
                    \"nonce\"?, \"ciphertext\"?, \"tag\"?, \"confirmation_valid\"?}
                 | {\"cmd\": \"STREAM_END_C2P\"} | {\"cmd\": \"STREAM_END_P2C\"}
-                | {\"cmd\": \"UNKNOWN\", \"cmd_value\", \"payload_hex\"},
+                | {\"cmd\": \"NONE\"|\"UNKNOWN\", \"cmd_value\", \"payload_hex\"},
       \"completes_message\"?: 0,    index into messages
       \"error\"?: <diagnostic>      the first error of this PDU
     }],
@@ -147,6 +127,18 @@ pub struct DecodeArgs {
     pub full: bool,
 }
 
+/// Parses a fixed-length hex value (`--key`, 16 bytes) in any form [`parse_hex`] accepts.
+pub fn parse_hex_array<const N: usize>(text: &str) -> Result<[u8; N], String> {
+    let bytes = parse_hex(text).map_err(|e| e.to_string())?;
+    <[u8; N]>::try_from(bytes.as_slice()).map_err(|_| {
+        format!(
+            "expected {N} bytes ({} hex digits), got {}",
+            2 * N,
+            bytes.len()
+        )
+    })
+}
+
 /// Collects the PDUs named by the arguments: positional ones (`-` expanding to stdin's lines),
 /// then each `--file`.
 pub fn gather_inputs(args: &DecodeArgs) -> anyhow::Result<Vec<PduInput>> {
@@ -186,13 +178,13 @@ fn write_stdout(s: &str) -> anyhow::Result<()> {
 /// I/O and usage problems are returned as errors (the binary exits with 2).
 pub fn run(args: &DecodeArgs) -> anyhow::Result<ExitCode> {
     let inputs = gather_inputs(args)?;
-    let opts = DecodeOptions {
+    let opts = Options {
         mtu: usize::from(args.mtu),
         direction: args.direction,
         key: args.key,
         strict: args.strict,
     };
-    let report = decode(&inputs, &opts);
+    let report = dissect(&inputs, &opts);
     if args.json {
         let mut doc = serde_json::to_string_pretty(&report)?;
         doc.push('\n');
@@ -213,4 +205,23 @@ pub fn run(args: &DecodeArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_length_is_checked() {
+        assert_eq!(parse_hex_array::<2>("0102"), Ok([1, 2]));
+        assert_eq!(parse_hex_array::<2>("01:02"), Ok([1, 2]));
+        assert_eq!(
+            parse_hex_array::<2>("010203"),
+            Err("expected 2 bytes (4 hex digits), got 3".to_owned())
+        );
+        assert_eq!(
+            parse_hex_array::<2>("01x2"),
+            Err("invalid hex digit 'x' at char 2".to_owned())
+        );
+    }
 }

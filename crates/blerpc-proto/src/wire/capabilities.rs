@@ -5,9 +5,9 @@
 //!         +-------------+--------------+--------+
 //!         | max_request | max_response | flags  |      all u16 little-endian
 //!         +-------------+--------------+--------+
-//! flags: bit 0 = ENCRYPTION_SUPPORTED, bit 1 = LARGE_MESSAGES, bit 2 = LONG_CONTAINERS,
-//! bit 3 = RELAY
-//!        (blerpc-rs extensions), bits 3..15 reserved (kept, not interpreted)
+//! flags: bit 0 = ENCRYPTION_SUPPORTED; blerpc-rs extensions: bit 1 = LARGE_MESSAGES,
+//!        bit 2 = LONG_CONTAINERS, bit 3 = RELAY; bits 4..15 reserved (kept, not interpreted,
+//!        named BIT_4 .. BIT_15)
 //!
 //! large-message extension (a peripheral's reply with LARGE_MESSAGES set, 14 bytes):
 //! offset  0             2              4        6                  10                 14
@@ -37,29 +37,49 @@ pub const CAPABILITIES_LEN: usize = 6;
 /// Length of a CAPABILITIES reply carrying the large-message extension.
 pub const CAPABILITIES_LARGE_LEN: usize = 14;
 
+/// The protocol names of the defined flag bits, indexed by bit: the one table they live in.
+/// A flag constant is declared through `CapabilityFlags::named_bit`, whose const evaluation fails
+/// (a compile error) for a bit without an entry here.
+const FLAG_NAMES: [&str; 4] = [
+    "ENCRYPTION_SUPPORTED",
+    "LARGE_MESSAGES",
+    "LONG_CONTAINERS",
+    "RELAY",
+];
+
 /// The `flags` field of a CAPABILITIES payload. Unknown bits are retained.
+///
+/// [`CapabilityFlags::iter`] lists the set bits with their names and `Display` joins them with
+/// `|`: `ENCRYPTION_SUPPORTED|LARGE_MESSAGES`, a bit this crate does not define as `BIT_n`
+/// (`RELAY|BIT_15`), and no bit at all as the empty string.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CapabilityFlags(u16);
 
 impl CapabilityFlags {
     /// Bit 0: the peripheral supports the encrypted session (KEY_EXCHANGE).
-    pub const ENCRYPTION_SUPPORTED: Self = CapabilityFlags(0x0001);
+    pub const ENCRYPTION_SUPPORTED: Self = Self::named_bit(0);
     /// Bit 1 (blerpc-rs extension): the sender supports large messages (u32 lengths, see the
     /// module docs). In force only when both the central's request and the peripheral's reply
     /// set it.
-    pub const LARGE_MESSAGES: Self = CapabilityFlags(0x0002);
+    pub const LARGE_MESSAGES: Self = Self::named_bit(1);
     /// Bit 2 (blerpc-rs extension): the sender sends and accepts long containers (`u16`
     /// `payload_len`, up to
     /// [`MAX_LONG_CONTAINER_LEN`](crate::wire::container::MAX_LONG_CONTAINER_LEN) bytes). In force
     /// only when both the central's request and the peripheral's reply set it; no other byte
     /// changes.
-    pub const LONG_CONTAINERS: Self = CapabilityFlags(0x0004);
+    pub const LONG_CONTAINERS: Self = Self::named_bit(2);
     /// Bit 3 (blerpc-rs extension, peripherals only): the peripheral answers the device
     /// gateway's `blerpc.relay` command, opening a second connection for a relayed end-to-end
     /// session on request. Informational: it changes nothing else on the wire.
-    pub const RELAY: Self = CapabilityFlags(0x0008);
+    pub const RELAY: Self = Self::named_bit(3);
     /// No flag set.
     pub const EMPTY: Self = CapabilityFlags(0);
+
+    /// The flag of a defined bit; a bit without a name in the name table does not compile.
+    const fn named_bit(bit: usize) -> Self {
+        assert!(bit < FLAG_NAMES.len(), "a capability flag needs a name");
+        CapabilityFlags(1 << bit)
+    }
 
     /// Wraps raw bits, keeping bits this crate does not know.
     pub const fn from_bits_retain(bits: u16) -> Self {
@@ -77,7 +97,89 @@ impl CapabilityFlags {
     pub const fn union(self, other: Self) -> Self {
         CapabilityFlags(self.0 | other.0)
     }
+    /// The set bits, lowest first, each with its name.
+    pub const fn iter(self) -> CapabilityFlagsIter {
+        CapabilityFlagsIter { rest: self.0 }
+    }
 }
+
+/// The protocol names of the set bits, joined by `|` (see [`CapabilityFlags`]).
+impl core::fmt::Display for CapabilityFlags {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for (i, flag) in self.iter().enumerate() {
+            if i > 0 {
+                f.write_str("|")?;
+            }
+            core::fmt::Display::fmt(&flag, f)?;
+        }
+        Ok(())
+    }
+}
+
+impl IntoIterator for CapabilityFlags {
+    type Item = CapabilityFlag;
+    type IntoIter = CapabilityFlagsIter;
+    fn into_iter(self) -> CapabilityFlagsIter {
+        self.iter()
+    }
+}
+
+/// One set bit of a [`CapabilityFlags`], as [`CapabilityFlags::iter`] yields it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CapabilityFlag {
+    bit: u8,
+}
+
+impl CapabilityFlag {
+    /// The bit number, `0..=15`.
+    pub const fn bit(self) -> u8 {
+        self.bit
+    }
+    /// This flag alone, as a set.
+    pub const fn flags(self) -> CapabilityFlags {
+        CapabilityFlags(1 << self.bit)
+    }
+    /// The protocol name (`ENCRYPTION_SUPPORTED`, `LARGE_MESSAGES`, `LONG_CONTAINERS`,
+    /// `RELAY`); `None` for a bit this crate does not define.
+    pub fn name(self) -> Option<&'static str> {
+        FLAG_NAMES.get(usize::from(self.bit)).copied()
+    }
+}
+
+/// The protocol name, or `BIT_n` for a bit this crate does not define.
+impl core::fmt::Display for CapabilityFlag {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(name) => f.write_str(name),
+            None => write!(f, "BIT_{}", self.bit),
+        }
+    }
+}
+
+/// The iterator of [`CapabilityFlags::iter`]: the set bits, lowest first.
+#[derive(Clone, Debug)]
+pub struct CapabilityFlagsIter {
+    rest: u16,
+}
+
+impl Iterator for CapabilityFlagsIter {
+    type Item = CapabilityFlag;
+    fn next(&mut self) -> Option<CapabilityFlag> {
+        if self.rest == 0 {
+            return None;
+        }
+        // `trailing_zeros` of a non-zero u16 is below 16.
+        let bit = self.rest.trailing_zeros() as u8;
+        self.rest &= self.rest - 1;
+        Some(CapabilityFlag { bit })
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.rest.count_ones() as usize;
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for CapabilityFlagsIter {}
 
 impl core::ops::BitOr for CapabilityFlags {
     type Output = Self;
@@ -257,6 +359,72 @@ mod tests {
         assert!(f.contains(CapabilityFlags::EMPTY));
         assert!(!f.contains(CapabilityFlags::ENCRYPTION_SUPPORTED));
         assert_eq!(CapabilityFlags::default(), CapabilityFlags::EMPTY);
+    }
+
+    #[test]
+    fn every_flag_has_its_name() {
+        extern crate std;
+        use std::string::ToString;
+        use std::vec::Vec;
+        // Each defined flag from its wire bytes (flags u16 LE at payload bytes 4-5), written out:
+        // a constant declared without a name does not compile (`named_bit`), and every bit past
+        // the named ones is `BIT_n`.
+        let defined = [
+            (
+                [0x01, 0x00],
+                CapabilityFlags::ENCRYPTION_SUPPORTED,
+                "ENCRYPTION_SUPPORTED",
+            ),
+            (
+                [0x02, 0x00],
+                CapabilityFlags::LARGE_MESSAGES,
+                "LARGE_MESSAGES",
+            ),
+            (
+                [0x04, 0x00],
+                CapabilityFlags::LONG_CONTAINERS,
+                "LONG_CONTAINERS",
+            ),
+            ([0x08, 0x00], CapabilityFlags::RELAY, "RELAY"),
+        ];
+        assert_eq!(defined.len(), FLAG_NAMES.len());
+        for (bit, ([lo, hi], flag, name)) in defined.into_iter().enumerate() {
+            let caps = Capabilities::parse_classic(&[0, 0, 0, 0, lo, hi]).unwrap();
+            assert_eq!(caps.flags, flag);
+            let one: Vec<CapabilityFlag> = caps.flags.iter().collect();
+            assert_eq!(one.len(), 1);
+            assert_eq!(usize::from(one[0].bit()), bit);
+            assert_eq!(one[0].flags(), flag);
+            assert_eq!(one[0].name(), Some(name));
+            assert_eq!(flag.to_string(), name);
+        }
+        for bit in FLAG_NAMES.len()..16 {
+            let flags = CapabilityFlags::from_bits_retain(1 << bit);
+            let [flag] = <[CapabilityFlag; 1]>::try_from(flags.iter().collect::<Vec<_>>()).unwrap();
+            assert_eq!(flag.name(), None);
+            assert_eq!(flags.to_string(), std::format!("BIT_{bit}"));
+        }
+    }
+
+    #[test]
+    fn flag_sets_display_joined() {
+        extern crate std;
+        use std::string::ToString;
+        // The nRF firmware's flags, a blerpc-rs peripheral's, and reserved bits.
+        let nrf = Capabilities::parse(&[0x00, 0x30, 0xff, 0xff, 0x01, 0x00]).unwrap();
+        assert_eq!(nrf.flags.to_string(), "ENCRYPTION_SUPPORTED");
+        let rs = Capabilities::parse_classic(&[0, 0, 0, 0, 0x0f, 0x00]).unwrap();
+        assert_eq!(
+            rs.flags.to_string(),
+            "ENCRYPTION_SUPPORTED|LARGE_MESSAGES|LONG_CONTAINERS|RELAY"
+        );
+        assert_eq!(rs.flags.iter().len(), 4);
+        let odd = CapabilityFlags::from_bits_retain(0x8018);
+        assert_eq!(odd.to_string(), "RELAY|BIT_4|BIT_15");
+        assert_eq!(CapabilityFlags::EMPTY.to_string(), "");
+        assert_eq!(CapabilityFlags::EMPTY.iter().next(), None);
+        let all = CapabilityFlags::from_bits_retain(0xffff);
+        assert_eq!(all.into_iter().map(|f| f.bit()).sum::<u8>(), (0..16).sum());
     }
 
     #[test]

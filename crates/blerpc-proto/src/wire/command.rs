@@ -65,6 +65,20 @@ impl CommandType {
             CommandType::Request
         }
     }
+    /// The type's protocol name: `REQUEST` or `RESPONSE`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CommandType::Request => "REQUEST",
+            CommandType::Response => "RESPONSE",
+        }
+    }
+}
+
+/// The protocol name ([`CommandType::as_str`]).
+impl core::fmt::Display for CommandType {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A command packet, borrowing its name and data.
@@ -278,6 +292,20 @@ mod tests {
 
     fn hex(s: &str) -> Vec<u8> {
         hex::decode(s).unwrap()
+    }
+
+    #[test]
+    fn command_types_are_named() {
+        use std::string::ToString;
+        // Type byte bit 7; the other bits do not change the type (as the reference reads it).
+        for (bytes, name) in [
+            (&b"\x00\x04echo\x00\x00"[..], "REQUEST"),
+            (&b"\x7f\x04echo\x00\x00"[..], "REQUEST"),
+            (&b"\x80\x04echo\x00\x00"[..], "RESPONSE"),
+        ] {
+            let kind = Command::parse(bytes).unwrap().kind;
+            assert_eq!((kind.as_str(), kind.to_string().as_str()), (name, name));
+        }
     }
 
     #[test]

@@ -112,6 +112,46 @@ impl ControlCmd {
             ControlCmd::Unknown(b) => b & 0x0F,
         }
     }
+
+    /// Every command this crate names, in wire order (`0x0..=0x6`). [`ControlCmd::from_bits`]
+    /// decodes exactly these values to a named command and `0x7..=0xF` to
+    /// [`ControlCmd::Unknown`].
+    pub const NAMED: [ControlCmd; 7] = [
+        ControlCmd::Reserved0,
+        ControlCmd::Timeout,
+        ControlCmd::StreamEndC2P,
+        ControlCmd::StreamEndP2C,
+        ControlCmd::Capabilities,
+        ControlCmd::Error,
+        ControlCmd::KeyExchange,
+    ];
+
+    /// The command's protocol name, as the reference's `ControlCmd` spells it: `NONE` (`0x0`),
+    /// `TIMEOUT`, `STREAM_END_C2P`, `STREAM_END_P2C`, `CAPABILITIES`, `ERROR`, `KEY_EXCHANGE`,
+    /// and `UNKNOWN` for `0x7..=0xF`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ControlCmd::Reserved0 => "NONE",
+            ControlCmd::Timeout => "TIMEOUT",
+            ControlCmd::StreamEndC2P => "STREAM_END_C2P",
+            ControlCmd::StreamEndP2C => "STREAM_END_P2C",
+            ControlCmd::Capabilities => "CAPABILITIES",
+            ControlCmd::Error => "ERROR",
+            ControlCmd::KeyExchange => "KEY_EXCHANGE",
+            ControlCmd::Unknown(_) => "UNKNOWN",
+        }
+    }
+}
+
+/// The protocol name ([`ControlCmd::as_str`]); an unassigned command shows its value too:
+/// `TIMEOUT`, `UNKNOWN(0x7)`.
+impl core::fmt::Display for ControlCmd {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            ControlCmd::Unknown(_) => write!(f, "{}({:#x})", self.as_str(), self.bits()),
+            _ => f.write_str(self.as_str()),
+        }
+    }
 }
 
 /// What a container is, from its flags byte.
@@ -137,6 +177,19 @@ pub enum ContainerKind {
 }
 
 impl ContainerKind {
+    /// The container type's name, as the reference's `ContainerType` spells it: `FIRST`,
+    /// `SUBSEQUENT`, `CONTROL`, `UNKNOWN` for the undefined type `0b10`, and `LARGE_FIRST` for
+    /// the large-message extension's FIRST.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            ContainerKind::First { .. } => "FIRST",
+            ContainerKind::LargeFirst { .. } => "LARGE_FIRST",
+            ContainerKind::Subsequent => "SUBSEQUENT",
+            ContainerKind::Control(_) => "CONTROL",
+            ContainerKind::Unknown => "UNKNOWN",
+        }
+    }
+
     /// The message length a FIRST or LARGE FIRST container announces; `None` for the others.
     pub fn total_length(&self) -> Option<usize> {
         match *self {
@@ -145,6 +198,20 @@ impl ContainerKind {
             _ => None,
         }
     }
+}
+
+/// Where a container's `payload_len` sits (FIRST 5, LARGE FIRST 7, every other type 3) and
+/// whether it is a `u16` (LONG: flags bit 1 on FIRST, LARGE FIRST and SUBSEQUENT), from its flags
+/// byte.
+#[inline(always)]
+const fn payload_len_field(flags: u8) -> (usize, bool) {
+    let kind = flags >> 6;
+    let offset = match kind {
+        TYPE_FIRST if flags & LARGE_FIRST_FLAG != 0 => LARGE_FIRST_HEADER_LEN - 1,
+        TYPE_FIRST => FIRST_HEADER_LEN - 1,
+        _ => HEADER_LEN - 1,
+    };
+    (offset, kind <= TYPE_SUBSEQUENT && flags & LONG_FLAG != 0)
 }
 
 /// One container, borrowing its payload.
@@ -170,19 +237,17 @@ impl<'a> Container<'a> {
         let tid = read_u8(pdu, 0, "tid")?;
         let seq = read_u8(pdu, 1, "seq")?;
         let flags = read_u8(pdu, 2, "flags")?;
-        let long = flags & LONG_FLAG != 0 && flags >> 6 <= TYPE_SUBSEQUENT;
-        let (kind, len_offset) = match flags >> 6 {
-            TYPE_FIRST if flags & LARGE_FIRST_FLAG != 0 => {
-                let total_length = read_u32(pdu, 3, "total_length")?;
-                (ContainerKind::LargeFirst { total_length }, 7)
-            }
-            TYPE_FIRST => {
-                let total_length = read_u16(pdu, 3, "total_length")?;
-                (ContainerKind::First { total_length }, 5)
-            }
-            TYPE_SUBSEQUENT => (ContainerKind::Subsequent, 3),
-            TYPE_CONTROL => (ContainerKind::Control(ControlCmd::from_bits(flags >> 2)), 3),
-            _ => (ContainerKind::Unknown, 3),
+        let (len_offset, long) = payload_len_field(flags);
+        let kind = match flags >> 6 {
+            TYPE_FIRST if flags & LARGE_FIRST_FLAG != 0 => ContainerKind::LargeFirst {
+                total_length: read_u32(pdu, 3, "total_length")?,
+            },
+            TYPE_FIRST => ContainerKind::First {
+                total_length: read_u16(pdu, 3, "total_length")?,
+            },
+            TYPE_SUBSEQUENT => ContainerKind::Subsequent,
+            TYPE_CONTROL => ContainerKind::Control(ControlCmd::from_bits(flags >> 2)),
+            _ => ContainerKind::Unknown,
         };
         let (payload_len, payload_at) = if long {
             let n = read_u16(pdu, len_offset, "payload_len")?;
@@ -208,6 +273,36 @@ impl<'a> Container<'a> {
             kind,
             payload,
         })
+    }
+
+    /// The length of the container that starts `buf` (header plus payload), read from its
+    /// header alone, or `None` while the header is incomplete. Bytes after the header are not
+    /// looked at, so a stream link learns from the first bytes how many to wait for.
+    ///
+    /// ```text
+    /// FIRST        [tid][seq][0b00......][total_length u16][payload_len]     6 + payload_len
+    /// LARGE FIRST  [tid][seq][0b00.....1][total_length u32][payload_len]     8 + payload_len
+    /// SUBSEQUENT, CONTROL, undefined type: [tid][seq][flags][payload_len]    4 + payload_len
+    /// LONG (flags bit 1, FIRST / LARGE FIRST / SUBSEQUENT): payload_len a u16, one byte more
+    /// ```
+    ///
+    /// The length is the one [`Container::parse`] reads; whether the header is otherwise valid
+    /// (a LONG length above 255) is left to it.
+    ///
+    /// ```
+    /// use blerpc_proto::wire::container::Container;
+    ///
+    /// assert_eq!(Container::peek_len(&[0x00, 0x00, 0xc4, 0x02]), Some(6)); // TIMEOUT response
+    /// assert_eq!(Container::peek_len(&[0x00, 0x00, 0x00, 0x28, 0x00]), None); // FIRST, 5 bytes
+    /// ```
+    pub fn peek_len(buf: &[u8]) -> Option<usize> {
+        let (len_at, long) = payload_len_field(*buf.get(2)?);
+        if long {
+            let n = u16::from_le_bytes([*buf.get(len_at)?, *buf.get(len_at + 1)?]);
+            Some(len_at + 2 + usize::from(n))
+        } else {
+            Some(len_at + 1 + usize::from(*buf.get(len_at)?))
+        }
     }
 
     /// A FIRST container (seq 0).
@@ -500,6 +595,126 @@ mod tests {
             let c = Container::parse(&bytes).unwrap();
             assert_eq!(c.kind, ContainerKind::Control(cmd));
             assert_eq!(emit_vec(&c), [3, 0, flags, 0]);
+        }
+    }
+
+    #[test]
+    fn peek_len_reads_the_header() {
+        // FIRST: 6 + payload_len (byte 5).
+        assert_eq!(Container::peek_len(&[1, 0, 0x00, 5, 0, 5]), Some(11));
+        assert_eq!(Container::peek_len(&[1, 0, 0x00, 5, 0]), None);
+        // LARGE FIRST (flags bit 0): 8 + payload_len (byte 7).
+        assert_eq!(
+            Container::peek_len(&[1, 0, 0x01, 0, 0, 1, 0, 236]),
+            Some(244)
+        );
+        assert_eq!(Container::peek_len(&[1, 0, 0x01, 0, 0, 1, 0]), None);
+        // LONG (flags bit 1): a u16 payload_len at bytes 5-6 (FIRST), 7-8 (LARGE FIRST) or
+        // 3-4 (SUBSEQUENT).
+        assert_eq!(
+            Container::peek_len(&[1, 0, 0x02, 0, 1, 0x00, 0x01]),
+            Some(7 + 256)
+        );
+        assert_eq!(Container::peek_len(&[1, 0, 0x02, 0, 1, 0x00]), None);
+        assert_eq!(
+            Container::peek_len(&[1, 0, 0x03, 0, 0, 1, 0, 0xf7, 0x3f]),
+            Some(16_384)
+        );
+        assert_eq!(Container::peek_len(&[1, 0, 0x03, 0, 0, 1, 0, 0xf7]), None);
+        assert_eq!(Container::peek_len(&[1, 3, 0x42, 0xfb, 0x3f]), Some(16_384));
+        assert_eq!(Container::peek_len(&[1, 3, 0x42, 0xfb]), None);
+        // SUBSEQUENT, CONTROL, undefined type: 4 + payload_len (byte 3); reserved bits ignored
+        // (bit 1 of CONTROL and of the undefined type is not LONG).
+        assert_eq!(Container::peek_len(&[1, 1, 0x40, 240]), Some(244));
+        assert_eq!(Container::peek_len(&[1, 1, 0x41, 240]), Some(244));
+        assert_eq!(Container::peek_len(&[1, 0, 0xD4, 1]), Some(5));
+        assert_eq!(Container::peek_len(&[1, 0, 0xD6, 1]), Some(5));
+        assert_eq!(Container::peek_len(&[1, 0, 0x83, 0]), Some(4));
+        assert_eq!(Container::peek_len(&[1, 0]), None);
+        assert_eq!(Container::peek_len(&[]), None);
+    }
+
+    #[test]
+    fn peek_len_agrees_with_parse() {
+        // Every header shape, emitted: the peek from the first bytes is the emitted length.
+        let long = [0x5au8; 300];
+        let containers = [
+            Container::first(1, 3, b"abc"),
+            Container::first(1, 300, &long),
+            Container::large_first(2, 70_000, b"ab"),
+            Container::large_first(2, 70_000, &long),
+            Container::subsequent(3, 4, b"abcd"),
+            Container::subsequent(3, 4, &long),
+            Container::control(4, ControlCmd::Error, &[0x02]),
+            Container::control(4, ControlCmd::Unknown(9), &[]),
+        ];
+        for c in containers {
+            let bytes = emit_vec(&c);
+            assert_eq!(Container::peek_len(&bytes), Some(bytes.len()), "{c:?}");
+            assert_eq!(
+                Container::parse(&bytes).map(|p| p.emitted_len()),
+                Ok(bytes.len())
+            );
+            // Header bytes alone are enough; one fewer is not.
+            let header = c.header_len();
+            assert_eq!(
+                Container::peek_len(bytes.get(..header).unwrap()),
+                Some(bytes.len())
+            );
+            assert_eq!(Container::peek_len(bytes.get(..header - 1).unwrap()), None);
+        }
+    }
+
+    #[test]
+    fn every_control_cmd_has_its_name() {
+        // The flags byte and the name of every named command, written out (wire.md 1.2): a
+        // command added to the enum without a name fails `as_str`'s exhaustive match, and one
+        // left out of `NAMED` fails the count below.
+        let expected: [(u8, &str); 7] = [
+            (0xc0, "NONE"),
+            (0xc4, "TIMEOUT"),
+            (0xc8, "STREAM_END_C2P"),
+            (0xcc, "STREAM_END_P2C"),
+            (0xd0, "CAPABILITIES"),
+            (0xd4, "ERROR"),
+            (0xd8, "KEY_EXCHANGE"),
+        ];
+        assert_eq!(ControlCmd::NAMED.len(), expected.len());
+        for (cmd, (flags, name)) in ControlCmd::NAMED.iter().zip(expected) {
+            let bytes = [0, 0, flags, 0];
+            let c = Container::parse(&bytes).unwrap();
+            assert_eq!(c.kind, ContainerKind::Control(*cmd));
+            assert_eq!(cmd.as_str(), name);
+            assert_eq!(std::format!("{cmd}"), name);
+        }
+        let named = (0..16u8)
+            .filter(|&b| !matches!(ControlCmd::from_bits(b), ControlCmd::Unknown(_)))
+            .count();
+        assert_eq!(named, ControlCmd::NAMED.len());
+        // 0x7..=0xF: one name, the value in Display.
+        let c = Container::parse(&[0, 0, 0xdc, 0]).unwrap();
+        let ContainerKind::Control(cmd) = c.kind else {
+            panic!("{c:?}")
+        };
+        assert_eq!(cmd.as_str(), "UNKNOWN");
+        assert_eq!(std::format!("{cmd}"), "UNKNOWN(0x7)");
+        assert_eq!(
+            std::format!("{}", ControlCmd::from_bits(0xf)),
+            "UNKNOWN(0xf)"
+        );
+    }
+
+    #[test]
+    fn container_kinds_are_named() {
+        let cases: [(&[u8], &str); 5] = [
+            (&[0, 0, 0x00, 0, 0, 0], "FIRST"),
+            (&[0, 0, 0x01, 0, 0, 0, 0, 0], "LARGE_FIRST"),
+            (&[0, 1, 0x40, 0], "SUBSEQUENT"),
+            (&[0, 0, 0xc4, 0], "CONTROL"),
+            (&[0, 0, 0x80, 0], "UNKNOWN"),
+        ];
+        for (bytes, name) in cases {
+            assert_eq!(Container::parse(bytes).unwrap().kind.as_str(), name);
         }
     }
 

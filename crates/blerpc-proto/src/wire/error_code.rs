@@ -82,6 +82,42 @@ impl ErrorCode {
         }
     }
 
+    /// Every code this crate names, in byte order. [`ErrorCode::from_byte`] decodes exactly these
+    /// bytes to a named code and every other byte to [`ErrorCode::Unknown`].
+    pub const NAMED: [ErrorCode; 11] = [
+        ErrorCode::ResponseTooLarge,
+        ErrorCode::Busy,
+        ErrorCode::UnknownCommand,
+        ErrorCode::DecodeFailed,
+        ErrorCode::DecryptFailed,
+        ErrorCode::EncryptionRequired,
+        ErrorCode::RequestTooLarge,
+        ErrorCode::SequenceGap,
+        ErrorCode::KeyExchangeFailed,
+        ErrorCode::HandlerFailed,
+        ErrorCode::StreamLimit,
+    ];
+
+    /// The code's protocol name: `RESPONSE_TOO_LARGE` and `BUSY` as the reference names them
+    /// (`BLERPC_ERROR_*`), the blerpc-rs codes as `docs/protocol.md` lists them, and `UNKNOWN`
+    /// for any other byte.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::ResponseTooLarge => "RESPONSE_TOO_LARGE",
+            ErrorCode::Busy => "BUSY",
+            ErrorCode::UnknownCommand => "UNKNOWN_COMMAND",
+            ErrorCode::DecodeFailed => "DECODE_FAILED",
+            ErrorCode::DecryptFailed => "DECRYPT_FAILED",
+            ErrorCode::EncryptionRequired => "ENCRYPTION_REQUIRED",
+            ErrorCode::RequestTooLarge => "REQUEST_TOO_LARGE",
+            ErrorCode::SequenceGap => "SEQUENCE_GAP",
+            ErrorCode::KeyExchangeFailed => "KEY_EXCHANGE_FAILED",
+            ErrorCode::HandlerFailed => "HANDLER_FAILED",
+            ErrorCode::StreamLimit => "STREAM_LIMIT",
+            ErrorCode::Unknown(_) => "UNKNOWN",
+        }
+    }
+
     /// `true` for the codes the reference implementations define (`0x01`, `0x02`).
     pub const fn is_reference_code(self) -> bool {
         matches!(self.to_byte(), 0x01 | 0x02)
@@ -118,9 +154,14 @@ impl From<ErrorCode> for u8 {
     }
 }
 
+/// The protocol name ([`ErrorCode::as_str`]); a byte without a name shows its value too:
+/// `BUSY`, `UNKNOWN(0xee)`.
 impl core::fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "{} ({:#04x})", self.description(), self.to_byte())
+        match *self {
+            ErrorCode::Unknown(b) => write!(f, "{}({b:#04x})", self.as_str()),
+            _ => f.write_str(self.as_str()),
+        }
     }
 }
 
@@ -150,13 +191,44 @@ mod tests {
     }
 
     #[test]
-    fn display_names_the_byte() {
+    fn display_is_the_protocol_name() {
         extern crate std;
         use std::string::ToString;
-        assert_eq!(ErrorCode::Busy.to_string(), "peripheral busy (0x02)");
-        assert_eq!(
-            ErrorCode::Unknown(0xee).to_string(),
-            "peripheral error (0xee)"
-        );
+        assert_eq!(ErrorCode::from_byte(0x02).to_string(), "BUSY");
+        assert_eq!(ErrorCode::from_byte(0x0b).to_string(), "STREAM_LIMIT");
+        assert_eq!(ErrorCode::from_byte(0xee).to_string(), "UNKNOWN(0xee)");
+        assert_eq!(ErrorCode::from_byte(0x00).to_string(), "UNKNOWN(0x00)");
+    }
+
+    #[test]
+    fn every_code_has_its_name() {
+        // The wire byte, the name and the description of every named code, written out: a code
+        // added to the enum without a name fails `as_str`'s exhaustive match, and one left out
+        // of `NAMED` fails the count below.
+        let expected: [(u8, &str, &str); 11] = [
+            (0x01, "RESPONSE_TOO_LARGE", "response too large"),
+            (0x02, "BUSY", "peripheral busy"),
+            (0x03, "UNKNOWN_COMMAND", "unknown command"),
+            (0x04, "DECODE_FAILED", "request failed to decode"),
+            (0x05, "DECRYPT_FAILED", "message failed to decrypt"),
+            (0x06, "ENCRYPTION_REQUIRED", "encryption required"),
+            (0x07, "REQUEST_TOO_LARGE", "request too large"),
+            (0x08, "SEQUENCE_GAP", "container sequence gap"),
+            (0x09, "KEY_EXCHANGE_FAILED", "key exchange failed"),
+            (0x0a, "HANDLER_FAILED", "handler failed"),
+            (0x0b, "STREAM_LIMIT", "stream limit exceeded"),
+        ];
+        assert_eq!(ErrorCode::NAMED.len(), expected.len());
+        for (code, (byte, name, description)) in ErrorCode::NAMED.iter().zip(expected) {
+            assert_eq!(code.to_byte(), byte);
+            assert_eq!(ErrorCode::from_byte(byte), *code);
+            assert_eq!((code.as_str(), code.description()), (name, description));
+        }
+        // Every byte the parser decodes to a named code is in `NAMED`, and only those.
+        let named = (0..=u8::MAX)
+            .filter(|&b| !matches!(ErrorCode::from_byte(b), ErrorCode::Unknown(_)))
+            .count();
+        assert_eq!(named, ErrorCode::NAMED.len());
+        assert_eq!(ErrorCode::Unknown(0x42).as_str(), "UNKNOWN");
     }
 }

@@ -11,8 +11,8 @@
 //!
 //! A container is self-delimiting: the receiver reads its header to learn its length (`6 +
 //! payload_len` for FIRST, `8 + payload_len` for the large-message extension's LARGE FIRST,
-//! `4 + payload_len` otherwise, `payload_len` at byte 5, 7 or 3) and
-//! hands exactly that many bytes to the protocol as one PDU. The link MTU is configured
+//! `4 + payload_len` otherwise, `payload_len` at byte 5, 7 or 3; the core's
+//! [`Container::peek_len`]) and hands exactly that many bytes to the protocol as one PDU. The link MTU is configured
 //! ([`TcpOptions::att_mtu`], 247 like BLE by default); both ends must agree on it.
 //!
 //! **Long containers.** With [`TcpOptions::long_containers`] (the default) the link carries
@@ -48,8 +48,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use blerpc_proto::wire::container::{
-    ATT_OVERHEAD, FIRST_HEADER_LEN, HEADER_LEN, LARGE_FIRST_FLAG, LARGE_FIRST_HEADER_LEN,
-    LONG_FLAG, MAX_LONG_CONTAINER_LEN,
+    ATT_OVERHEAD, Container, HEADER_LEN, LARGE_FIRST_HEADER_LEN, MAX_LONG_CONTAINER_LEN,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -179,26 +178,6 @@ impl TcpOptions {
     }
 }
 
-/// The length of the container that starts `buf` (header plus payload), or `None` while its
-/// header is incomplete. Bytes after the header are not looked at.
-pub(crate) fn container_len(buf: &[u8]) -> Option<usize> {
-    let flags = *buf.get(2)?;
-    let kind = flags >> 6;
-    // Where payload_len sits: FIRST 5, LARGE FIRST 7, every other type 3.
-    let len_at = match kind {
-        0 if flags & LARGE_FIRST_FLAG != 0 => LARGE_FIRST_HEADER_LEN - 1,
-        0 => FIRST_HEADER_LEN - 1,
-        _ => HEADER_LEN - 1,
-    };
-    // LONG (FIRST and SUBSEQUENT only): a u16 payload_len.
-    if kind <= 1 && flags & LONG_FLAG != 0 {
-        let n = u16::from_le_bytes([*buf.get(len_at)?, *buf.get(len_at + 1)?]);
-        Some(len_at + 2 + usize::from(n))
-    } else {
-        Some(len_at + 1 + usize::from(*buf.get(len_at)?))
-    }
-}
-
 /// Checks that `pdu` is exactly one container of at most `max` bytes (what a stream link can
 /// carry without desynchronising the peer).
 pub(crate) fn check_pdu(pdu: &[u8], max: usize) -> Result<(), LinkError> {
@@ -208,7 +187,7 @@ pub(crate) fn check_pdu(pdu: &[u8], max: usize) -> Result<(), LinkError> {
             max,
         });
     }
-    match container_len(pdu) {
+    match Container::peek_len(pdu) {
         Some(len) if len == pdu.len() => Ok(()),
         Some(len) => Err(LinkError::Framing(format!(
             "a {}-byte PDU whose header declares a {len}-byte container cannot be sent on a stream link",
@@ -541,7 +520,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> LinkRx for StreamRx<R> {
         }
         loop {
             let pending = self.buf.get(self.start..self.end).unwrap_or(&[]);
-            if let Some(len) = container_len(pending) {
+            if let Some(len) = Container::peek_len(pending) {
                 if len > self.max {
                     let why = if self.max < self.limit {
                         "; long containers only once the connection allows them"
@@ -749,38 +728,6 @@ impl crate::link::Acceptor for TcpAcceptor {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn container_len_reads_the_header() {
-        // FIRST: 6 + payload_len (byte 5).
-        assert_eq!(container_len(&[1, 0, 0x00, 5, 0, 5]), Some(11));
-        assert_eq!(container_len(&[1, 0, 0x00, 5, 0]), None);
-        // LARGE FIRST (flags bit 0): 8 + payload_len (byte 7).
-        assert_eq!(container_len(&[1, 0, 0x01, 0, 0, 1, 0, 236]), Some(244));
-        assert_eq!(container_len(&[1, 0, 0x01, 0, 0, 1, 0]), None);
-        // LONG (flags bit 1): a u16 payload_len at bytes 5-6 (FIRST), 7-8 (LARGE FIRST) or
-        // 3-4 (SUBSEQUENT).
-        assert_eq!(
-            container_len(&[1, 0, 0x02, 0, 1, 0x00, 0x01]),
-            Some(7 + 256)
-        );
-        assert_eq!(container_len(&[1, 0, 0x02, 0, 1, 0x00]), None);
-        assert_eq!(
-            container_len(&[1, 0, 0x03, 0, 0, 1, 0, 0xf7, 0x3f]),
-            Some(16_384)
-        );
-        assert_eq!(container_len(&[1, 0, 0x03, 0, 0, 1, 0, 0xf7]), None);
-        assert_eq!(container_len(&[1, 3, 0x42, 0xfb, 0x3f]), Some(16_384));
-        assert_eq!(container_len(&[1, 3, 0x42, 0xfb]), None);
-        // SUBSEQUENT, CONTROL, undefined type: 4 + payload_len (byte 3); reserved bits ignored
-        // (bit 1 of CONTROL and of the undefined type is not LONG).
-        assert_eq!(container_len(&[1, 1, 0x40, 240]), Some(244));
-        assert_eq!(container_len(&[1, 1, 0x41, 240]), Some(244));
-        assert_eq!(container_len(&[1, 0, 0xD4, 1]), Some(5));
-        assert_eq!(container_len(&[1, 0, 0xD6, 1]), Some(5));
-        assert_eq!(container_len(&[1, 0, 0x83, 0]), Some(4));
-        assert_eq!(container_len(&[1, 0]), None);
-    }
 
     #[tokio::test]
     async fn a_long_container_grows_the_read_buffer_and_idle_shrinks_it() {

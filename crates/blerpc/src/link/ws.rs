@@ -42,6 +42,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use blerpc_proto::wire::container::Container;
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, ToSocketAddrs};
@@ -544,7 +545,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> LinkRx for WsRx<S> {
                             self.max
                         )));
                     }
-                    if tcp::container_len(&pdu) != Some(pdu.len()) {
+                    if Container::peek_len(&pdu) != Some(pdu.len()) {
                         self.done = true;
                         return Err(LinkError::Framing(format!(
                             "a {}-byte WebSocket message that is not exactly one container",

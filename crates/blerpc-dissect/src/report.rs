@@ -1,12 +1,14 @@
-//! The structured result of a dissection; `--json` prints it with serde, the text renderer walks
-//! it. The JSON shape is documented in [`super::AFTER_LONG_HELP`].
+//! The structured result of a dissection. Serialised with serde it is the JSON document of
+//! `blerpc decode --json`; [`crate::text::render`] walks it for the text form.
 
 use std::fmt;
 
-use serde::Serialize;
+use blerpc_proto::wire::container::ControlCmd;
+use serde::{Serialize, Serializer};
 
-/// A link direction as given on the command line and shown in reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+/// A link direction, as [`crate::Options::direction`] takes it and reports show it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Dir {
     /// Central (client) to peripheral (server): GATT writes.
@@ -42,14 +44,14 @@ impl fmt::Display for Dir {
     }
 }
 
-/// Everything `blerpc decode` found, in input order.
+/// Everything the dissector found, in input order.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Report {
     /// `false` if there are errors (or, with `--strict`, warnings); the exit code is 1 then.
     pub ok: bool,
     /// The ATT MTU the containers were checked against.
     pub mtu: usize,
-    /// The `--direction` given, `null` when inferred per PDU.
+    /// The direction given ([`crate::Options::direction`]), `null` when inferred per PDU.
     pub direction: Option<Dir>,
     /// One entry per input PDU.
     pub pdus: Vec<PduReport>,
@@ -98,13 +100,13 @@ pub struct ContainerReport {
     pub tid: u8,
     /// Sequence number.
     pub seq: u8,
-    /// `FIRST`, `LARGE_FIRST` (large-message extension), `SUBSEQUENT`, `CONTROL` or `UNDEFINED`
-    /// (type `0b10`).
+    /// The type's name (`ContainerKind::as_str`): `FIRST`, `LARGE_FIRST` (large-message
+    /// extension), `SUBSEQUENT`, `CONTROL` or `UNKNOWN` (the undefined type `0b10`).
     #[serde(rename = "type")]
     pub kind: &'static str,
     /// The raw flags byte.
     pub flags: u8,
-    /// The control command name, for CONTROL containers.
+    /// The control command's name ([`ControlCmd::as_str`]), for CONTROL containers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub control_cmd: Option<&'static str>,
     /// `total_length`, for FIRST and LARGE_FIRST containers.
@@ -123,8 +125,13 @@ pub struct ContainerReport {
 pub struct SplitReport {
     /// Bytes in the PDU.
     pub container_len: usize,
-    /// The most a container may have at this MTU (`mtu - 3`).
+    /// The most a container may have: `mtu - 3`, or 16,384 for a LONG one.
     pub max_container_len: usize,
+    /// A LONG container (long-container extension, `u16` `payload_len`): it travels only on
+    /// links without an ATT MTU, so it is held to 16,384 bytes instead (only present when
+    /// `true`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub long: bool,
     /// `container_len <= max_container_len`.
     pub fits: bool,
     /// 1-based container number within its message (`seq + 1`), for FIRST and SUBSEQUENT.
@@ -148,9 +155,9 @@ pub struct SplitReport {
     pub sender_mtu_hint: Option<usize>,
 }
 
-/// Whether a TIMEOUT or CAPABILITIES container is the request or the response.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+/// Whether a TIMEOUT or CAPABILITIES container is the request or the response; in JSON
+/// [`ControlKind::as_str`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ControlKind {
     /// Central → peripheral.
     Request,
@@ -158,11 +165,43 @@ pub enum ControlKind {
     Response,
 }
 
-/// A decoded CONTROL payload, tagged by `cmd`.
+impl ControlKind {
+    /// `request` or `response`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ControlKind::Request => "request",
+            ControlKind::Response => "response",
+        }
+    }
+}
+
+impl Serialize for ControlKind {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// A decoded CONTROL payload: its command, then the payload's fields.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "cmd", rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ControlReport {
-    /// `0x1`: empty request or `timeout_ms` response.
+pub struct ControlReport {
+    /// The container's command; in JSON its name ([`ControlCmd::as_str`]).
+    #[serde(serialize_with = "control_cmd_name")]
+    pub cmd: ControlCmd,
+    /// The payload's fields (in JSON, beside `cmd`).
+    #[serde(flatten)]
+    pub body: ControlBody,
+}
+
+/// Serialises a control command by its protocol name.
+fn control_cmd_name<S: Serializer>(cmd: &ControlCmd, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(cmd.as_str())
+}
+
+/// The fields of a CONTROL payload, by command ([`ControlReport::cmd`] says which).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ControlBody {
+    /// TIMEOUT (`0x1`): empty request or `timeout_ms` response.
     Timeout {
         /// Request or response.
         kind: ControlKind,
@@ -174,13 +213,10 @@ pub enum ControlReport {
         #[serde(skip_serializing_if = "Option::is_none")]
         timeout_ms: Option<u16>,
     },
-    /// `0x2`: the central ended its stream.
-    #[serde(rename = "STREAM_END_C2P")]
-    StreamEndC2p,
-    /// `0x3`: the peripheral ended its stream.
-    #[serde(rename = "STREAM_END_P2C")]
-    StreamEndP2c,
-    /// `0x4`: capabilities request or response.
+    /// STREAM_END_C2P (`0x2`, the central ended its stream) or STREAM_END_P2C (`0x3`, the
+    /// peripheral ended its stream): no fields.
+    StreamEnd,
+    /// CAPABILITIES (`0x4`): request or response.
     Capabilities {
         /// Request or response.
         kind: ControlKind,
@@ -197,7 +233,8 @@ pub enum ControlReport {
         /// The flag bits.
         #[serde(skip_serializing_if = "Option::is_none")]
         flags: Option<u16>,
-        /// Names of the set flag bits (`ENCRYPTION_SUPPORTED`, `LARGE_MESSAGES`, or `BIT_n`).
+        /// Names of the set flag bits, lowest first (`CapabilityFlags::iter`: the protocol's
+        /// names, `BIT_n` for a bit the core does not define).
         flag_names: Vec<String>,
         /// The large-message extension's `u32` `max_request` (a reply with `LARGE_MESSAGES`).
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -206,21 +243,22 @@ pub enum ControlReport {
         #[serde(skip_serializing_if = "Option::is_none")]
         large_max_response: Option<u32>,
     },
-    /// `0x5`: a one-byte error code.
+    /// ERROR (`0x5`): a one-byte error code.
     Error {
         /// The code byte.
         code: u8,
-        /// Its name (`BUSY`, `RESPONSE_TOO_LARGE`, ..., `UNKNOWN`).
+        /// Its protocol name (`ErrorCode::as_str`: `BUSY`, `RESPONSE_TOO_LARGE`, ...,
+        /// `UNKNOWN`).
         name: &'static str,
-        /// A short description.
+        /// A short description (`ErrorCode::description`).
         description: &'static str,
         /// `true` for the reference's codes (`0x01`, `0x02`); others are blerpc-rs additions
         /// that reference centrals treat as a generic error.
         reference_code: bool,
     },
-    /// `0x6`: one handshake step.
+    /// KEY_EXCHANGE (`0x6`): one handshake step.
     KeyExchange(KeyExchangeReport),
-    /// `0x0` or `0x7..=0xF`: unassigned, receivers skip it.
+    /// NONE (`0x0`) or UNKNOWN (`0x7..=0xF`): unassigned, receivers skip it.
     Unknown {
         /// The 4-bit command.
         cmd_value: u8,
@@ -307,7 +345,7 @@ pub struct EncryptionReport {
 /// A command packet.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CommandReport {
-    /// `REQUEST` or `RESPONSE`.
+    /// `REQUEST` or `RESPONSE` (`CommandType::as_str`).
     #[serde(rename = "type")]
     pub kind: &'static str,
     /// The command (RPC) name.

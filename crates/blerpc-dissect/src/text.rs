@@ -10,9 +10,11 @@
 
 use std::fmt::Write as _;
 
-use super::report::{
-    ControlKind, ControlReport, Diagnostic, KeyExchangeReport, MessageReport, PduReport, Report,
-    SplitReport,
+use blerpc_proto::wire::container::{ContainerKind, ControlCmd};
+
+use crate::report::{
+    ControlBody, ControlKind, ControlReport, Diagnostic, KeyExchangeReport, MessageReport,
+    PduReport, Report, SplitReport,
 };
 
 /// Data longer than this many bytes is cut in text output unless `full` is set.
@@ -89,7 +91,7 @@ fn head(pdu: &PduReport) -> String {
     if let Some(cmd) = c.control_cmd {
         let _ = write!(fields, " cmd={cmd}");
     }
-    if c.kind == "UNDEFINED" {
+    if c.kind == ContainerKind::Unknown.as_str() {
         let _ = write!(fields, " flags={:#04x}", c.flags);
     }
     if let Some(total) = c.total_length {
@@ -100,11 +102,16 @@ fn head(pdu: &PduReport) -> String {
 }
 
 fn split_text(mtu: usize, pdu: &PduReport, s: &SplitReport) -> String {
+    let limit = if s.long {
+        "LONG container".to_owned()
+    } else {
+        format!("MTU {mtu}")
+    };
     let mut t = if s.fits {
-        format!("MTU {mtu}: fits")
+        format!("{limit}: fits")
     } else {
         format!(
-            "MTU {mtu}: {} bytes > {} allowed",
+            "{limit}: {} bytes > {} allowed",
             s.container_len, s.max_container_len
         )
     };
@@ -148,35 +155,36 @@ fn dir_text(direction: impl std::fmt::Display, inferred: bool) -> String {
 }
 
 fn control_lines(out: &mut String, control: &ControlReport) {
-    let _ = match control {
-        ControlReport::Timeout {
-            kind: ControlKind::Request,
-            direction,
-            inferred,
-            ..
-        } => writeln!(
-            out,
-            "    TIMEOUT request ({})",
-            dir_text(direction, *inferred)
-        ),
-        ControlReport::Timeout {
+    let cmd = control.cmd.as_str();
+    let _ = match &control.body {
+        ControlBody::Timeout {
+            kind,
             direction,
             inferred,
             timeout_ms,
-            ..
-        } => writeln!(
-            out,
-            "    TIMEOUT response ({}): timeout_ms={}",
-            dir_text(direction, *inferred),
-            timeout_ms.unwrap_or_default()
-        ),
-        ControlReport::StreamEndC2p => {
-            writeln!(out, "    STREAM_END_C2P: the central ended its stream")
+        } => {
+            let value = match kind {
+                ControlKind::Request => String::new(),
+                ControlKind::Response => {
+                    format!(": timeout_ms={}", timeout_ms.unwrap_or_default())
+                }
+            };
+            writeln!(
+                out,
+                "    {cmd} {} ({}){value}",
+                kind.as_str(),
+                dir_text(direction, *inferred)
+            )
         }
-        ControlReport::StreamEndP2c => {
-            writeln!(out, "    STREAM_END_P2C: the peripheral ended its stream")
+        ControlBody::StreamEnd => {
+            let who = if control.cmd == ControlCmd::StreamEndC2P {
+                "central"
+            } else {
+                "peripheral"
+            };
+            writeln!(out, "    {cmd}: the {who} ended its stream")
         }
-        ControlReport::Capabilities {
+        ControlBody::Capabilities {
             kind,
             direction,
             inferred,
@@ -187,10 +195,6 @@ fn control_lines(out: &mut String, control: &ControlReport) {
             large_max_request,
             large_max_response,
         } => {
-            let what = match kind {
-                ControlKind::Request => "request",
-                ControlKind::Response => "response",
-            };
             let body = match (max_request, max_response, flags) {
                 (Some(req), Some(resp), Some(flags)) => format!(
                     "max_request={req} max_response={resp} flags={flags:#06x}{}",
@@ -210,29 +214,30 @@ fn control_lines(out: &mut String, control: &ControlReport) {
             };
             writeln!(
                 out,
-                "    CAPABILITIES {what} ({}): {body}{large}",
+                "    {cmd} {} ({}): {body}{large}",
+                kind.as_str(),
                 dir_text(direction, *inferred)
             )
         }
-        ControlReport::Error {
+        ControlBody::Error {
             code,
             name,
             description,
             reference_code,
         } => writeln!(
             out,
-            "    ERROR code={code:#04x} {name}: {description} ({})",
+            "    {cmd} code={code:#04x} {name}: {description} ({})",
             if *reference_code {
                 "reference code"
             } else {
                 "blerpc-rs code; reference centrals report a generic peripheral error"
             }
         ),
-        ControlReport::KeyExchange(kx) => {
-            kx_lines(out, kx);
+        ControlBody::KeyExchange(kx) => {
+            kx_lines(out, cmd, kx);
             Ok(())
         }
-        ControlReport::Unknown {
+        ControlBody::Unknown {
             cmd_value,
             payload_hex,
         } => writeln!(
@@ -247,8 +252,8 @@ fn control_lines(out: &mut String, control: &ControlReport) {
     };
 }
 
-fn kx_lines(out: &mut String, kx: &KeyExchangeReport) {
-    let _ = writeln!(out, "    KEY_EXCHANGE step {} ({})", kx.step, kx.direction);
+fn kx_lines(out: &mut String, cmd: &str, kx: &KeyExchangeReport) {
+    let _ = writeln!(out, "    {cmd} step {} ({})", kx.step, kx.direction);
     let verdict = |v: Option<bool>, what: &str| match v {
         Some(true) => format!("  ({what}: valid)"),
         Some(false) => format!("  ({what}: INVALID)"),

@@ -1,8 +1,8 @@
 //! The dissector: PDUs in, a [`Report`] out. No printing, no process exit.
 //!
 //! Per PDU: hex → [`Container::parse`] → MTU and split checks → either the CONTROL payload
-//! (see `control.rs`) or the core's [`Assembler`]. A completed message is
-//! decrypted with `--key` (core [`Session`]) if it can be, then parsed as a [`Command`].
+//! (see `control.rs`) or the core's [`Assembler`]. A completed message is decrypted with the
+//! session key if it can be, then parsed as a command (see `message.rs`).
 //!
 //! Decoding never stops early: a malformed PDU is recorded as an error and the next PDU is
 //! decoded as usual. A malformed FIRST/SUBSEQUENT drops its transaction, as a receiver would.
@@ -13,13 +13,11 @@ use blerpc_proto::assemble::{AssembleError, Assembler, AssemblerConfig};
 use blerpc_proto::split;
 use blerpc_proto::wire::WireError;
 use blerpc_proto::wire::container::{
-    ATT_OVERHEAD, Container, ContainerKind, FIRST_HEADER_LEN, HEADER_LEN, LARGE_FIRST_HEADER_LEN,
-    MAX_CHUNK_LEN, MAX_LONG_CONTAINER_LEN,
+    ATT_OVERHEAD, Container, ContainerKind, HEADER_LEN, MAX_CHUNK_LEN, MAX_LONG_CONTAINER_LEN,
 };
 
-use super::control::control_cmd_name;
-use super::input::{PduInput, parse_hex};
-use super::report::{
+use crate::input::{PduInput, parse_hex};
+use crate::report::{
     ContainerReport, Diagnostic, Dir, IncompleteReport, Layer, PduReport, Report, SplitReport,
 };
 
@@ -29,22 +27,27 @@ pub const DEFAULT_MTU: usize = 247;
 /// Transactions the dissector can follow at once: one per possible tid.
 const SLOTS: usize = 256;
 
-/// What to decode with.
+/// What to dissect with.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DecodeOptions {
-    /// ATT MTU the capture was taken at; containers must fit `mtu - 3` bytes.
+pub struct Options {
+    /// ATT MTU the capture was taken at; containers must fit `mtu - 3` bytes (LONG containers,
+    /// which only links without an ATT MTU carry, 16 KiB).
     pub mtu: usize,
-    /// The direction every PDU travelled in; `None` infers it per PDU where it matters.
+    /// The direction every PDU travelled in; `None` infers it per PDU where it matters: an
+    /// empty TIMEOUT is a request and any other a response, an empty or all-zero-limits 6-byte
+    /// CAPABILITIES is a request and any other a response, and session frames are tried with
+    /// both nonce directions.
     pub direction: Option<Dir>,
     /// The 16-byte session key, to decrypt session frames and check KX confirmations.
     pub key: Option<[u8; 16]>,
-    /// Warnings make the report fail too.
+    /// Warnings make the report fail too ([`Report::ok`] is `false`).
     pub strict: bool,
 }
 
-impl Default for DecodeOptions {
+impl Default for Options {
+    /// ATT MTU 247 ([`DEFAULT_MTU`]), directions inferred, no key, not strict.
     fn default() -> Self {
-        DecodeOptions {
+        Options {
             mtu: DEFAULT_MTU,
             direction: None,
             key: None,
@@ -53,8 +56,9 @@ impl Default for DecodeOptions {
     }
 }
 
-/// Dissects `inputs` in order and returns everything found.
-pub fn decode(inputs: &[PduInput], opts: &DecodeOptions) -> Report {
+/// Dissects `inputs` in order and returns everything found. Never fails: what does not decode is
+/// reported in [`Report::errors`].
+pub fn dissect(inputs: &[PduInput], opts: &Options) -> Report {
     let mut d = Dissector {
         opts,
         // A capture may hold large-message transactions (LARGE FIRST, seq wrapping) and LONG
@@ -100,27 +104,29 @@ struct Track {
 }
 
 /// A step 1 key seen earlier, for checking the step 2 signature.
-pub(super) struct SeenStep1 {
-    pub(super) pdu: usize,
-    pub(super) central_public: [u8; 32],
+pub(crate) struct SeenStep1 {
+    pub(crate) pdu: usize,
+    pub(crate) central_public: [u8; 32],
 }
 
-pub(super) struct Dissector<'o> {
-    pub(super) opts: &'o DecodeOptions,
+/// The state of one dissection: the core's assembler, what the report needs to know of each
+/// transaction in progress, and the report being built.
+pub(crate) struct Dissector<'o> {
+    pub(crate) opts: &'o Options,
     assembler: Box<Assembler<Vec<u8>, SLOTS>>,
     tracks: BTreeMap<u8, Track>,
-    pub(super) step1: Option<SeenStep1>,
+    pub(crate) step1: Option<SeenStep1>,
     /// Last decrypted counter per direction ([`Dir::index`]).
-    pub(super) last_counter: [Option<u32>; 2],
-    pub(super) report: Report,
+    pub(crate) last_counter: [Option<u32>; 2],
+    pub(crate) report: Report,
 }
 
 /// Where a diagnostic points, before it gets its message.
 #[derive(Clone, Copy, Default)]
-pub(super) struct At {
-    pub(super) pdu: Option<usize>,
-    pub(super) tid: Option<u8>,
-    pub(super) message: Option<usize>,
+pub(crate) struct At {
+    pub(crate) pdu: Option<usize>,
+    pub(crate) tid: Option<u8>,
+    pub(crate) message: Option<usize>,
 }
 
 impl At {
@@ -133,7 +139,7 @@ impl At {
     }
 }
 
-pub(super) fn diag(
+pub(crate) fn diag(
     at: At,
     layer: Layer,
     field: Option<&str>,
@@ -153,7 +159,7 @@ pub(super) fn diag(
 
 /// Turns a core [`WireError`] into a diagnostic, moving its offset by `base` (the position of the
 /// parsed buffer within the PDU or message) and naming the unit with `unit`.
-pub(super) fn wire_diag(
+pub(crate) fn wire_diag(
     at: At,
     layer: Layer,
     e: &WireError,
@@ -215,19 +221,8 @@ pub(super) fn wire_diag(
     }
 }
 
-fn kind_name(kind: ContainerKind) -> &'static str {
-    match kind {
-        ContainerKind::First { .. } => "FIRST",
-        ContainerKind::LargeFirst { .. } => "LARGE_FIRST",
-        ContainerKind::Subsequent => "SUBSEQUENT",
-        ContainerKind::Control(_) => "CONTROL",
-        ContainerKind::Unknown => "UNDEFINED",
-    }
-}
-
-/// Decrypts a session frame `counter ‖ ciphertext ‖ tag` sent in `dir`, with the core's session.
 impl Dissector<'_> {
-    pub(super) fn error(&mut self, d: Diagnostic) {
+    pub(crate) fn error(&mut self, d: Diagnostic) {
         if let Some(pdu) = d.pdu
             && let Some(report) = self.report.pdus.get_mut(pdu)
             && report.error.is_none()
@@ -237,7 +232,7 @@ impl Dissector<'_> {
         self.report.errors.push(d);
     }
 
-    pub(super) fn warn(&mut self, d: Diagnostic) {
+    pub(crate) fn warn(&mut self, d: Diagnostic) {
         self.report.warnings.push(d);
     }
 
@@ -291,10 +286,10 @@ impl Dissector<'_> {
             p.container = Some(ContainerReport {
                 tid: c.tid,
                 seq: c.seq,
-                kind: kind_name(c.kind),
+                kind: c.kind.as_str(),
                 flags,
                 control_cmd: match c.kind {
-                    ContainerKind::Control(cmd) => Some(control_cmd_name(cmd)),
+                    ContainerKind::Control(cmd) => Some(cmd.as_str()),
                     _ => None,
                 },
                 total_length: match c.kind {
@@ -316,11 +311,9 @@ impl Dissector<'_> {
                 format!("{trailing} bytes after the payload (receivers ignore them)"),
             ));
         }
-        // Bit 0 of a FIRST container is the LARGE FIRST marker; only bit 1 is reserved there.
-        let reserved = match c.kind {
-            ContainerKind::LargeFirst { .. } => flags & 0b10,
-            _ => flags & 0b11,
-        };
+        // Bits 1..0 the core ignores: those that differ from the flags this container is emitted
+        // with (bit 0 of a FIRST is the LARGE FIRST marker, bit 1 of a LONG one its length).
+        let reserved = (flags ^ c.flags()) & 0b11;
         if reserved != 0 {
             self.warn(diag(
                 at,
@@ -346,29 +339,36 @@ impl Dissector<'_> {
                 format!(
                     "seq is {} in a {} container, should be 0",
                     c.seq,
-                    kind_name(c.kind)
+                    c.kind.as_str()
                 ),
             ));
         }
 
-        let max = split::effective_mtu(self.opts.mtu);
+        // A LONG container travels only on links without an ATT MTU (long-container extension).
+        let max = if c.is_long() {
+            MAX_LONG_CONTAINER_LEN
+        } else {
+            split::effective_mtu(self.opts.mtu)
+        };
         let fits = bytes.len() <= max;
         if !fits {
+            let why = if c.is_long() {
+                format!("a LONG container has at most {max} bytes")
+            } else {
+                format!("ATT MTU {} allows {max} (MTU - 3)", self.opts.mtu)
+            };
             self.warn(diag(
                 at,
                 Layer::Mtu,
                 None,
                 None,
-                format!(
-                    "container is {} bytes; ATT MTU {} allows {max} (MTU - 3)",
-                    bytes.len(),
-                    self.opts.mtu
-                ),
+                format!("container is {} bytes; {why}", bytes.len()),
             ));
         }
         let split = SplitReport {
             container_len: bytes.len(),
             max_container_len: max,
+            long: c.is_long(),
             fits,
             position: None,
             containers: None,
@@ -444,20 +444,12 @@ impl Dissector<'_> {
     ) -> SplitReport {
         let tid = c.tid;
         let long = c.is_long();
-        let (header_len, first_cap) = match (large, long) {
-            (true, true) => (
-                LARGE_FIRST_HEADER_LEN + 1,
-                MAX_LONG_CONTAINER_LEN - LARGE_FIRST_HEADER_LEN - 1,
-            ),
-            (false, true) => (
-                FIRST_HEADER_LEN + 1,
-                MAX_LONG_CONTAINER_LEN - FIRST_HEADER_LEN - 1,
-            ),
-            (true, false) => (
-                LARGE_FIRST_HEADER_LEN,
-                split::large_first_chunk_capacity(self.opts.mtu),
-            ),
-            (false, false) => (FIRST_HEADER_LEN, split::first_chunk_capacity(self.opts.mtu)),
+        let cap = if long {
+            MAX_LONG_CONTAINER_LEN - c.header_len()
+        } else if large {
+            split::large_first_chunk_capacity(self.opts.mtu)
+        } else {
+            split::first_chunk_capacity(self.opts.mtu)
         };
         if let Some(old) = self.tracks.remove(&tid) {
             self.warn(diag(
@@ -476,21 +468,10 @@ impl Dissector<'_> {
         split.position = Some(1);
         split.total_length = Some(total);
         split.containers = self.containers_for(at, total, large, long);
-        split.expected_chunk = Some(total.min(first_cap));
-        split.sender_mtu_hint = mtu_hint(&split, c.payload.len(), total, header_len);
-        if c.payload.len() > total {
-            self.assembler.discard(tid);
-            self.error(diag(
-                at,
-                Layer::Container,
-                Some("payload_len"),
-                Some(header_len - 1),
-                format!(
-                    "field `payload_len` at byte {} is {} but total_length is {total}: a FIRST container cannot carry more than the whole message",
-                    header_len - 1,
-                    c.payload.len()
-                ),
-            ));
+        let fits = self.check_chunk(at, c, &mut split, total, cap, || {
+            format!("total_length is {total}: a FIRST container cannot carry more than the whole message")
+        });
+        if !fits {
             return split;
         }
         self.track_feed(
@@ -539,26 +520,52 @@ impl Dissector<'_> {
             } else {
                 split::subsequent_chunk_capacity(self.opts.mtu)
             };
-            split.expected_chunk = Some(remaining.min(cap));
-            split.sender_mtu_hint = mtu_hint(&split, c.payload.len(), remaining, HEADER_LEN);
-            if c.payload.len() > remaining {
-                self.assembler.discard(tid);
-                self.error(diag(
-                    at,
-                    Layer::Container,
-                    Some("payload_len"),
-                    Some(HEADER_LEN - 1),
-                    format!(
-                        "field `payload_len` at byte {} is {} but only {remaining} of total_length {} remain: transaction {tid:#04x} dropped",
-                        HEADER_LEN - 1,
-                        c.payload.len(),
-                        track.total
-                    ),
-                ));
+            let fits = self.check_chunk(at, c, &mut split, remaining, cap, || {
+                format!(
+                    "only {remaining} of total_length {} remain: transaction {tid:#04x} dropped",
+                    track.total
+                )
+            });
+            if !fits {
                 return split;
             }
         }
         self.track_feed(at, index, c, track, split)
+    }
+
+    /// Records the chunk a splitter puts in this container (at most `cap` of the `remaining`
+    /// message bytes) and checks that the container carries no more than `remaining`; if it
+    /// does, the transaction is dropped with an error on `payload_len` that `why` finishes, and
+    /// the result is `false`.
+    fn check_chunk(
+        &mut self,
+        at: At,
+        c: &Container<'_>,
+        split: &mut SplitReport,
+        remaining: usize,
+        cap: usize,
+        why: impl FnOnce() -> String,
+    ) -> bool {
+        let chunk = c.payload.len();
+        split.expected_chunk = Some(remaining.min(cap));
+        split.sender_mtu_hint = mtu_hint(split, chunk, remaining, c.header_len());
+        if chunk <= remaining {
+            return true;
+        }
+        self.assembler.discard(c.tid);
+        // `payload_len` is the header's last field: one byte, or two in a LONG container.
+        let offset = c.header_len() - 1 - usize::from(c.is_long());
+        self.error(diag(
+            at,
+            Layer::Container,
+            Some("payload_len"),
+            Some(offset),
+            format!(
+                "field `payload_len` at byte {offset} is {chunk} but {}",
+                why()
+            ),
+        ));
+        false
     }
 
     fn feed_untracked(&mut self, at: At, c: &Container<'_>, split: SplitReport) -> SplitReport {
@@ -664,8 +671,6 @@ fn mtu_hint(split: &SplitReport, chunk: usize, remaining: usize, header: usize) 
         .then(|| chunk + header + ATT_OVERHEAD)
 }
 
-/// A command, in its large-message form (type bit 0, `u32` data_len) when that parses, else
-/// classic (reserved type bits ignored, as the reference does).
 /// Containers a large-message splitter at this MTU uses: classic when the message fits.
 fn large_container_count(total: usize, mtu: usize) -> Result<usize, split::SplitError> {
     split::SplitCursor::new_large(0, total, mtu).map(|c| c.containers_left())

@@ -1,51 +1,13 @@
-//! `decode()` on the wire.md §6 vectors and on malformed input, checked field by field.
+//! `dissect()` on the wire.md §6 vectors, the large-message and long-container extensions, and
+//! the JSON and text forms, checked field by field.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap is a failed test
 
-use blerpc_cli::decode::{
-    ControlKind, ControlReport, DecodeOptions, Dir, Layer, PduInput, Report, decode,
-};
+mod common;
+
+use blerpc_dissect::{ControlBody, ControlKind, Dir, Layer, Options};
+use blerpc_proto::wire::container::ControlCmd;
+use common::*;
 use serde_json::json;
-
-const KEY: &str = "12e68d830b3802896b9f0948a4f5fe5a";
-const STEP1: &str = "018520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a";
-const STEP2: &str = concat!(
-    "02de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f",
-    "21e1fd6899395fcddad2e8c47c1559d360962fd6aea958a705e887a3063acf94",
-    "507d3b284813b1a8a2b5e7e570dd44686941f768604fa72ea6b10d5c369a6703",
-    "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"
-);
-const STEP3: &str =
-    "03000102030405060708090a0bdeab3e3f1abac538d48c34b53f5dfbf9a10f3b100a97271990fc4feb34984228";
-/// encrypt(K, ctr 0, C→P, REQUEST echo "hello") as a FIRST container, tid 3.
-const SEALED_FIRST: &str =
-    "030000230023000000009cf7d7150c42a6bf48b246912998ab4473c7ea2df3ba26f3bc8c6fa37d7401";
-/// The MTU 23 split of REQUEST echo {message: "B"*30}, tid 0x2a.
-const SPLIT_23: [&str; 3] = [
-    "2a000028000e00046563686f20000a1e42424242",
-    "2a01401042424242424242424242424242424242",
-    "2a02400a42424242424242424242",
-];
-
-fn run(pdus: &[&str], opts: &DecodeOptions) -> Report {
-    let inputs: Vec<PduInput> = pdus
-        .iter()
-        .enumerate()
-        .map(|(i, p)| PduInput::arg(i + 1, *p))
-        .collect();
-    decode(&inputs, opts)
-}
-
-fn default(pdus: &[&str]) -> Report {
-    run(pdus, &DecodeOptions::default())
-}
-
-fn key() -> [u8; 16] {
-    blerpc_cli::decode::parse_hex_array::<16>(KEY).unwrap()
-}
-
-fn control(r: &Report, i: usize) -> &ControlReport {
-    r.pdus[i].control.as_ref().expect("control payload")
-}
 
 #[test]
 fn timeout_request_and_response_inferred() {
@@ -56,7 +18,7 @@ fn timeout_request_and_response_inferred() {
     );
     assert_eq!(
         control(&r, 0),
-        &ControlReport::Timeout {
+        &ControlBody::Timeout {
             kind: ControlKind::Request,
             direction: Dir::C2p,
             inferred: true,
@@ -65,7 +27,7 @@ fn timeout_request_and_response_inferred() {
     );
     assert_eq!(
         control(&r, 1),
-        &ControlReport::Timeout {
+        &ControlBody::Timeout {
             kind: ControlKind::Response,
             direction: Dir::P2c,
             inferred: true,
@@ -76,9 +38,9 @@ fn timeout_request_and_response_inferred() {
 
 #[test]
 fn timeout_with_explicit_direction() {
-    let opts = DecodeOptions {
+    let opts = Options {
         direction: Some(Dir::P2c),
-        ..DecodeOptions::default()
+        ..Options::default()
     };
     // An empty TIMEOUT sent P→C is a response without its timeout_ms: an error.
     let r = run(&["0000c400"], &opts);
@@ -100,14 +62,14 @@ fn capabilities_request_and_responses() {
         "0100d006ffffffff0100",
     ]);
     assert!(r.ok, "{r:#?}");
-    let ControlReport::Capabilities {
+    let ControlBody::Capabilities {
         kind, max_request, ..
     } = control(&r, 0)
     else {
         panic!()
     };
     assert_eq!((*kind, *max_request), (ControlKind::Request, Some(0)));
-    let ControlReport::Capabilities {
+    let ControlBody::Capabilities {
         kind, max_request, ..
     } = control(&r, 1)
     else {
@@ -116,7 +78,7 @@ fn capabilities_request_and_responses() {
     assert_eq!((*kind, *max_request), (ControlKind::Request, None));
     assert_eq!(
         control(&r, 2),
-        &ControlReport::Capabilities {
+        &ControlBody::Capabilities {
             kind: ControlKind::Response,
             direction: Dir::P2c,
             inferred: true,
@@ -128,7 +90,7 @@ fn capabilities_request_and_responses() {
             large_max_response: None,
         }
     );
-    let ControlReport::Capabilities { max_request, .. } = control(&r, 3) else {
+    let ControlBody::Capabilities { max_request, .. } = control(&r, 3) else {
         panic!()
     };
     assert_eq!(*max_request, Some(65535));
@@ -146,14 +108,14 @@ fn error_codes_and_stream_ends() {
     assert!(r.ok, "{r:#?}");
     assert_eq!(
         control(&r, 0),
-        &ControlReport::Error {
+        &ControlBody::Error {
             code: 2,
             name: "BUSY",
             description: "peripheral busy",
             reference_code: true
         }
     );
-    let ControlReport::Error {
+    let ControlBody::Error {
         name,
         reference_code,
         ..
@@ -162,7 +124,7 @@ fn error_codes_and_stream_ends() {
         panic!()
     };
     assert_eq!((*name, *reference_code), ("RESPONSE_TOO_LARGE", true));
-    let ControlReport::Error {
+    let ControlBody::Error {
         name,
         reference_code,
         ..
@@ -171,8 +133,10 @@ fn error_codes_and_stream_ends() {
         panic!()
     };
     assert_eq!((*name, *reference_code), ("UNKNOWN_COMMAND", false));
-    assert_eq!(control(&r, 3), &ControlReport::StreamEndC2p);
-    assert_eq!(control(&r, 4), &ControlReport::StreamEndP2c);
+    assert_eq!(control(&r, 3), &ControlBody::StreamEnd);
+    assert_eq!(cmd(&r, 3), ControlCmd::StreamEndC2P);
+    assert_eq!(control(&r, 4), &ControlBody::StreamEnd);
+    assert_eq!(cmd(&r, 4), ControlCmd::StreamEndP2C);
 }
 
 #[test]
@@ -181,25 +145,25 @@ fn unknown_control_cmd_is_a_warning() {
     assert!(r.ok);
     assert_eq!(
         control(&r, 0),
-        &ControlReport::Unknown {
+        &ControlBody::Unknown {
             cmd_value: 7,
             payload_hex: "01".into()
         }
     );
     assert_eq!(r.warnings.len(), 1);
     // --strict turns it into a failure.
-    let strict = DecodeOptions {
+    let strict = Options {
         strict: true,
-        ..DecodeOptions::default()
+        ..Options::default()
     };
     assert!(!run(&["0300dc0101"], &strict).ok);
 }
 
 #[test]
 fn mtu_23_split_reassembles_to_request_echo() {
-    let opts = DecodeOptions {
+    let opts = Options {
         mtu: 23,
-        ..DecodeOptions::default()
+        ..Options::default()
     };
     let r = run(&SPLIT_23, &opts);
     assert!(r.ok && r.warnings.is_empty(), "{r:#?}");
@@ -254,9 +218,9 @@ fn split_checked_against_a_larger_mtu_hints_at_the_senders() {
 
 #[test]
 fn container_too_long_for_mtu_is_a_warning() {
-    let opts = DecodeOptions {
+    let opts = Options {
         mtu: 23,
-        ..DecodeOptions::default()
+        ..Options::default()
     };
     // REQUEST flash_read in one FIRST container: 23 bytes > 20.
     let pdu = "000000110011000a666c6173685f726561640300108040";
@@ -269,7 +233,7 @@ fn container_too_long_for_mtu_is_a_warning() {
     assert!(
         !run(
             &[pdu],
-            &DecodeOptions {
+            &Options {
                 strict: true,
                 ..opts
             }
@@ -286,18 +250,18 @@ fn key_exchange_steps_by_field() {
             &format!("0200d881{STEP2}"),
             &format!("0200d82d{STEP3}"),
         ],
-        &DecodeOptions {
+        &Options {
             key: Some(key()),
-            ..DecodeOptions::default()
+            ..Options::default()
         },
     );
     assert!(r.ok && r.warnings.is_empty(), "{r:#?}");
-    let ControlReport::KeyExchange(s1) = control(&r, 0) else {
+    let ControlBody::KeyExchange(s1) = control(&r, 0) else {
         panic!()
     };
     assert_eq!((s1.step, s1.direction), (1, Dir::C2p));
     assert_eq!(s1.central_public.as_deref(), STEP1.get(2..));
-    let ControlReport::KeyExchange(s2) = control(&r, 1) else {
+    let ControlBody::KeyExchange(s2) = control(&r, 1) else {
         panic!()
     };
     assert_eq!(
@@ -309,7 +273,7 @@ fn key_exchange_steps_by_field() {
         Some("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")
     );
     assert_eq!(s2.signature.as_ref().map(String::len), Some(128));
-    let ControlReport::KeyExchange(s3) = control(&r, 2) else {
+    let ControlBody::KeyExchange(s3) = control(&r, 2) else {
         panic!()
     };
     assert_eq!(s3.nonce.as_deref(), Some("000102030405060708090a0b"));
@@ -321,7 +285,7 @@ fn key_exchange_bad_signature_and_short_step() {
     let mut bad = STEP2.to_owned();
     bad.replace_range(70..72, "00"); // inside the signature
     let r = default(&[&format!("0200d821{STEP1}"), &format!("0200d881{bad}")]);
-    let ControlReport::KeyExchange(s2) = control(&r, 1) else {
+    let ControlBody::KeyExchange(s2) = control(&r, 1) else {
         panic!()
     };
     assert_eq!(s2.signature_valid, Some(false));
@@ -349,9 +313,9 @@ fn key_exchange_bad_signature_and_short_step() {
 fn session_frame_decrypts_with_key() {
     let r = run(
         &[SEALED_FIRST],
-        &DecodeOptions {
+        &Options {
             key: Some(key()),
-            ..DecodeOptions::default()
+            ..Options::default()
         },
     );
     assert!(r.ok && r.warnings.is_empty(), "{r:#?}");
@@ -397,10 +361,10 @@ fn session_frame_without_key_is_possibly_encrypted_not_an_error() {
 fn session_frame_with_wrong_key_or_direction_is_an_error() {
     let r = run(
         &[SEALED_FIRST],
-        &DecodeOptions {
+        &Options {
             key: Some(key()),
             direction: Some(Dir::P2c),
-            ..DecodeOptions::default()
+            ..Options::default()
         },
     );
     assert!(!r.ok);
@@ -416,9 +380,9 @@ fn session_frame_with_wrong_key_or_direction_is_an_error() {
 fn replayed_counter_is_flagged() {
     let r = run(
         &[SEALED_FIRST, SEALED_FIRST],
-        &DecodeOptions {
+        &Options {
             key: Some(key()),
-            ..DecodeOptions::default()
+            ..Options::default()
         },
     );
     assert!(r.ok);
@@ -431,123 +395,10 @@ fn replayed_counter_is_flagged() {
 }
 
 #[test]
-fn malformed_truncated_payload() {
-    let r = default(&["0000c4026400", "2a01400342"]);
-    assert!(!r.ok);
-    assert_eq!(r.errors.len(), 1);
-    let e = &r.errors[0];
-    assert_eq!(
-        (e.pdu, e.layer, e.field.as_deref(), e.offset),
-        (Some(1), Layer::Container, Some("payload"), Some(4))
-    );
-    assert_eq!(
-        e.to_string(),
-        "PDU 1: field `payload` at byte 4 is truncated: needs 3 bytes, 1 available"
-    );
-    // The good PDU before it is still decoded.
-    assert!(r.pdus[0].control.is_some());
-}
-
-#[test]
-fn malformed_truncated_header() {
-    let r = default(&["0000001100"]);
-    let e = &r.errors[0];
-    assert_eq!(
-        (e.field.as_deref(), e.offset),
-        (Some("payload_len"), Some(5))
-    );
-    assert_eq!(
-        e.message,
-        "field `payload_len` at byte 5 is truncated: needs 1 byte, 0 available"
-    );
-}
-
-#[test]
-fn malformed_hex_names_argument_and_character() {
-    let r = default(&["0000c400", "00:00:c4:0g"]);
-    assert!(!r.ok);
-    let e = &r.errors[0];
-    assert_eq!((e.pdu, e.layer, e.offset), (Some(1), Layer::Hex, Some(10)));
-    assert_eq!(
-        e.to_string(),
-        "PDU 1: argument 2: invalid hex digit 'g' at char 10"
-    );
-    assert_eq!(r.pdus[1].hex, "");
-}
-
-#[test]
-fn malformed_subsequent_seq_gap() {
-    let r = default(&[SPLIT_23[0], SPLIT_23[2]]);
-    assert!(!r.ok);
-    let e = &r.errors[0];
-    assert_eq!(
-        (e.pdu, e.tid, e.layer, e.field.as_deref(), e.offset),
-        (Some(1), Some(0x2a), Layer::Assembly, Some("seq"), Some(1))
-    );
-    assert_eq!(
-        e.message,
-        "field `seq` at byte 1 is 2, expected 1: transaction 0x2a dropped"
-    );
-    assert!(r.messages.is_empty() && r.incomplete.is_empty());
-}
-
-#[test]
-fn malformed_first_with_zero_total_and_payload() {
-    let r = default(&["0000000000020102"]);
-    assert!(!r.ok);
-    let e = &r.errors[0];
-    assert_eq!(
-        (e.pdu, e.layer, e.field.as_deref(), e.offset),
-        (Some(0), Layer::Container, Some("payload_len"), Some(5))
-    );
-    assert!(r.messages.is_empty());
-    // Without payload it is the valid empty message.
-    let r = default(&["070000000000"]);
-    assert!(r.ok && r.messages[0].length == 0 && r.messages[0].command.is_none());
-}
-
-#[test]
-fn malformed_subsequent_overrunning_total_length() {
-    let r = default(&["2a0000050003aabbcc", "2a01400311223344"]);
-    let e = &r.errors[0];
-    assert_eq!(
-        (e.pdu, e.field.as_deref(), e.offset),
-        (Some(1), Some("payload_len"), Some(3))
-    );
-}
-
-#[test]
-fn malformed_command_in_a_short_message() {
-    // data_len 5 with 2 data bytes: the reference silently slices; we report the field.
-    let r = default(&["0100000700070001610500787900"[..26].as_ref()]);
-    let e = &r.errors[0];
-    assert_eq!(
-        (e.layer, e.field.as_deref(), e.offset, e.message_index),
-        (Layer::Command, Some("data"), Some(5), Some(0))
-    );
-    assert_eq!(
-        e.to_string(),
-        "tid 0x01: field `data` at byte 5 of the message is truncated: needs 5 bytes, 2 available"
-    );
-}
-
-#[test]
-fn subsequent_without_first_and_incomplete_are_warnings() {
-    let r = default(&[SPLIT_23[1], SPLIT_23[0]]);
-    assert!(r.ok);
-    assert_eq!(r.incomplete.len(), 1);
-    assert_eq!(
-        (r.incomplete[0].received, r.incomplete[0].next_seq),
-        (14, 1)
-    );
-    assert_eq!(r.warnings.len(), 2);
-}
-
-#[test]
 fn json_shape() {
-    let opts = DecodeOptions {
+    let opts = Options {
         mtu: 23,
-        ..DecodeOptions::default()
+        ..Options::default()
     };
     let mut pdus = SPLIT_23.to_vec();
     pdus.push("0500d4");
@@ -600,8 +451,12 @@ fn large_message_extension_is_dissected() {
         "0100d006000000000200",
         "0100d00effffffff03000000000100000001",
     ]);
-    assert!(r.ok && r.errors.is_empty(), "{r:#?}");
-    let ControlReport::Capabilities {
+    // The extension's 8 bytes are the reply's payload, not trailing bytes.
+    assert!(
+        r.ok && r.errors.is_empty() && r.warnings.is_empty(),
+        "{r:#?}"
+    );
+    let ControlBody::Capabilities {
         kind, flag_names, ..
     } = control(&r, 0)
     else {
@@ -611,7 +466,7 @@ fn large_message_extension_is_dissected() {
         (*kind, flag_names.as_slice()),
         (ControlKind::Request, &["LARGE_MESSAGES".to_owned()][..])
     );
-    let ControlReport::Capabilities {
+    let ControlBody::Capabilities {
         kind,
         flag_names,
         large_max_request,
@@ -667,10 +522,91 @@ fn large_message_extension_is_dissected() {
         (command.kind, command.name.as_str(), command.data_len),
         ("REQUEST", "echo", 70_000)
     );
-    let text = blerpc_cli::decode::text::render(&r, false);
+    let text = blerpc_dissect::text::render(&r, false);
     assert!(
         text.contains("LARGE_FIRST") && text.contains("total_length=70010"),
         "{}",
         &text[..400.min(text.len())]
+    );
+}
+
+#[test]
+fn text_of_the_readme_examples() {
+    let r = default(&["0000c4026400", "0100d0060030ffff0100"]);
+    assert_eq!(
+        blerpc_dissect::text::render(&r, false),
+        "\
+#0  CONTROL     tid=0x00 seq=0 cmd=TIMEOUT payload_len=2       (MTU 247: fits)
+    TIMEOUT response (P→C, inferred): timeout_ms=100
+#1  CONTROL     tid=0x01 seq=0 cmd=CAPABILITIES payload_len=6  (MTU 247: fits)
+    CAPABILITIES response (P→C, inferred): max_request=12288 max_response=65535 flags=0x0001 [ENCRYPTION_SUPPORTED]
+
+2 PDUs, 0 messages, 0 errors, 0 warnings
+"
+    );
+    let r = run(
+        &SPLIT_23,
+        &Options {
+            mtu: 23,
+            ..Options::default()
+        },
+    );
+    assert_eq!(
+        blerpc_dissect::text::render(&r, false),
+        "\
+#0  FIRST       tid=0x2a seq=0 total_length=40 payload_len=14  (MTU 23: fits, container 1 of 3, 14/40 bytes)
+#1  SUBSEQUENT  tid=0x2a seq=1 payload_len=16                  (MTU 23: fits, container 2 of 3, 30/40 bytes)
+#2  SUBSEQUENT  tid=0x2a seq=2 payload_len=10                  (MTU 23: fits, container 3 of 3, 40/40 bytes)
+    → reassembled 40 bytes from #0, #1, #2
+    → REQUEST echo  data_len=32  data=0a1e424242424242424242424242424242424242424242424242424242424242
+
+3 PDUs, 1 message, 0 errors, 0 warnings
+"
+    );
+}
+
+#[test]
+fn long_containers_are_not_held_to_the_att_mtu() {
+    // A LONG FIRST (flags bit 1, u16 payload_len 300) carrying a whole REQUEST echo: a
+    // stream link's container, so neither its flags nor its length are suspicious.
+    let data = [0x42u8; 292];
+    let mut msg = vec![0x00, 0x04];
+    msg.extend_from_slice(b"echo");
+    msg.extend_from_slice(&(data.len() as u16).to_le_bytes());
+    msg.extend_from_slice(&data);
+    assert_eq!(msg.len(), 300);
+    let pdu = format!("0700022c012c01{}", hex::encode(&msg));
+    let r = default(&[&pdu]);
+    assert!(
+        r.ok && r.errors.is_empty() && r.warnings.is_empty(),
+        "{:#?}",
+        (&r.errors, &r.warnings)
+    );
+    let split = r.pdus[0].split.as_ref().unwrap();
+    assert_eq!(
+        (
+            split.long,
+            split.fits,
+            split.max_container_len,
+            split.containers
+        ),
+        (true, true, 16_384, Some(1))
+    );
+    let text = blerpc_dissect::text::render(&r, false);
+    assert!(
+        text.contains("(LONG container: fits, 1 container)"),
+        "{text}"
+    );
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(v["pdus"][0]["split"]["long"], true);
+    assert_eq!(r.messages[0].command.as_ref().unwrap().data_len, 292);
+    // Reserved bits are still reported: bit 0 of a SUBSEQUENT.
+    let r = default(&["01014103aabbcc"]);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.field.as_deref() == Some("flags") && w.message.contains("0b01")),
+        "{:#?}",
+        r.warnings
     );
 }

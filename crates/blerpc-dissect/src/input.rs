@@ -15,8 +15,6 @@
 //! rather than guessed at. Files and stdin hold one PDU per line; `#` starts a comment and blank
 //! lines are skipped.
 
-use std::fmt;
-
 /// One PDU as the user gave it, before hex decoding.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PduInput {
@@ -52,9 +50,11 @@ impl PduInput {
 }
 
 /// Why a hex string does not decode. `position` is a 0-based character index into the text.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum HexError {
     /// A character that is neither a hex digit nor a separator.
+    #[error("invalid hex digit {ch:?} at char {position}")]
     InvalidChar {
         /// The character.
         ch: char,
@@ -62,6 +62,7 @@ pub enum HexError {
         position: usize,
     },
     /// A group of digits between separators has an odd length.
+    #[error("odd number of hex digits ({digits}) in the group starting at char {position}")]
     OddGroup {
         /// Position of the group's first digit.
         position: usize,
@@ -69,11 +70,13 @@ pub enum HexError {
         digits: usize,
     },
     /// `0x` with no digits after it.
+    #[error("`0x` without digits at char {position}")]
     EmptyPrefix {
         /// Position of the `0`.
         position: usize,
     },
     /// No hex digits at all.
+    #[error("no hex digits (empty PDU)")]
     Empty,
 }
 
@@ -85,24 +88,6 @@ impl HexError {
             | HexError::OddGroup { position, .. }
             | HexError::EmptyPrefix { position } => Some(position),
             HexError::Empty => None,
-        }
-    }
-}
-
-impl fmt::Display for HexError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            HexError::InvalidChar { ch, position } => {
-                write!(f, "invalid hex digit {ch:?} at char {position}")
-            }
-            HexError::OddGroup { position, digits } => write!(
-                f,
-                "odd number of hex digits ({digits}) in the group starting at char {position}"
-            ),
-            HexError::EmptyPrefix { position } => {
-                write!(f, "`0x` without digits at char {position}")
-            }
-            HexError::Empty => f.write_str("no hex digits (empty PDU)"),
         }
     }
 }
@@ -159,18 +144,6 @@ pub fn parse_hex(text: &str) -> Result<Vec<u8>, HexError> {
         return Err(HexError::Empty);
     }
     Ok(out)
-}
-
-/// Parses a fixed-length hex value (e.g. a 16-byte key) for a command-line option.
-pub fn parse_hex_array<const N: usize>(text: &str) -> Result<[u8; N], String> {
-    let bytes = parse_hex(text).map_err(|e| e.to_string())?;
-    <[u8; N]>::try_from(bytes.as_slice()).map_err(|_| {
-        format!(
-            "expected {N} bytes ({} hex digits), got {}",
-            2 * N,
-            bytes.len()
-        )
-    })
 }
 
 #[cfg(test)]
@@ -252,11 +225,5 @@ mod tests {
                 },
             ]
         );
-    }
-
-    #[test]
-    fn key_length_is_checked() {
-        assert_eq!(parse_hex_array::<2>("0102"), Ok([1, 2]));
-        assert!(parse_hex_array::<2>("010203").is_err());
     }
 }

@@ -2,66 +2,20 @@
 //! KEY_EXCHANGE steps, and unassigned commands.
 //!
 //! TIMEOUT and CAPABILITIES mean a request or a response depending on the direction. Without
-//! `--direction` it is inferred from the payload: an empty TIMEOUT is a request and any other a
-//! response; an empty or all-zero 6-byte CAPABILITIES is a request and any other a response.
-//! With a step 1 earlier in the input, a step 2 signature is verified; with `--key`, the step 3
-//! and 4 confirmations are decrypted and checked against their labels.
+//! [`Options::direction`](crate::Options::direction) it is inferred from the payload: an empty
+//! TIMEOUT is a request and any other a response; an empty or all-zero 6-byte CAPABILITIES is a
+//! request and any other a response. With a step 1 earlier in the input, a step 2 signature is
+//! verified; with the session key, the step 3 and 4 confirmations are decrypted and checked
+//! against their labels.
 
 use blerpc_proto::crypto::{Aead, CryptoProvider, RustCrypto, SessionKey};
-use blerpc_proto::wire::capabilities::{CAPABILITIES_LEN, Capabilities, CapabilityFlags};
+use blerpc_proto::wire::capabilities::{CAPABILITIES_LEN, Capabilities};
 use blerpc_proto::wire::container::{ControlCmd, HEADER_LEN};
 use blerpc_proto::wire::control::{ControlMessage, TIMEOUT_RESPONSE_LEN};
-use blerpc_proto::wire::error_code::ErrorCode;
 use blerpc_proto::wire::key_exchange::{Confirmation, KeyExchangeStep, Step2};
 
-use super::dissect::{At, Dissector, SeenStep1, diag, wire_diag};
-use super::report::{ControlKind, ControlReport, Dir, KeyExchangeReport, Layer};
-
-/// The name of a control command, as in the spec's table.
-pub fn control_cmd_name(cmd: ControlCmd) -> &'static str {
-    match cmd {
-        ControlCmd::Timeout => "TIMEOUT",
-        ControlCmd::StreamEndC2P => "STREAM_END_C2P",
-        ControlCmd::StreamEndP2C => "STREAM_END_P2C",
-        ControlCmd::Capabilities => "CAPABILITIES",
-        ControlCmd::Error => "ERROR",
-        ControlCmd::KeyExchange => "KEY_EXCHANGE",
-        ControlCmd::Reserved0 | ControlCmd::Unknown(_) => "UNKNOWN",
-    }
-}
-
-/// The name of an ERROR code.
-pub fn error_code_name(code: ErrorCode) -> &'static str {
-    match code {
-        ErrorCode::ResponseTooLarge => "RESPONSE_TOO_LARGE",
-        ErrorCode::Busy => "BUSY",
-        ErrorCode::UnknownCommand => "UNKNOWN_COMMAND",
-        ErrorCode::DecodeFailed => "DECODE_FAILED",
-        ErrorCode::DecryptFailed => "DECRYPT_FAILED",
-        ErrorCode::EncryptionRequired => "ENCRYPTION_REQUIRED",
-        ErrorCode::RequestTooLarge => "REQUEST_TOO_LARGE",
-        ErrorCode::SequenceGap => "SEQUENCE_GAP",
-        ErrorCode::KeyExchangeFailed => "KEY_EXCHANGE_FAILED",
-        ErrorCode::HandlerFailed => "HANDLER_FAILED",
-        ErrorCode::StreamLimit => "STREAM_LIMIT",
-        _ => "UNKNOWN",
-    }
-}
-
-fn flag_names(flags: CapabilityFlags) -> Vec<String> {
-    (0..16u16)
-        .filter(|bit| flags.bits() & (1 << bit) != 0)
-        .map(|bit| {
-            if 1 << bit == CapabilityFlags::ENCRYPTION_SUPPORTED.bits() {
-                "ENCRYPTION_SUPPORTED".to_owned()
-            } else if 1 << bit == CapabilityFlags::LARGE_MESSAGES.bits() {
-                "LARGE_MESSAGES".to_owned()
-            } else {
-                format!("BIT_{bit}")
-            }
-        })
-        .collect()
-}
+use crate::dissect::{At, Dissector, SeenStep1, diag, wire_diag};
+use crate::report::{ControlBody, ControlKind, ControlReport, Dir, KeyExchangeReport, Layer};
 
 /// `true` if a key-exchange confirmation decrypts to its label under `key`.
 fn confirmation_valid(key: &[u8; 16], c: &Confirmation, label: &[u8; 16]) -> bool {
@@ -102,7 +56,8 @@ impl Dissector<'_> {
         }
     }
 
-    pub(super) fn control(
+    /// Decodes the payload of a CONTROL container with command `cmd`.
+    pub(crate) fn control(
         &mut self,
         at: At,
         cmd: ControlCmd,
@@ -133,7 +88,7 @@ impl Dissector<'_> {
                 let how = if inferred { "inferred" } else { "--direction" };
                 d.message = format!(
                     "{} {} ({dir}, {how}): {}",
-                    control_cmd_name(cmd),
+                    cmd.as_str(),
                     if dir == Dir::C2p {
                         "request"
                     } else {
@@ -145,12 +100,12 @@ impl Dissector<'_> {
                 return None;
             }
         };
-        Some(match msg {
+        let body = match msg {
             ControlMessage::TimeoutRequest => {
                 if !payload.is_empty() {
                     self.extra_bytes(at, "TIMEOUT request", payload, 0);
                 }
-                ControlReport::Timeout {
+                ControlBody::Timeout {
                     kind: ControlKind::Request,
                     direction: dir,
                     inferred,
@@ -159,7 +114,7 @@ impl Dissector<'_> {
             }
             ControlMessage::TimeoutResponse { timeout_ms } => {
                 self.extra_bytes(at, "TIMEOUT response", payload, TIMEOUT_RESPONSE_LEN);
-                ControlReport::Timeout {
+                ControlBody::Timeout {
                     kind: ControlKind::Response,
                     direction: dir,
                     inferred,
@@ -169,12 +124,12 @@ impl Dissector<'_> {
             ControlMessage::StreamEndC2P => {
                 self.check_dir(at, "STREAM_END_C2P", Dir::C2p);
                 self.extra_bytes(at, "STREAM_END_C2P", payload, 0);
-                ControlReport::StreamEndC2p
+                ControlBody::StreamEnd
             }
             ControlMessage::StreamEndP2C => {
                 self.check_dir(at, "STREAM_END_P2C", Dir::P2c);
                 self.extra_bytes(at, "STREAM_END_P2C", payload, 0);
-                ControlReport::StreamEndP2c
+                ControlBody::StreamEnd
             }
             ControlMessage::CapabilitiesRequest { advertised } => {
                 if !(payload.is_empty() || payload.len() == CAPABILITIES_LEN) {
@@ -204,20 +159,21 @@ impl Dissector<'_> {
                         ),
                     ));
                 }
-                self.extra_bytes(at, "CAPABILITIES response", payload, CAPABILITIES_LEN);
+                // The large-message extension's 8 bytes belong to the payload.
+                self.extra_bytes(at, "CAPABILITIES response", payload, caps.encoded_len());
                 caps_report(ControlKind::Response, dir, inferred, Some(caps))
             }
             ControlMessage::Error(code) => {
                 self.check_dir(at, "ERROR", Dir::P2c);
                 self.extra_bytes(at, "ERROR", payload, 1);
-                ControlReport::Error {
+                ControlBody::Error {
                     code: code.to_byte(),
-                    name: error_code_name(code),
+                    name: code.as_str(),
                     description: code.description(),
                     reference_code: code.is_reference_code(),
                 }
             }
-            ControlMessage::KeyExchange(p) => ControlReport::KeyExchange(self.key_exchange(at, p)?),
+            ControlMessage::KeyExchange(p) => ControlBody::KeyExchange(self.key_exchange(at, p)?),
             ControlMessage::Unknown { cmd, payload } => {
                 self.warn(diag(
                     at,
@@ -226,12 +182,13 @@ impl Dissector<'_> {
                     Some(2),
                     format!("unassigned control command {cmd:#x}; receivers skip it"),
                 ));
-                ControlReport::Unknown {
+                ControlBody::Unknown {
                     cmd_value: cmd,
                     payload_hex: hex::encode(payload),
                 }
             }
-        })
+        };
+        Some(ControlReport { cmd, body })
     }
 
     fn key_exchange(&mut self, at: At, payload: &[u8]) -> Option<KeyExchangeReport> {
@@ -338,15 +295,17 @@ fn caps_report(
     direction: Dir,
     inferred: bool,
     caps: Option<Capabilities>,
-) -> ControlReport {
-    ControlReport::Capabilities {
+) -> ControlBody {
+    ControlBody::Capabilities {
         kind,
         direction,
         inferred,
         max_request: caps.map(|c| c.max_request),
         max_response: caps.map(|c| c.max_response),
         flags: caps.map(|c| c.flags.bits()),
-        flag_names: caps.map(|c| flag_names(c.flags)).unwrap_or_default(),
+        flag_names: caps
+            .map(|c| c.flags.iter().map(|flag| flag.to_string()).collect())
+            .unwrap_or_default(),
         large_max_request: caps.and_then(|c| c.large).map(|l| l.max_request),
         large_max_response: caps.and_then(|c| c.large).map(|l| l.max_response),
     }

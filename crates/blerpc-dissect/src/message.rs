@@ -1,5 +1,5 @@
-//! The dissector's last stage: a reassembled message, decrypted with `--key` when it can be
-//! (the core's [`Session`]), checked for replays, and parsed as a [`Command`].
+//! The dissector's last stage: a reassembled message, decrypted with the session key when it can
+//! be (the core's [`Session`]), checked for replays, and parsed as a [`Command`].
 
 use blerpc_proto::Role;
 use blerpc_proto::crypto::{CryptoProvider, RustCrypto, SessionKey, TAG_LEN};
@@ -7,12 +7,12 @@ use blerpc_proto::session::{COUNTER_LEN, SESSION_OVERHEAD, Session};
 use blerpc_proto::wire::WireError;
 use blerpc_proto::wire::command::{Command, CommandType};
 
-use super::dissect::{At, Dissector, diag, wire_diag};
-use super::report::{CommandReport, Dir, EncryptionReport, Layer, MessageReport};
+use crate::dissect::{At, Dissector, diag, wire_diag};
+use crate::report::{CommandReport, Dir, EncryptionReport, Layer, MessageReport};
 
 impl Dissector<'_> {
     /// Records the message reassembled from `pdus` (completed by PDU `completed_by`).
-    pub(super) fn message(&mut self, tid: u8, pdus: Vec<usize>, completed_by: usize, msg: &[u8]) {
+    pub(crate) fn message(&mut self, tid: u8, pdus: Vec<usize>, completed_by: usize, msg: &[u8]) {
         let index = self.report.messages.len();
         if let Some(p) = self.report.pdus.get_mut(completed_by) {
             p.completes_message = Some(index);
@@ -173,6 +173,7 @@ impl Dissector<'_> {
     }
 }
 
+/// Decrypts a session frame `counter ‖ ciphertext ‖ tag` sent in `dir`, with the core's session.
 fn open_frame(key: &[u8; 16], dir: Dir, frame: &[u8]) -> Option<Vec<u8>> {
     let aead = RustCrypto.aead(&SessionKey::from_bytes(*key)).ok()?;
     // The receiving role of a frame sent in `dir`.
@@ -198,10 +199,7 @@ fn frame_view(msg: &[u8]) -> Option<(u32, usize, String)> {
 
 fn command_report(cmd: &Command<'_>) -> CommandReport {
     CommandReport {
-        kind: match cmd.kind {
-            CommandType::Request => "REQUEST",
-            CommandType::Response => "RESPONSE",
-        },
+        kind: cmd.kind.as_str(),
         name: cmd.name.to_owned(),
         data_len: cmd.data.len(),
         data_hex: hex::encode(cmd.data),
@@ -215,6 +213,8 @@ fn command_dir(cmd: &Command<'_>) -> Dir {
     }
 }
 
+/// A command, in its large-message form (type bit 0, `u32` data_len) when that parses, else
+/// classic (reserved type bits ignored, as the reference does).
 fn parse_command(bytes: &[u8]) -> Result<Command<'_>, WireError> {
     let large = bytes
         .first()
