@@ -51,7 +51,8 @@ impl Flash for MappedFlash {
     }
 }
 
-/// A flash image held in a byte slice (tests, the QEMU image, the Linux build).
+/// A flash image held in a byte slice (tests, the QEMU image, the Linux build; the host demo's
+/// owned image is [`FlashImage`](crate::FlashImage)).
 #[derive(Clone, Copy, Debug)]
 pub struct SliceFlash(pub &'static [u8]);
 
@@ -89,11 +90,35 @@ pub enum LayoutError {
     },
 }
 
+impl core::fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            LayoutError::ReadableOutsideFlash {
+                readable: (start, end),
+                size,
+            } => write!(
+                f,
+                "readable range {start:#x}..{end:#x} is outside the {size}-byte flash"
+            ),
+            LayoutError::IdentityReadable {
+                identity: (is, ie),
+                readable: (rs, re),
+            } => write!(
+                f,
+                "the identity seed at {is:#x}..{ie:#x} lies in the readable range {rs:#x}..{re:#x}"
+            ),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for LayoutError {}
+
 /// A flash with the range `flash_read` may read.
 #[derive(Clone, Debug)]
 pub struct DemoFlash<F> {
-    flash: F,
-    readable: Range<u32>,
+    pub(crate) flash: F,
+    pub(crate) readable: Range<u32>,
 }
 
 impl<F: Flash> DemoFlash<F> {
