@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers outside #[test] functions")]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use blerpc_build::Error;
@@ -38,19 +40,7 @@ fn golden(name: &str, include: &Path, proto: &str, side: Option<&Path>, package:
         .compile_no_alloc(&[include.join(proto)], &[include])
         .unwrap();
     let file = format!("{package}.noalloc.rs");
-    let generated = std::fs::read_to_string(dir.join(&file)).unwrap();
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(&file);
-    if std::env::var_os("BLERPC_BLESS").is_some() {
-        std::fs::write(&golden, &generated).unwrap();
-    }
-    let expected = std::fs::read_to_string(&golden).unwrap_or_default();
-    assert!(
-        generated == expected,
-        "generated code differs from {} (rerun with BLERPC_BLESS=1 if intended)",
-        golden.display()
-    );
+    common::check_golden(&std::fs::read_to_string(dir.join(&file)).unwrap(), &file);
 }
 
 #[test]

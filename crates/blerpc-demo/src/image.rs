@@ -6,7 +6,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::flash::{DemoFlash, Flash};
+use crate::flash::{self, DemoFlash, Flash};
 
 /// The bytes of a host flash image (cheap to clone: shared).
 #[derive(Clone)]
@@ -20,14 +20,10 @@ impl std::fmt::Debug for ImageBytes {
 
 impl Flash for ImageBytes {
     fn size(&self) -> u32 {
-        u32::try_from(self.0.len()).unwrap_or(u32::MAX)
+        flash::slice_size(&self.0)
     }
     fn read(&self, address: u32, out: &mut [u8]) {
-        let start = address as usize;
-        match self.0.get(start..start + out.len()) {
-            Some(src) => out.copy_from_slice(src),
-            None => out.fill(0),
-        }
+        flash::read_slice(&self.0, address, out);
     }
 }
 

@@ -284,16 +284,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::flash::SliceFlash;
-
-    static IMAGE: [u8; 64] = {
-        let mut a = [0u8; 64];
-        let mut i = 0;
-        while i < 64 {
-            a[i] = i as u8;
-            i += 1;
-        }
-        a
-    };
+    use crate::flash::tests::IMAGE;
 
     fn service(limits: DemoLimits) -> DemoService<SliceFlash> {
         DemoService::new(

@@ -120,14 +120,15 @@ impl Message {
             .iter()
             .any(|f| matches!(f.proto, Type::Float | Type::Double))
     }
-    /// `<'a, B>`, `<'a>`, `<B>` or nothing.
-    fn generics(&self) -> String {
+    /// The type parameters with `bytes` standing for the bytes fields' type: `<'a, B>`,
+    /// `<'a>`, `<B>` or nothing.
+    fn params(&self, bytes: &str) -> String {
         let mut params = Vec::new();
         if self.has(Wire::Str) {
             params.push("'a");
         }
         if self.has(Wire::Bytes) {
-            params.push("B");
+            params.push(bytes);
         }
         if params.is_empty() {
             String::new()
@@ -137,18 +138,7 @@ impl Message {
     }
     /// The type as decoded: `Name<'a, &'a [u8]>` etc.
     fn decoded_type(&self) -> String {
-        let mut params = Vec::new();
-        if self.has(Wire::Str) {
-            params.push("'a");
-        }
-        if self.has(Wire::Bytes) {
-            params.push("&'a [u8]");
-        }
-        if params.is_empty() {
-            self.name.clone()
-        } else {
-            format!("{}<{}>", self.name, params.join(", "))
-        }
+        format!("{}{}", self.name, self.params("&'a [u8]"))
     }
     /// The encoded length when it has a fixed bound (no length-delimited field).
     fn max_len(&self) -> Option<usize> {
@@ -334,7 +324,7 @@ fn message(out: &mut String, m: &Message) {
     let _ = writeln!(
         out,
         "#[derive(Clone, Copy, Debug, Default, PartialEq{eq})]\npub struct {name}{} {{",
-        m.generics()
+        m.params("B")
     );
     for f in &m.fields {
         doc_lines(out, "    ", &f.doc);
@@ -407,7 +397,7 @@ fn message(out: &mut String, m: &Message) {
         (true, false) => "<'a>",
         (false, false) => "",
     };
-    let _ = writeln!(out, "impl{impl_generics} {name}{} {{", m.generics());
+    let _ = writeln!(out, "impl{impl_generics} {name}{} {{", m.params("B"));
     if let Some(max) = m.max_len() {
         let _ = writeln!(
             out,
