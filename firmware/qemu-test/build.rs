@@ -3,7 +3,7 @@
 //! (`include_bytes!`), so the microcontroller needs no JSON parser and no allocator.
 //!
 //! Layout: a sequence of records `[kind u8][name: u16 len + bytes][body: u32 len + fields…]`; byte strings are
-//! `u32 len + bytes`, lists `u16 count + items`, integers little-endian. `src/vectors/blob.rs`
+//! `u32 len + bytes`, lists `u16 count + items`, integers little-endian. `src/blob.rs`
 //! reads it back; the kinds are the `KIND_*` constants of that file.
 //!
 //! On the host, also cross-targets a memory layout for cortex-m-rt (`memory.x`, QEMU mps2-an505).

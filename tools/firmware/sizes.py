@@ -37,7 +37,7 @@ CRATES = {
         "ed25519", "curve25519_dalek", "x25519_dalek", "sha2", "hkdf", "hmac", "digest", "subtle", "zeroize",
         "signature", "block_buffer", "crypto_common", "rand_core", "rand_chacha", "ppv_lite86", "generic_array",
     },
-    "application": {"blerpc_fw_app", "blerpc_fw_service", "blerpc_fw_nrf52840", "blerpc_fw_nrf54l15"},
+    "application": {"blerpc_fw_app", "blerpc_fw_service", "blerpc_demo", "blerpc_fw_nrf52840", "blerpc_fw_nrf54l15"},
     "Rust runtime": {"core", "compiler_builtins", "alloc"},
 }
 C_RUNTIME = {"memcpy", "memset", "memmove", "memcmp", "__aeabi_memcpy", "__aeabi_memset", "__aeabi_memclr"}

@@ -66,6 +66,14 @@
 //! reads and data writes; 64 KiB calls over loopback TCP are measured in
 //! `docs/benchmarks/loopback.md`).
 //!
+//! # Without an allocator
+//!
+//! [`Builder::compile_no_alloc`] generates, instead of prost's types, messages for `no_std`
+//! targets with no allocator (the firmware's demo service): strings and bytes borrowed from the
+//! received buffer, encoders that write into a caller's buffer, the codec they need emitted
+//! alongside (no runtime crate), and a `<Service>Command` enum of the wire names. The same
+//! `.proto`, side file and command discovery as above.
+//!
 //! Alongside `<package>.rs`, each package with commands gets `<package>_descriptor.bin`: the
 //! encoded `FileDescriptorSet` of everything compiled, as bleRPC sees it (services synthesized
 //! from message pairs included, streaming flags set from the side file). Tools embed it with
@@ -77,6 +85,7 @@
 mod codegen;
 mod model;
 pub mod naming;
+mod no_alloc;
 pub mod side_file;
 
 use std::collections::HashSet;
@@ -185,6 +194,19 @@ pub enum Error {
     /// Neither [`Builder::out_dir`] nor the `OUT_DIR` environment variable is set.
     #[error("OUT_DIR is not set: run from a build script, or set Builder::out_dir")]
     NoOutDir,
+    /// The no-alloc generator ([`Builder::compile_no_alloc`]) cannot represent a field or a
+    /// message without an allocator.
+    #[error("{file}: {message}{}: {reason}", if .field.is_empty() { String::new() } else { format!(".{}", .field) })]
+    NoAlloc {
+        /// The `.proto` file.
+        file: String,
+        /// The message (empty for a file-level refusal).
+        message: String,
+        /// The field (empty for a message-level refusal).
+        field: String,
+        /// What is not supported.
+        reason: String,
+    },
     /// prost-build failed while writing the generated code.
     #[error("generating Rust code: {0}")]
     Generate(io::Error),
@@ -305,13 +327,88 @@ impl Builder {
         protos: &[impl AsRef<Path>],
         includes: &[impl AsRef<Path>],
     ) -> Result<(), Error> {
-        let out_dir = match &self.out_dir {
-            Some(dir) => dir.clone(),
+        let out_dir = self.resolve_out_dir()?;
+        let (fds, _, model) = self.load(protos, includes)?;
+        let fds = model::effective_fds(fds, &model);
+
+        let encoded = fds.encode_to_vec();
+        let mut descriptor_paths = Vec::new();
+        if let Some(path) = &self.file_descriptor_set_path {
+            descriptor_paths.push(path.clone());
+        } else {
+            let packages: std::collections::BTreeSet<&str> =
+                model.services.iter().map(|s| s.package.as_str()).collect();
+            for package in packages {
+                let stem = if package.is_empty() { "_" } else { package };
+                descriptor_paths.push(out_dir.join(format!("{stem}_descriptor.bin")));
+            }
+        }
+        for path in descriptor_paths {
+            std::fs::write(&path, &encoded).map_err(|error| Error::Io { path, error })?;
+        }
+
+        config.out_dir(&out_dir);
+        config.prost_path(codegen::PROST);
+        config.service_generator(Box::new(codegen::Generator::new(
+            &model,
+            self.build_client,
+            self.build_server,
+        )));
+        config.compile_fds(fds).map_err(Error::Generate)
+    }
+
+    /// Generates message types for `no_std` targets without an allocator instead of prost's:
+    /// one file per package, `<out_dir>/<package>.noalloc.rs`, holding the messages (strings
+    /// and bytes borrowed from the decoded buffer; bytes written in place from any
+    /// `codec::BytesField` when encoding), a `<Service>Command` enum per service, and their
+    /// wire codec as `pub mod codec`. No client or server is generated: a peripheral answers
+    /// the core's request events itself.
+    ///
+    /// ```ignore
+    /// // src/lib.rs (no_std)
+    /// pub mod pb {
+    ///     include!(concat!(env!("OUT_DIR"), "/blerpc.noalloc.rs"));
+    /// }
+    /// ```
+    ///
+    /// Repeated, map, message-typed and `oneof` fields are refused ([`Error::NoAlloc`]).
+    pub fn compile_no_alloc(
+        self,
+        protos: &[impl AsRef<Path>],
+        includes: &[impl AsRef<Path>],
+    ) -> Result<(), Error> {
+        let out_dir = self.resolve_out_dir()?;
+        let (fds, requested, model) = self.load(protos, includes)?;
+        for (name, text) in no_alloc::generate(&fds, &requested, &model)? {
+            let path = out_dir.join(name);
+            std::fs::write(&path, text).map_err(|error| Error::Io { path, error })?;
+        }
+        Ok(())
+    }
+
+    fn resolve_out_dir(&self) -> Result<PathBuf, Error> {
+        match &self.out_dir {
+            Some(dir) => Ok(dir.clone()),
             None => std::env::var_os("OUT_DIR")
                 .map(PathBuf::from)
-                .ok_or(Error::NoOutDir)?,
-        };
+                .ok_or(Error::NoOutDir),
+        }
+    }
 
+    /// Parses `protos` and discovers their commands: the descriptors, the names of the files
+    /// asked for, and the model (its warnings already printed).
+    fn load(
+        &self,
+        protos: &[impl AsRef<Path>],
+        includes: &[impl AsRef<Path>],
+    ) -> Result<
+        (
+            prost_types::FileDescriptorSet,
+            HashSet<String>,
+            model::Model,
+        ),
+        Error,
+    > {
         let mut compiler = protox::Compiler::new(includes).map_err(Error::from_protox)?;
         compiler.include_source_info(true).include_imports(true);
         compiler.open_files(protos).map_err(Error::from_protox)?;
@@ -343,31 +440,6 @@ impl Builder {
                 println!("cargo:warning={warning}");
             }
         }
-        let fds = model::effective_fds(fds, &model);
-
-        let encoded = fds.encode_to_vec();
-        let mut descriptor_paths = Vec::new();
-        if let Some(path) = &self.file_descriptor_set_path {
-            descriptor_paths.push(path.clone());
-        } else {
-            let packages: std::collections::BTreeSet<&str> =
-                model.services.iter().map(|s| s.package.as_str()).collect();
-            for package in packages {
-                let stem = if package.is_empty() { "_" } else { package };
-                descriptor_paths.push(out_dir.join(format!("{stem}_descriptor.bin")));
-            }
-        }
-        for path in descriptor_paths {
-            std::fs::write(&path, &encoded).map_err(|error| Error::Io { path, error })?;
-        }
-
-        config.out_dir(&out_dir);
-        config.prost_path(codegen::PROST);
-        config.service_generator(Box::new(codegen::Generator::new(
-            &model,
-            self.build_client,
-            self.build_server,
-        )));
-        config.compile_fds(fds).map_err(Error::Generate)
+        Ok((fds, requested, model))
     }
 }

@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers outside #[test] functions")]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use blerpc_build::Error;
@@ -60,17 +62,7 @@ fn golden_demo_service() {
         .emit_cargo_directives(false)
         .compile(&[root.join("proto/blerpc.proto")], &[root.join("proto")])
         .unwrap();
-    let generated = read(dir.join("out/blerpc.rs"));
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/blerpc.rs");
-    if std::env::var_os("BLERPC_BLESS").is_some() {
-        std::fs::write(&golden, &generated).unwrap();
-    }
-    let expected = std::fs::read_to_string(&golden).unwrap_or_default();
-    assert!(
-        generated == expected,
-        "generated code differs from {} (rerun with BLERPC_BLESS=1 if intended)",
-        golden.display()
-    );
+    common::check_golden(&read(dir.join("out/blerpc.rs")), "blerpc.rs");
 
     // The descriptor beside it: the demo service with its streaming flags.
     let fds = descriptor(dir.join("out/blerpc_descriptor.bin"));

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use blerpc_proto::connection::{CallError, CallKind};
 use blerpc_proto::wire::error_code::ErrorCode;
-use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::msg::*;
 use blerpc_sim::harness::*;
 
 #[test]

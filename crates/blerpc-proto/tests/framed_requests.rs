@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use blerpc_proto::connection::{CallError, CallKind};
 use blerpc_proto::wire::command::{Command, CommandType};
-use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::msg::*;
 use blerpc_sim::harness::*;
 
 /// `name`'s REQUEST command with `data`, framed the way `start_call` stores it.
@@ -83,8 +83,8 @@ fn a_framed_large_request_uses_the_extended_header() {
     b.peripheral.max_request_len = 16 << 20;
     let mut p = b.build();
     p.connect();
-    let data = pb_bytes(1, &vec![0x5A; 100_000]);
-    let mut command = framed("echo", &data);
+    let data = data_write_req(&vec![0x5A; 100_000]);
+    let mut command = framed("loop", &data);
     assert_eq!(command.len(), 2 + 4 + 4 + data.len(), "u32 data_len");
     let id = p
         .central
@@ -116,13 +116,13 @@ fn a_framed_client_stream_carries_the_name_alone() {
     assert!(name_only.is_empty());
     for i in 0..3 {
         p.central
-            .send_stream_item(p.now, id, &pb_uint(1, i))
+            .send_stream_item(p.now, id, &counter_item(i, 0))
             .unwrap();
         p.flush();
     }
     p.central.finish_stream(p.now, id).unwrap();
     let response = p.wait_call(id).unwrap();
-    assert_eq!(pb_get_uint(&response, 1), Some(3), "three items counted");
+    assert_eq!(upload_reply_of(&response), Some(3), "three items counted");
 }
 
 #[test]
@@ -227,8 +227,8 @@ fn a_full_outbox_gives_the_buffer_back_for_a_later_retry() {
     b.central.max_outbox_bytes = 2_000;
     let mut p = b.build();
     p.connect();
-    let first = framed("echo", &pb_bytes(1, &[1; 1_500]));
-    let second = framed("echo", &pb_bytes(1, &[2; 1_500]));
+    let first = framed("loop", &[1; 1_500]);
+    let second = framed("loop", &[2; 1_500]);
     let (mut a, mut c) = (first.clone(), second.clone());
     let id_a = p
         .central
@@ -239,10 +239,10 @@ fn a_full_outbox_gives_the_buffer_back_for_a_later_retry() {
         Err(CallError::OutboxFull { .. })
     ));
     assert_eq!(c, second, "given back after the outbox refused it");
-    assert_eq!(p.wait_call(id_a).unwrap(), pb_bytes(1, &[1; 1_500]));
+    assert_eq!(p.wait_call(id_a).unwrap(), [1; 1_500]);
     let id_c = p
         .central
         .start_call_framed(p.now, &mut c, CallKind::Unary)
         .unwrap();
-    assert_eq!(p.wait_call(id_c).unwrap(), pb_bytes(1, &[2; 1_500]));
+    assert_eq!(p.wait_call(id_c).unwrap(), [2; 1_500]);
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use blerpc_proto::connection::{CallError, CallKind, CloseReason, Warning};
 use blerpc_proto::wire::error_code::ErrorCode;
-use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::msg::*;
 use blerpc_sim::harness::*;
 use rand_chacha::rand_core::RngCore;
 
@@ -106,11 +106,11 @@ fn a_lost_container_fails_the_call_fast_instead_of_timing_out() {
     let start = p.now;
     let big = "Z".repeat(600);
     assert_eq!(
-        p.call("echo", &echo_req(&big)),
+        p.call("loop", &echo_req(&big)),
         Err(CallError::Peer(ErrorCode::SequenceGap))
     );
     assert!(p.now - start < Duration::from_millis(10));
-    assert_eq!(p.call("echo", &echo_req(&big)).unwrap(), echo_req(&big));
+    assert_eq!(p.call("loop", &echo_req(&big)).unwrap(), echo_req(&big));
 }
 
 #[test]
@@ -263,7 +263,11 @@ fn an_injected_stream_end_cannot_leak_items_into_later_calls() {
         Action::Deliver
     }));
     let s = p
-        .start_call("counter_stream", &pb_uint(1, 10), CallKind::ServerStream)
+        .start_call(
+            "counter_stream",
+            &counter_stream_req(10),
+            CallKind::ServerStream,
+        )
         .unwrap();
     p.drive_idle(Duration::from_secs(5));
     assert_eq!(p.stream_outcome(s).unwrap().unwrap().len(), 0);

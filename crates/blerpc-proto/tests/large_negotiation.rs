@@ -9,7 +9,7 @@ use std::time::Duration;
 use blerpc_proto::assemble::AssembleError;
 use blerpc_proto::connection::{CallError, CallKind, CloseReason, Warning};
 use blerpc_proto::wire::WireError;
-use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::msg::*;
 use blerpc_sim::harness::*;
 use rand_chacha::rand_core::SeedableRng;
 
@@ -43,7 +43,7 @@ fn peripheral_without_the_extension_falls_back_to_classic() {
     // A 64 KiB request fails locally with the classic limit, and nothing is sent.
     let sent = p.sent_c2p.len();
     let err = p
-        .start_call("echo", &vec![0; 65_536], CallKind::Unary)
+        .start_call("loop", &vec![0; 65_536], CallKind::Unary)
         .unwrap_err();
     assert_eq!(
         err,
@@ -60,7 +60,7 @@ fn peripheral_without_the_extension_falls_back_to_classic() {
     assert_eq!(p.sent_c2p.len(), sent);
     // Everything up to the classic limit still works.
     let data = vec![5u8; p.central.max_request_data(4)];
-    assert_eq!(p.call("echo", &data).unwrap(), data);
+    assert_eq!(p.call("loop", &data).unwrap(), data);
 }
 
 #[test]
@@ -100,7 +100,7 @@ fn mtu_too_small_for_the_extended_reply_declines() {
         assert_eq!(p.central.large_messages().is_some(), agreed, "MTU {mtu}");
         assert_eq!(p.peripheral.large_messages(), agreed);
         let data = vec![1u8; 70_000];
-        let r = p.call("echo", &data);
+        let r = p.call("loop", &data);
         if agreed {
             assert_eq!(r.unwrap(), data);
         } else {
@@ -172,7 +172,7 @@ fn stripped_bit_downgrades_to_classic_with_clear_errors() {
     assert!(!p.peripheral.large_messages());
     assert_eq!(p.central.large_messages(), None);
     assert!(matches!(
-        p.call("echo", &vec![0; 65_536]),
+        p.call("loop", &vec![0; 65_536]),
         Err(CallError::RequestTooLarge { max: 61_438, .. })
     ));
 }
@@ -193,7 +193,7 @@ fn unsolicited_extension_is_ignored_by_the_central() {
     assert_eq!(p.central.large_messages(), None);
     // A LARGE FIRST answering a call is refused with a typed error, not misparsed.
     let id = p
-        .start_call("echo", &echo_req("x"), CallKind::Unary)
+        .start_call("loop", &echo_req("x"), CallKind::Unary)
         .unwrap();
     p.flush();
     let tid = p.sent_c2p.last().unwrap()[0];
@@ -240,7 +240,7 @@ fn large_first_without_negotiation_gets_an_error_reply() {
         .handle_input(p.now, &[0x33, 1, 0x40, 0x02, 0xaa, 0xbb])
         .unwrap();
     p.flush();
-    assert_eq!(p.call("echo", &echo_req("ok")).unwrap(), echo_req("ok"));
+    assert_eq!(p.call("loop", &echo_req("ok")).unwrap(), echo_req("ok"));
 }
 
 #[test]
@@ -314,7 +314,7 @@ fn over_limit_and_garbled_large_headers_from_a_hostile_central() {
     // Abandoned transactions are reclaimed by the reassembly timeout; the link still works.
     p.drive_idle(Duration::from_secs(11));
     let data = vec![9u8; 100_000];
-    assert_eq!(p.call("echo", &data).unwrap(), data);
+    assert_eq!(p.call("loop", &data).unwrap(), data);
 }
 
 #[test]

@@ -8,7 +8,7 @@ use blerpc_proto::assemble::AssembleError;
 use blerpc_proto::connection::{CallError, CallKind, Warning};
 use blerpc_proto::wire::WireError;
 use blerpc_proto::wire::container::{Container, ContainerKind, MAX_LONG_CONTAINER_LEN};
-use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::msg::*;
 use blerpc_sim::harness::*;
 
 fn builder(central: bool, peripheral: bool, encrypted: bool) -> PairBuilder {
@@ -46,7 +46,7 @@ fn negotiated_both_ways_carries_a_message_in_a_few_containers() {
         assert_eq!(hex::encode(reply), format!("0100d006ffffffff{offer}00"));
         let (c2p, p2c) = (p.sent_c2p.len(), p.sent_p2c.len());
         let data = pattern(60_000);
-        assert_eq!(p.call("echo", &data).unwrap(), data);
+        assert_eq!(p.call("loop", &data).unwrap(), data);
         // 60,000 data bytes + command header (+ session overhead): 4 containers each way, the
         // first three LONG and at most 16 KiB, instead of ~250 at MTU 247.
         for sent in [
@@ -65,7 +65,7 @@ fn negotiated_both_ways_carries_a_message_in_a_few_containers() {
         }
         // Small messages keep the classic header, byte for byte.
         let (c2p, _) = (p.sent_c2p.len(), p.sent_p2c.len());
-        assert_eq!(p.call("echo", &echo_req("hi")).unwrap(), echo_req("hi"));
+        assert_eq!(p.call("loop", &echo_req("hi")).unwrap(), echo_req("hi"));
         let small = data_containers(&p.sent_c2p, c2p);
         assert_eq!(small.len(), 1);
         assert_eq!(small[0][2], 0x00);
@@ -81,7 +81,7 @@ fn at_mtu_23_a_long_container_link_still_sends_16_kib() {
     // The classic limit at MTU 23 is 4,094 bytes; with long containers it is 65,535.
     let data = pattern(30_000);
     let from = p.sent_c2p.len();
-    assert_eq!(p.call("echo", &data).unwrap(), data);
+    assert_eq!(p.call("loop", &data).unwrap(), data);
     assert_eq!(data_containers(&p.sent_c2p, from).len(), 2);
 }
 
@@ -98,7 +98,7 @@ fn with_large_messages_a_large_first_is_long_too() {
     assert!(p.central.large_messages().is_some() && p.central.long_containers());
     let from = p.sent_c2p.len();
     let data = pattern(100_000);
-    assert_eq!(p.call("echo", &data).unwrap(), data);
+    assert_eq!(p.call("loop", &data).unwrap(), data);
     let sent = data_containers(&p.sent_c2p, from);
     // 100,000 + 10 + 20 bytes: one 16,375-byte LARGE FIRST and 6 SUBSEQUENT.
     assert_eq!(sent.len(), 7);
@@ -117,7 +117,7 @@ fn without_large_messages_the_classic_total_still_binds() {
     let mut p = builder(true, true, false).build();
     p.connect();
     let err = p
-        .start_call("echo", &vec![0; 65_536], CallKind::Unary)
+        .start_call("loop", &vec![0; 65_536], CallKind::Unary)
         .unwrap_err();
     assert!(
         matches!(err, CallError::RequestTooLarge { max: 65_535, .. }),
@@ -125,7 +125,7 @@ fn without_large_messages_the_classic_total_still_binds() {
     );
     let data = vec![9u8; p.central.max_request_data(4)];
     assert_eq!(data.len(), 65_535 - 8);
-    assert_eq!(p.call("echo", &data).unwrap(), data);
+    assert_eq!(p.call("loop", &data).unwrap(), data);
 }
 
 #[test]
@@ -139,7 +139,7 @@ fn one_side_without_it_stays_classic() {
     assert_eq!(hex::encode(reply), "0100d006ffffffff0100");
     assert!(!p.central.long_containers() && !p.peripheral.long_containers());
     let data = pattern(20_000);
-    assert_eq!(p.call("echo", &data).unwrap(), data);
+    assert_eq!(p.call("loop", &data).unwrap(), data);
     assert!(p.sent_c2p.iter().chain(&p.sent_p2c).all(|c| c.len() <= 244));
     // Central without: the reference request bytes, the classic reply.
     let mut p = builder(false, true, true).build();
@@ -147,7 +147,7 @@ fn one_side_without_it_stays_classic() {
     assert_eq!(p.sent_c2p[1], hex::decode("0100d006000000000000").unwrap());
     let reply = p.sent_p2c.iter().find(|c| c[2] == 0xd0).unwrap();
     assert_eq!(hex::encode(reply), "0100d006ffffffff0100");
-    assert_eq!(p.call("echo", &data).unwrap(), data);
+    assert_eq!(p.call("loop", &data).unwrap(), data);
     assert!(p.sent_c2p.iter().chain(&p.sent_p2c).all(|c| c.len() <= 244));
 }
 
@@ -170,7 +170,7 @@ fn stripped_bit_in_the_reply_keeps_the_central_classic() {
     assert!(p.peripheral.long_containers());
     let data = pattern(5_000);
     // The response (5,000 data bytes + an 8-byte command header) comes as one LONG FIRST.
-    let err = p.call("echo", &data).unwrap_err();
+    let err = p.call("loop", &data).unwrap_err();
     assert_eq!(
         err,
         CallError::ResponseTooLarge {
@@ -179,7 +179,7 @@ fn stripped_bit_in_the_reply_keeps_the_central_classic() {
         }
     );
     // Requests small enough for one classic container still work.
-    assert_eq!(p.call("echo", &echo_req("ok")).unwrap(), echo_req("ok"));
+    assert_eq!(p.call("loop", &echo_req("ok")).unwrap(), echo_req("ok"));
 }
 
 #[test]
@@ -214,7 +214,7 @@ fn long_container_without_negotiation_gets_an_error_reply() {
         })
     )));
     // The connection keeps working.
-    assert_eq!(p.call("echo", &echo_req("ok")).unwrap(), echo_req("ok"));
+    assert_eq!(p.call("loop", &echo_req("ok")).unwrap(), echo_req("ok"));
 }
 
 #[test]
@@ -235,5 +235,5 @@ fn over_16_kib_is_refused_even_when_negotiated() {
             ..
         })
     )));
-    assert_eq!(p.call("echo", &echo_req("ok")).unwrap(), echo_req("ok"));
+    assert_eq!(p.call("loop", &echo_req("ok")).unwrap(), echo_req("ok"));
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use blerpc_proto::connection::CallKind;
-use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::msg::*;
 use blerpc_sim::harness::*;
 
 #[test]
@@ -24,12 +24,19 @@ fn calls_work_at_every_mtu() {
         );
         // The largest read one response transaction carries at this MTU (8 KB at most).
         let len = (blerpc_proto::split::max_message_len(mtu) - 64).min(8192);
-        let mut req = pb_uint(1, 16);
-        req.extend(pb_uint(2, len as u64));
+        let req = flash_read_req(16, len as u32);
         let resp = p.call("flash_read", &req).unwrap();
-        assert_eq!(pb_get_bytes(&resp, 2).unwrap().len(), len, "mtu {mtu}");
+        assert_eq!(
+            flash_read_reply_of(&resp).unwrap().1.len(),
+            len,
+            "mtu {mtu}"
+        );
         let id = p
-            .start_call("counter_stream", &pb_uint(1, 7), CallKind::ServerStream)
+            .start_call(
+                "counter_stream",
+                &counter_stream_req(7),
+                CallKind::ServerStream,
+            )
             .unwrap();
         p.drive_until(Duration::from_secs(10), |p| p.stream_outcome(id).is_some());
         assert_eq!(p.stream_outcome(id).unwrap().unwrap().len(), 7, "mtu {mtu}");
@@ -51,7 +58,7 @@ fn a_request_larger_than_one_transaction_is_refused_locally() {
     p.connect();
     let big = vec![0u8; 5000];
     let err = p
-        .start_call("data_write", &pb_bytes(1, &big), CallKind::Unary)
+        .start_call("data_write", &data_write_req(&big), CallKind::Unary)
         .unwrap_err();
     assert!(
         matches!(

@@ -87,7 +87,7 @@ fn each_mode_saves_its_round_trips() {
         );
         assert_eq!(p.central.is_encrypted(), encrypted, "{mode:?}");
         assert_eq!(p.central.peer_timeout_ms(), 250, "{mode:?}");
-        assert_eq!(p.call("echo", b"hello").unwrap(), b"hello", "{mode:?}");
+        assert_eq!(p.call("loop", b"hello").unwrap(), b"hello", "{mode:?}");
     }
 }
 
@@ -199,7 +199,7 @@ fn a_peripheral_without_encryption_gets_what_the_policy_allows() {
         tid: 2,
         code: ErrorCode::KeyExchangeFailed
     }));
-    assert_eq!(p.call("echo", b"plain").unwrap(), b"plain");
+    assert_eq!(p.call("loop", b"plain").unwrap(), b"plain");
 
     // The same peripheral, a central that requires encryption: refused at the reply.
     let mut b = builder(false, SetupPipelining::KeyExchange);
@@ -264,7 +264,7 @@ fn an_early_step1_refused_by_a_plaintext_peripheral_is_harmless() {
     }));
     p.connect();
     assert!(!p.central.is_encrypted());
-    assert_eq!(p.call("echo", b"x").unwrap(), b"x");
+    assert_eq!(p.call("loop", b"x").unwrap(), b"x");
 }
 
 #[test]
@@ -327,7 +327,7 @@ fn pipelined_setup_survives_lost_and_duplicated_replies() {
             });
             if p.central.is_ready() {
                 p.interceptor = None;
-                assert_eq!(p.call("echo", b"ok").unwrap(), b"ok", "{mode:?} {seed}");
+                assert_eq!(p.call("loop", b"ok").unwrap(), b"ok", "{mode:?} {seed}");
             } else {
                 assert!(
                     p.central_events.iter().any(|e| matches!(

@@ -9,7 +9,7 @@ use std::time::Duration;
 use blerpc_proto::connection::{PeripheralCloseReason, Warning};
 use blerpc_proto::wire::container::MAX_LONG_CONTAINER_LEN;
 use blerpc_proto::wire::error_code::ErrorCode;
-use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::msg::*;
 use blerpc_sim::harness::*;
 
 /// A FIRST container of `tid` announcing `total` bytes and carrying `chunk` of them.

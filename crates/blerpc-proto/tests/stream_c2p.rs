@@ -4,14 +4,13 @@ use std::time::Duration;
 
 use blerpc_proto::connection::{CallError, CallKind};
 use blerpc_proto::wire::error_code::ErrorCode;
-use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::msg::*;
 use blerpc_sim::harness::*;
 
 fn upload(p: &mut Pair, n: u32) -> Result<Vec<u8>, CallError> {
     let id = p.start_call("counter_upload", &[], CallKind::ClientStream)?;
     for i in 0..n {
-        let mut item = pb_uint(1, u64::from(i));
-        item.extend(pb_uint(2, u64::from(i * 10)));
+        let item = counter_item(i, i as i32 * 10);
         p.central.send_stream_item(p.now, id, &item)?;
         p.flush();
     }
@@ -23,8 +22,8 @@ fn upload(p: &mut Pair, n: u32) -> Result<Vec<u8>, CallError> {
 fn counter_upload_5_and_20() {
     let mut p = Pair::new();
     p.connect();
-    assert_eq!(pb_get_uint(&upload(&mut p, 5).unwrap(), 1), Some(5));
-    assert_eq!(pb_get_uint(&upload(&mut p, 20).unwrap(), 1), Some(20));
+    assert_eq!(upload_reply_of(&upload(&mut p, 5).unwrap()), Some(5));
+    assert_eq!(upload_reply_of(&upload(&mut p, 20).unwrap()), Some(20));
     // Every item arrived as its own REQUEST named counter_upload, with a fresh tid.
     let tids: Vec<u8> = p
         .peripheral_requests
@@ -43,14 +42,14 @@ fn counter_upload_5_and_20() {
 fn empty_upload_gets_a_zero_count() {
     let mut p = Pair::new();
     p.connect();
-    assert_eq!(pb_get_uint(&upload(&mut p, 0).unwrap(), 1), None);
+    assert_eq!(upload_reply_of(&upload(&mut p, 0).unwrap()), Some(0));
 }
 
 #[test]
 fn upload_in_plaintext() {
     let mut p = PairBuilder::plaintext().build();
     p.connect();
-    assert_eq!(pb_get_uint(&upload(&mut p, 20).unwrap(), 1), Some(20));
+    assert_eq!(upload_reply_of(&upload(&mut p, 20).unwrap()), Some(20));
 }
 
 #[test]
@@ -89,7 +88,7 @@ fn an_error_on_an_upload_item_fails_the_upload() {
         .start_call("counter_upload", &[], CallKind::ClientStream)
         .unwrap();
     p.central
-        .send_stream_item(p.now, id, &pb_uint(1, 1))
+        .send_stream_item(p.now, id, &counter_item(1, 0))
         .unwrap();
     p.drive_until(Duration::from_secs(5), |p| p.call_outcome(id).is_some());
     assert_eq!(

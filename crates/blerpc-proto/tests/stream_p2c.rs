@@ -5,11 +5,15 @@
 use std::time::Duration;
 
 use blerpc_proto::connection::{CallError, CallKind};
-use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::msg::*;
 use blerpc_sim::harness::*;
 
-fn run_stream(p: &mut Pair, count: u64) -> Result<Vec<Vec<u8>>, CallError> {
-    let id = p.start_call("counter_stream", &pb_uint(1, count), CallKind::ServerStream)?;
+fn run_stream(p: &mut Pair, count: u32) -> Result<Vec<Vec<u8>>, CallError> {
+    let id = p.start_call(
+        "counter_stream",
+        &counter_stream_req(count),
+        CallKind::ServerStream,
+    )?;
     p.drive_until(Duration::from_secs(120), |p| p.stream_outcome(id).is_some());
     p.stream_outcome(id)
         .expect("drive_until guarantees an outcome")
@@ -19,14 +23,9 @@ fn check_items(items: &[Vec<u8>], count: usize) {
     assert_eq!(items.len(), count);
     for (i, item) in items.iter().enumerate() {
         assert_eq!(
-            pb_get_uint(item, 1).unwrap_or(0),
-            i as u64,
-            "seq of item {i}"
-        );
-        assert_eq!(
-            pb_get_uint(item, 2).unwrap_or(0),
-            i as u64 * 10,
-            "value of item {i}"
+            counter_item_of(item),
+            Some((i as u32, i as i32 * 10)),
+            "item {i}"
         );
     }
 }
@@ -59,7 +58,11 @@ fn unary_calls_run_beside_a_stream() {
     let mut p = Pair::new();
     p.connect();
     let s = p
-        .start_call("counter_stream", &pb_uint(1, 50), CallKind::ServerStream)
+        .start_call(
+            "counter_stream",
+            &counter_stream_req(50),
+            CallKind::ServerStream,
+        )
         .unwrap();
     let e = p
         .start_call("echo", &echo_req("beside"), CallKind::Unary)
@@ -73,10 +76,18 @@ fn unary_calls_run_beside_a_stream() {
 fn a_second_stream_is_refused_while_one_is_active() {
     let mut p = Pair::new();
     p.connect();
-    p.start_call("counter_stream", &pb_uint(1, 3), CallKind::ServerStream)
-        .unwrap();
+    p.start_call(
+        "counter_stream",
+        &counter_stream_req(3),
+        CallKind::ServerStream,
+    )
+    .unwrap();
     assert_eq!(
-        p.start_call("counter_stream", &pb_uint(1, 3), CallKind::ServerStream),
+        p.start_call(
+            "counter_stream",
+            &counter_stream_req(3),
+            CallKind::ServerStream
+        ),
         Err(CallError::StreamActive)
     );
 }
@@ -89,7 +100,11 @@ fn peripheral_stream_limit_is_enforced() {
     p.connect();
     // The harness handler asks for 5 items; the 4th is refused by the core's limit.
     let id = p
-        .start_call("counter_stream", &pb_uint(1, 5), CallKind::ServerStream)
+        .start_call(
+            "counter_stream",
+            &counter_stream_req(5),
+            CallKind::ServerStream,
+        )
         .unwrap();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         p.drive_until(Duration::from_secs(10), |p| p.stream_outcome(id).is_some())
@@ -107,7 +122,11 @@ fn a_stalled_stream_fails_with_timeout() {
     p.connect();
     p.app.ignore = Some("counter_stream");
     let id = p
-        .start_call("counter_stream", &pb_uint(1, 5), CallKind::ServerStream)
+        .start_call(
+            "counter_stream",
+            &counter_stream_req(5),
+            CallKind::ServerStream,
+        )
         .unwrap();
     let start = p.now;
     p.drive_until(Duration::from_secs(30), |p| p.stream_outcome(id).is_some());

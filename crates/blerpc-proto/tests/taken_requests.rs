@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use blerpc_proto::connection::CallKind;
-use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::msg::*;
 use blerpc_sim::harness::*;
 
 #[test]
@@ -14,8 +14,8 @@ fn taken_requests_hold_the_data_plaintext_and_encrypted() {
         p.connect();
         p.app.take_requests = true;
         for len in [0usize, 10, 1_000, 30_000] {
-            let data = pb_bytes(1, &vec![0xA5; len]);
-            assert_eq!(p.call("echo", &data).unwrap(), data, "{len}");
+            let data = data_write_req(&vec![0xA5; len]);
+            assert_eq!(p.call("loop", &data).unwrap(), data, "{len}");
         }
         // Several in flight at once, each taken from its own slot.
         let ids: Vec<_> = (0..4)
@@ -40,8 +40,8 @@ fn a_large_request_is_taken_whole() {
     let mut p = b.build();
     p.connect();
     p.app.take_requests = true;
-    let data = pb_bytes(1, &vec![0x3C; 120_000]);
-    assert_eq!(p.call("echo", &data).unwrap(), data);
+    let data = data_write_req(&vec![0x3C; 120_000]);
+    assert_eq!(p.call("loop", &data).unwrap(), data);
     assert_eq!(p.requests_taken, 1);
 }
 

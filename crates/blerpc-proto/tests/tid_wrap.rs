@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use blerpc_proto::connection::CallKind;
-use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::msg::*;
 use blerpc_sim::harness::*;
 
 #[test]
@@ -23,7 +23,11 @@ fn peripheral_tids_wrap_inside_a_stream() {
     let mut p = Pair::new();
     p.connect();
     let id = p
-        .start_call("counter_stream", &pb_uint(1, 700), CallKind::ServerStream)
+        .start_call(
+            "counter_stream",
+            &counter_stream_req(700),
+            CallKind::ServerStream,
+        )
         .unwrap();
     p.drive_until(Duration::from_secs(30), |p| p.stream_outcome(id).is_some());
     assert_eq!(p.stream_outcome(id).unwrap().unwrap().len(), 700);

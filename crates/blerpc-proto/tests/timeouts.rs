@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use blerpc_proto::connection::{CallError, CallKind, CloseReason, Warning};
-use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::msg::*;
 use blerpc_sim::harness::*;
 
 #[test]
@@ -83,20 +83,18 @@ fn a_late_response_is_dropped_and_never_answers_the_next_call() {
     p.connect();
     // The handler answers after 800 ms: after the first call's deadline.
     p.app.handler_delay = Duration::from_millis(800);
-    let mut req = pb_uint(1, 0);
-    req.extend(pb_uint(2, 16));
+    let req = flash_read_req(0, 16);
     let first = p.start_call("flash_read", &req, CallKind::Unary).unwrap();
     assert_eq!(p.wait_call(first), Err(CallError::Timeout));
     // Same command name, another address: the reference would take the stale answer.
     // It answers the second call after 400 ms, so the stale answer to the first arrives while
     // the second is waiting.
     p.app.handler_delay = Duration::from_millis(400);
-    let mut req2 = pb_uint(1, 100);
-    req2.extend(pb_uint(2, 16));
+    let req2 = flash_read_req(100, 16);
     let second = p.start_call("flash_read", &req2, CallKind::Unary).unwrap();
     let resp = p.wait_call(second).unwrap();
     assert_eq!(
-        pb_get_uint(&resp, 1),
+        flash_read_reply_of(&resp).map(|(address, _)| address),
         Some(100),
         "the second call got the first call's data"
     );

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use blerpc_proto::connection::{CallKind, CloseReason};
-use blerpc_sim::harness::pb::*;
+use blerpc_sim::harness::msg::*;
 use blerpc_sim::harness::*;
 
 #[test]
@@ -45,15 +45,14 @@ fn echo_basic_empty_and_max_length() {
 fn flash_read_8kb_and_data_write() {
     let mut p = Pair::new();
     p.connect();
-    let mut req = pb_uint(1, 0);
-    req.extend(pb_uint(2, 8192));
+    let req = flash_read_req(0, 8192);
     let resp = p.call("flash_read", &req).unwrap();
-    let data = pb_get_bytes(&resp, 2).unwrap();
+    let (_, data) = flash_read_reply_of(&resp).unwrap();
     assert_eq!(data.len(), 8192);
     assert!(data.iter().enumerate().all(|(i, b)| *b == i as u8));
     let payload: Vec<u8> = (0..=255u8).cycle().take(8192).collect();
-    let resp = p.call("data_write", &pb_bytes(1, &payload)).unwrap();
-    assert_eq!(pb_get_uint(&resp, 1), Some(8192));
+    let resp = p.call("data_write", &data_write_req(&payload)).unwrap();
+    assert_eq!(data_write_reply_of(&resp), Some(8192));
 }
 
 #[test]

@@ -51,7 +51,7 @@ async fn every_call_shape_and_a_long_write(client: &Client) {
     assert!(client.info().encrypted);
     common::every_call_shape(client).await;
     // A request of many write commands.
-    let big = pb_bytes(1, &[0x5a; 6000]);
+    let big = data_write_req(&[0x5a; 6000]);
     assert_eq!(client.call("echo", big.clone()).await.unwrap(), big);
 }
 
@@ -154,7 +154,7 @@ async fn a_stack_without_flow_control_drops_writes_and_the_call_fails() {
     let client = Client::connect(BleCentralLink::new(central), config)
         .await
         .unwrap();
-    let big = pb_bytes(1, &[1; 4000]);
+    let big = data_write_req(&[1; 4000]);
     let err = client.call("echo", big).await.unwrap_err();
     assert!(
         matches!(
@@ -231,7 +231,7 @@ async fn ble_links_pipeline_the_setup_requests_only() {
         })
         .await;
         assert!(client.info().encrypted, "{mode:?}");
-        let req = pb_bytes(1, b"setup order");
+        let req = echo_req("setup order");
         assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
     }
 }

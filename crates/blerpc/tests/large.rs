@@ -52,7 +52,7 @@ async fn echo_65536_and_1_mib_over_mem_encrypted() {
         for i in 0..3u8 {
             up.send(vec![i; 100_000]).await.unwrap();
         }
-        assert_eq!(pb_get_uint(&up.finish().await.unwrap(), 1), Some(3));
+        assert_eq!(upload_reply_of(&up.finish().await.unwrap()), Some(3));
     })
     .await
     .unwrap();

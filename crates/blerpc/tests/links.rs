@@ -57,14 +57,14 @@ async fn many_clients<T: Transport>() {
             let t = &t;
             async move {
                 let client = t.connect(config).await;
-                let req = pb_bytes(1, format!("client {i}").as_bytes());
+                let req = echo_req(&format!("client {i}"));
                 assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
                 client
             }
         }))
         .await;
         for (i, c) in clients.iter().enumerate() {
-            let req = pb_bytes(1, format!("again {i}").as_bytes());
+            let req = echo_req(&format!("again {i}"));
             assert_eq!(c.call("echo", req.clone()).await.unwrap(), req);
         }
     })
@@ -81,12 +81,12 @@ async fn a_dropped_stream_is_cancelled<T: Transport>() {
     timeout(LIMIT, async {
         let client = t.connect(config).await;
         let mut stream = client
-            .server_stream("counter_stream", pb_uint(1, 5_000))
+            .server_stream("counter_stream", counter_stream_req(5_000))
             .await
             .unwrap();
         assert!(stream.next().await.unwrap().is_ok());
         drop(stream);
-        let req = pb_bytes(1, b"after");
+        let req = echo_req("after");
         assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
     })
     .await
@@ -109,7 +109,7 @@ async fn a_vanished_client_disturbs_no_other<T: Transport>() {
         gone.close().await;
         let _ = call.await.unwrap();
         let other = t.connect(config).await;
-        let req = pb_bytes(1, b"still here");
+        let req = echo_req("still here");
         assert_eq!(other.call("echo", req.clone()).await.unwrap(), req);
     })
     .await

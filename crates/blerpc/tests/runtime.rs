@@ -50,7 +50,7 @@ async fn concurrent_calls_from_many_tasks_share_one_connection() {
     for i in 0..50u32 {
         let c = client.clone();
         tasks.push(tokio::spawn(async move {
-            let req = pb_bytes(1, format!("msg {i}").as_bytes());
+            let req = echo_req(&format!("msg {i}"));
             // More tasks than calls in flight: BUSY from the server and the local cap both apply.
             loop {
                 match c.call("echo", req.clone()).await {
@@ -168,7 +168,7 @@ async fn a_request_over_the_limit_gets_a_clear_error() {
     .await
     .unwrap();
     let err = client
-        .call("data_write", pb_bytes(1, &[0; 2000]))
+        .call("data_write", data_write_req(&[0; 2000]))
         .await
         .unwrap_err();
     assert!(
@@ -185,7 +185,7 @@ async fn a_request_over_the_limit_gets_a_clear_error() {
     // Within the limit it works.
     assert!(
         client
-            .call("data_write", pb_bytes(1, &[0; 900]))
+            .call("data_write", data_write_req(&[0; 900]))
             .await
             .is_ok()
     );
@@ -206,8 +206,7 @@ async fn unknown_commands_and_handler_failures_are_reported() {
         ),
         "{err}"
     );
-    let mut big = pb_uint(1, 0);
-    big.extend(pb_uint(2, 9000));
+    let big = flash_read_req(0, 9000);
     let err = client.call("flash_read", big).await.unwrap_err();
     assert!(
         matches!(
@@ -296,7 +295,7 @@ async fn a_server_answers_1000_concurrent_centrals() {
             )
             .await
             .unwrap();
-            let req = pb_bytes(1, format!("central {i}").as_bytes());
+            let req = echo_req(&format!("central {i}"));
             assert_eq!(c.call("echo", req.clone()).await.unwrap(), req);
             c
         }));
@@ -307,7 +306,7 @@ async fn a_server_answers_1000_concurrent_centrals() {
     }
     // All 1000 are connected at once; each answers again.
     for (i, c) in clients.iter().enumerate() {
-        let req = pb_bytes(1, format!("again {i}").as_bytes());
+        let req = echo_req(&format!("again {i}"));
         assert_eq!(c.call("echo", req.clone()).await.unwrap(), req);
     }
     drop(clients);
@@ -420,13 +419,17 @@ async fn dropping_a_stream_cancels_it_and_the_connection_goes_on() {
     let (client, _s) = connect_pair(PinPolicy::Trust(key)).await;
     let client = client.unwrap();
     let mut stream = client
-        .server_stream("counter_stream", pb_uint(1, 10_000))
+        .server_stream("counter_stream", counter_stream_req(10_000))
         .await
         .unwrap();
     let first = stream.next().await.unwrap().unwrap();
-    assert!(first.is_empty() || pb_get_uint(&first, 1).is_none());
+    assert_eq!(
+        counter_item_of(&first),
+        Some((0, 0)),
+        "the first item is seq 0"
+    );
     drop(stream);
-    let req = pb_bytes(1, b"after");
+    let req = echo_req("after");
     assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
 }
 
@@ -437,8 +440,8 @@ async fn an_upload_whose_handler_fails_early_reports_the_error_promptly() {
     let client = client.unwrap();
     let start = std::time::Instant::now();
     let mut up = client.client_stream("failing_upload").await.unwrap();
-    for i in 0..5u64 {
-        up.send(pb_uint(1, i)).await.unwrap();
+    for i in 0..5u32 {
+        up.send(counter_item(i, 0)).await.unwrap();
     }
     let err = up.finish().await.unwrap_err();
     assert!(

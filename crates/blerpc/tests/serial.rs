@@ -273,8 +273,7 @@ async fn a_corrupted_container_surfaces_as_a_call_timeout_and_the_connection_rec
     // A multi-container response loses its third container: the central's reassembly sees a
     // sequence gap, drops the transaction, and the call times out.
     down_flip.store(down_frames.load(Ordering::SeqCst) + 2, Ordering::SeqCst);
-    let mut read = pb_uint(1, 0);
-    read.extend(pb_uint(2, 4096));
+    let read = flash_read_req(0, 4096);
     let err = client.call("flash_read", read.clone()).await.unwrap_err();
     assert!(
         matches!(err, Error::Central(CentralError::Call(CallError::Timeout))),
@@ -288,7 +287,7 @@ async fn a_corrupted_container_surfaces_as_a_call_timeout_and_the_connection_rec
 
     // A single-container request is lost: the peripheral never sees it; the call times out.
     up_flip.store(up_frames.load(Ordering::SeqCst), Ordering::SeqCst);
-    let req = pb_bytes(1, b"lost");
+    let req = echo_req("lost");
     let err = client.call("echo", req.clone()).await.unwrap_err();
     assert!(
         matches!(err, Error::Central(CentralError::Call(CallError::Timeout))),

@@ -500,10 +500,9 @@ async fn measure_nodelay() {
         let client = Client::connect(tcp::connect(addr, &options).await.unwrap(), config)
             .await
             .unwrap();
-        let mut read = pb_uint(1, 0);
-        read.extend(pb_uint(2, 8192));
+        let read = flash_read_req(0, 8192);
         for (name, req, n) in [
-            ("echo 5 B", pb_bytes(1, b"hello"), 200),
+            ("echo 5 B", echo_req("hello"), 200),
             ("flash_read 8 KB", read, 50),
         ] {
             let mut times = Vec::new();
@@ -526,8 +525,8 @@ async fn measure_nodelay() {
         for _ in 0..20 {
             let t = std::time::Instant::now();
             let mut up = client.client_stream("counter_upload").await.unwrap();
-            for i in 0..20u64 {
-                up.send(pb_uint(1, i)).await.unwrap();
+            for i in 0..20u32 {
+                up.send(counter_item(i, 0)).await.unwrap();
             }
             up.finish().await.unwrap();
             times.push(t.elapsed());

@@ -68,7 +68,7 @@ async fn ecdsa_p256_p384_and_ed25519_certificates_work() {
                 .await
                 .unwrap();
             let client = Client::connect(link, config).await.unwrap();
-            let req = pb_bytes(1, b"key types");
+            let req = echo_req("key types");
             assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
             client.close().await;
         })
@@ -356,7 +356,7 @@ async fn a_reconnecting_client_resumes_its_tls_session() {
             kinds.push(link.get_ref().get_ref().1.handshake_kind());
             // A call reads the tickets the server sent after its handshake.
             let client = Client::connect(link, config.clone()).await.unwrap();
-            let req = pb_bytes(1, b"resume");
+            let req = echo_req("resume");
             assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
             client.close().await;
         }

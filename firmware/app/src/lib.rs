@@ -25,9 +25,10 @@ mod fmt;
 use core::cell::RefCell;
 use core::ops::Range;
 
-use blerpc_fw_service::flash::{DemoFlash, Flash};
+use blerpc_demo::flash::{DemoFlash, Flash};
+use blerpc_demo::{DemoLimits, DemoService};
 use blerpc_fw_service::identity::{IdentitySource, identity_seed};
-use blerpc_fw_service::{Connection, DemoLimits, DemoService, firmware_config};
+use blerpc_fw_service::{Connection, firmware_config};
 #[cfg(not(feature = "plaintext"))]
 use blerpc_proto::crypto::CryptoProvider;
 use bt_hci::cmd::le::{LeReadLocalSupportedFeatures, LeSetDataLength};
@@ -121,7 +122,7 @@ pub struct Board<F> {
 #[derive(Debug)]
 pub enum AppError<E> {
     /// The flash layout exposes the identity seed, or the readable range is outside the flash.
-    Layout(blerpc_fw_service::flash::LayoutError),
+    Layout(blerpc_demo::flash::LayoutError),
     /// The identity seed does not load.
     Identity,
     /// The BLE host failed.

@@ -116,18 +116,3 @@ fn run_central(args: &[String]) -> anyhow::Result<bool> {
         Ok(failed == 0 && results.len() == functional::TESTS.len())
     })
 }
-
-#[cfg(test)]
-mod tests {
-    /// The firmware's demo limits are the host demo service's (both the reference firmware's):
-    /// the numbers live twice until a `no_std` home holds them once (docs/firmware.md).
-    #[test]
-    fn the_demo_limits_agree_with_the_host_demo_service() {
-        let host = blerpc_demo::DemoLimits::default();
-        let fw = blerpc_fw_service::DemoLimits::REFERENCE;
-        assert_eq!(
-            (host.max_echo, host.max_read, host.max_stream_items),
-            (fw.max_echo, fw.max_read, fw.max_stream_items)
-        );
-    }
-}

@@ -5,9 +5,9 @@
 //! `(i * 31 + 7) mod 256`, the host demo's synthetic image), then a 4 KiB identity area that
 //! holds the seed (or is erased, for the development seed).
 
+use blerpc_demo::DemoLimits;
+use blerpc_demo::flash::SliceFlash;
 use blerpc_fw_app::Board;
-use blerpc_fw_service::DemoLimits;
-use blerpc_fw_service::flash::SliceFlash;
 use blerpc_fw_service::identity::identity_seed;
 use blerpc_proto::crypto::{CryptoProvider, RustCrypto};
 use rand_core::{OsRng, RngCore};

@@ -1,7 +1,7 @@
 //! What one firmware connection costs in RAM on the CPU this runs on, measured with `size_of`
 //! (the host figure, 23,136 bytes on x86_64, is `crates/blerpc-proto/tests/memory.rs`'s).
 
-use blerpc_fw_service::flash::MappedFlash;
+use blerpc_demo::flash::MappedFlash;
 use blerpc_fw_service::plaintext::NoCrypto;
 use blerpc_fw_service::{Connection, FirmwarePeripheral, OUTBOX_BYTES, REASSEMBLY_BYTES};
 use blerpc_proto::crypto::RustCrypto;

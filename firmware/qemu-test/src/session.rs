@@ -2,11 +2,19 @@
 //! firmware's own connection (`blerpc_fw_service::Connection`: the core's `Peripheral` on the
 //! firmware's buffers with the demo service over a flash image), PDUs of ATT MTU 247 passed by
 //! hand. Setup (TIMEOUT, CAPABILITIES, the key exchange with the identity pinned), then the
-//! reference's twelve functional tests with their exact parameters (`benchmarks.md` §1, the list
-//! `blerpc_demo::functional` runs on the host) and the demo service's three limits.
+//! reference's twelve functional tests (`blerpc_demo::functional::CASES`, the table the host's
+//! runner uses too, with the same checks) and the refusals of the demo service's limits
+//! (`blerpc_demo::functional::refusals`).
 
-use blerpc_fw_service::flash::{DemoFlash, SliceFlash};
-use blerpc_fw_service::{Connection, DemoLimits, DemoService, firmware_config, pb};
+use blerpc_demo::flash::{DemoFlash, SliceFlash};
+use blerpc_demo::functional::{self, CASES, Call};
+use blerpc_demo::noalloc::{
+    CounterStreamRequest, CounterStreamResponse, CounterUploadRequest, CounterUploadResponse,
+    DataWriteRequest, DataWriteResponse, EchoRequest, EchoResponse, FlashReadRequest,
+    FlashReadResponse,
+};
+use blerpc_demo::{DemoLimits, DemoService};
+use blerpc_fw_service::{Connection, firmware_config};
 use blerpc_proto::Instant;
 use blerpc_proto::buf::ArrayBuf;
 use blerpc_proto::connection::{
@@ -156,14 +164,12 @@ impl Pair {
             .start_call(self.now, name, request, kind)
             .map_err(|_| Fail("start_call"))?;
         if kind == CallKind::ClientStream {
-            let mut item = [0u8; pb::Counter::MAX_LEN];
-            for seq in 0..upload {
-                let n = pb::Counter {
-                    seq,
-                    value: seq as i32 * 10,
-                }
-                .encode(&mut item)
-                .map_err(|_| Fail("encode"))?;
+            let mut item = [0u8; CounterUploadRequest::MAX_ENCODED_LEN];
+            for i in 0..upload {
+                let (seq, value) = functional::counter_item(i);
+                let n = CounterUploadRequest { seq, value }
+                    .encode(&mut item)
+                    .map_err(|_| Fail("encode"))?;
                 loop {
                     match self.central.send_stream_item(
                         self.now,
@@ -206,19 +212,19 @@ impl Pair {
                     out.response_len = data.len();
                     if data.len() > 64 {
                         // A flash read: check it here, against the image.
-                        out.items_ok &= pb::FlashReadResponse::decode(data).is_ok_and(|m| {
+                        out.items_ok &= FlashReadResponse::decode(data).is_ok_and(|m| {
                             FLASH
                                 .get(m.address as usize..)
                                 .is_some_and(|f| f.starts_with(m.data))
                         });
                         out.items =
-                            pb::FlashReadResponse::decode(data).map_or(0, |m| m.data.len() as u32);
+                            FlashReadResponse::decode(data).map_or(0, |m| m.data.len() as u32);
                     }
                     ended = true;
                 }
                 CentralEvent::StreamItem { call: c, data } if c == call => {
-                    let item = pb::Counter::decode(data).unwrap_or_default();
-                    out.items_ok &= item.seq == out.items && item.value == out.items as i32 * 10;
+                    let item = CounterStreamResponse::decode(data).unwrap_or_default();
+                    out.items_ok &= functional::check_item(out.items, item.seq, item.value).is_ok();
                     out.items += 1;
                 }
                 CentralEvent::StreamEnd { call: c } if c == call => {
@@ -237,23 +243,28 @@ impl Pair {
 
     fn echo(&mut self, message: &str) -> Result<(), Fail> {
         let mut req = [0u8; 300];
-        let n = pb::Echo { message }
+        let n = EchoRequest { message }
             .encode(&mut req)
             .map_err(|_| Fail("encode"))?;
         let out = self.call("echo", req.get(..n).unwrap_or(&[]), CallKind::Unary, 0)?;
         ensure(out.failed.is_none(), "echo failed")?;
-        // The response is the same encoding: compare its length, then its head.
-        ensure(out.response_len == n, "echoed length differs")?;
         let keep = out.response.ok_or(Fail("no response"))?;
+        if out.response_len <= keep.len() {
+            let m = EchoResponse::decode(keep.get(..out.response_len).unwrap_or(&[]))
+                .map_err(|_| Fail("decode"))?;
+            return functional::check_echo(message, m.message).map_err(|_| Fail("echoed text"));
+        }
+        // Longer than what was kept: the same encoding, so compare its length, then its head.
+        ensure(out.response_len == n, "echoed length differs")?;
         ensure(
             keep.get(..n.min(64)) == req.get(..n.min(64)),
             "echoed bytes differ",
         )
     }
 
-    fn flash_read(&mut self, length: u32) -> Result<(), Fail> {
-        let mut req = [0u8; 16];
-        let n = pb::FlashReadRequest { address: 0, length }
+    fn flash_read(&mut self, address: u32, length: u32) -> Result<(), Fail> {
+        let mut req = [0u8; FlashReadRequest::MAX_ENCODED_LEN];
+        let n = FlashReadRequest { address, length }
             .encode(&mut req)
             .map_err(|_| Fail("encode"))?;
         let out = self.call(
@@ -265,12 +276,20 @@ impl Pair {
         ensure(out.failed.is_none(), "flash_read failed")?;
         if out.response_len <= 64 {
             let keep = out.response.ok_or(Fail("no response"))?;
-            let m = pb::FlashReadResponse::decode(keep.get(..out.response_len).unwrap_or(&[]))
+            let m = FlashReadResponse::decode(keep.get(..out.response_len).unwrap_or(&[]))
                 .map_err(|_| Fail("decode"))?;
-            ensure(m.data.len() == length as usize, "flash_read length")?;
-            ensure(FLASH.starts_with(m.data), "flash_read bytes")
+            functional::check_flash_read(length, m.data.len())
+                .map_err(|_| Fail("flash_read length"))?;
+            ensure(
+                FLASH
+                    .get(address as usize..)
+                    .is_some_and(|f| f.starts_with(m.data)),
+                "flash_read bytes",
+            )
         } else {
-            ensure(out.items == length && out.items_ok, "flash_read bytes")
+            functional::check_flash_read(length, out.items as usize)
+                .map_err(|_| Fail("flash_read length"))?;
+            ensure(out.items_ok, "flash_read bytes")
         }
     }
 
@@ -278,8 +297,10 @@ impl Pair {
         let mut req = [0u8; 8200];
         let mut data = [0u8; 8192];
         let data = data.get_mut(..len).ok_or(Fail("data over 8 KiB"))?;
-        data.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
-        let n = pb::DataWriteRequest { data }
+        data.iter_mut()
+            .enumerate()
+            .for_each(|(i, b)| *b = functional::data_byte(i));
+        let n = DataWriteRequest { data: &*data }
             .encode(&mut req)
             .map_err(|_| Fail("encode"))?;
         let out = self.call(
@@ -290,14 +311,14 @@ impl Pair {
         )?;
         ensure(out.failed.is_none(), "data_write failed")?;
         let keep = out.response.ok_or(Fail("no response"))?;
-        let m = pb::Count::decode(keep.get(..out.response_len).unwrap_or(&[]))
+        let m = DataWriteResponse::decode(keep.get(..out.response_len).unwrap_or(&[]))
             .map_err(|_| Fail("decode"))?;
-        ensure(m.value as usize == len, "data_write count")
+        functional::check_data_write(len, m.length).map_err(|_| Fail("data_write count"))
     }
 
     fn counter_stream(&mut self, count: u32) -> Result<(), Fail> {
-        let mut req = [0u8; 8];
-        let n = pb::Count { value: count }
+        let mut req = [0u8; CounterStreamRequest::MAX_ENCODED_LEN];
+        let n = CounterStreamRequest { count }
             .encode(&mut req)
             .map_err(|_| Fail("encode"))?;
         let out = self.call(
@@ -310,20 +331,55 @@ impl Pair {
             out.failed.is_none() && out.ended,
             "counter_stream did not end",
         )?;
-        ensure(out.items == count && out.items_ok, "counter_stream items")
+        functional::check_item_count(count, out.items)
+            .map_err(|_| Fail("counter_stream item count"))?;
+        ensure(out.items_ok, "counter_stream items")
     }
 
     fn counter_upload(&mut self, count: u32) -> Result<(), Fail> {
         let out = self.call("counter_upload", &[], CallKind::ClientStream, count)?;
         ensure(out.failed.is_none(), "counter_upload failed")?;
         let keep = out.response.ok_or(Fail("no response"))?;
-        let m = pb::Count::decode(keep.get(..out.response_len).unwrap_or(&[]))
+        let m = CounterUploadResponse::decode(keep.get(..out.response_len).unwrap_or(&[]))
             .map_err(|_| Fail("decode"))?;
-        ensure(m.value == count, "received_count")
+        functional::check_upload(count, m.received_count).map_err(|_| Fail("received_count"))
+    }
+
+    /// Runs one functional test's call and checks what came back.
+    fn run(&mut self, call: Call) -> Result<(), Fail> {
+        match call {
+            Call::Echo(message) => self.echo(message),
+            Call::FlashRead { address, length } => self.flash_read(address, length),
+            Call::DataWrite { len } => self.data_write(len),
+            Call::CounterStream { count } => self.counter_stream(count),
+            Call::CounterUpload { count } => self.counter_upload(count),
+        }
+    }
+
+    /// A call the service must refuse with `code`.
+    fn refused(&mut self, call: Call, code: ErrorCode) -> Result<(), Fail> {
+        let mut req = [0u8; 300];
+        let encoded = match call {
+            Call::Echo(message) => EchoRequest { message }.encode(&mut req),
+            Call::FlashRead { address, length } => {
+                FlashReadRequest { address, length }.encode(&mut req)
+            }
+            Call::CounterStream { count } => CounterStreamRequest { count }.encode(&mut req),
+            Call::DataWrite { .. } | Call::CounterUpload { .. } => {
+                return Err(Fail("no refusal of data_write or counter_upload"));
+            }
+        };
+        let n = encoded.map_err(|_| Fail("encode"))?;
+        let (name, kind) = match call {
+            Call::Echo(_) => ("echo", CallKind::Unary),
+            Call::CounterStream { .. } => ("counter_stream", CallKind::ServerStream),
+            _ => ("flash_read", CallKind::Unary),
+        };
+        self.expect_refusal(name, req.get(..n).unwrap_or(&[]), kind, code)
     }
 
     /// A request the service must refuse with `code`.
-    fn refused(
+    fn expect_refusal(
         &mut self,
         name: &str,
         request: &[u8],
@@ -335,47 +391,6 @@ impl Pair {
             out.failed == Some(CallError::Peer(code)),
             "not refused with the expected ERROR",
         )
-    }
-}
-
-/// The reference's functional tests, by name.
-pub const TESTS: [&str; 12] = [
-    "echo_basic",
-    "echo_empty",
-    "echo_max_length",
-    "multi_container_echo",
-    "flash_read_basic",
-    "flash_read_8kb",
-    "data_write_basic",
-    "data_write_8kb",
-    "counter_stream",
-    "counter_stream_large",
-    "counter_upload",
-    "counter_upload_large",
-];
-
-fn run_test(pair: &mut Pair, name: &str) -> Result<(), Fail> {
-    let mut text = [0u8; 256];
-    match name {
-        "echo_basic" => pair.echo("hello"),
-        "echo_empty" => pair.echo(""),
-        "echo_max_length" => {
-            text.fill(b'A');
-            pair.echo(core::str::from_utf8(&text).unwrap_or(""))
-        }
-        "multi_container_echo" => {
-            text.fill(b'B');
-            pair.echo(core::str::from_utf8(&text[..250]).unwrap_or(""))
-        }
-        "flash_read_basic" => pair.flash_read(16),
-        "flash_read_8kb" => pair.flash_read(8192),
-        "data_write_basic" => pair.data_write(1024),
-        "data_write_8kb" => pair.data_write(8192),
-        "counter_stream" => pair.counter_stream(5),
-        "counter_stream_large" => pair.counter_stream(20),
-        "counter_upload" => pair.counter_upload(5),
-        "counter_upload_large" => pair.counter_upload(20),
-        _ => Err(Fail("unknown test")),
     }
 }
 
@@ -392,69 +407,20 @@ pub fn run(tally: &mut Tally, log: &mut dyn FnMut(&str, &str)) -> Option<Pair> {
             return None;
         }
     };
-    for name in TESTS {
-        match run_test(&mut pair, name) {
+    for case in CASES {
+        match pair.run(case.call) {
             Ok(()) => tally.pass("functional"),
             Err(Fail(what)) => {
-                log(name, what);
+                log(case.name, what);
                 tally.fail("functional");
             }
         }
     }
-    let text = [b'x'; 257];
-    let mut req = [0u8; 300];
-    let limits: [(&str, Result<(), Fail>); 4] = [
-        ("echo over 256 bytes: DECODE_FAILED", {
-            let n = pb::Echo {
-                message: core::str::from_utf8(&text).unwrap_or(""),
-            }
-            .encode(&mut req)
-            .unwrap_or(0);
-            pair.refused("echo", &req[..n], CallKind::Unary, ErrorCode::DecodeFailed)
-        }),
-        ("flash_read over 8 KiB: HANDLER_FAILED", {
-            let n = pb::FlashReadRequest {
-                address: 0,
-                length: 8193,
-            }
-            .encode(&mut req)
-            .unwrap_or(0);
-            pair.refused(
-                "flash_read",
-                &req[..n],
-                CallKind::Unary,
-                ErrorCode::HandlerFailed,
-            )
-        }),
-        ("flash_read past the readable range: HANDLER_FAILED", {
-            let n = pb::FlashReadRequest {
-                address: FLASH.len() as u32 - 4,
-                length: 8,
-            }
-            .encode(&mut req)
-            .unwrap_or(0);
-            pair.refused(
-                "flash_read",
-                &req[..n],
-                CallKind::Unary,
-                ErrorCode::HandlerFailed,
-            )
-        }),
-        ("counter_stream over 10,000 items: STREAM_LIMIT", {
-            let n = pb::Count { value: 10_001 }.encode(&mut req).unwrap_or(0);
-            pair.refused(
-                "counter_stream",
-                &req[..n],
-                CallKind::ServerStream,
-                ErrorCode::StreamLimit,
-            )
-        }),
-    ];
-    for (name, result) in limits {
-        match result {
+    for refusal in functional::refusals(FLASH.len() as u32) {
+        match pair.refused(refusal.call, refusal.code) {
             Ok(()) => tally.pass("limits"),
             Err(Fail(what)) => {
-                log(name, what);
+                log(refusal.name, what);
                 tally.fail("limits");
             }
         }

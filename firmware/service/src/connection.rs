@@ -5,7 +5,7 @@
 //! [`Connection::poll_timeout`].
 //!
 //! ```text
-//!   GATT write ──> handle_pdu(now, pdu) ──> Peripheral::handle_input ──> events ──> DemoService
+//!   GATT write ──> handle_pdu(now, pdu) ──> Peripheral::handle_input ──> events ──> Responder
 //!   notify    <── poll_transmit(now, buf) <── Peripheral::poll_transmit <── responses, items
 //!   timer     ──> handle_timeout(now)            poll_timeout() ──> when
 //! ```
@@ -18,8 +18,8 @@ use blerpc_proto::connection::{
 use blerpc_proto::crypto::CryptoProvider;
 use rand_core::CryptoRngCore;
 
-use crate::flash::Flash;
-use crate::service::{DemoService, Stats, Work};
+use blerpc_demo::flash::Flash;
+use blerpc_demo::{DemoService, Responder, Stats, Work};
 
 /// The reassembly buffer: one request of up to 12,288 wire bytes, the reference firmware's
 /// `CONFIG_BLERPC_PROTOCOL_ASSEMBLER_BUF_SIZE` (advertised as `max_request` in CAPABILITIES).
@@ -49,10 +49,10 @@ pub fn firmware_config(require_encryption: bool) -> PeripheralConfig {
 /// Why a connection ended on the bleRPC side (the link closes after sending what is queued).
 pub type CloseReason = PeripheralCloseReason;
 
-/// One connection: the core and the demo service.
+/// One connection: the core and the demo service's responder.
 pub struct Connection<P: CryptoProvider, R, F> {
     peripheral: FirmwarePeripheral<P, R>,
-    service: DemoService<F>,
+    service: Responder<F>,
     closed: Option<CloseReason>,
     secured: bool,
 }
@@ -78,7 +78,7 @@ where
         peripheral.open(now);
         Ok(Connection {
             peripheral,
-            service,
+            service: Responder::new(service),
             closed: None,
             secured: false,
         })
@@ -115,7 +115,9 @@ where
             return Some(n);
         }
         if self.service.is_streaming() {
-            self.service.pump(now, &mut self.peripheral);
+            // A refusal other than a full outbox ended the stream: the core has told the
+            // central, or the connection is closing.
+            let _ = self.service.pump(now, &mut self.peripheral);
             return self.peripheral.poll_transmit(now, out);
         }
         None

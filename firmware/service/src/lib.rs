@@ -1,18 +1,16 @@
-//! # blerpc-fw-service: the bleRPC firmware's demo service, `no_std` and without an allocator
+//! # blerpc-fw-service: one firmware connection, `no_std` and without an allocator
 //!
 //! What the firmware runs for each connection, independent of the chip and of the BLE stack:
 //!
 //! | module | holds |
 //! |---|---|
-//! | [`connection`] | [`Connection`]: the core's `Peripheral` on fixed buffers and the service answering it (the MCU shell's sans-IO half) |
-//! | [`service`] | [`DemoService`]: echo, flash_read, data_write, counter_stream, counter_upload with the reference limits |
-//! | [`pb`] | the ten demo messages of `proto/blerpc.proto`, encoded and decoded without an allocator |
-//! | [`flash`] | the flash `flash_read` reads and its readable range, kept clear of the identity seed |
+//! | [`connection`] | [`Connection`]: the core's `Peripheral` on fixed buffers and the demo service's `Responder` answering it (the MCU shell's sans-IO half) |
 //! | [`identity`] | the identity seed from its flash location, or the documented development seed |
 //! | [`plaintext`] | [`plaintext::NoCrypto`], the provider of the build that measures what encryption costs |
 //!
-//! The protocol is entirely the `blerpc-proto` core's; this crate only answers the requests it
-//! hands out.
+//! The protocol is entirely the `blerpc-proto` core's and the demo service entirely
+//! `blerpc-demo`'s (built without `std`: the same service the host demo serves); this crate
+//! sizes the buffers and joins the two.
 //!
 //! ## Example: one connection, driven by hand
 //!
@@ -20,8 +18,9 @@
 //! (the QEMU image runs the same, and more, on a Cortex-M33):
 //!
 //! ```
-//! use blerpc_fw_service::flash::{DemoFlash, SliceFlash};
-//! use blerpc_fw_service::{Connection, DemoLimits, DemoService, firmware_config, pb};
+//! use blerpc_demo::flash::{DemoFlash, SliceFlash};
+//! use blerpc_demo::{DemoLimits, DemoService, noalloc};
+//! use blerpc_fw_service::{Connection, firmware_config};
 //! use blerpc_proto::buf::ArrayBuf;
 //! use blerpc_proto::connection::{CallKind, Central, CentralConfig, CentralEvent, Pinning};
 //! use blerpc_proto::crypto::{CryptoProvider as _, IdentitySeed, RustCrypto};
@@ -61,14 +60,14 @@
 //!         match event {
 //!             CentralEvent::Connected { encrypted } => start = encrypted,
 //!             CentralEvent::Response { data, .. } => {
-//!                 echoed = Some(pb::Echo::decode(data).unwrap().message.len());
+//!                 echoed = Some(noalloc::EchoResponse::decode(data).unwrap().message.len());
 //!             }
 //!             _ => {}
 //!         }
 //!     }
 //!     if start {
 //!         let mut req = [0u8; 16];
-//!         let n = pb::Echo { message: "hi" }.encode(&mut req).unwrap();
+//!         let n = noalloc::EchoRequest { message: "hi" }.encode(&mut req).unwrap();
 //!         central.start_call(now, "echo", &req[..n], CallKind::Unary).unwrap();
 //!     }
 //! }
@@ -79,13 +78,9 @@
 #![cfg_attr(not(test), warn(clippy::indexing_slicing))]
 
 pub mod connection;
-pub mod flash;
 pub mod identity;
-pub mod pb;
 pub mod plaintext;
-pub mod service;
 
 pub use connection::{
     Connection, FirmwarePeripheral, OUTBOX_BYTES, REASSEMBLY_BYTES, firmware_config,
 };
-pub use service::{DemoLimits, DemoService, ECHO_CAPACITY, Stats};

@@ -3,7 +3,7 @@
 //! fuzzer moves, drops, duplicates, reorders and corrupts PDUs, injects raw ones, and plays the
 //! user and the application. The harness asserts its invariants at every step (PDUs within the
 //! MTU, no `EventQueueFull` while events are drained, deadlines that move on, one outcome per
-//! call); `two_party` also checks that every echo response equals its own request.
+//! call); `two_party` also checks that every echo (the harness's `loop` command) response equals its own request.
 //!
 //! Input: [`WorldConfig::LEN`] bytes of [`WorldConfig`], then [`Op`]s until the input ends.
 
@@ -518,8 +518,10 @@ impl World {
             (1, _) => CallKind::ServerStream,
             _ => CallKind::ClientStream,
         };
+        // The two-party program echoes any bytes: the harness's `loop` test command (the demo
+        // service's `echo` answers only an `EchoRequest` of at most 256 bytes).
         let name = if self.target == Target::TwoParty {
-            "echo"
+            "loop"
         } else {
             NAMES[usize::from(name) % NAMES.len()]
         };

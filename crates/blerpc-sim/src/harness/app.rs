@@ -1,15 +1,37 @@
-//! The demo application on the harness's peripheral: the five demo commands (wire.md §1.7) plus
-//! two for the large-message tests, and the ways a test makes it misbehave.
+//! The demo application on the harness's peripheral: the demo service the firmware runs
+//! ([`blerpc_demo::Responder`] over [`DemoService`]), wrapped with the ways a test makes it
+//! misbehave ([`AppConfig`]), plus three test commands the service has no business answering:
+//!
+//! | command | answer |
+//! |---|---|
+//! | `loop` | the request bytes unchanged, any length (the core's large-message and framing tests) |
+//! | `big` | `[len u32 LE]` → `len` bytes `i mod 251` (a response over the limit becomes ERROR RESPONSE_TOO_LARGE, sent by the core) |
+//! | `big_stream` | `[count u8][len u32 LE]` → `count` items of `len` bytes (item i filled with i), then STREAM_END_P2C |
+//!
+//! Everything else (echo, flash_read, data_write, counter_stream, counter_upload, unknown
+//! names) is the demo service's, with the firmware's limits, over [`FLASH`].
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use blerpc_demo::flash::{DemoFlash, SliceFlash};
+use blerpc_demo::{DemoLimits, DemoService, Responder, Work};
 use blerpc_proto::Instant;
 use blerpc_proto::connection::SendError;
 use blerpc_proto::wire::error_code::ErrorCode;
 
-use super::pb::{pb_bytes, pb_get_bytes, pb_get_uint, pb_uint};
-use super::{TestPeripheral, pb};
+use super::TestPeripheral;
+
+/// The flash `flash_read` reads on the harness: byte `i` is `i mod 256`, all readable.
+pub static FLASH: [u8; 64 * 1024] = {
+    let mut a = [0u8; 64 * 1024];
+    let mut i = 0;
+    while i < a.len() {
+        a[i] = i as u8;
+        i += 1;
+    }
+    a
+};
 
 /// How the demo application on the peripheral behaves.
 #[derive(Clone, Debug)]
@@ -26,8 +48,8 @@ pub struct AppConfig {
     /// Hold every request until [`Pair::serve`](super::Pair::serve) answers it (the fuzz
     /// targets' "the application decides" mode) instead of answering at once.
     pub hold: bool,
-    /// Items a `counter_stream` may ask for; more is a handler error. Default 10,000 (the
-    /// firmware's cap).
+    /// Items a `counter_stream` may ask for; more is refused STREAM_LIMIT. Default 10,000 (the
+    /// firmware's cap). Read when the pair is built.
     pub max_stream_items: u32,
     /// A send the core refuses is a test failure (a panic naming it), except where the
     /// application expects it (a full outbox under a stream, a response over the limit of the
@@ -53,7 +75,7 @@ impl Default for AppConfig {
             ignore: None,
             take_requests: false,
             hold: false,
-            max_stream_items: 10_000,
+            max_stream_items: DemoLimits::REFERENCE.max_stream_items,
             strict: true,
         }
     }
@@ -84,20 +106,37 @@ pub enum Answer {
 }
 
 /// The application's state between events.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Service {
+    /// The demo service on this connection.
+    responder: Responder<SliceFlash>,
     /// Requests waiting for their handler delay: (due, request).
     deferred: Vec<(Instant, Request)>,
     /// Requests held for [`Pair::serve`](super::Pair::serve).
     pub(super) held: VecDeque<Request>,
-    /// Peripheral→central streams in progress: (request tid, next seq, count).
-    streams: Vec<(u8, u32, u32)>,
-    /// Items of the upload in progress.
-    upload_items: u32,
     busy_sent: u32,
 }
 
 impl Service {
+    /// The demo service with the firmware's limits but `app`'s stream cap.
+    pub(super) fn new(app: &AppConfig) -> Service {
+        let end = FLASH.len() as u32;
+        let flash = match DemoFlash::new(SliceFlash(&FLASH), 0..end, end..end) {
+            Ok(flash) => flash,
+            Err(e) => unreachable!("the harness flash layout is valid: {e}"),
+        };
+        let limits = DemoLimits {
+            max_stream_items: app.max_stream_items,
+            ..DemoLimits::REFERENCE
+        };
+        Service {
+            responder: Responder::new(DemoService::new(flash, limits)),
+            deferred: Vec::new(),
+            held: VecDeque::new(),
+            busy_sent: 0,
+        }
+    }
+
     /// The earliest deferred answer.
     pub(super) fn next_due(&self) -> Option<Instant> {
         self.deferred.iter().map(|(at, _)| *at).min()
@@ -112,13 +151,9 @@ impl Service {
         request: Request,
     ) {
         if request.name.is_empty() {
-            // STREAM_END_C2P: answer the upload with the count of its items.
-            let count = std::mem::take(&mut self.upload_items);
-            let resp = pb_uint(1, u64::from(count));
-            app.check(
-                p.respond_upload(now, "counter_upload", &resp),
-                "answer an upload",
-            );
+            // STREAM_END_C2P: the service answers the upload with the count of its items.
+            let done = self.responder.run(now, p, Work::UploadEnd);
+            app.check(done, "answer an upload");
             return;
         }
         if app.hold {
@@ -179,90 +214,30 @@ impl Service {
     /// Sends stream items while the peripheral's outbox has room (backpressure, as a runtime
     /// awaiting link capacity would).
     pub(super) fn pump_streams(&mut self, app: &AppConfig, p: &mut TestPeripheral, now: Instant) {
-        self.streams.retain_mut(|(tid, next, count)| {
-            while *next < *count {
-                let mut item = pb_uint(1, u64::from(*next));
-                item.extend(pb_uint(2, u64::from(*next * 10)));
-                match p.send_stream_item(now, *tid, "counter_stream", &item) {
-                    Ok(()) => *next += 1,
-                    Err(SendError::OutboxFull { .. }) => return true,
-                    Err(e) => {
-                        app.check(Err(e), "send a stream item");
-                        return false;
-                    }
-                }
-            }
-            match p.end_stream(now, *tid) {
-                Ok(()) => false,
-                Err(SendError::OutboxFull { .. }) => true,
-                Err(e) => {
-                    app.check(Err(e), "end a stream");
-                    false
-                }
-            }
-        });
+        if self.responder.is_streaming() {
+            let sent = self.responder.pump(now, p);
+            app.check(sent, "send a stream item");
+        }
     }
 
-    /// The demo service (wire.md §1.7): echo, flash_read, data_write, counter_stream,
-    /// counter_upload; and `big` / `big_stream` for the large-message tests. Send errors are
-    /// the core's business (a closed connection, a response over the limit the core turned
-    /// into an ERROR reply): the application ignores them, as an application must be able to.
+    /// The test commands, then the demo service. Send errors the application expects (a
+    /// response over the limit of `big`, which the core turned into an ERROR reply) are
+    /// ignored, as an application must be able to.
     fn handle(&mut self, app: &AppConfig, p: &mut TestPeripheral, now: Instant, r: &Request) {
         let (tid, name, data) = (r.tid, r.name.as_str(), r.data.as_slice());
         match name {
-            "echo" => app.check(p.respond(now, tid, name, data), "answer echo"),
-            "flash_read" => {
-                let address = pb_get_uint(data, 1).unwrap_or(0);
-                let length = pb_get_uint(data, 2).unwrap_or(0);
-                if length > 8192 {
-                    app.check(
-                        p.respond_error(now, tid, ErrorCode::HandlerFailed),
-                        "refuse",
-                    );
-                    return;
-                }
-                let bytes: Vec<u8> = (0..length).map(|i| (address + i) as u8).collect();
-                let mut resp = pb_uint(1, address);
-                resp.extend(pb_bytes(2, &bytes));
-                app.check(p.respond(now, tid, name, &resp), "answer flash_read");
-            }
-            "data_write" => {
-                let len = pb_get_bytes(data, 1).map_or(0, |b| b.len());
-                let resp = pb_uint(1, len as u64);
-                app.check(p.respond(now, tid, name, &resp), "answer data_write");
-            }
-            "counter_stream" => {
-                let count = pb_get_uint(data, 1).unwrap_or(0);
-                match u32::try_from(count) {
-                    Ok(count) if count <= app.max_stream_items => {
-                        self.streams.push((tid, 0, count));
-                        self.pump_streams(app, p, now);
-                    }
-                    _ => app.check(
-                        p.respond_error(now, tid, ErrorCode::HandlerFailed),
-                        "refuse",
-                    ),
-                }
-            }
-            "counter_upload" => {
-                self.upload_items += 1;
-                app.check(p.ack(tid), "take an upload item");
-            }
-            // `big` answers `[len u32 LE]` with `len` pattern bytes (a response over the limit
-            // becomes ERROR RESPONSE_TOO_LARGE, sent by the core).
+            "loop" => app.check(p.respond(now, tid, name, data), "answer loopback"),
             "big" => {
-                let len = pb::le_u32(data).unwrap_or(0) as usize;
+                let len = le_u32(data).unwrap_or(0) as usize;
                 let _ = p.respond_with(now, tid, name, len, |out| {
                     for (i, b) in out.iter_mut().enumerate() {
                         *b = (i % 251) as u8;
                     }
                 });
             }
-            // `big_stream` answers `[count u8][len u32 LE]` with `count` items of `len` bytes
-            // (item i filled with i), then STREAM_END_P2C.
             "big_stream" => {
                 let count = data.first().copied().unwrap_or(0);
-                let len = data.get(1..).and_then(pb::le_u32).unwrap_or(0) as usize;
+                let len = data.get(1..).and_then(le_u32).unwrap_or(0) as usize;
                 for i in 0..count {
                     let sent = p.send_stream_item(now, tid, name, &vec![i; len]);
                     if sent.is_err() {
@@ -272,10 +247,21 @@ impl Service {
                 }
                 app.check(p.end_stream(now, tid), "end a big stream");
             }
-            _ => app.check(
-                p.respond_error(now, tid, ErrorCode::UnknownCommand),
-                "refuse",
-            ),
+            _ => {
+                let work = self.responder.decode(tid, name, data);
+                let done = self.responder.run(now, p, work);
+                app.check(done, "answer a request");
+            }
         }
     }
+}
+
+/// The `big` command's response of `len` bytes.
+pub fn big_response(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+/// The first four bytes as a little-endian `u32`.
+fn le_u32(b: &[u8]) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(..4)?.try_into().ok()?))
 }

@@ -152,6 +152,7 @@ impl PairBuilder {
             Ok(p) => p,
             Err(e) => panic!("harness peripheral configuration: {e}"),
         };
+        let svc = Service::new(&self.app);
         let mut pair = Pair {
             seed: self.seed,
             rng,
@@ -172,7 +173,7 @@ impl PairBuilder {
             sent_p2c: Vec::new(),
             requests_taken: 0,
             responses_checked: 0,
-            svc: Service::default(),
+            svc,
             calls: Vec::new(),
             connected: false,
             central_closed: false,

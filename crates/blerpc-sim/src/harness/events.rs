@@ -136,7 +136,10 @@ impl<W: Wire> Pair<W> {
                     r.kind != Some(CallKind::ServerStream),
                     "Response on a server stream"
                 );
-                if check_echo && r.kind == Some(CallKind::Unary) && r.name == "echo" {
+                if check_echo
+                    && r.kind == Some(CallKind::Unary)
+                    && (r.name == "echo" || r.name == "loop")
+                {
                     assert_eq!(*data, r.request, "call {call:?} got another call's data");
                     self.responses_checked += 1;
                 }

@@ -1,5 +1,6 @@
 //! The two-peer harness: one sans-IO [`Central`](blerpc_proto::connection::Central) and one [`Peripheral`](blerpc_proto::connection::Peripheral) of blerpc-proto, joined
-//! by a [`Wire`] on virtual time, with the demo application on the peripheral and the
+//! by a [`Wire`] on virtual time, with the demo application on the peripheral (the demo service
+//! the firmware runs, behind fault injection: [`AppConfig`]) and the
 //! invariants every test relies on checked at every step.
 //!
 //! ```text
@@ -21,19 +22,19 @@
 //!   must never answer one call with another's data).
 //!
 //! ```
-//! use blerpc_sim::harness::{Pair, pb};
+//! use blerpc_sim::harness::{Pair, msg};
 //!
 //! let mut p = Pair::new(); // encrypted, identity pinned, 1 ms each way
 //! p.connect();
 //! assert!(p.central.is_encrypted());
-//! let reply = p.call("echo", &pb::echo_req("hi")).unwrap();
-//! assert_eq!(reply, pb::echo_req("hi"));
+//! let reply = p.call("echo", &msg::echo_req("hi")).unwrap();
+//! assert_eq!(reply, msg::echo_req("hi"));
 //! ```
 
 mod app;
 mod builder;
 mod events;
-pub mod pb;
+pub mod msg;
 mod wire;
 
 use std::time::Duration;
@@ -45,7 +46,7 @@ use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::RngCore;
 
 pub use crate::Dir;
-pub use app::{Answer, AppConfig, Request};
+pub use app::{Answer, AppConfig, FLASH, Request, big_response};
 pub use builder::{
     IDENTITY_SEED, PairBuilder, SeedGuard, TestCentral, TestPeripheral, identity_public, seed,
 };
@@ -579,8 +580,8 @@ mod tests {
             .unwrap();
         p.connect();
         let t0 = p.now;
-        let reply = p.call("echo", &pb::echo_req("hi")).unwrap();
-        assert_eq!(reply, pb::echo_req("hi"));
+        let reply = p.call("echo", &msg::echo_req("hi")).unwrap();
+        assert_eq!(reply, msg::echo_req("hi"));
         let took = p.now.saturating_duration_since(t0);
         // The request goes in one event, the answer in the next: 15 to 30 ms at CI 15 ms.
         assert!(
@@ -595,7 +596,7 @@ mod tests {
         let mut p = PairBuilder::plaintext().build();
         p.check_echo = true;
         p.connect();
-        p.call("echo", &pb::echo_req("a")).unwrap();
+        p.call("echo", &msg::echo_req("a")).unwrap();
         assert_eq!(p.responses_checked, 1);
     }
 
@@ -613,10 +614,10 @@ mod tests {
             _ => Action::Deliver,
         }));
         let a = p
-            .start_call("echo", &pb::echo_req("a"), CallKind::Unary)
+            .start_call("echo", &msg::echo_req("a"), CallKind::Unary)
             .unwrap();
         let b = p
-            .start_call("echo", &pb::echo_req("b"), CallKind::Unary)
+            .start_call("echo", &msg::echo_req("b"), CallKind::Unary)
             .unwrap();
         let _ = (p.wait_call(a), p.wait_call(b));
     }

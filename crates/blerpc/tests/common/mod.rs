@@ -1,4 +1,4 @@
-//! A hand-written demo service (raw protobuf) for runtime tests, and helpers.
+//! A demo service for runtime tests (a raw echo, the runtime's own tests' commands), and helpers.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use blerpc::client::PinPolicy;
@@ -9,7 +9,7 @@ use futures_util::StreamExt;
 /// Identity seed of the test server.
 pub const SEED: [u8; 32] = [0x42; 32];
 
-pub use blerpc_sim::harness::pb::{pb_bytes, pb_get_uint, pb_uint};
+pub use blerpc_sim::harness::msg::*;
 
 /// echo (returns the request), flash_read (a synthetic image), data_write (counts bytes),
 /// counter_stream (count items), counter_upload (counts items).
@@ -34,27 +34,25 @@ impl Dispatch for Demo {
                     Ok(request.to_vec())
                 }
                 "flash_read" => {
-                    let addr = pb_get_uint(&request, 1).unwrap_or(0) as usize;
-                    let len = pb_get_uint(&request, 2).unwrap_or(0) as usize;
+                    let (addr, len) = flash_read_req_of(&request).unwrap_or((0, 0));
+                    let (addr, len) = (addr as usize, len as usize);
                     if len > 8192 {
                         return Err(Status::handler_failed("read longer than 8192"));
                     }
                     let data: Vec<u8> = (addr..addr + len).map(|i| i as u8).collect();
-                    let mut out = pb_uint(1, addr as u64);
-                    out.extend(pb_bytes(2, &data));
-                    Ok(out)
+                    Ok(flash_read_reply(addr as u32, &data))
                 }
-                _ => Ok(pb_uint(1, request.len().saturating_sub(3) as u64)),
+                _ => Ok(data_write_reply(
+                    data_write_req_of(&request).map_or(0, |d| d.len() as u32),
+                )),
             }
         })
     }
     fn server_stream(&self, _: &str, request: Bytes) -> BoxStream<Result<Vec<u8>, Status>> {
-        let count = pb_get_uint(&request, 1).unwrap_or(0);
-        Box::pin(futures_util::stream::iter((0..count).map(|i| {
-            let mut item = pb_uint(1, i);
-            item.extend(pb_uint(2, i * 10));
-            Ok(item)
-        })))
+        let count = counter_stream_req_of(&request).unwrap_or(0);
+        Box::pin(futures_util::stream::iter(
+            (0..count).map(|i| Ok(counter_item(i, i as i32 * 10))),
+        ))
     }
     fn client_stream(
         &self,
@@ -67,7 +65,7 @@ impl Dispatch for Demo {
                 return Err(Status::handler_failed("refused at once"));
             }
             let n = items.count().await;
-            Ok(pb_uint(1, n as u64))
+            Ok(upload_reply(n as u32))
         })
     }
 }
@@ -179,19 +177,18 @@ where
 /// Echo (small and 64 KiB, past the classic limit), an 8 KiB read, a 20-item stream each way:
 /// every call shape a link must carry.
 pub async fn every_call_shape(client: &blerpc::Client) {
-    let req = pb_bytes(1, b"hello");
+    let req = echo_req("hello");
     assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
     // Default configs carry the large-message extension: 65,536 bytes each way.
     let large: Vec<u8> = (0..65_536u32).map(|i| (i * 7) as u8).collect();
     assert!(client.call("echo", large.clone()).await.unwrap() == large);
-    let mut read = pb_uint(1, 0);
-    read.extend(pb_uint(2, 8192));
+    let read = flash_read_req(0, 8192);
     assert_eq!(
         client.call("flash_read", read).await.unwrap().len(),
         8192 + 3
     );
     let items: Vec<_> = client
-        .server_stream("counter_stream", pb_uint(1, 20))
+        .server_stream("counter_stream", counter_stream_req(20))
         .await
         .unwrap()
         .collect()
@@ -199,15 +196,15 @@ pub async fn every_call_shape(client: &blerpc::Client) {
     assert_eq!(items.len(), 20);
     for (i, item) in items.into_iter().enumerate() {
         assert_eq!(
-            pb_get_uint(&item.unwrap(), 2),
-            Some(i as u64 * 10).filter(|v| *v != 0)
+            counter_item_of(&item.unwrap()),
+            Some((i as u32, i as i32 * 10))
         );
     }
     let mut up = client.client_stream("counter_upload").await.unwrap();
-    for i in 0..20u64 {
-        up.send(pb_uint(1, i)).await.unwrap();
+    for i in 0..20u32 {
+        up.send(counter_item(i, 0)).await.unwrap();
     }
-    assert_eq!(pb_get_uint(&up.finish().await.unwrap(), 1), Some(20));
+    assert_eq!(upload_reply_of(&up.finish().await.unwrap()), Some(20));
 }
 
 /// An acceptor over an in-memory "listener": each link sent to the paired sender is accepted.

@@ -10,9 +10,9 @@
 
 use core::ops::Range;
 
+use blerpc_demo::DemoLimits;
+use blerpc_demo::flash::MappedFlash;
 use blerpc_fw_app::{Board, run};
-use blerpc_fw_service::DemoLimits;
-use blerpc_fw_service::flash::MappedFlash;
 use embassy_executor::Spawner;
 use embassy_nrf::mode::Blocking;
 use embassy_nrf::{bind_interrupts, pac, rng};

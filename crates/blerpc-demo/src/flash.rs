@@ -51,20 +51,31 @@ impl Flash for MappedFlash {
     }
 }
 
-/// A flash image held in a byte slice (tests, the QEMU image, the Linux build).
+/// A flash image held in a byte slice (tests, the QEMU image, the Linux build; the host demo's
+/// owned image is [`FlashImage`](crate::FlashImage)).
 #[derive(Clone, Copy, Debug)]
 pub struct SliceFlash(pub &'static [u8]);
 
 impl Flash for SliceFlash {
     fn size(&self) -> u32 {
-        u32::try_from(self.0.len()).unwrap_or(u32::MAX)
+        slice_size(self.0)
     }
     fn read(&self, address: u32, out: &mut [u8]) {
-        let start = address as usize;
-        match self.0.get(start..start + out.len()) {
-            Some(src) => out.copy_from_slice(src),
-            None => out.fill(0),
-        }
+        read_slice(self.0, address, out);
+    }
+}
+
+/// The size of a flash held in `bytes`.
+pub(crate) fn slice_size(bytes: &[u8]) -> u32 {
+    u32::try_from(bytes.len()).unwrap_or(u32::MAX)
+}
+
+/// Reads a flash held in `bytes` (zeros past its end; [`DemoFlash`] never asks for those).
+pub(crate) fn read_slice(bytes: &[u8], address: u32, out: &mut [u8]) {
+    let start = address as usize;
+    match bytes.get(start..start + out.len()) {
+        Some(src) => out.copy_from_slice(src),
+        None => out.fill(0),
     }
 }
 
@@ -89,11 +100,35 @@ pub enum LayoutError {
     },
 }
 
+impl core::fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            LayoutError::ReadableOutsideFlash {
+                readable: (start, end),
+                size,
+            } => write!(
+                f,
+                "readable range {start:#x}..{end:#x} is outside the {size}-byte flash"
+            ),
+            LayoutError::IdentityReadable {
+                identity: (is, ie),
+                readable: (rs, re),
+            } => write!(
+                f,
+                "the identity seed at {is:#x}..{ie:#x} lies in the readable range {rs:#x}..{re:#x}"
+            ),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for LayoutError {}
+
 /// A flash with the range `flash_read` may read.
 #[derive(Clone, Debug)]
 pub struct DemoFlash<F> {
-    flash: F,
-    readable: Range<u32>,
+    pub(crate) flash: F,
+    pub(crate) readable: Range<u32>,
 }
 
 impl<F: Flash> DemoFlash<F> {
@@ -144,11 +179,12 @@ impl<F: Flash> DemoFlash<F> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    static IMAGE: [u8; 64] = {
+    /// 64 bytes, byte `i` = `i`.
+    pub(crate) static IMAGE: [u8; 64] = {
         let mut a = [0u8; 64];
         let mut i = 0;
         while i < 64 {
