@@ -74,7 +74,7 @@ async fn limits_are_enforced_with_the_reference_errors() {
     for r in functional::REFUSALS {
         let e = refusal(&c, r.call).await;
         assert!(
-            matches!(e, blerpc::Error::Call(CallError::Peer(code)) if code == r.code),
+            e.call_error() == Some(CallError::Peer(r.code)),
             "{}: {e}",
             r.name
         );

@@ -383,7 +383,7 @@ async fn a_stream_reader_that_falls_behind_gets_its_items_then_stream_overflow()
     .await
     .unwrap();
     let mut stream = client
-        .server_stream("counter_stream", pb_uint(1, 50))
+        .server_stream("counter_stream", counter_stream_req(50))
         .await
         .unwrap();
     // Nobody reads while the items arrive.
@@ -409,7 +409,7 @@ async fn a_stream_reader_that_falls_behind_gets_its_items_then_stream_overflow()
         "more than 3 stream items arrived before they were read: read them faster or give the stream a larger buffer"
     );
     assert!(stream.next().await.is_none());
-    let req = pb_bytes(1, b"after");
+    let req = echo_req("after");
     assert_eq!(client.call("echo", req.clone()).await.unwrap(), req);
 }
 
