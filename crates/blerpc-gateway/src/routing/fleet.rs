@@ -1,205 +1,217 @@
-//! Combining what several workers answer into what one gateway answers: the device lists, the
-//! dashboard snapshots, and the Prometheus texts (series with the same name and labels summed).
+//! The fleet's views: what `GET /v1/devices`, the dashboard's snapshots and `GET /metrics`
+//! answer, gathered node by node through the [`Forwarder`](super::Forwarder) and merged as
+//! typed values: device lists (one entry per id, the online one preferred, every node's counts
+//! of it added up), snapshots (totals summed) and metric families (summed by series,
+//! [`MetricSet`]). A node that does not answer is left out, and logged.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-/// Merges device lists (`GET /v1/devices` bodies): one entry per id, an online one preferred
-/// (every worker knows the allow-list's devices, offline, but only one holds a device's
-/// connection), sorted by id; `connected` summed, `known` the number of distinct ids.
-pub fn device_lists(bodies: &[serde_json::Value]) -> serde_json::Value {
-    let mut by_id: BTreeMap<String, serde_json::Value> = BTreeMap::new();
-    let mut connected = 0u64;
-    for body in bodies {
-        connected += body["connected"].as_u64().unwrap_or(0);
-        for d in body["devices"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
-            let Some(id) = d["id"].as_str() else { continue };
-            let online = d["status"] == "online";
-            match by_id.get(id) {
-                Some(existing) if existing["status"] == "online" || !online => {
-                    // Keep the online entry (or the first offline one), but count the calls an
-                    // earlier connection made through another worker.
-                    if let Some(e) = by_id.get_mut(id) {
-                        add_counts(e, d);
+use futures_util::future::join_all;
+use serde::{Deserialize, Serialize};
+
+use super::{ListQuery, MetricSet, NodeId, Routing};
+use crate::registry::{DeviceStatus, DeviceView};
+
+/// `GET /v1/devices`: every known device, sorted by id, with totals.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceList {
+    /// The devices.
+    pub devices: Vec<DeviceView>,
+    /// Devices connected.
+    pub connected: u64,
+    /// Devices known.
+    pub known: u64,
+}
+
+/// One dashboard snapshot (`GET /v1/events`): totals, and some devices, online first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// When it was taken (ms since the Unix epoch).
+    pub time_ms: u64,
+    /// Devices connected.
+    pub connected: u64,
+    /// Devices known.
+    pub known: u64,
+    /// Calls answered successfully so far.
+    pub calls_ok: u64,
+    /// At most a page of devices: online first, each group by id.
+    pub devices: Vec<DeviceView>,
+}
+
+fn online(v: &DeviceView) -> bool {
+    v.status == DeviceStatus::Online
+}
+
+/// Merges device lists into one: one entry per id, an online one preferred (every node knows
+/// the allow-list's devices, offline, but one holds a device's connection), sorted by id; the
+/// calls, errors and connections an earlier connection made through another node are added to
+/// it. `connected` counts the devices online, `known` the ids.
+pub fn merge_device_lists(lists: impl IntoIterator<Item = Vec<DeviceView>>) -> DeviceList {
+    let mut by_id: BTreeMap<String, DeviceView> = BTreeMap::new();
+    for view in lists.into_iter().flatten() {
+        match by_id.get_mut(&view.id) {
+            Some(kept) if online(kept) || !online(&view) => add_counts(kept, &view),
+            Some(kept) => {
+                let mut view = view;
+                add_counts(&mut view, kept);
+                *kept = view;
+            }
+            None => {
+                by_id.insert(view.id.clone(), view);
+            }
+        }
+    }
+    let devices: Vec<DeviceView> = by_id.into_values().collect();
+    DeviceList {
+        connected: devices.iter().filter(|v| online(v)).count() as u64,
+        known: devices.len() as u64,
+        devices,
+    }
+}
+
+fn add_counts(into: &mut DeviceView, from: &DeviceView) {
+    into.calls = into.calls.saturating_add(from.calls);
+    into.errors = into.errors.saturating_add(from.errors);
+    into.connections = into.connections.saturating_add(from.connections);
+}
+
+/// Merges snapshots: totals summed (`known` at least the distinct ids listed), devices merged
+/// as [`merge_device_lists`] does, online first, cut to `max_devices`.
+pub fn merge_snapshots(snaps: Vec<Snapshot>, max_devices: usize) -> Snapshot {
+    let time_ms = snaps.iter().map(|s| s.time_ms).max().unwrap_or(0);
+    let connected = snaps.iter().map(|s| s.connected).sum();
+    let known: u64 = snaps.iter().map(|s| s.known).sum();
+    let calls_ok = snaps.iter().map(|s| s.calls_ok).sum();
+    let list = merge_device_lists(snaps.into_iter().map(|s| s.devices));
+    let mut devices = list.devices;
+    devices.sort_by(|a, b| online(b).cmp(&online(a)).then_with(|| a.id.cmp(&b.id)));
+    devices.truncate(max_devices);
+    Snapshot {
+        time_ms,
+        connected,
+        known: known.max(list.known),
+        calls_ok,
+        devices,
+    }
+}
+
+impl Routing {
+    /// Every node's devices, page by page, merged (`GET /v1/devices`).
+    pub async fn device_list(&self) -> DeviceList {
+        let nodes = self.forwarder.nodes();
+        let lists = join_all(nodes.iter().map(|n| self.node_devices(n))).await;
+        merge_device_lists(lists.into_iter().flatten())
+    }
+
+    async fn node_devices(&self, node: &NodeId) -> Option<Vec<DeviceView>> {
+        let mut all = Vec::new();
+        let mut query = ListQuery::default();
+        loop {
+            match self.forwarder.device_page(node, query.clone()).await {
+                Ok(page) => {
+                    all.extend(page.items);
+                    match page.next {
+                        Some(next) => query.after = Some(next),
+                        None => return Some(all),
                     }
                 }
-                Some(offline) => {
-                    let mut d = d.clone();
-                    add_counts(&mut d, offline);
-                    by_id.insert(id.to_string(), d);
-                }
-                None => {
-                    by_id.insert(id.to_string(), d.clone());
+                Err(e) => {
+                    tracing::warn!("the device list leaves out a node: {e}");
+                    return None;
                 }
             }
         }
     }
-    let known = by_id.len();
-    serde_json::json!({
-        "devices": by_id.into_values().collect::<Vec<_>>(),
-        "connected": connected,
-        "known": known,
-    })
-}
 
-fn add_counts(into: &mut serde_json::Value, from: &serde_json::Value) {
-    for key in ["calls", "errors", "connections"] {
-        let sum = into[key].as_u64().unwrap_or(0) + from[key].as_u64().unwrap_or(0);
-        into[key] = sum.into();
+    /// Every node's snapshot, merged (`GET /v1/events`).
+    pub async fn snapshot(&self, max_devices: usize) -> Snapshot {
+        let nodes = self.forwarder.nodes();
+        let snaps = join_all(nodes.iter().map(|n| self.forwarder.snapshot(n))).await;
+        let snaps = snaps
+            .into_iter()
+            .filter_map(|s| {
+                s.inspect_err(|e| tracing::debug!("a snapshot leaves out a node: {e}"))
+                    .ok()
+            })
+            .collect();
+        merge_snapshots(snaps, max_devices)
     }
-}
 
-/// Merges dashboard snapshots (`/v1/events` data): totals summed, devices merged as
-/// [`device_lists`] does and cut to `max_devices` (online first).
-pub fn snapshots(snaps: &[serde_json::Value], max_devices: usize) -> serde_json::Value {
-    let lists = device_lists(snaps);
-    let mut devices: Vec<serde_json::Value> =
-        lists["devices"].as_array().cloned().unwrap_or_default();
-    devices.sort_by(|a, b| {
-        (b["status"] == "online")
-            .cmp(&(a["status"] == "online"))
-            .then_with(|| a["id"].as_str().cmp(&b["id"].as_str()))
-    });
-    devices.truncate(max_devices);
-    let sum = |key: &str| {
-        snaps
-            .iter()
-            .map(|s| s[key].as_u64().unwrap_or(0))
-            .sum::<u64>()
-    };
-    let time = snaps
-        .iter()
-        .filter_map(|s| s["time_ms"].as_u64())
-        .max()
-        .unwrap_or(0);
-    serde_json::json!({
-        "time_ms": time,
-        "connected": sum("connected"),
-        "known": sum("known").max(lists["known"].as_u64().unwrap_or(0)),
-        "calls_ok": sum("calls_ok"),
-        "devices": devices,
-    })
-}
+    /// Every node's metric families, summed (`GET /metrics`).
+    pub async fn metric_set(&self) -> MetricSet {
+        let nodes = self.forwarder.nodes();
+        let sets = join_all(nodes.iter().map(|n| self.forwarder.metrics(n))).await;
+        MetricSet::merge(sets.into_iter().filter_map(|s| {
+            s.inspect_err(|e| tracing::warn!("the metrics leave out a node: {e}"))
+                .ok()
+        }))
+    }
 
-/// Sums Prometheus text expositions: every sample line with the same name and labels is added
-/// up (counters, gauges and histogram buckets all sum across workers); `# HELP` / `# TYPE` lines
-/// are kept once, in first-seen order (other comments are dropped); one `# EOF` at the end.
-pub fn metrics(texts: &[String]) -> String {
-    let mut order: Vec<String> = Vec::new();
-    let mut meta: HashMap<String, Vec<String>> = HashMap::new();
-    let mut samples: HashMap<String, Vec<(String, f64)>> = HashMap::new();
-    let mut seen_sample: HashMap<(String, String), usize> = HashMap::new();
-    let mut family = String::new();
-    for text in texts {
-        for line in text.lines() {
-            // A lone `\r` at the end of a text's last line is no part of it either.
-            let line = line.trim_end_matches('\r');
-            if line == "# EOF" || line.is_empty() {
-                continue;
-            }
-            if line.starts_with('#') {
-                // `# HELP name ...`, `# TYPE name ...`, `# UNIT name ...`; other comments go.
-                let mut words = line.split_whitespace().skip(1);
-                let (Some(kind), Some(name)) = (words.next(), words.next()) else {
-                    continue;
-                };
-                if !matches!(kind, "HELP" | "TYPE" | "UNIT") {
-                    continue;
-                }
-                let name = name.to_string();
-                family = name.clone();
-                if !meta.contains_key(&name) {
-                    order.push(name.clone());
-                }
-                let m = meta.entry(name).or_default();
-                if !m.iter().any(|l| l == line) {
-                    m.push(line.to_string());
-                }
-                continue;
-            }
-            let Some((series, value)) = line.rsplit_once(' ') else {
-                continue;
-            };
-            let Ok(value) = value.parse::<f64>() else {
-                continue;
-            };
-            if !meta.contains_key(&family) {
-                family = series.split('{').next().unwrap_or(series).to_string();
-                order.push(family.clone());
-                meta.insert(family.clone(), Vec::new());
-            }
-            let list = samples.entry(family.clone()).or_default();
-            match seen_sample.get(&(family.clone(), series.to_string())) {
-                Some(&i) => list[i].1 += value,
-                None => {
-                    seen_sample.insert((family.clone(), series.to_string()), list.len());
-                    list.push((series.to_string(), value));
-                }
-            }
-        }
+    /// [`Routing::metric_set`] in the OpenMetrics text format.
+    pub async fn metrics_text(&self) -> String {
+        self.metric_set().await.to_text()
     }
-    let mut out = String::new();
-    for name in order {
-        for l in meta.get(&name).map(Vec::as_slice).unwrap_or(&[]) {
-            out.push_str(l);
-            out.push('\n');
-        }
-        for (series, value) in samples.get(&name).map(Vec::as_slice).unwrap_or(&[]) {
-            out.push_str(&format!("{series} {value}\n"));
-        }
-    }
-    out.push_str("# EOF\n");
-    out
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
-    use serde_json::json;
 
-    #[test]
-    fn device_lists_prefer_the_online_entry_and_count_distinct_ids() {
-        let a = json!({"connected": 1, "known": 2, "devices": [
-            {"id": "aa", "status": "online", "calls": 5, "errors": 0, "connections": 1},
-            {"id": "bb", "status": "offline", "calls": 1, "errors": 1, "connections": 1},
-        ]});
-        let b = json!({"connected": 1, "known": 2, "devices": [
-            {"id": "aa", "status": "offline", "calls": 2, "errors": 0, "connections": 1},
-            {"id": "bb", "status": "online", "calls": 3, "errors": 0, "connections": 1},
-        ]});
-        let m = device_lists(&[a, b]);
-        assert_eq!(m["connected"], 2);
-        assert_eq!(m["known"], 2);
-        let d = m["devices"].as_array().unwrap_or_else(|| panic!("{m}"));
-        assert_eq!(d[0]["id"], "aa");
-        assert_eq!(d[0]["status"], "online");
-        assert_eq!(d[0]["calls"], 7);
-        assert_eq!(d[1]["status"], "online");
-        assert_eq!(d[1]["calls"], 4);
-        assert_eq!(d[1]["errors"], 1);
+    fn view(id: &str, status: DeviceStatus, calls: u64, errors: u64) -> DeviceView {
+        DeviceView {
+            status,
+            calls,
+            errors,
+            connections: 1,
+            ..DeviceView::never_seen(id.to_string(), None)
+        }
     }
 
     #[test]
-    fn metrics_sum_by_series_and_keep_one_header() {
-        let w1 = "# HELP x_total Things.\n# TYPE x_total counter\nx_total{reason=\"a\"} 2\nx_total{reason=\"b\"} 1\n# HELP g Now.\n# TYPE g gauge\ng 3\n# EOF\n";
-        let w2 = "# HELP x_total Things.\n# TYPE x_total counter\nx_total{reason=\"a\"} 5\n# HELP g Now.\n# TYPE g gauge\ng 4\n# EOF\n";
-        let m = metrics(&[w1.to_string(), w2.to_string()]);
-        assert_eq!(
-            m,
-            "# HELP x_total Things.\n# TYPE x_total counter\nx_total{reason=\"a\"} 7\nx_total{reason=\"b\"} 1\n# HELP g Now.\n# TYPE g gauge\ng 7\n# EOF\n"
-        );
+    fn device_lists_prefer_the_online_entry_and_count_distinct_ids() {
+        use DeviceStatus::{Offline, Online};
+        let a = vec![view("aa", Online, 5, 0), view("bb", Offline, 1, 1)];
+        let b = vec![view("aa", Offline, 2, 0), view("bb", Online, 3, 0)];
+        let m = merge_device_lists([a, b]);
+        assert_eq!((m.connected, m.known), (2, 2));
+        assert_eq!(m.devices[0].id, "aa");
+        assert_eq!(m.devices[0].status, Online);
+        assert_eq!((m.devices[0].calls, m.devices[0].connections), (7, 2));
+        assert_eq!(m.devices[1].status, Online);
+        assert_eq!((m.devices[1].calls, m.devices[1].errors), (4, 1));
     }
 
     #[test]
     fn snapshots_sum_totals_and_cut_the_list() {
-        let s1 = json!({"time_ms": 5, "connected": 1, "known": 1, "calls_ok": 3,
-            "devices": [{"id": "b", "status": "online"}]});
-        let s2 = json!({"time_ms": 7, "connected": 0, "known": 1, "calls_ok": 4,
-            "devices": [{"id": "a", "status": "offline"}]});
-        let m = snapshots(&[s1, s2], 1);
-        assert_eq!(m["time_ms"], 7);
-        assert_eq!(m["calls_ok"], 7);
-        assert_eq!(m["connected"], 1);
-        assert_eq!(m["devices"].as_array().map(Vec::len), Some(1));
-        assert_eq!(m["devices"][0]["id"], "b");
+        let s1 = Snapshot {
+            time_ms: 5,
+            connected: 1,
+            known: 1,
+            calls_ok: 3,
+            devices: vec![view("b", DeviceStatus::Online, 0, 0)],
+        };
+        let s2 = Snapshot {
+            time_ms: 7,
+            connected: 0,
+            known: 1,
+            calls_ok: 4,
+            devices: vec![view("a", DeviceStatus::Offline, 0, 0)],
+        };
+        let m = merge_snapshots(vec![s1, s2], 1);
+        assert_eq!((m.time_ms, m.calls_ok, m.connected, m.known), (7, 7, 1, 2));
+        assert_eq!(m.devices.len(), 1);
+        assert_eq!(m.devices[0].id, "b");
+    }
+
+    #[test]
+    fn the_bodies_keep_the_api_s_json() {
+        let list = merge_device_lists([vec![view("aa", DeviceStatus::Online, 1, 0)]]);
+        let json = serde_json::to_value(&list).unwrap();
+        assert_eq!(json["devices"][0]["status"], "online");
+        assert_eq!(json["connected"], 1);
+        assert_eq!(json["known"], 1);
+        let back: DeviceList = serde_json::from_value(json).unwrap();
+        assert_eq!(back, list);
     }
 }
