@@ -8,7 +8,6 @@
 //! the rest first come, first served.
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
@@ -413,26 +412,7 @@ impl Registry {
 
     /// A page of the recorded devices `query` selects, by id.
     pub fn page(&self, query: &ListQuery) -> Page<Arc<Device>> {
-        let size = query.page_size();
-        let from = match &query.after {
-            Some(after) => Bound::Excluded(after.clone()),
-            None => Bound::Unbounded,
-        };
-        let mut items: Vec<Arc<Device>> = self
-            .read()
-            .range((from, Bound::Unbounded))
-            .map(|(_, d)| d)
-            .filter(|d| query.online.is_none_or(|on| d.connection().is_some() == on))
-            .take(size + 1)
-            .cloned()
-            .collect();
-        let next = if items.len() > size {
-            items.truncate(size);
-            items.last().map(|d| d.id.clone())
-        } else {
-            None
-        };
-        Page { items, next }
+        query.select(&self.read(), |d| d.connection().is_some())
     }
 
     /// `true` when no device is known.

@@ -36,23 +36,9 @@ async fn devices_are_listed_and_called_by_id() {
     let (a, b) = (Device::new(1), Device::new(2));
     let (http, _gateway, _links, _stop) = started(GatewayConfig::default(), &[&a, &b]).await;
 
-    let list = http.get("/v1/devices").await;
-    assert_eq!(list.status, 200);
-    assert_eq!(list.content_type(), "application/json");
-    let list = list.json();
-    assert_eq!(
-        (list["connected"].as_u64(), list["known"].as_u64()),
-        (Some(2), Some(2))
-    );
     let mut ids = vec![a.id.clone(), b.id.clone()];
     ids.sort();
-    let listed: Vec<&str> = list["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(listed, ids);
+    assert_eq!(http.listed().await, (ids, 2, 2));
 
     let one = http.get(&format!("/v1/devices/{}", a.id)).await;
     assert_eq!(one.status, 200);
@@ -217,11 +203,7 @@ async fn a_device_that_leaves_is_offline_and_503() {
     http.call(&d.id, "echo", "{}")
         .await
         .assert_problem(503, "not_connected");
-    let list = http.get("/v1/devices").await.json();
-    assert_eq!(
-        (list["connected"].as_u64(), list["known"].as_u64()),
-        (Some(0), Some(1))
-    );
+    assert_eq!(http.listed().await, (vec![d.id.clone()], 0, 1));
 }
 
 #[tokio::test]
@@ -276,18 +258,13 @@ async fn schema_metrics_and_a_dashboard_snapshot() {
             .any(|c| c["name"] == "counter_upload" && c["kind"] == "client_stream")
     );
 
-    let m = http.get("/metrics").await;
-    assert!(m.content_type().starts_with("application/openmetrics-text"));
-    let text = m.text();
-    for line in [
+    http.metrics_with(&[
         "blerpc_gateway_devices_connected 1",
         r#"blerpc_gateway_calls_total{status="ok"} 1"#,
         "blerpc_gateway_call_duration_seconds_count 1",
         "# TYPE blerpc_connections_accepted counter",
-    ] {
-        assert!(text.contains(line), "{line} missing from:\n{text}");
-    }
-    assert!(text.ends_with("# EOF\n"));
+    ])
+    .await;
 
     // The event stream's first snapshot comes at once; read it and hang up.
     let first = tokio::time::timeout(std::time::Duration::from_secs(5), first_event(&http))
@@ -380,13 +357,7 @@ async fn device_pages_merge_the_records_and_the_allow_list_by_id() {
         );
     }
     // The API's list is the same walk.
-    let listed: Vec<String> = http.get("/v1/devices").await.json()["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["id"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(listed, sorted(&[0, 1, 2, 3, 4, 5]));
+    assert_eq!(http.listed().await.0, sorted(&[0, 1, 2, 3, 4, 5]));
     // The directory pages hold the records only: who connected, to this node.
     let presence = blerpc_gateway::Directory::page(&gateway, &ListQuery::default());
     let held: Vec<(String, bool)> = presence

@@ -17,21 +17,12 @@ use axum::response::{IntoResponse, Response};
 use blerpc_schema::{CallKind, Method};
 use futures_util::{Stream, StreamExt};
 
-use super::{Api, Problem};
+use super::{Api, Problem, json_response};
 use crate::Gateway;
 use crate::calls::{CallFailure, Slot};
 
 /// The request header that sets a call's deadline, in milliseconds.
 pub const DEADLINE_HEADER: &str = "blerpc-deadline-ms";
-
-fn json_response(status: StatusCode, body: String) -> Response {
-    let mut r = (status, body).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
-}
 
 pub(super) async fn list_devices(State(api): State<Api>) -> Response {
     let list = api.routing().device_list().await;

@@ -20,7 +20,7 @@ use axum::routing::get;
 use futures_util::StreamExt;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::MAX_DEVICES_PER_SNAPSHOT;
+use super::{MAX_DEVICES_PER_SNAPSHOT, json_response};
 use crate::Gateway;
 use crate::routing::ListQuery;
 use crate::routing::claims::{PRESENCE_VERSION, PresenceMessage};
@@ -76,25 +76,17 @@ async fn presence(State(gateway): State<Gateway>) -> Response {
 
 async fn devices(State(gateway): State<Gateway>, Query(query): Query<ListQuery>) -> Response {
     let page = gateway.device_page(&query);
-    with_type(
-        (
-            StatusCode::OK,
-            serde_json::to_string(&page).unwrap_or_default(),
-        )
-            .into_response(),
-        "application/json",
+    json_response(
+        StatusCode::OK,
+        serde_json::to_string(&page).unwrap_or_default(),
     )
 }
 
 async fn snapshot(State(gateway): State<Gateway>) -> Response {
     let snap = gateway.snapshot(MAX_DEVICES_PER_SNAPSHOT);
-    with_type(
-        (
-            StatusCode::OK,
-            serde_json::to_string(&snap).unwrap_or_default(),
-        )
-            .into_response(),
-        "application/json",
+    json_response(
+        StatusCode::OK,
+        serde_json::to_string(&snap).unwrap_or_default(),
     )
 }
 

@@ -118,6 +118,16 @@ impl IntoResponse for Problem {
     }
 }
 
+/// A response with `body` as `application/json`.
+pub(crate) fn json_response(status: StatusCode, body: String) -> Response {
+    let mut r = (status, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
 /// `true` if `presented` is one of `tokens`. Every token is compared, each in constant time,
 /// so neither the match nor which token matched shows in the time taken.
 pub fn token_matches(tokens: &[String], presented: &[u8]) -> bool {

@@ -16,7 +16,6 @@
 //!   and when its stream ends, all of them are.
 
 use std::collections::{BTreeMap, HashSet};
-use std::ops::Bound;
 use std::sync::RwLock;
 
 use serde::{Deserialize, Serialize};
@@ -103,16 +102,7 @@ impl ClaimTable {
                 Some(e) if e.epoch > epoch || (e.epoch == epoch && !e.online) => false,
                 Some(e) if e.epoch == epoch => return true,
                 _ => {
-                    entries.insert(
-                        device.to_string(),
-                        Presence {
-                            device: device.to_string(),
-                            node: node.clone(),
-                            epoch,
-                            online: true,
-                            since_ms,
-                        },
-                    );
+                    enter(&mut entries, node, device, epoch, Some(since_ms));
                     true
                 }
             }
@@ -136,16 +126,7 @@ impl ClaimTable {
                 }
                 Some(_) => false,
                 None => {
-                    entries.insert(
-                        device.to_string(),
-                        Presence {
-                            device: device.to_string(),
-                            node: node.clone(),
-                            epoch,
-                            online: false,
-                            since_ms: 0,
-                        },
-                    );
+                    enter(&mut entries, node, device, epoch, None);
                     true
                 }
             }
@@ -217,6 +198,25 @@ impl ClaimTable {
     }
 }
 
+/// Records `node`'s claim of `device` at `epoch`: online since `since_ms`, or (`None`)
+/// already released.
+fn enter(
+    entries: &mut BTreeMap<String, Presence>,
+    node: &NodeId,
+    device: &str,
+    epoch: Epoch,
+    since_ms: Option<u64>,
+) {
+    let entry = Presence {
+        device: device.to_string(),
+        node: node.clone(),
+        epoch,
+        online: since_ms.is_some(),
+        since_ms: since_ms.unwrap_or(0),
+    };
+    entries.insert(device.to_string(), entry);
+}
+
 impl Directory for ClaimTable {
     fn locate(&self, device: &str) -> Holder {
         match self.read().get(device) {
@@ -235,26 +235,7 @@ impl Directory for ClaimTable {
     }
 
     fn page(&self, query: &ListQuery) -> Page<Presence> {
-        let size = query.page_size();
-        let entries = self.read();
-        let from = match &query.after {
-            Some(after) => Bound::Excluded(after.clone()),
-            None => Bound::Unbounded,
-        };
-        let mut items: Vec<Presence> = entries
-            .range((from, Bound::Unbounded))
-            .map(|(_, e)| e)
-            .filter(|e| query.online.is_none_or(|on| e.online == on))
-            .take(size + 1)
-            .cloned()
-            .collect();
-        let next = if items.len() > size {
-            items.truncate(size);
-            items.last().map(|e| e.device.clone())
-        } else {
-            None
-        };
-        Page { items, next }
+        query.select(&self.read(), |e| e.online)
     }
 
     fn changes(&self) -> watch::Receiver<u64> {

@@ -24,7 +24,9 @@
 //! one on the way) never wins. The claims travel as [`claims::PresenceMessage`]s, serde-typed
 //! and versioned: one per line of a worker's presence stream today, a KV entry tomorrow.
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
@@ -170,6 +172,31 @@ impl ListQuery {
         match self.limit {
             0 => MAX_PAGE,
             n => n.min(MAX_PAGE),
+        }
+    }
+
+    /// The page of `entries` (by device id) this query selects; `online` tells whether an
+    /// entry's device is online.
+    pub fn select<T: Clone>(
+        &self,
+        entries: &BTreeMap<String, T>,
+        online: impl Fn(&T) -> bool,
+    ) -> Page<T> {
+        let size = self.page_size();
+        let from = self
+            .after
+            .as_deref()
+            .map_or(Bound::Unbounded, Bound::Excluded);
+        let mut picked: Vec<(&String, &T)> = entries
+            .range::<str, _>((from, Bound::Unbounded))
+            .filter(|(_, e)| self.online.is_none_or(|on| online(e) == on))
+            .take(size + 1)
+            .collect();
+        let more = picked.len() > size;
+        picked.truncate(size);
+        Page {
+            next: picked.last().filter(|_| more).map(|(id, _)| (*id).clone()),
+            items: picked.into_iter().map(|(_, e)| e.clone()).collect(),
         }
     }
 }

@@ -298,6 +298,34 @@ impl Http {
         serde_json::from_str(&data).unwrap_or_else(|e| panic!("{e}: {text}"))
     }
 
+    /// `GET /metrics`, checked: the OpenMetrics text, each of `lines` in it, `# EOF` last.
+    pub async fn metrics_with(&self, lines: &[&str]) -> String {
+        let m = self.get("/metrics").await;
+        assert!(m.content_type().starts_with("application/openmetrics-text"));
+        let text = m.text();
+        for line in lines {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+        text
+    }
+
+    /// `GET /v1/devices`: the ids listed, in order, and the totals (connected, known).
+    pub async fn listed(&self) -> (Vec<String>, u64, u64) {
+        let list = self.get("/v1/devices").await;
+        assert_eq!(list.status, 200, "{}", list.text());
+        assert_eq!(list.content_type(), "application/json");
+        let list = list.json();
+        let ids = list["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["id"].as_str().unwrap().to_string())
+            .collect();
+        let total = |k: &str| list[k].as_u64().unwrap();
+        (ids, total("connected"), total("known"))
+    }
+
     /// The status of device `id` (`None`: unknown).
     pub async fn status(&self, id: &str) -> Option<String> {
         let a = self.get(&format!("/v1/devices/{id}")).await;
