@@ -184,20 +184,15 @@ mod tests {
 
     #[test]
     fn snapshots_sum_totals_and_cut_the_list() {
-        let s1 = Snapshot {
-            time_ms: 5,
-            connected: 1,
+        let snap = |time_ms, connected, calls_ok, device| Snapshot {
+            time_ms,
+            connected,
             known: 1,
-            calls_ok: 3,
-            devices: vec![view("b", DeviceStatus::Online, 0, 0)],
+            calls_ok,
+            devices: vec![device],
         };
-        let s2 = Snapshot {
-            time_ms: 7,
-            connected: 0,
-            known: 1,
-            calls_ok: 4,
-            devices: vec![view("a", DeviceStatus::Offline, 0, 0)],
-        };
+        let s1 = snap(5, 1, 3, view("b", DeviceStatus::Online, 0, 0));
+        let s2 = snap(7, 0, 4, view("a", DeviceStatus::Offline, 0, 0));
         let m = merge_snapshots(vec![s1, s2], 1);
         assert_eq!((m.time_ms, m.calls_ok, m.connected, m.known), (7, 7, 1, 2));
         assert_eq!(m.devices.len(), 1);

@@ -1,7 +1,7 @@
 //! The harness of the HTTP API's in-process tests: gateways served on `127.0.0.1:0` in the
 //! test's runtime, devices (the demo service on a `blerpc::Server`) attached over in-memory
 //! links, and a small HTTP client.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
 use std::sync::Arc;
