@@ -6,7 +6,8 @@
 //! [`KnownKeysFile`]: written under its lock, atomically,
 //! mode 0600. A device's id is its key in hex; the name is what people call it.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 use std::time::Duration;
@@ -40,7 +41,8 @@ impl Refusal {
 pub struct KnownDevices {
     enroll: Option<mpsc::UnboundedSender<(String, [u8; 32])>>,
     open: bool,
-    names: RwLock<HashMap<[u8; 32], String>>,
+    /// By key, so in the order of the ids (the keys in hex).
+    names: RwLock<BTreeMap<[u8; 32], String>>,
     path: Option<PathBuf>,
 }
 
@@ -65,7 +67,7 @@ impl KnownDevices {
             Admission::Enroll(p) => (Some(p.clone()), true, true),
             Admission::Open => (None, false, true),
         };
-        let mut names = HashMap::new();
+        let mut names = BTreeMap::new();
         if let Some(p) = &path {
             for (name, key) in KnownKeysFile::new(p).entries()? {
                 names.insert(key, name);
@@ -83,10 +85,29 @@ impl KnownDevices {
         })
     }
 
-    /// The known keys and their names (what the registry starts with).
-    pub fn all(&self) -> Vec<([u8; 32], String)> {
+    /// At most `limit` of the listed devices whose id sorts after `after` and that `keep`
+    /// keeps, as (id, name), by id.
+    pub fn after(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        keep: impl Fn(&str) -> bool,
+    ) -> Vec<(String, String)> {
         let names = self.names.read().unwrap_or_else(|e| e.into_inner());
-        names.iter().map(|(k, n)| (*k, n.clone())).collect()
+        // An id that is a key starts the range at once; any other cursor (a plaintext device's
+        // `plain-…` id) is passed by comparing ids.
+        let key: Option<[u8; 32]> = after
+            .and_then(|a| hex::decode(a).ok())
+            .and_then(|k| k.try_into().ok());
+        let from = key.map_or(Bound::Unbounded, Bound::Excluded);
+        names
+            .range((from, Bound::Unbounded))
+            .map(|(k, n)| (hex::encode(k), n))
+            .filter(|(id, _)| key.is_some() || after.is_none_or(|a| id.as_str() > a))
+            .filter(|(id, _)| keep(id))
+            .take(limit)
+            .map(|(id, n)| (id, n.clone()))
+            .collect()
     }
 
     /// The name of the device with id `id` (its key in hex) if it is on the list.
@@ -198,7 +219,29 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let again = KnownDevices::load(&Admission::AllowList(path)).unwrap();
-        assert_eq!(again.admit(&[0x12; 32]), Ok(Some(name)));
+        assert_eq!(again.admit(&[0x12; 32]), Ok(Some(name.clone())));
         assert_eq!(again.admit(&[0x13; 32]), Err(Refusal::NotAllowed));
+        assert_eq!(again.after(None, 5, |_| true), [("12".repeat(32), name)]);
+    }
+
+    #[test]
+    fn the_list_pages_by_id_after_a_cursor() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("devices.json");
+        let (a, b, c) = ("0a".repeat(32), "bb".repeat(32), "cc".repeat(32));
+        std::fs::write(&path, format!(r#"{{"c": "{c}", "a": "{a}", "b": "{b}"}}"#)).unwrap();
+        let k = KnownDevices::load(&Admission::AllowList(path)).unwrap();
+        let ids = |after: Option<&str>, limit| -> Vec<String> {
+            k.after(after, limit, |id| !id.starts_with('b'))
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect()
+        };
+        assert_eq!(ids(None, 5), [a.clone(), c.clone()]);
+        assert_eq!(ids(None, 1), std::slice::from_ref(&a));
+        assert_eq!(ids(Some(&a), 5), std::slice::from_ref(&c));
+        // A cursor that is not a key: by comparing ids ("0b…" sorts after "0a…").
+        assert_eq!(ids(Some("0b"), 5), [c]);
+        assert!(ids(Some("plain-tcp-1"), 5).is_empty());
     }
 }

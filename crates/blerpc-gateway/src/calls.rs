@@ -340,11 +340,14 @@ mod tests {
         assert_eq!(g.route(&key).unwrap_err().status(), 503);
         assert_eq!(g.route(&"cd".repeat(32)).unwrap_err().status(), 404);
         assert_eq!(g.known(), 1);
-        let views = g.device_views();
+        let views = g.device_page(&crate::routing::ListQuery::default()).items;
         assert_eq!(views.len(), 1);
         assert_eq!(views[0].name.as_deref(), Some("kitchen"));
-        assert_eq!(views[0].status, "offline");
-        assert_eq!(g.device_view(&key).map(|v| v.status), Some("offline"));
+        assert_eq!(views[0].status, crate::DeviceStatus::Offline);
+        assert_eq!(
+            g.device_view(&key).map(|v| v.status),
+            Some(crate::DeviceStatus::Offline)
+        );
         assert!(g.registry().is_empty());
     }
 

@@ -177,7 +177,7 @@ impl Gateway {
             }),
             self.inner.config.max_in_flight,
         ));
-        let generation = connection.generation;
+        let epoch = connection.epoch;
         if let Some(old) = self.inner.registry.connect(&device, connection) {
             // The device came back before its old link was noticed gone.
             tokio::spawn(async move { old.client.close().await });
@@ -189,7 +189,7 @@ impl Gateway {
         let watched = device.clone();
         tokio::spawn(async move {
             client.closed().await;
-            gateway.inner.registry.disconnect(&watched, generation);
+            gateway.inner.registry.disconnect(&watched, epoch);
             gateway.refresh_gauges();
             tracing::info!(device = %watched.id, %peer, "device disconnected");
         });

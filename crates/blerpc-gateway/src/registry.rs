@@ -7,16 +7,22 @@
 //! [`Client`] on its link and the gates that pipeline calls up to the device's limit and queue
 //! the rest first come, first served.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
 use blerpc::Client;
-use serde::Serialize;
-use tokio::sync::{Semaphore, mpsc, watch};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Semaphore, broadcast, watch};
 
+use crate::routing::claims::PresenceMessage;
+use crate::routing::{Epoch, ListQuery, NodeId, Page, Presence, unix_ms_since};
 use crate::stats::CallStats;
+
+/// Presence messages a slow follower may fall behind by before its stream is cut (it then
+/// follows again, from a fresh sync).
+const PRESENCE_BACKLOG: usize = 4096;
 
 /// One live connection to a device.
 #[derive(Debug)]
@@ -34,8 +40,8 @@ pub struct Connection {
     /// Whether the device announced that it opens relayed connections (CAPABILITIES flag
     /// RELAY: `blerpc serve --dial` devices do).
     pub relay: bool,
-    /// Distinguishes this connection from the device's earlier and later ones.
-    pub generation: u64,
+    /// Orders this connection among the device's earlier and later ones (on any node).
+    pub epoch: Epoch,
     /// Calls in flight (permits: the device's limit).
     pub(crate) calls: Arc<Semaphore>,
     /// Streams in flight: bleRPC runs one stream at a time per connection.
@@ -56,7 +62,6 @@ impl Connection {
         relay: bool,
         max_in_flight: usize,
     ) -> Connection {
-        static GENERATION: AtomicU64 = AtomicU64::new(1);
         Connection {
             client,
             link,
@@ -64,7 +69,7 @@ impl Connection {
             since: SystemTime::now(),
             encrypted,
             relay,
-            generation: GENERATION.fetch_add(1, Ordering::Relaxed),
+            epoch: Epoch::next(),
             calls: Arc::new(Semaphore::new(max_in_flight.max(1))),
             streams: Arc::new(Semaphore::new(1)),
             queued: AtomicUsize::new(0),
@@ -93,20 +98,43 @@ pub struct Device {
 #[derive(Debug, Default)]
 struct DeviceState {
     connection: Option<Arc<Connection>>,
+    /// The latest connection's epoch and start.
+    epoch: Epoch,
+    since: Option<SystemTime>,
     last_seen: Option<SystemTime>,
     stats: CallStats,
     connections: u64,
 }
 
+/// Whether a device is connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceStatus {
+    /// Connected now.
+    Online,
+    /// Not connected now.
+    Offline,
+}
+
+impl DeviceStatus {
+    /// `online` or `offline`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeviceStatus::Online => "online",
+            DeviceStatus::Offline => "offline",
+        }
+    }
+}
+
 /// What the API and the dashboard show of a device.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct DeviceView {
     /// The device id.
     pub id: String,
     /// Its name on the allow-list.
     pub name: Option<String>,
     /// `online` or `offline`.
-    pub status: &'static str,
+    pub status: DeviceStatus,
     /// The current (or last) link's kind.
     pub link: Option<String>,
     /// The current link's remote address.
@@ -141,7 +169,7 @@ impl DeviceView {
         DeviceView {
             id,
             name,
-            status: "offline",
+            status: DeviceStatus::Offline,
             link: None,
             remote: None,
             encrypted: None,
@@ -193,7 +221,11 @@ impl Device {
         DeviceView {
             id: self.id.clone(),
             name: self.name.clone(),
-            status: if c.is_some() { "online" } else { "offline" },
+            status: if c.is_some() {
+                DeviceStatus::Online
+            } else {
+                DeviceStatus::Offline
+            },
             link: c.map(|c| c.link.clone()),
             remote: c.map(|c| c.remote.clone()),
             encrypted: c.map(|c| c.encrypted),
@@ -209,6 +241,18 @@ impl Device {
             latency_p99_ms: s.stats.quantile_ms(0.99),
         }
     }
+
+    /// The device's directory entry, held by `node`.
+    pub fn presence(&self, node: &NodeId) -> Presence {
+        let s = self.state();
+        Presence {
+            device: self.id.clone(),
+            node: node.clone(),
+            epoch: s.epoch,
+            online: s.connection.is_some(),
+            since_ms: s.since.map_or(0, unix_ms_since),
+        }
+    }
 }
 
 /// Why a device could not be registered.
@@ -221,35 +265,35 @@ pub enum RegisterError {
 /// Every known device, by id.
 #[derive(Debug)]
 pub struct Registry {
-    devices: RwLock<HashMap<String, Arc<Device>>>,
+    devices: RwLock<BTreeMap<String, Arc<Device>>>,
     max_devices: usize,
     online: AtomicUsize,
     /// Devices recorded without a name (not on an allow-list: open admission, plaintext).
     unnamed: AtomicUsize,
     /// Bumped whenever a device connects or disconnects (the dashboard waits on it).
     changes: watch::Sender<u64>,
-    /// Where each connect and disconnect goes, by id (a worker's report to its front).
-    events: Mutex<Option<mpsc::UnboundedSender<(String, bool)>>>,
+    /// Each connect (a claim) and disconnect (a release), for whoever follows them.
+    presence: broadcast::Sender<PresenceMessage>,
 }
 
 impl Registry {
     /// An empty registry keeping at most `max_devices` records.
     pub fn new(max_devices: usize) -> Registry {
         Registry {
-            devices: RwLock::new(HashMap::new()),
+            devices: RwLock::new(BTreeMap::new()),
             max_devices,
             online: AtomicUsize::new(0),
             unnamed: AtomicUsize::new(0),
             changes: watch::Sender::new(0),
-            events: Mutex::new(None),
+            presence: broadcast::Sender::new(PRESENCE_BACKLOG),
         }
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Device>>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Device>>> {
         self.devices.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Device>>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<Device>>> {
         self.devices.write().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -278,13 +322,21 @@ impl Registry {
         Ok(d)
     }
 
-    /// Marks `device` connected over `connection`; a connection it already had is returned so
-    /// the caller closes it (the device reconnected before the gateway noticed it was gone).
+    /// Marks `device` connected over `connection` (and claims it); a connection it already had
+    /// is returned so the caller closes it (the device reconnected before the gateway noticed
+    /// it was gone).
     pub fn connect(&self, device: &Device, connection: Arc<Connection>) -> Option<Arc<Connection>> {
+        let claim = PresenceMessage::Claim {
+            device: device.id.clone(),
+            epoch: connection.epoch,
+            since_ms: unix_ms_since(connection.since),
+        };
         let old = {
             let mut s = device.state();
             s.connections += 1;
             s.last_seen = Some(connection.since);
+            s.since = Some(connection.since);
+            s.epoch = connection.epoch;
             s.connection.replace(connection)
         };
         if let Some(old) = &old {
@@ -292,33 +344,18 @@ impl Registry {
         }
         if old.is_none() {
             self.online.fetch_add(1, Ordering::Relaxed);
-            self.event(&device.id, true);
         }
+        let _ = self.presence.send(claim);
         self.changes.send_modify(|g| *g += 1);
         old
     }
 
-    fn event(&self, id: &str, online: bool) {
-        let events = self.events.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(tx) = events.as_ref() {
-            let _ = tx.send((id.to_string(), online));
-        }
-    }
-
-    /// Every connect (`true`) and disconnect from now on, by device id (replaces an earlier
-    /// subscriber).
-    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<(String, bool)> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        *self.events.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
-        rx
-    }
-
-    /// Marks `device` disconnected if `generation` is still its connection (a newer one
-    /// stays).
-    pub fn disconnect(&self, device: &Device, generation: u64) {
+    /// Marks `device` disconnected (and releases it) if `epoch` is still its connection's (a
+    /// newer one stays).
+    pub fn disconnect(&self, device: &Device, epoch: Epoch) {
         let removed = {
             let mut s = device.state();
-            if s.connection.as_ref().map(|c| c.generation) == Some(generation) {
+            if s.connection.as_ref().map(|c| c.epoch) == Some(epoch) {
                 if let Some(c) = s.connection.take() {
                     c.shut();
                 }
@@ -329,9 +366,33 @@ impl Registry {
         };
         if removed {
             self.online.fetch_sub(1, Ordering::Relaxed);
-            self.event(&device.id, false);
+            let _ = self.presence.send(PresenceMessage::Release {
+                device: device.id.clone(),
+                epoch,
+            });
             self.changes.send_modify(|g| *g += 1);
         }
+    }
+
+    /// Every claim and release from now on (see [`crate::routing::claims`]).
+    pub fn presence(&self) -> broadcast::Receiver<PresenceMessage> {
+        self.presence.subscribe()
+    }
+
+    /// A claim for every device connected now.
+    pub fn claims(&self) -> Vec<PresenceMessage> {
+        let devices: Vec<Arc<Device>> = self.read().values().cloned().collect();
+        devices
+            .iter()
+            .filter_map(|d| {
+                let s = d.state();
+                s.connection.as_ref().map(|c| PresenceMessage::Claim {
+                    device: d.id.clone(),
+                    epoch: c.epoch,
+                    since_ms: unix_ms_since(c.since),
+                })
+            })
+            .collect()
     }
 
     /// Devices connected now.
@@ -349,44 +410,14 @@ impl Registry {
         self.unnamed.load(Ordering::Relaxed)
     }
 
-    /// At most `limit` views, online devices first, each group sorted by id: what a page of
-    /// people shows, without building a view of every device of a large fleet.
-    pub fn views_limited(&self, limit: usize) -> Vec<DeviceView> {
-        let devices: Vec<Arc<Device>> = {
-            let all = self.read();
-            let mut online: Vec<Arc<Device>> = all
-                .values()
-                .filter(|d| d.connection().is_some())
-                .cloned()
-                .collect();
-            online.sort_by(|a, b| a.id.cmp(&b.id));
-            online.truncate(limit);
-            if online.len() < limit {
-                let mut offline: Vec<Arc<Device>> = all
-                    .values()
-                    .filter(|d| d.connection().is_none())
-                    .cloned()
-                    .collect();
-                offline.sort_by(|a, b| a.id.cmp(&b.id));
-                offline.truncate(limit - online.len());
-                online.extend(offline);
-            }
-            online
-        };
-        devices.iter().map(|d| d.view()).collect()
+    /// A page of the recorded devices `query` selects, by id.
+    pub fn page(&self, query: &ListQuery) -> Page<Arc<Device>> {
+        query.select(&self.read(), |d| d.connection().is_some())
     }
 
     /// `true` when no device is known.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Every device's view, sorted by id.
-    pub fn views(&self) -> Vec<DeviceView> {
-        let devices: Vec<Arc<Device>> = self.read().values().cloned().collect();
-        let mut views: Vec<DeviceView> = devices.iter().map(|d| d.view()).collect();
-        views.sort_by(|a, b| a.id.cmp(&b.id));
-        views
     }
 
     /// A receiver that changes whenever a device connects or disconnects.
@@ -441,8 +472,10 @@ mod tests {
         assert_eq!(r.know("c", None).unwrap_err(), RegisterError::Full);
         // Known again: the same record.
         assert!(Arc::ptr_eq(&a, &r.know("a", None).unwrap()));
-        assert_eq!(r.views()[0].status, "offline");
-        assert_eq!(r.views()[0].name.as_deref(), Some("kitchen"));
+        let page = r.page(&ListQuery::default());
+        assert_eq!(page.items[0].view().status, DeviceStatus::Offline);
+        assert_eq!(page.items[0].view().name.as_deref(), Some("kitchen"));
+        assert_eq!(page.next, None);
         assert_eq!(r.online(), 0);
     }
 }

@@ -245,6 +245,12 @@ impl Metrics {
         })
     }
 
+    /// The registry, for other encodings than [`Metrics::render`]'s (a gateway's front merges
+    /// its workers' metric families as values).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     /// The counters in the Prometheus text exposition format.
     pub fn render(&self) -> String {
         let mut out = String::new();

@@ -1,5 +1,5 @@
-//! `/v1/devices`, `/v1/devices/{id}`, `/v1/devices/{id}/calls/{command}`, `/v1/schema`,
-//! `/metrics`.
+//! `/v1/devices` and `/metrics` (the fleet's, merged from every node), and what a device's
+//! holder answers: `/v1/devices/{id}`, `/v1/devices/{id}/calls/{command}`, `/v1/schema`.
 //!
 //! A call's request body is its JSON request (unary and device→caller streams) or one JSON item
 //! per line (NDJSON, uploads). A unary call answers with the JSON response; a device→caller
@@ -17,30 +17,19 @@ use axum::response::{IntoResponse, Response};
 use blerpc_schema::{CallKind, Method};
 use futures_util::{Stream, StreamExt};
 
-use super::Problem;
+use super::{Api, Problem, json_response};
 use crate::Gateway;
 use crate::calls::{CallFailure, Slot};
 
 /// The request header that sets a call's deadline, in milliseconds.
 pub const DEADLINE_HEADER: &str = "blerpc-deadline-ms";
 
-fn json_response(status: StatusCode, body: String) -> Response {
-    let mut r = (status, body).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
-}
-
-pub(super) async fn list_devices(State(gateway): State<Gateway>) -> Response {
-    let views = gateway.device_views();
-    let body = serde_json::json!({
-        "devices": views,
-        "connected": gateway.registry().online(),
-        "known": gateway.known(),
-    });
-    json_response(StatusCode::OK, body.to_string())
+pub(super) async fn list_devices(State(api): State<Api>) -> Response {
+    let list = api.routing().device_list().await;
+    json_response(
+        StatusCode::OK,
+        serde_json::to_string(&list).unwrap_or_default(),
+    )
 }
 
 pub(super) async fn get_device(State(gateway): State<Gateway>, Path(id): Path<String>) -> Response {
@@ -79,8 +68,8 @@ pub(super) async fn schema(State(gateway): State<Gateway>) -> Response {
     )
 }
 
-pub(super) async fn metrics(State(gateway): State<Gateway>) -> Response {
-    let mut r = gateway.metrics().render().into_response();
+pub(super) async fn metrics(State(api): State<Api>) -> Response {
+    let mut r = api.routing().metrics_text().await.into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),

@@ -12,8 +12,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use futures_util::Stream;
 
-use crate::Gateway;
-use crate::registry::DeviceView;
+use super::Api;
 
 /// The page.
 const PAGE: &str = include_str!("dashboard.html");
@@ -29,30 +28,14 @@ pub(super) async fn page() -> Response {
     r
 }
 
-/// One snapshot: totals, and the devices (online first, then by id).
-pub fn snapshot(gateway: &Gateway) -> serde_json::Value {
-    let registry = gateway.registry();
-    let views: Vec<DeviceView> = gateway.device_views_limited(MAX_DEVICES_PER_SNAPSHOT);
-    let m = gateway.metrics();
-    serde_json::json!({
-        "time_ms": std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
-        "connected": registry.online(),
-        "known": gateway.known(),
-        "calls_ok": m.calls("ok"),
-        "devices": views,
-    })
-}
-
 pub(super) async fn events(
-    State(gateway): State<Gateway>,
+    State(api): State<Api>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let interval = gateway.config().dashboard_interval;
-    let changes = gateway.registry().changes();
+    let interval = api.dashboard_interval;
+    let changes = api.routing().directory.changes();
     let stream = futures_util::stream::unfold(
-        (gateway, changes, true),
-        move |(gateway, mut changes, first)| async move {
+        (api, changes, true),
+        move |(api, mut changes, first)| async move {
             if !first {
                 // The next tick, or at once when a device connects or disconnects.
                 tokio::select! {
@@ -65,9 +48,10 @@ pub(super) async fn events(
                 }
             }
             changes.borrow_and_update();
-            let data = snapshot(&gateway).to_string();
+            let snapshot = api.routing().snapshot(MAX_DEVICES_PER_SNAPSHOT).await;
+            let data = serde_json::to_string(&snapshot).unwrap_or_default();
             let event = Event::default().event("snapshot").data(data);
-            Some((Ok(event), (gateway, changes, false)))
+            Some((Ok(event), (api, changes, false)))
         },
     );
     Sse::new(stream).keep_alive(KeepAlive::default())

@@ -10,25 +10,34 @@
 //! Authentication: `Authorization: Bearer <token>` against the configured tokens, compared in
 //! constant time, on everything but the dashboard page itself, `/healthz`, the OpenAPI file and
 //! the device side of a relay (whose one-time token is its credential).
+//!
+//! One router serves every deployment ([`api_router`]): a request for a device goes where the
+//! [`routing`](crate::routing) says its holder is (in process for a single gateway), and the
+//! fleet's views are merged from every node's part. A gateway that holds devices also answers
+//! the node requests of its front under `/internal/v1/` ([`internal`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 
 use crate::Gateway;
 use crate::calls::CallFailure;
+use crate::routing::local::LocalForwarder;
+use crate::routing::{Holder, NodeId, Routing};
 
 mod api;
 mod dashboard;
+pub mod internal;
 mod relay;
 
 pub use dashboard::MAX_DEVICES_PER_SNAPSHOT;
@@ -109,6 +118,16 @@ impl IntoResponse for Problem {
     }
 }
 
+/// A response with `body` as `application/json`.
+pub(crate) fn json_response(status: StatusCode, body: String) -> Response {
+    let mut r = (status, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
 /// `true` if `presented` is one of `tokens`. Every token is compared, each in constant time,
 /// so neither the match nor which token matched shows in the time taken.
 pub fn token_matches(tokens: &[String], presented: &[u8]) -> bool {
@@ -119,8 +138,49 @@ pub fn token_matches(tokens: &[String], presented: &[u8]) -> bool {
     any.into()
 }
 
-async fn authenticate(State(gateway): State<Gateway>, request: Request, next: Next) -> Response {
-    let tokens = &gateway.config().tokens;
+/// The API's state: how it routes, and whom it serves.
+#[derive(Clone, Debug)]
+pub struct Api {
+    routing: Routing,
+    tokens: Arc<[String]>,
+    dashboard_interval: Duration,
+}
+
+impl Api {
+    /// The API over `routing`, for backends presenting one of `tokens` (none: open), with a
+    /// dashboard snapshot every `dashboard_interval`.
+    pub fn new(routing: Routing, tokens: Vec<String>, dashboard_interval: Duration) -> Api {
+        Api {
+            routing,
+            tokens: tokens.into(),
+            dashboard_interval,
+        }
+    }
+
+    /// The API of a single gateway: its registry is the directory, and requests reach its
+    /// devices in process.
+    pub fn local(gateway: &Gateway) -> Api {
+        Api::new(
+            Routing {
+                directory: Arc::new(gateway.clone()),
+                forwarder: Arc::new(LocalForwarder::new(gateway.clone())),
+            },
+            gateway.config().tokens.clone(),
+            gateway.config().dashboard_interval,
+        )
+    }
+
+    /// The routing.
+    pub fn routing(&self) -> &Routing {
+        &self.routing
+    }
+}
+
+async fn authenticate(
+    State(tokens): State<Arc<[String]>>,
+    request: Request,
+    next: Next,
+) -> Response {
     if tokens.is_empty() {
         return next.run(request).await;
     }
@@ -129,7 +189,7 @@ async fn authenticate(State(gateway): State<Gateway>, request: Request, next: Ne
         .get(header::AUTHORIZATION)
         .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
     match presented {
-        Some(p) if token_matches(tokens, p) => next.run(request).await,
+        Some(p) if token_matches(&tokens, p) => next.run(request).await,
         Some(_) => Problem::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
@@ -147,28 +207,92 @@ async fn authenticate(State(gateway): State<Gateway>, request: Request, next: Ne
     }
 }
 
-/// The API's router (with the gateway as its state).
+/// The router of a single gateway (and of a worker, for its front): the API with the
+/// gateway's own routing, and the node requests under `/internal/v1/`.
 pub fn router(gateway: Gateway) -> Router {
-    let api = Router::new()
+    let api = Api::local(&gateway);
+    let internal = internal::router(gateway).route_layer(middleware::from_fn_with_state(
+        api.tokens.clone(),
+        authenticate,
+    ));
+    api_router(api).merge(internal)
+}
+
+/// The public API over any routing: requests for a device go to its holder, the fleet's views
+/// are merged from every node's part.
+pub fn api_router(api: Api) -> Router {
+    let authenticated = Router::new()
         .route("/v1/devices", get(api::list_devices))
-        .route("/v1/devices/{id}", get(api::get_device))
-        .route("/v1/devices/{id}/calls/{command}", post(api::call))
-        .route("/v1/devices/{id}/link", get(relay::backend_link))
-        .route("/v1/schema", get(api::schema))
+        .route("/v1/devices/{id}", any(to_device))
+        .route("/v1/devices/{id}/{*rest}", any(to_device))
+        .route("/v1/schema", any(to_any))
         .route("/v1/events", get(dashboard::events))
         .route("/metrics", get(api::metrics))
         .route_layer(middleware::from_fn_with_state(
-            gateway.clone(),
+            api.tokens.clone(),
             authenticate,
         ));
     Router::new()
         .route("/", get(dashboard::page))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/v1/openapi.yaml", get(openapi))
+        .route("/v1/relay/{token}", any(to_any))
+        .route("/{node}/v1/relay/{token}", any(to_node))
+        .merge(authenticated)
+        .fallback(not_found)
+        .with_state(api)
+}
+
+/// What a device's holder serves: the requests for one device, and those any node answers.
+/// Behind [`api_router`] (which authenticates), reached through a [`LocalForwarder`].
+pub(crate) fn device_router(gateway: Gateway) -> Router {
+    Router::new()
+        .route("/v1/devices/{id}", get(api::get_device))
+        .route("/v1/devices/{id}/calls/{command}", post(api::call))
+        .route("/v1/devices/{id}/link", get(relay::backend_link))
+        .route("/v1/schema", get(api::schema))
         .route("/v1/relay/{token}", get(relay::device_link))
-        .merge(api)
         .fallback(not_found)
         .with_state(gateway)
+}
+
+/// `/v1/devices/{id}` and below: to the device's holder.
+async fn to_device(
+    State(api): State<Api>,
+    Path(params): Path<Vec<(String, String)>>,
+    request: Request,
+) -> Response {
+    let id = params
+        .into_iter()
+        .find_map(|(k, v)| (k == "id").then_some(v))
+        .unwrap_or_default();
+    api.routing.to_device(&id, request).await
+}
+
+/// A request any node answers (the first, on a box).
+async fn to_any(State(api): State<Api>, request: Request) -> Response {
+    api.routing
+        .forwarder
+        .forward(&Holder::Nobody, request)
+        .await
+}
+
+/// `/{node}/v1/relay/{token}`: a device's relayed connection, to the node that asked for it
+/// (the relay URL a worker hands its devices names it).
+async fn to_node(
+    State(api): State<Api>,
+    Path((node, token)): Path<(String, String)>,
+    mut request: Request,
+) -> Response {
+    let Ok(uri) = format!("{}{token}", crate::relay::RELAY_PATH).parse::<Uri>() else {
+        return not_found(request).await.into_response();
+    };
+    *request.uri_mut() = uri;
+    let to = Holder::Node {
+        node: NodeId::new(&node),
+        online: true,
+    };
+    api.routing.forwarder.forward(&to, request).await
 }
 
 async fn openapi() -> Response {
@@ -180,7 +304,7 @@ async fn openapi() -> Response {
     r
 }
 
-async fn not_found(request: Request) -> Problem {
+pub(crate) async fn not_found(request: Request) -> Problem {
     Problem::new(
         StatusCode::NOT_FOUND,
         "not_found",
@@ -195,8 +319,17 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_router(router(gateway), listener, shutdown).await
+}
+
+/// Serves `router` on `listener` (plain HTTP) until `shutdown` completes.
+pub async fn serve_router(
+    router: Router,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     use axum::serve::ListenerExt as _;
-    let app = router(gateway).into_make_service_with_connect_info::<SocketAddr>();
+    let app = router.into_make_service_with_connect_info::<SocketAddr>();
     // Small answers go out at once (without it, a relayed container can wait for a delayed ACK).
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
