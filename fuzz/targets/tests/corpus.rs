@@ -253,6 +253,11 @@ fn generate_corpus() {
         s.add(name, program);
     }
     s.write();
+    let mut s = Seeds::new("gateway_inputs");
+    for (name, input) in blerpc_fuzz::gateway::seed_inputs() {
+        s.add(name, input);
+    }
+    s.write();
 
     let (enc_c2p, enc_p2c) = capture_traffic(true);
     let (pt_c2p, pt_p2c) = capture_traffic(false);
