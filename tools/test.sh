@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The test command (README): formatting, lints, tests, docs, the sans-IO and no_std checks, the
 # reference-vector regeneration check, the gateway's browser and OpenAPI checks, the browser
-# central and the firmware. Works on a fresh clone once .ci/run's installs are done (Rust, gcc,
-# Python 3, Chromium and Node.js, the wasm32 and thumbv7em/thumbv8m targets, libclang, QEMU).
+# central and the firmware. Works on a fresh clone: its first step installs what is missing
+# (tools/install.sh; apt needs root), loudly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+started=$SECONDS
+step() { printf '\n==> [%d s] %s\n' "$((SECONDS - started))" "$*"; }
+
+step "prerequisites: install what is missing (tools/install.sh)"
+bash tools/install.sh
 
 step "reference implementation venv (blerpc-protocol 0.8.0, for vectors, interop and benchmarks)"
 BLERPC_VENV="$(bash tools/venv.sh)"
@@ -64,4 +68,4 @@ bash tools/web/check.sh
 step "firmware: fmt, clippy, docs and tests on the host and the MCU targets, the Cortex-M33 QEMU image, both boards' sizes, the Bumble functional tests both ways"
 bash tools/firmware/check.sh
 
-printf '\nall checks passed\n'
+printf '\nall checks passed in %d s\n' "$((SECONDS - started))"

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what the test command (tools/test.sh) needs and is missing, on Debian or Ubuntu, and
+# says what it installs: gcc, the D-Bus headers and pkg-config (the BLE links), Python's venv,
+# rustfmt and clippy; then the browser toolchain (tools/web/install.sh: Chromium, Node.js, the
+# wasm32 target, wasm-bindgen-cli from its pinned lock, web/'s npm packages) and the firmware's
+# (tools/firmware/install.sh: the two MCU targets, libclang, llvm, QEMU, Bumble). Each step that
+# cannot be done stops the run with a message naming it; apt steps need root (run as root, or
+# install the packages named). Idempotent: with everything present it only checks.
+#
+#   bash tools/install.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '==> install: %s\n' "$*" >&2; }
+fail() {
+  printf '\n!!! INSTALL STEP FAILED: %s\n' "$*" >&2
+  exit 1
+}
+
+need_apt=()
+command -v gcc >/dev/null || need_apt+=(gcc)
+dpkg -s libdbus-1-dev >/dev/null 2>&1 || need_apt+=(libdbus-1-dev)
+command -v pkg-config >/dev/null || need_apt+=(pkg-config)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  step "apt: ${need_apt[*]}"
+  [ "$(id -u)" = 0 ] || fail "apt-get install ${need_apt[*]} needs root: install them, or run this as root"
+  apt-get update -qq || fail "apt-get update"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" \
+    || fail "apt-get install ${need_apt[*]}"
+fi
+
+for component in rustfmt clippy; do
+  tool=$([ "$component" = rustfmt ] && echo fmt || echo clippy)
+  if ! cargo "$tool" --version >/dev/null 2>&1; then
+    step "rustup component add $component"
+    rustup component add "$component" || fail "rustup component add $component"
+  fi
+done
+
+# Each of these says what it does and stops with a message naming a step that fails.
+bash tools/web/install.sh || fail "the browser toolchain (tools/web/install.sh)"
+bash tools/firmware/install.sh || fail "the firmware toolchain (tools/firmware/install.sh)"
+step "everything the tests need is here"
