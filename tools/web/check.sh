@@ -31,7 +31,7 @@ step "clippy for wasm32-unknown-unknown, every feature, warnings are errors"
 (cd crates/blerpc-web && wasm cargo clippy "${crate[@]}" --target wasm32-unknown-unknown --all-targets \
   --all-features -- -D warnings) || fail "clippy (wasm32)"
 
-step "unit tests (host: error codes, pins, URLs, the codec workloads; the Web Bluetooth link is wasm32-only)"
+step "unit tests (host: error codes, pins, URLs; the Web Bluetooth link is wasm32-only)"
 (cd crates/blerpc-web && cargo test "${crate[@]}" --all-features) || fail "cargo test (crates/blerpc-web)"
 
 step "docs (wasm32, warnings are errors)"

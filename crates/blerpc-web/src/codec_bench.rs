@@ -1,6 +1,6 @@
 //! The codec benchmark's workloads in WebAssembly (feature `codec-bench`): the very workloads
-//! of `blerpc-bench codec` (`crates/blerpc-bench/src/codec/workloads.rs`, compiled in here
-//! unchanged), timed with the same method on the page's clock.
+//! of `blerpc-bench codec` (the `blerpc-codec-workloads` crate), timed with the same method on
+//! the page's clock.
 //!
 //! Method (as `blerpc-bench codec` measures natively): 300 ms untimed warm-up; a batch size
 //! calibrated by doubling until one batch takes `sample_ms`; then `samples` batches, each
@@ -15,11 +15,7 @@ use wasm_bindgen::prelude::*;
 use crate::clock::now_ms;
 use crate::error::{Error, code, set};
 
-#[allow(missing_docs, dead_code, clippy::unwrap_used, clippy::expect_used)]
-#[path = "../../blerpc-bench/src/codec/workloads.rs"]
-mod workloads;
-
-use workloads::{CodecPath, KeyExchange, Workload, expected_pdus};
+use blerpc_codec_workloads::{CodecPath, KeyExchange, Workload, expected_pdus};
 
 const WARMUP_MS: f64 = 300.0;
 

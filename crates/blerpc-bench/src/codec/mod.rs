@@ -20,12 +20,10 @@ use crate::stats::median;
 use anyhow::{Context as _, Result, bail, ensure};
 use blerpc_cli::progress::Steps;
 
-mod workloads;
-
+pub use blerpc_codec_workloads::{CodecPath, KeyExchange, MTU, Workload, expected_pdus};
 use blerpc_proto::crypto::{CryptoProvider, RustCrypto};
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
-pub use workloads::{CodecPath, KeyExchange, MTU, Workload, expected_pdus};
 
 /// Benchmark of the bleRPC codec path and key exchange, Rust (blerpc-proto) against the
 /// reference Python library (blerpc-protocol 0.8.0) measured in the same run.

@@ -1,5 +1,8 @@
-//! Workloads of the `codec` benchmark: the same work the reference Python library does in
-//! `python/codec_ref.py`, step for step, so the two can be timed side by side.
+//! # blerpc-codec-workloads: the codec benchmark's workloads
+//!
+//! The same work the reference Python library does in `crates/blerpc-bench/python/codec_ref.py`,
+//! step for step, so the two can be timed side by side: `blerpc-bench codec` runs these
+//! natively, the browser central (`blerpc-web`, feature `codec-bench`) in WebAssembly.
 //!
 //! ```text
 //! enc_8k    RESPONSE flash_read, 8 195 B protobuf   emit → seal (P→C) → split MTU 247 (35 PDUs)
@@ -11,8 +14,18 @@
 //!
 //! Each workload is a struct built once (keys, sessions and the assembler live across
 //! iterations, as they do on a connection) whose `run_once` performs one message or one
-//! handshake and checks the result cheaply; [`CodecPath::verify`] checks full equality outside the timed
-//! region.
+//! handshake and checks the result cheaply; [`CodecPath::verify`] checks full equality outside
+//! the timed region.
+//!
+//! ```
+//! use blerpc_codec_workloads::{CodecPath, Workload, expected_pdus};
+//! use blerpc_proto::crypto::RustCrypto;
+//!
+//! let mut path = CodecPath::new(Workload::EncEcho, &RustCrypto)?;
+//! assert_eq!(path.run_once()?, expected_pdus(Workload::EncEcho));
+//! path.verify(expected_pdus(Workload::EncEcho))?;
+//! # Ok::<(), anyhow::Error>(())
+//! ```
 
 use anyhow::{Context as _, Result, bail, ensure};
 use blerpc_proto::Role;
