@@ -4,17 +4,13 @@
 //! relay, and the gateway restarts under them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-#[path = "common/http.rs"]
-mod http;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Proc, blerpc, repo, run, venv_python};
+use blerpc_test_support::{Proc, blerpc, http, repo, run, venv_python};
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 

@@ -2,11 +2,9 @@
 //! pinning (a wrong key, trust on first use); clear one-line errors; `keygen`; `demo`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use blerpc_test_support::{blerpc, run, serve};
 
-use common::{blerpc, run, serve};
-
-fn call(url: &str, pin: &[&str], args: &[&str], stdin: &str) -> common::Done {
+fn call(url: &str, pin: &[&str], args: &[&str], stdin: &str) -> blerpc_test_support::Done {
     let mut cmd = blerpc();
     cmd.arg(args[0])
         .args(["--connect", url])
