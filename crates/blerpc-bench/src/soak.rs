@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use blerpc::client::PinPolicy;
+use blerpc::link::connect::{ConnectOptions, connect};
+use blerpc::link::url::LinkUrl;
 use blerpc::{Client, ClientConfig};
-use blerpc_cli::link::{Address, ConnectOptions};
 use blerpc_demo::pb;
 use clap::Args;
 use futures_util::StreamExt as _;
@@ -238,7 +239,7 @@ async fn soak(
             "0",
         ],
     })?;
-    let address: Address = server.url.parse()?;
+    let address: LinkUrl = server.url.parse()?;
     let counts = Arc::new(Counts::default());
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
@@ -372,7 +373,7 @@ fn slope(samples: &[f64], interval_s: f64) -> f64 {
 enum Dial {
     /// The `blerpc serve` process.
     Tcp {
-        address: Address,
+        address: LinkUrl,
         identity: [u8; 32],
     },
     /// A new simulated BLE link to a demo server in this process, dropped after about `life`.
@@ -405,9 +406,9 @@ impl Soaker {
                         pinning: PinPolicy::Trust(*identity),
                         ..Default::default()
                     };
-                    blerpc_cli::link::connect(address, &ConnectOptions::default(), config)
+                    connect(address, &ConnectOptions::default(), config)
                         .await
-                        .map_err(|e| format!("{e:#}"))
+                        .map_err(|e| format!("{:#}", anyhow::Error::new(e)))
                 }
                 Dial::Ble { params, life } => {
                     let (server, key) =

@@ -2,7 +2,6 @@
 //! row in the table and the JSON with sane figures and no errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap is a failed test
 
-
 use std::time::{Duration, Instant};
 
 use serde_json::Value;

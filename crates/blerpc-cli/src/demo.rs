@@ -18,8 +18,11 @@ use blerpc_demo::{DemoService, pb};
 use clap::Args;
 
 use crate::certs::LocalPki;
-use crate::link::{Address, ConnectOptions, ListenOptions, Listener, Traced, connect};
 use crate::progress::Steps;
+use blerpc::link::connect::{ConnectOptions, connect};
+use blerpc::link::listen::{ListenOptions, Listener};
+use blerpc::link::trace::Traced;
+use blerpc::link::url::LinkUrl;
 
 /// `blerpc demo` options.
 #[derive(Debug, Args)]
@@ -94,12 +97,12 @@ pub fn client_config(key: [u8; 32]) -> ClientConfig {
 /// the server's key pinned); returns the client and the server's address.
 pub async fn start_link(link: &str, pki: &LocalPki) -> anyhow::Result<(Client, String)> {
     let (server, key) = demo_server()?;
-    let loopback = |scheme: &str| -> anyhow::Result<Address> {
+    let loopback = |scheme: &str| -> anyhow::Result<LinkUrl> {
         let url = match scheme {
             "ws" => "ws://127.0.0.1:0/blerpc".to_string(),
             other => format!("{other}://127.0.0.1:0"),
         };
-        url.parse::<Address>()
+        Ok(url.parse()?)
     };
     match link {
         "mem" => {
@@ -119,9 +122,9 @@ pub async fn start_link(link: &str, pki: &LocalPki) -> anyhow::Result<(Client, S
             )
             .await?;
             let mut url = listener.url();
-            if link == "tls" {
+            if let LinkUrl::Tls { host, .. } = &mut url {
                 // Verify the certificate against the name it was issued for.
-                url = url.replace("127.0.0.1", "localhost");
+                *host = "localhost".into();
             }
             tokio::spawn(async move { listener.serve(&server, std::future::pending()).await });
             let options = ConnectOptions {
@@ -129,8 +132,8 @@ pub async fn start_link(link: &str, pki: &LocalPki) -> anyhow::Result<(Client, S
                 baud_rate: None,
                 bearer: None,
             };
-            let client = connect(&url.parse()?, &options, client_config(key)).await?;
-            Ok((client, url))
+            let client = connect(&url, &options, client_config(key)).await?;
+            Ok((client, url.to_string()))
         }
         "serial" => start_serial(server, key).await,
         other => Err(anyhow!(
@@ -157,14 +160,9 @@ async fn start_serial(server: Server, key: [u8; 32]) -> anyhow::Result<(Client, 
         let _slave = slave;
         server.serve_link(Traced::new(server_link)).await
     });
-    let address = format!("serial://{path}");
-    let client = connect(
-        &address.parse()?,
-        &ConnectOptions::default(),
-        client_config(key),
-    )
-    .await?;
-    Ok((client, address))
+    let address = LinkUrl::Serial { device: path };
+    let client = connect(&address, &ConnectOptions::default(), client_config(key)).await?;
+    Ok((client, address.to_string()))
 }
 
 #[cfg(not(all(unix, feature = "serial")))]

@@ -22,7 +22,7 @@ pub mod demo;
 pub mod gateway;
 pub mod identity;
 pub mod keygen;
-pub mod link;
+pub mod links;
 pub mod os;
 pub mod progress;
 pub mod scan;

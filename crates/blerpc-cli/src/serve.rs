@@ -22,8 +22,12 @@ use blerpc::{Server, ServerConfig};
 use blerpc_demo::{DemoLimits, DemoService, FlashImage, pb};
 use clap::Args;
 
+use blerpc::link::connect::ConnectOptions;
+use blerpc::link::listen::{ListenOptions, Listener};
+use blerpc::link::url::LinkUrl;
+
 use crate::identity;
-use crate::link::{Address, ListenOptions, Listener};
+use crate::links::listen_error;
 
 /// `blerpc serve` options.
 #[derive(Debug, Args)]
@@ -418,9 +422,9 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     };
-    let address: Address = listen.parse()?;
+    let url: LinkUrl = listen.parse()?;
     let listener = Listener::bind(
-        &address,
+        &url,
         &ListenOptions {
             tls,
             baud_rate: args.baud,
@@ -440,9 +444,13 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
             ws_pong_timeout: seconds("--ws-pong-timeout", args.ws_pong_timeout)?,
         },
     )
-    .await?;
+    .await
+    .map_err(listen_error)?;
     print_line(&format!("listening {} identity {identity}", listener.url()))?;
-    listener.serve(&server, shutdown_signal()).await
+    listener
+        .serve(&server, shutdown_signal())
+        .await
+        .map_err(listen_error)
 }
 
 fn print_line(line: &str) -> anyhow::Result<()> {
@@ -460,8 +468,11 @@ fn start_dialing(
     built: Built,
     identity: &str,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let url: blerpc::link::url::LinkUrl = url.parse().context("--dial")?;
-    let tls = crate::link::tls_client_config(
+    let url: LinkUrl = url.parse().context("--dial")?;
+    if !url.is_ip() {
+        bail!("cannot dial {url}: use tcp://, tls://, ws:// or wss://");
+    }
+    let tls = crate::links::tls_trust(
         args.dial_tls_ca.as_ref(),
         args.dial_tls_cert_pin.as_ref(),
         None,
@@ -470,7 +481,10 @@ fn start_dialing(
     let backoff = blerpc::backoff::Backoff::new(Duration::from_millis(100), max);
     let dialer = dial::Dialer {
         url: url.clone(),
-        tls,
+        options: ConnectOptions {
+            tls,
+            ..ConnectOptions::default()
+        },
     };
     let mut config = built.config.clone();
     // The gateway learns from CAPABILITIES that this connection answers `blerpc.relay`.

@@ -27,8 +27,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use blerpc::client::PinPolicy;
+use blerpc::link::connect::{ConnectOptions, connect};
+use blerpc::link::url::LinkUrl;
 use blerpc::{ClientConfig, link::tls::TlsClientConfig};
-use blerpc_cli::link::{Address, ConnectOptions};
 use clap::Args;
 use serde::Serialize;
 use tokio::sync::watch;
@@ -421,7 +422,7 @@ fn check(p: &Phase, profile: &Profile, failures: &mut Vec<String>) {
 /// The legitimate client.
 #[derive(Clone)]
 struct Legit {
-    address: Address,
+    address: LinkUrl,
     options: ConnectOptions,
     identity: [u8; 32],
 }
@@ -470,9 +471,9 @@ impl Legit {
             ..Default::default()
         };
         let work = async {
-            let client = blerpc_cli::link::connect(&self.address, &self.options, config)
+            let client = connect(&self.address, &self.options, config)
                 .await
-                .map_err(|e| format!("{e:#}"))?;
+                .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
             let reply = client
                 .call("echo", ECHO.to_vec())
                 .await

@@ -20,7 +20,11 @@ use blerpc_gateway::{Admission, Gateway, GatewayConfig};
 use blerpc_schema::Schema;
 use clap::Args;
 
-use crate::link::{Address, ListenOptions, Listener, TracedAcceptor};
+use blerpc::link::Acceptor;
+use blerpc::link::listen::{ListenOptions, Listener, OnAcceptor};
+use blerpc::link::url::LinkUrl;
+
+use crate::links::listen_error;
 
 mod workers;
 
@@ -213,22 +217,37 @@ pub fn config(args: &GatewayArgs) -> anyhow::Result<(GatewayConfig, Schema, Guar
     Ok((config, schema, guard))
 }
 
+/// Serves devices from an acceptor until Ctrl-C or SIGTERM.
+struct ServeDevices(Gateway);
+
+impl OnAcceptor for ServeDevices {
+    type Output = std::io::Result<()>;
+    async fn run<A: Acceptor>(self, acceptor: A) -> std::io::Result<()> {
+        self.0
+            .serve_devices(acceptor, crate::serve::shutdown_signal())
+            .await
+    }
+}
+
 /// Binds every `--devices` listener for `gateway` and serves it on a task of its own (with
 /// `reuse_port`: sharing the port with other workers); returns the bound URLs.
 pub(crate) async fn bind_devices(
     args: &GatewayArgs,
     gateway: &Gateway,
     reuse_port: bool,
-) -> anyhow::Result<Vec<String>> {
+) -> anyhow::Result<Vec<LinkUrl>> {
     let device_tls = match (&args.tls_cert, &args.tls_key) {
         (Some(c), Some(k)) => Some(TlsServerConfig::from_pem_files(c, k)?),
         _ => None,
     };
     let mut urls = Vec::new();
     for url in &args.devices {
-        let address: Address = url.parse().with_context(|| format!("--devices {url}"))?;
+        let parsed: LinkUrl = url.parse().with_context(|| format!("--devices {url}"))?;
+        if !parsed.is_ip() {
+            bail!("--devices {url}: devices connect over tcp://, tls://, ws:// or wss://");
+        }
         let listener = Listener::bind(
-            &address,
+            &parsed,
             &ListenOptions {
                 tls: device_tls.clone(),
                 tcp: TcpOptions {
@@ -240,22 +259,15 @@ pub(crate) async fn bind_devices(
                 ..ListenOptions::default()
             },
         )
-        .await?;
+        .await
+        .map_err(listen_error)?;
         urls.push(listener.url());
         let gateway = gateway.clone();
         tokio::spawn(async move {
-            let shutdown = crate::serve::shutdown_signal();
-            let result = match listener {
-                Listener::Tcp(a, _) => gateway.serve_devices(TracedAcceptor(a), shutdown).await,
-                Listener::Tls(a, _) => gateway.serve_devices(TracedAcceptor(a), shutdown).await,
-                Listener::Ws(a, _) => gateway.serve_devices(TracedAcceptor(a), shutdown).await,
-                #[allow(unreachable_patterns)]
-                _ => Err(std::io::Error::other(
-                    "devices connect over tcp://, tls://, ws:// or wss://",
-                )),
-            };
-            if let Err(e) = result {
-                tracing::error!("a device listener stopped: {e}");
+            match listener.with_acceptor(ServeDevices(gateway)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::error!("a device listener stopped: {e}"),
+                Err(e) => tracing::error!("a device listener stopped: {e}"),
             }
         });
     }
@@ -334,12 +346,7 @@ pub async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
 #[cfg(feature = "ble-central")]
 async fn keep_ble(gateway: Gateway, name: String) -> anyhow::Result<()> {
     use blerpc::link::ble::central::{BleCentralLink, BleCentralOptions};
-    let mut options = BleCentralOptions::default();
-    if name.len() == 17 && name.matches(':').count() == 5 || name.len() == 36 {
-        options.address = Some(name.clone());
-    } else {
-        options.name = Some(name.clone());
-    }
+    let options = BleCentralOptions::for_peripheral(Some(&name));
     gateway
         .keep_connected(
             &name,

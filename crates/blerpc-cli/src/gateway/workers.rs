@@ -21,8 +21,9 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow, bail};
 use blerpc_gateway::cluster::Front;
 
+use blerpc::link::url::LinkUrl;
+
 use super::GatewayArgs;
-use crate::link::Address;
 use crate::serve::workers::{reserve_url, stop_children};
 
 /// The options a worker gets from its parent, besides the device URLs, its HTTP address and
@@ -102,9 +103,10 @@ pub(super) async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
     let mut reserved = Vec::new();
     let mut urls = Vec::new();
     for url in &args.devices {
-        let Address::Net(parsed) = url.parse::<Address>()? else {
+        let parsed: LinkUrl = url.parse()?;
+        if !parsed.is_ip() {
             bail!("--devices {url}: devices connect over tcp://, tls://, ws:// or wss://");
-        };
+        }
         let (socket, url) = reserve_url(&parsed)?;
         urls.push(url);
         reserved.push(socket);
