@@ -224,7 +224,7 @@ async fn soak(
     let dir = std::env::temp_dir().join(format!("blerpc-soak-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let key = dir.join("identity.key");
-    blerpc_cli::identity::store(&key, &blerpc_cli::identity::generate(), true)?;
+    blerpc::identity::store(&key, &blerpc::identity::generate(), true)?;
     let mut server = Server::start(&ServerOptions {
         listen: "tcp://127.0.0.1:0",
         key: &key,

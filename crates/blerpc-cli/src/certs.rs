@@ -63,6 +63,9 @@ impl LocalPki {
     pub fn write_to(&self, dir: &std::path::Path) -> anyhow::Result<()> {
         std::fs::write(dir.join("ca.pem"), &self.ca_pem)?;
         std::fs::write(dir.join("cert.pem"), &self.cert_pem)?;
-        crate::identity::write_private(&dir.join("key.pem"), self.key_pem.as_bytes())
+        Ok(blerpc::identity::write_private(
+            &dir.join("key.pem"),
+            self.key_pem.as_bytes(),
+        )?)
     }
 }

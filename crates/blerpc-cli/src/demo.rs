@@ -75,7 +75,7 @@ pub fn demo_server() -> anyhow::Result<(Server, [u8; 32])> {
     let server = Server::new(
         pb::BlerpcServer::new(DemoService::default()),
         ServerConfig {
-            identity: Some(crate::identity::generate()),
+            identity: Some(blerpc::identity::generate()),
             ..Default::default()
         },
     )?;

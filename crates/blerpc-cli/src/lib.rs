@@ -20,7 +20,6 @@ pub mod certs;
 pub mod decode;
 pub mod demo;
 pub mod gateway;
-pub mod identity;
 pub mod keygen;
 pub mod links;
 pub mod os;

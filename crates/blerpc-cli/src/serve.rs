@@ -26,7 +26,9 @@ use blerpc::link::connect::ConnectOptions;
 use blerpc::link::listen::{ListenOptions, Listener};
 use blerpc::link::url::LinkUrl;
 
-use crate::identity;
+use blerpc::identity;
+
+use crate::keygen::load_seed_file;
 use crate::links::listen_error;
 
 /// `blerpc serve` options.
@@ -249,7 +251,7 @@ fn load_announced(args: &ServeArgs) -> anyhow::Result<Option<[u8; 32]>> {
         Seed::New(_) => eprintln!(
             "blerpc: no --identity given and no {}: serving with a new key for this run \
              (create a lasting one with `blerpc keygen`)",
-            crate::keygen::default_path().display()
+            blerpc::identity::default_path().display()
         ),
         Seed::None | Seed::Given(_) => {}
     }
@@ -261,11 +263,11 @@ fn load_seed(args: &ServeArgs) -> anyhow::Result<Seed> {
         return Ok(Seed::None);
     }
     if let Some(path) = &args.identity {
-        return Ok(Seed::Given(identity::load(path)?));
+        return Ok(Seed::Given(load_seed_file(path)?));
     }
-    let default = crate::keygen::default_path();
+    let default = identity::default_path();
     if default.exists() {
-        return Ok(Seed::Default(identity::load(&default)?, default));
+        return Ok(Seed::Default(load_seed_file(&default)?, default));
     }
     Ok(Seed::New(identity::generate()))
 }

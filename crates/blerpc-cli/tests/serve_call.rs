@@ -392,7 +392,7 @@ fn keygen_writes_a_private_seed_and_refuses_to_overwrite() {
     assert_eq!(seed.trim().len(), 64);
     let seed = blerpc::known_keys::parse_key(&seed).unwrap();
     assert_eq!(
-        blerpc::known_keys::to_hex(&blerpc_cli::identity::public_key(&seed).unwrap()),
+        blerpc::known_keys::to_hex(&blerpc::identity::public_key(&seed).unwrap()),
         public
     );
     #[cfg(unix)]

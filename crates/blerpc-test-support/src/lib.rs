@@ -16,6 +16,4 @@
 pub mod http;
 pub mod process;
 
-pub use process::{
-    Done, Proc, TIMEOUT, bin, blerpc, repo, run, run_within, serve, venv_python,
-};
+pub use process::{Done, Proc, TIMEOUT, bin, blerpc, repo, run, run_within, serve, venv_python};

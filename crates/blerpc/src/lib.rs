@@ -63,6 +63,7 @@ pub mod backoff;
 pub mod client;
 mod clock;
 mod driver;
+pub mod identity;
 pub mod known_keys;
 pub mod link;
 pub mod metrics;

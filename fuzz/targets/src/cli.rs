@@ -1,11 +1,11 @@
 //! The CLI's parsers of user and captured input: JSON ⇄ protobuf for the demo schema
-//! (`blerpc_cli::schema`) and the dissector (`blerpc_cli::decode`).
+//! (`blerpc_schema`) and the dissector (`blerpc_cli::decode`).
 
 use std::sync::OnceLock;
 
 use blerpc::blerpc_proto::wire::container::Container;
 use blerpc_cli::decode::{DecodeOptions, Dir, Layer, PduInput, decode, parse_hex, text};
-use blerpc_cli::schema::{Method, Schema};
+use blerpc_schema::{Method, Schema};
 
 use crate::input::Cursor;
 

@@ -294,7 +294,7 @@ async fn run_async(args: &HostileArgs, profile: Profile) -> anyhow::Result<Repor
     }
     let dir = tempfile_dir()?;
     let key = dir.join("identity.key");
-    blerpc_cli::identity::store(&key, &blerpc_cli::identity::generate(), true)?;
+    blerpc::identity::store(&key, &blerpc::identity::generate(), true)?;
     let pki = blerpc_cli::certs::LocalPki::generate()?;
     pki.write_to(&dir)?;
     let links: Vec<&str> = ["tcp", "ws", "tls"]

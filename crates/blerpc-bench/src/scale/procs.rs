@@ -79,7 +79,7 @@ impl ServerProc {
         read_buffer: usize,
     ) -> anyhow::Result<Self> {
         let key = std::env::temp_dir().join(format!("blerpc-scale-{}.key", std::process::id()));
-        blerpc_cli::identity::store(&key, &blerpc_cli::identity::generate(), true)?;
+        blerpc::identity::store(&key, &blerpc::identity::generate(), true)?;
         // The server is `blerpc serve` itself: the bench binary runs the CLI's serve code.
         let mut child = crate::process::serve_command()?;
         child

@@ -247,7 +247,7 @@ pub(super) async fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let seed = load_announced(args)?;
     let seed_line = seed.map_or_else(|| "none".to_string(), hex::encode);
     let public = seed
-        .map(|s| crate::identity::public_key(&s))
+        .map(|s| blerpc::identity::public_key(&s))
         .transpose()?
         .map_or_else(|| "none".to_string(), |k| to_hex(&k));
     let started = Instant::now();
