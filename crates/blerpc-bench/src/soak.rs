@@ -203,7 +203,7 @@ pub fn run_report(args: &SoakArgs) -> anyhow::Result<SoakReport> {
             args.duration
                 .unwrap_or(if args.quick { 20.0 } else { 300.0 }),
         );
-    let (nofile, _) = blerpc_cli::os::raise_nofile_limit().context("the open-file limit")?;
+    let (nofile, _) = blerpc::process::raise_nofile_limit().context("the open-file limit")?;
     anyhow::ensure!(
         (nofile as usize) > connections + 512,
         "{connections} connections need an open-file limit above {}; this process may open \

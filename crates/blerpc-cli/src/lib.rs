@@ -22,7 +22,6 @@ pub mod demo;
 pub mod gateway;
 pub mod keygen;
 pub mod links;
-pub mod os;
 pub mod progress;
 pub mod scan;
 pub use blerpc_schema as schema;

@@ -30,7 +30,9 @@
 //! zeroized on drop by blerpc-proto). Not wiped: the `[u8; 32]` that [`generate`] and [`load`]
 //! return (the caller owns it: a server moves it into its `ServerConfig`), copies the compiler
 //! makes when it moves an array between stack frames, the file itself and the kernel's page
-//! cache.
+//! cache. [`Seed`] (feature `process`) holds a seed that is wiped when dropped and
+//! (de)serialises as 64 hex digits without a heap copy: how a parent hands its identity to its
+//! workers ([`process::workers`](crate::process::workers)).
 
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -260,6 +262,82 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     options.open(path).and_then(|mut f| f.write_all(bytes))
 }
 
+/// An identity seed that is wiped when dropped, and (de)serialises as 64 hex digits (lowercase
+/// out, either case in) through a buffer on the stack: a secret to put in a configuration that
+/// travels to another process. Its `Debug` shows no digit of it.
+#[cfg(feature = "process")]
+#[derive(Clone, PartialEq, Eq)]
+pub struct Seed(Zeroizing<[u8; 32]>);
+
+#[cfg(feature = "process")]
+impl Seed {
+    /// Takes `seed` (the caller's copy is the caller's to wipe).
+    pub fn new(seed: [u8; 32]) -> Seed {
+        Seed(Zeroizing::new(seed))
+    }
+
+    /// The seed, to give to a [`ServerConfig`](crate::ServerConfig).
+    pub fn expose(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+#[cfg(feature = "process")]
+impl std::fmt::Debug for Seed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Seed(..)")
+    }
+}
+
+#[cfg(feature = "process")]
+impl serde::Serialize for Seed {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut hex = Zeroizing::new([0u8; 64]);
+        for (pair, byte) in hex.chunks_exact_mut(2).zip(self.0.iter()) {
+            if let [hi, lo] = pair {
+                *hi = DIGITS[usize::from(byte >> 4)];
+                *lo = DIGITS[usize::from(byte & 0x0f)];
+            }
+        }
+        // ASCII hex digits: always UTF-8.
+        let text = std::str::from_utf8(&hex[..]).map_err(serde::ser::Error::custom)?;
+        serializer.serialize_str(text)
+    }
+}
+
+#[cfg(feature = "process")]
+impl<'de> serde::Deserialize<'de> for Seed {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Seed, D::Error> {
+        struct Hex;
+        impl serde::de::Visitor<'_> for Hex {
+            type Value = Seed;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an identity seed as 64 hex digits")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Seed, E> {
+                let mut seed = Seed::new([0; 32]);
+                let digits = text.as_bytes();
+                if digits.len() != 64 {
+                    return Err(E::invalid_length(digits.len(), &self));
+                }
+                for (byte, pair) in seed.0.iter_mut().zip(digits.chunks_exact(2)) {
+                    let nibble = |d: u8| (d as char).to_digit(16);
+                    match pair {
+                        [hi, lo] => match (nibble(*hi), nibble(*lo)) {
+                            (Some(h), Some(l)) => *byte = (h << 4 | l) as u8,
+                            _ => return Err(E::custom("an identity seed has hex digits only")),
+                        },
+                        _ => return Err(E::invalid_length(digits.len(), &self)),
+                    }
+                }
+                Ok(seed)
+            }
+        }
+        deserializer.deserialize_str(Hex)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -350,6 +428,24 @@ mod tests {
         let loaded = load(&path).unwrap();
         assert_eq!(loaded.seed, [3; 32]);
         assert_eq!(loaded.shared, Some(SharedFile { path, mode: 0o640 }));
+    }
+
+    #[cfg(feature = "process")]
+    #[test]
+    fn a_seed_travels_as_hex_and_hides_in_debug() {
+        let seed = Seed::new([0xa5; 32]);
+        let json = serde_json::to_string(&seed).unwrap();
+        assert_eq!(json, format!("\"{}\"", "a5".repeat(32)));
+        assert_eq!(serde_json::from_str::<Seed>(&json).unwrap(), seed);
+        let upper = format!("\"{}\"", "A5".repeat(32));
+        assert_eq!(serde_json::from_str::<Seed>(&upper).unwrap(), seed);
+        assert_eq!(format!("{seed:?}"), "Seed(..)");
+        for bad in ["\"a5\"", "\"zz\"", "5", "null"] {
+            assert!(serde_json::from_str::<Seed>(bad).is_err(), "{bad}");
+        }
+        let mut not_hex = "a5".repeat(31);
+        not_hex.push_str("+5");
+        assert!(serde_json::from_str::<Seed>(&format!("\"{not_hex}\"")).is_err());
     }
 
     #[test]

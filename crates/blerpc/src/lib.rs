@@ -67,6 +67,8 @@ pub mod identity;
 pub mod known_keys;
 pub mod link;
 pub mod metrics;
+#[cfg(feature = "process")]
+pub mod process;
 pub mod server;
 
 pub use blerpc_proto;

@@ -282,7 +282,7 @@ pub fn run_report(args: &HostileArgs) -> anyhow::Result<Report> {
 
 async fn run_async(args: &HostileArgs, profile: Profile) -> anyhow::Result<Report> {
     let (nofile, _) =
-        blerpc_cli::os::raise_nofile_limit().context("reading the open-file limit")?;
+        blerpc::process::raise_nofile_limit().context("reading the open-file limit")?;
     // The attack's sockets, the client's and some to spare.
     if (nofile as usize) < profile.sockets + 256 {
         anyhow::bail!(

@@ -620,10 +620,10 @@ impl Output {
 
 /// Runs the load-generator role until `Quit` or the end of stdin.
 pub fn run(spec_json: &str) -> anyhow::Result<bool> {
-    blerpc_cli::os::die_with_parent();
+    blerpc::process::die_with_parent();
     let spec: ClientSpec =
         serde_json::from_str(spec_json).context("--client-role: not a client spec")?;
-    let (nofile, _) = blerpc_cli::os::raise_nofile_limit().unwrap_or((0, 0));
+    let (nofile, _) = blerpc::process::raise_nofile_limit().unwrap_or((0, 0));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -26,8 +26,8 @@ const BACKLOG: u32 = 65_535;
 /// the workers started after it), printing `listening PORT` once bound. Runs until terminated
 /// (the controller's `SIGTERM`, or the parent's death).
 pub fn run(port: u16) -> anyhow::Result<bool> {
-    blerpc_cli::os::die_with_parent();
-    let _ = blerpc_cli::os::raise_nofile_limit();
+    blerpc::process::die_with_parent();
+    let _ = blerpc::process::raise_nofile_limit();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

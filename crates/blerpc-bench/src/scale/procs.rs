@@ -20,7 +20,7 @@ pub(super) struct Reaped(pub(super) Child);
 impl Drop for Reaped {
     fn drop(&mut self) {
         if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = blerpc_cli::os::terminate(self.0.id());
+            let _ = blerpc::process::terminate(self.0.id());
             let deadline = Instant::now() + Duration::from_secs(10);
             while matches!(self.0.try_wait(), Ok(None)) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));

@@ -19,17 +19,19 @@ use blerpc::link::tls::TlsServerConfig;
 use blerpc_gateway::{Admission, Gateway, GatewayConfig};
 use blerpc_schema::Schema;
 use clap::Args;
+use serde::{Deserialize, Serialize};
 
 use blerpc::link::Acceptor;
 use blerpc::link::listen::{ListenOptions, Listener, OnAcceptor};
 use blerpc::link::url::LinkUrl;
+use blerpc::process::shutdown_signal;
 
 use crate::links::listen_error;
 
 mod workers;
 
-/// `blerpc gateway` options.
-#[derive(Debug, Args)]
+/// `blerpc gateway` options (serialised whole to each worker of `--workers`).
+#[derive(Clone, Debug, PartialEq, Args, Serialize, Deserialize)]
 pub struct GatewayArgs {
     /// Where devices connect: tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT[/PATH],
     /// wss://HOST:PORT[/PATH] (repeatable). Port 0 picks a free port; the `devices` lines show
@@ -120,26 +122,33 @@ pub struct GatewayArgs {
     /// device's calls to its worker. For more devices than one process can hold.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub workers: usize,
-    /// Internal: run as worker K of `--workers` (the internal token on stdin).
-    #[arg(long, value_name = "K", hide = true)]
-    pub worker: Option<usize>,
+    /// Internal: run as a worker of `--workers`: the options, the worker's index and the
+    /// internal token come from the parent on stdin, not from the command line.
+    #[arg(long, hide = true)]
+    pub worker: bool,
     /// Internal: the subcommand that runs a gateway in this executable, for the workers
     /// (`gateway` in `blerpc`; the benchmarks' binary embeds it under another name).
     #[arg(long, value_name = "NAME", hide = true, default_value = "gateway")]
     pub worker_subcommand: String,
 }
 
-/// Runs `blerpc gateway` on its runtime: one thread for a worker, one per CPU otherwise.
+/// Runs `blerpc gateway` on its runtime: one thread for a worker (which takes its options from
+/// its parent on stdin first), one per CPU otherwise.
 pub fn run_blocking(args: &GatewayArgs) -> anyhow::Result<()> {
-    let runtime = if args.worker.is_some() {
-        tokio::runtime::Builder::new_current_thread()
+    let _ = blerpc::process::raise_nofile_limit();
+    if args.worker {
+        let worker: workers::GatewayWorker = blerpc::process::workers::read_config()?;
+        return tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?
-    };
+            .block_on(workers::run_worker(worker));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    if args.workers > 1 {
+        return runtime.block_on(workers::run(args));
+    }
     runtime.block_on(run(args))
 }
 
@@ -223,9 +232,7 @@ struct ServeDevices(Gateway);
 impl OnAcceptor for ServeDevices {
     type Output = std::io::Result<()>;
     async fn run<A: Acceptor>(self, acceptor: A) -> std::io::Result<()> {
-        self.0
-            .serve_devices(acceptor, crate::serve::shutdown_signal())
-            .await
+        self.0.serve_devices(acceptor, shutdown_signal()).await
     }
 }
 
@@ -274,15 +281,8 @@ pub(crate) async fn bind_devices(
     Ok(urls)
 }
 
-/// Runs `blerpc gateway` until Ctrl-C or SIGTERM.
-pub async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
-    let _ = crate::os::raise_nofile_limit();
-    if let Some(k) = args.worker {
-        return workers::run_worker(args, k).await;
-    }
-    if args.workers > 1 {
-        return workers::run(args).await;
-    }
+/// Runs one gateway process until Ctrl-C or SIGTERM.
+async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
     let (mut config, schema, guard) = config(args)?;
     let http = tokio::net::TcpListener::bind(args.http)
         .await
@@ -330,15 +330,10 @@ pub async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
     }
     match http_tls {
         Some(tls) => {
-            blerpc_gateway::http::serve_tls(
-                gateway,
-                http,
-                tls.rustls().clone(),
-                crate::serve::shutdown_signal(),
-            )
-            .await
+            blerpc_gateway::http::serve_tls(gateway, http, tls.rustls().clone(), shutdown_signal())
+                .await
         }
-        None => blerpc_gateway::http::serve(gateway, http, crate::serve::shutdown_signal()).await,
+        None => blerpc_gateway::http::serve(gateway, http, shutdown_signal()).await,
     }
     .context("the HTTP server failed")
 }
@@ -352,7 +347,7 @@ async fn keep_ble(gateway: Gateway, name: String) -> anyhow::Result<()> {
             &name,
             move || BleCentralLink::connect(options.clone()),
             blerpc_gateway::devices::default_backoff(),
-            crate::serve::shutdown_signal(),
+            shutdown_signal(),
         )
         .await;
     Ok(())
