@@ -412,7 +412,7 @@ impl Soaker {
                 }
                 Dial::Ble { params, life } => {
                     let (server, key) =
-                        blerpc_cli::demo::demo_server().map_err(|e| format!("{e:#}"))?;
+                        blerpc_demo::server::demo_server().map_err(|e| format!("{e:#}"))?;
                     // ±50 % around the mean, drawn per connection.
                     let life = life.mul_f64(0.5 + (rng.next_u32() as f64 / u32::MAX as f64));
                     let params = blerpc_sim::LinkParams {
@@ -424,7 +424,7 @@ impl Soaker {
                         blerpc_sim::pair(params).map_err(|e| e.to_string())?;
                     let monitor = central.monitor();
                     tokio::spawn(async move { server.serve_link(peripheral).await });
-                    let client = Client::connect(central, blerpc_cli::demo::client_config(key))
+                    let client = Client::connect(central, blerpc_demo::server::client_config(key))
                         .await
                         .map_err(|e| e.to_string())?;
                     if let Ok(mut l) = self.link.lock() {

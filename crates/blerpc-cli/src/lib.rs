@@ -16,13 +16,11 @@
 //! (seed files), [`certs`] (a local CA for TLS), [`trace`] (`--verbose`).
 
 pub mod call;
-pub mod certs;
 pub mod decode;
 pub mod demo;
 pub mod gateway;
 pub mod keygen;
 pub mod links;
-pub mod progress;
 pub mod scan;
 pub use blerpc_schema as schema;
 pub mod serve;

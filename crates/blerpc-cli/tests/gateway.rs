@@ -754,7 +754,7 @@ fn worker_processes_hold_the_devices_behind_one_api() {
 #[test]
 fn over_tls_devices_dial_wss_and_a_backend_relays_over_https() {
     let dir = tempfile::tempdir().unwrap();
-    blerpc_cli::certs::LocalPki::generate()
+    blerpc::link::local_ca::LocalPki::generate()
         .unwrap()
         .write_to(dir.path())
         .unwrap();

@@ -99,7 +99,7 @@ fn serve_and_call_over_websocket() {
 #[test]
 fn serve_and_call_over_tls_and_wss_with_a_verified_certificate() {
     let dir = tempfile::tempdir().unwrap();
-    blerpc_cli::certs::LocalPki::generate()
+    blerpc::link::local_ca::LocalPki::generate()
         .unwrap()
         .write_to(dir.path())
         .unwrap();
@@ -487,7 +487,7 @@ fn demo_passes_on_every_link() {
     );
     assert!(d.status.success(), "{}\n{}", d.stdout, d.stderr);
     let total = d.stdout.lines().find(|l| l.starts_with("total")).unwrap();
-    let links = blerpc_cli::demo::available_links();
+    let links = blerpc_demo::links::available_links();
     assert_eq!(
         total.matches("PASS 12/12").count(),
         links.len(),

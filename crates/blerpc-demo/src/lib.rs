@@ -8,8 +8,17 @@
 //!   counter_stream (at most 10,000 items), counter_upload.
 //! - [`functional`]: the reference functional test list (`benchmarks.md` §1), run by
 //!   `blerpc demo` and the benchmarks.
+//! - [`server`]: the service as a ready server with a fresh identity, and the client
+//!   configuration that pins it.
+//! - `links` (feature `links`): the functional tests over every link in one process, with a
+//!   PASS/FAIL table (`blerpc demo`), and `progress`: counted steps on stderr.
 
 pub mod functional;
+#[cfg(feature = "links")]
+pub mod links;
+#[cfg(feature = "links")]
+pub mod progress;
+pub mod server;
 mod service;
 
 pub use service::{DemoLimits, DemoService, FlashError, FlashImage};

@@ -295,7 +295,7 @@ async fn run_async(args: &HostileArgs, profile: Profile) -> anyhow::Result<Repor
     let dir = tempfile_dir()?;
     let key = dir.join("identity.key");
     blerpc::identity::store(&key, &blerpc::identity::generate(), true)?;
-    let pki = blerpc_cli::certs::LocalPki::generate()?;
+    let pki = blerpc::link::local_ca::LocalPki::generate()?;
     pki.write_to(&dir)?;
     let links: Vec<&str> = ["tcp", "ws", "tls"]
         .into_iter()

@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
-use blerpc_cli::progress::Steps;
+use blerpc_demo::progress::Steps;
 
 use super::client::{ClientSpec, Command, Event};
 

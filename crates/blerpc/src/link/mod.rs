@@ -27,6 +27,8 @@ pub(crate) mod handshakes;
 pub mod listen;
 #[cfg(feature = "tcp")]
 mod listener;
+#[cfg(feature = "local-ca")]
+pub mod local_ca;
 pub mod mem;
 #[cfg(all(unix, feature = "serial"))]
 pub mod pty;
