@@ -54,7 +54,7 @@ pub fn connect_error(e: ConnectError, trust: &TrustFlags) -> anyhow::Error {
             trust.pin
         ),
         ConnectError::Unsupported { url, feature } => unsupported(&url, feature),
-        ConnectError::Setup { url, source } => match source {
+        ConnectError::Setup { url, source } => match *source {
             blerpc::Error::Identity(why @ IdentityError::Changed { .. }) => anyhow!(
                 "{url}: {why}; if the server's key changed on purpose, remove its entry from that \
                  file or pass --trust-key HEX"

@@ -51,6 +51,18 @@ fn wait_gone(pids: &[u32]) {
     }
 }
 
+/// How the parent exited, within 20 s.
+fn wait_exit(server: &mut Proc) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "the parent kept running");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn workers_share_a_port_with_the_parents_options_and_stop_together() {
     let dir = tempfile::tempdir().unwrap();
@@ -108,14 +120,7 @@ fn workers_share_a_port_with_the_parents_options_and_stop_together() {
     let mut server = server;
     let victim = pids[0];
     blerpc::process::terminate(victim).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the parent kept running");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_exit(&mut server);
     assert_eq!(status.code(), Some(2));
     let stderr = server.stop();
     assert!(
@@ -128,14 +133,7 @@ fn workers_share_a_port_with_the_parents_options_and_stop_together() {
     let (mut server, _, _, pids) =
         serve_workers(&["--listen", "ws://127.0.0.1:0/x", "--plaintext"]);
     blerpc::process::terminate(server.child.id()).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the parent kept running");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_exit(&mut server);
     assert!(status.success(), "{status:?}");
     wait_gone(&pids);
 }

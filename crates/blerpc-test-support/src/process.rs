@@ -67,7 +67,8 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The reference venv's python ($BLERPC_VENV, else <repo>/.venv); panics with how to create it.
+/// The reference venv's python (`$BLERPC_VENV`, else `<repo>/.venv`); panics with how to
+/// create it.
 pub fn venv_python() -> PathBuf {
     let venv = std::env::var_os("BLERPC_VENV")
         .map(PathBuf::from)

@@ -123,9 +123,9 @@ pub enum ConnectError {
     Setup {
         /// The URL.
         url: LinkUrl,
-        /// Why.
+        /// Why (boxed: the client's error is large, and this one is returned everywhere).
         #[source]
-        source: crate::Error,
+        source: Box<crate::Error>,
     },
 }
 
@@ -156,7 +156,7 @@ pub async fn connect(
         .await?
         .map_err(|source| ConnectError::Setup {
             url: url.clone(),
-            source,
+            source: Box::new(source),
         })
 }
 
@@ -234,7 +234,7 @@ pub async fn open<F: OnLink>(
         #[allow(unreachable_patterns)] // with every link feature on
         other => Err(ConnectError::Unsupported {
             url: other.clone(),
-            feature: feature_of(other),
+            feature: super::url::feature_of(other, false),
         }),
     }
 }
@@ -264,19 +264,6 @@ fn tls_trust<'a>(
         .ok_or_else(|| ConnectError::NoTlsTrust { url: url.clone() })
 }
 
-/// The cargo feature that adds `url`'s link on the connecting side (`wss://` needs `ws` and
-/// `tls`: the one missing is named).
-fn feature_of(url: &LinkUrl) -> &'static str {
-    match url {
-        LinkUrl::Tcp { .. } => "tcp",
-        LinkUrl::Tls { .. } => "tls",
-        LinkUrl::Ws { secure: true, .. } if cfg!(feature = "ws") => "tls",
-        LinkUrl::Ws { .. } => "ws",
-        LinkUrl::Serial { .. } => "serial",
-        LinkUrl::Ble { .. } => "ble-central",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,7 +277,7 @@ mod tests {
         let options = ConnectOptions::default();
         let config = ClientConfig::default;
         assert_eq!(
-            feature_of(&url("wss://h/")),
+            crate::link::url::feature_of(&url("wss://h/"), false),
             if cfg!(feature = "ws") { "tls" } else { "ws" }
         );
         #[cfg(not(feature = "ble-central"))]

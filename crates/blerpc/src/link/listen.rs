@@ -1,7 +1,8 @@
 //! Listening by URL: [`Listener::bind`] binds what a [`LinkUrl`] names (`tcp://`, `tls://`,
 //! `ws://`, `wss://`: a socket; `serial://`: a port, one central at a time; `ble://[NAME]`: a
 //! BLE peripheral advertising the service) and [`Listener::serve`] serves a [`Server`] on it
-//! until a shutdown future completes. Every accepted link is [`Traced`].
+//! until a shutdown future completes. Every accepted link is
+//! [`Traced`](super::trace::Traced).
 //!
 //! Port 0 asks for any free port: [`Listener::url`] is the URL centrals use, with the address
 //! and port bound. Each scheme needs its feature (`tcp`, `tls`, `ws`, `serial`,
@@ -259,7 +260,7 @@ impl Listener {
             other => {
                 return Err(ListenError::Unsupported {
                     url: other.clone(),
-                    feature: feature_of(other),
+                    feature: super::url::feature_of(other, true),
                 });
             }
         };
@@ -366,19 +367,6 @@ fn certificate(
         .tls
         .clone()
         .ok_or_else(|| ListenError::NoCertificate { url: url.clone() })
-}
-
-/// The cargo feature that adds `url`'s listener (`wss://` needs `ws` and `tls`: the one
-/// missing is named).
-fn feature_of(url: &LinkUrl) -> &'static str {
-    match url {
-        LinkUrl::Tcp { .. } => "tcp",
-        LinkUrl::Tls { .. } => "tls",
-        LinkUrl::Ws { secure: true, .. } if cfg!(feature = "ws") => "tls",
-        LinkUrl::Ws { .. } => "ws",
-        LinkUrl::Serial { .. } => "serial",
-        LinkUrl::Ble { .. } => "ble-peripheral",
-    }
 }
 
 /// A serial port to serve one central at a time on.

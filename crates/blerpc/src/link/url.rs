@@ -169,6 +169,20 @@ impl LinkUrl {
     }
 }
 
+/// The cargo feature that adds `url`'s link (on the listening side when `listening`):
+/// `wss://` needs `ws` and `tls`, and the one missing is named.
+pub(crate) fn feature_of(url: &LinkUrl, listening: bool) -> &'static str {
+    match url {
+        LinkUrl::Tcp { .. } => "tcp",
+        LinkUrl::Tls { .. } => "tls",
+        LinkUrl::Ws { secure: true, .. } if cfg!(feature = "ws") => "tls",
+        LinkUrl::Ws { .. } => "ws",
+        LinkUrl::Serial { .. } => "serial",
+        LinkUrl::Ble { .. } if listening => "ble-peripheral",
+        LinkUrl::Ble { .. } => "ble-central",
+    }
+}
+
 /// `HOST:PORT`, bracketing an IPv6 host.
 pub(crate) fn authority(host: &str, port: u16) -> String {
     if host.contains(':') && !host.starts_with('[') {
