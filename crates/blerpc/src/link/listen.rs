@@ -42,6 +42,7 @@ use crate::server::ServerError;
 
 /// What [`Listener::bind`] needs beyond the URL.
 #[derive(Clone, Debug)]
+#[cfg_attr(not(feature = "ws"), derive(Default))]
 pub struct ListenOptions {
     /// Certificate and key for `tls://` and `wss://`: needed for them, unused by the others.
     #[cfg(feature = "tls")]
@@ -63,19 +64,16 @@ pub struct ListenOptions {
     pub ws_pong_timeout: std::time::Duration,
 }
 
+#[cfg(feature = "ws")]
 impl Default for ListenOptions {
     fn default() -> Self {
-        #[cfg(feature = "ws")]
         let ws = super::ws::WsOptions::default();
         ListenOptions {
             #[cfg(feature = "tls")]
             tls: None,
             baud_rate: None,
-            #[cfg(feature = "tcp")]
             tcp: super::tcp::TcpOptions::default(),
-            #[cfg(feature = "ws")]
             ws_ping_interval: ws.ping_interval,
-            #[cfg(feature = "ws")]
             ws_pong_timeout: ws.pong_timeout,
         }
     }
@@ -165,7 +163,9 @@ pub struct Listener {
     url: LinkUrl,
 }
 
+/// What a listener holds (one per listener: the variants' sizes do not matter).
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 enum Bound {
     #[cfg(feature = "tcp")]
     Tcp(super::tcp::TcpAcceptor),
