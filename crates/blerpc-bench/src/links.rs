@@ -9,7 +9,7 @@ use std::io::Write as _;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use blerpc_cli::demo::{self, LinkRun};
+use blerpc_demo::links::{self as demo, LinkRun};
 use clap::Args;
 
 use crate::reference::{self, BENCHMARKS, BenchResult};

@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use blerpc::client::PinPolicy;
+use blerpc::link::connect::{ConnectOptions, connect};
+use blerpc::link::url::LinkUrl;
 use blerpc::{Client, ClientConfig};
-use blerpc_cli::link::{Address, ConnectOptions};
 use blerpc_demo::pb;
 use clap::Args;
 use futures_util::StreamExt as _;
@@ -202,7 +203,7 @@ pub fn run_report(args: &SoakArgs) -> anyhow::Result<SoakReport> {
             args.duration
                 .unwrap_or(if args.quick { 20.0 } else { 300.0 }),
         );
-    let (nofile, _) = blerpc_cli::os::raise_nofile_limit().context("the open-file limit")?;
+    let (nofile, _) = blerpc::process::raise_nofile_limit().context("the open-file limit")?;
     anyhow::ensure!(
         (nofile as usize) > connections + 512,
         "{connections} connections need an open-file limit above {}; this process may open \
@@ -223,7 +224,7 @@ async fn soak(
     let dir = std::env::temp_dir().join(format!("blerpc-soak-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let key = dir.join("identity.key");
-    blerpc_cli::identity::store(&key, &blerpc_cli::identity::generate(), true)?;
+    blerpc::identity::store(&key, &blerpc::identity::generate(), true)?;
     let mut server = Server::start(&ServerOptions {
         listen: "tcp://127.0.0.1:0",
         key: &key,
@@ -238,7 +239,7 @@ async fn soak(
             "0",
         ],
     })?;
-    let address: Address = server.url.parse()?;
+    let address: LinkUrl = server.url.parse()?;
     let counts = Arc::new(Counts::default());
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
@@ -372,7 +373,7 @@ fn slope(samples: &[f64], interval_s: f64) -> f64 {
 enum Dial {
     /// The `blerpc serve` process.
     Tcp {
-        address: Address,
+        address: LinkUrl,
         identity: [u8; 32],
     },
     /// A new simulated BLE link to a demo server in this process, dropped after about `life`.
@@ -405,13 +406,13 @@ impl Soaker {
                         pinning: PinPolicy::Trust(*identity),
                         ..Default::default()
                     };
-                    blerpc_cli::link::connect(address, &ConnectOptions::default(), config)
+                    connect(address, &ConnectOptions::default(), config)
                         .await
-                        .map_err(|e| format!("{e:#}"))
+                        .map_err(|e| format!("{:#}", anyhow::Error::new(e)))
                 }
                 Dial::Ble { params, life } => {
                     let (server, key) =
-                        blerpc_cli::demo::demo_server().map_err(|e| format!("{e:#}"))?;
+                        blerpc_demo::server::demo_server().map_err(|e| format!("{e:#}"))?;
                     // ±50 % around the mean, drawn per connection.
                     let life = life.mul_f64(0.5 + (rng.next_u32() as f64 / u32::MAX as f64));
                     let params = blerpc_sim::LinkParams {
@@ -423,7 +424,7 @@ impl Soaker {
                         blerpc_sim::pair(params).map_err(|e| e.to_string())?;
                     let monitor = central.monitor();
                     tokio::spawn(async move { server.serve_link(peripheral).await });
-                    let client = Client::connect(central, blerpc_cli::demo::client_config(key))
+                    let client = Client::connect(central, blerpc_demo::server::client_config(key))
                         .await
                         .map_err(|e| e.to_string())?;
                     if let Ok(mut l) = self.link.lock() {

@@ -2,10 +2,7 @@
 //! `links`; and the full suite.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../blerpc-cli/tests/common/mod.rs"]
-mod common;
-
-use common::{bin as bench, run, serve};
+use blerpc_test_support::{bin as bench, run, serve};
 use serde_json::Value;
 
 fn bench_json(path: &std::path::Path) -> Value {

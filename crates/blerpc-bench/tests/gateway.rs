@@ -4,9 +4,6 @@
 //! this test's.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../blerpc-cli/tests/common/mod.rs"]
-mod common;
-
 use std::time::Duration;
 
 use serde_json::Value;
@@ -15,9 +12,9 @@ use serde_json::Value;
 fn quick_gateway_run_answers_every_call() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("gateway.json");
-    let mut cmd = common::bin();
+    let mut cmd = blerpc_test_support::bin();
     cmd.args(["gateway", "--quick", "--json"]).arg(&json);
-    let out = common::run_within(cmd, "", Duration::from_secs(240));
+    let out = blerpc_test_support::run_within(cmd, "", Duration::from_secs(240));
     assert!(
         out.status.success(),
         "gateway --quick failed:\n{}\n{}",

@@ -5,9 +5,6 @@
 //! defence meant for it (by the server's own counters).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../blerpc-cli/tests/common/mod.rs"]
-mod common;
-
 use std::time::Duration;
 
 use serde_json::Value;
@@ -37,9 +34,9 @@ fn reason(p: &Value, reason: &str) -> u64 {
 fn quick_hostile_run_keeps_the_legitimate_client_served() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("hostile.json");
-    let mut cmd = common::bin();
+    let mut cmd = blerpc_test_support::bin();
     cmd.args(["hostile", "--quick", "--json"]).arg(&json);
-    let out = common::run_within(cmd, "", Duration::from_secs(240));
+    let out = blerpc_test_support::run_within(cmd, "", Duration::from_secs(240));
     assert!(
         out.status.success(),
         "hostile --quick failed:\n{}\n{}",

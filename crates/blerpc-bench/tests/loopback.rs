@@ -2,9 +2,6 @@
 //! row in the table and the JSON with sane figures and no errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap is a failed test
 
-#[path = "../../blerpc-cli/tests/common/mod.rs"]
-mod common;
-
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -14,7 +11,7 @@ fn quick_run_has_every_row_with_sane_figures() {
     let dir = tempfile::tempdir().unwrap();
     let json_path = dir.path().join("loopback.json");
     let svg_path = dir.path().join("loopback.svg");
-    let mut cmd = common::bin();
+    let mut cmd = blerpc_test_support::bin();
     cmd.args([
         "loopback",
         "--quick",
@@ -40,11 +37,11 @@ fn quick_run_has_every_row_with_sane_figures() {
         if child.try_wait().unwrap().is_some() {
             break child.wait_with_output().unwrap();
         }
-        if t0.elapsed() > common::TIMEOUT {
+        if t0.elapsed() > blerpc_test_support::TIMEOUT {
             let _ = child.kill();
             panic!(
                 "blerpc-bench loopback --quick took over {:?}",
-                common::TIMEOUT
+                blerpc_test_support::TIMEOUT
             );
         }
         std::thread::sleep(Duration::from_millis(50));

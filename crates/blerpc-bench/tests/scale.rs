@@ -4,9 +4,6 @@
 //! failed, and that the figures are sane, from the JSON report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../blerpc-cli/tests/common/mod.rs"]
-mod common;
-
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -30,12 +27,12 @@ fn quick_scale_run_has_no_errors_and_sane_figures() {
     let json = dir.path().join("scale.json");
     let svg = dir.path().join("scale.svg");
     let started = Instant::now();
-    let mut cmd = common::bin();
+    let mut cmd = blerpc_test_support::bin();
     cmd.args(["scale", "--quick", "--timeout-ms", "20000", "--json"])
         .arg(&json)
         .arg("--svg")
         .arg(&svg);
-    let out = common::run_within(cmd, "", Duration::from_secs(170));
+    let out = blerpc_test_support::run_within(cmd, "", Duration::from_secs(170));
     let (stdout, stderr) = (&out.stdout, &out.stderr);
     assert!(
         out.status.success(),

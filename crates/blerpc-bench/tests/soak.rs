@@ -4,9 +4,6 @@
 //! dropped link cut, and the server's memory flat (from the JSON report).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../blerpc-cli/tests/common/mod.rs"]
-mod common;
-
 use std::time::Duration;
 
 use serde_json::Value;
@@ -15,9 +12,9 @@ use serde_json::Value;
 fn quick_soak_answers_every_call_right() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("soak.json");
-    let mut cmd = common::bin();
+    let mut cmd = blerpc_test_support::bin();
     cmd.args(["soak", "--quick", "--json"]).arg(&json);
-    let out = common::run_within(cmd, "", Duration::from_secs(120));
+    let out = blerpc_test_support::run_within(cmd, "", Duration::from_secs(120));
     assert!(
         out.status.success(),
         "soak --quick failed:\n{}\n{}",

@@ -2,10 +2,7 @@
 //! parameters, so none of them rots: each prints its table with every row and exits 0.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../blerpc-cli/tests/common/mod.rs"]
-mod common;
-
-use common::{bin as bench, run};
+use blerpc_test_support::{bin as bench, run};
 
 /// Runs `blerpc-bench ARGS` and returns its stdout, asserting success.
 fn table(args: &[&str]) -> String {

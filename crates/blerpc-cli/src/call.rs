@@ -1,7 +1,7 @@
 //! `blerpc call` and `blerpc upload`: one command against a peripheral, JSON in and out.
 //!
 //! Requests and responses are protobuf on the wire and JSON here (the proto3 JSON mapping, via
-//! [`crate::schema`]). A unary call prints one line; a peripheral→central stream prints one line
+//! [`blerpc_schema`]). A unary call prints one line; a peripheral→central stream prints one line
 //! per item; `upload` sends one item per line of stdin and prints the final response.
 
 use std::path::PathBuf;
@@ -18,8 +18,11 @@ use clap::Args;
 use futures_util::StreamExt as _;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
 
-use crate::link::{Address, ConnectOptions, connect, tls_client_config};
-use crate::schema::{Method, Schema};
+use blerpc::link::connect::{ConnectOptions, connect};
+use blerpc::link::url::LinkUrl;
+use blerpc_schema::{Method, Schema};
+
+use crate::links::{CALL_TRUST, connect_error, tls_trust};
 
 /// How to reach and trust the peripheral (shared by `call` and `upload`).
 #[derive(Debug, Args)]
@@ -155,9 +158,9 @@ impl ConnectArgs {
 
     /// Connects, bounded by `--timeout`.
     pub async fn open(&self) -> anyhow::Result<Client> {
-        let address: Address = self.connect.parse()?;
+        let url: LinkUrl = self.connect.parse()?;
         let options = ConnectOptions {
-            tls: tls_client_config(
+            tls: tls_trust(
                 self.tls_ca.as_ref(),
                 self.tls_cert_pin.as_ref(),
                 self.tls_server_name.as_deref(),
@@ -171,9 +174,14 @@ impl ConnectArgs {
             _ => None,
         };
         let timeout = self.timeout()?;
-        let client = tokio::time::timeout(timeout, connect(&address, &options, config))
+        let client = tokio::time::timeout(timeout, connect(&url, &options, config))
             .await
-            .map_err(|_| anyhow!("connecting to {address} timed out after {timeout:?}; is a server listening there?"))??;
+            .map_err(|_| {
+                anyhow!(
+                    "connecting to {url} timed out after {timeout:?}; is a server listening there?"
+                )
+            })?
+            .map_err(|e| connect_error(e, &CALL_TRUST))?;
         let info = client.info();
         if let (Some(path), Some(TofuOutcome::FirstUse), Some(key)) =
             (store, info.pinned, info.peer_identity)

@@ -1,12 +1,11 @@
 //! `blerpc keygen`: a new identity seed in a file (mode 0600), its public key on stdout.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, bail};
-use blerpc::known_keys::{KnownKeysFile, to_hex};
+use anyhow::{Context as _, anyhow, bail};
+use blerpc::identity::{self, SeedFileError, default_path};
+use blerpc::known_keys::to_hex;
 use clap::Args;
-
-use crate::identity;
 
 /// `blerpc keygen` options.
 #[derive(Debug, Args)]
@@ -20,11 +19,6 @@ pub struct KeygenArgs {
     /// new one).
     #[arg(long)]
     pub force: bool,
-}
-
-/// The default seed location: `identity.key` beside the default known-keys file.
-pub fn default_path() -> PathBuf {
-    KnownKeysFile::default_path().with_file_name("identity.key")
 }
 
 /// Runs `blerpc keygen`: prints the public key (64 hex digits) on stdout.
@@ -45,7 +39,7 @@ pub fn run(args: &KeygenArgs) -> anyhow::Result<()> {
     }
     let seed = identity::generate();
     let public = identity::public_key(&seed)?;
-    identity::store(&path, &seed, args.force)?;
+    identity::store(&path, &seed, args.force).map_err(seed_file_error)?;
     let serve = if args.out.is_none() {
         "`blerpc serve` uses it by default".to_string()
     } else {
@@ -58,4 +52,27 @@ pub fn run(args: &KeygenArgs) -> anyhow::Result<()> {
     );
     println!("{}", to_hex(&public));
     Ok(())
+}
+
+/// A seed file's error, with what to do about it.
+pub fn seed_file_error(e: SeedFileError) -> anyhow::Error {
+    match e {
+        SeedFileError::Exists { path } => anyhow!(
+            "{} already exists; pass --force to overwrite it (the old identity is lost)",
+            path.display()
+        ),
+        e @ SeedFileError::NotASeed { .. } => {
+            anyhow!("{e} (create one with `blerpc keygen --out FILE`)")
+        }
+        e => e.into(),
+    }
+}
+
+/// Reads a seed file, warning on stderr when other users may read or replace it.
+pub fn load_seed_file(path: &Path) -> anyhow::Result<[u8; 32]> {
+    let loaded = identity::load(path).map_err(seed_file_error)?;
+    if let Some(shared) = &loaded.shared {
+        eprintln!("blerpc: warning: {shared}");
+    }
+    Ok(loaded.seed)
 }

@@ -1,31 +1,27 @@
 //! # blerpc-cli: the `blerpc` command-line tool
 //!
-//! The binary is a thin [`clap`] shell (`src/main.rs`); each subcommand lives in its own module
-//! here, with its logic in plain functions, so it can be tested without spawning the binary.
+//! The binary is a thin [`clap`] shell (`src/main.rs`); each subcommand is a module here that
+//! parses its arguments, turns them into the libraries' typed configurations, runs them and
+//! prints. The work itself is the libraries': links, listening, identities and worker
+//! processes in the runtime (`blerpc`), the demo service and its run over every link in
+//! `blerpc-demo`, the gateway in `blerpc-gateway`, JSON ⇄ protobuf in `blerpc-schema`.
 //!
-//! - [`demo`]: `blerpc demo`, a server and a client in one process over every link, running the
-//!   reference functional tests.
-//! - [`serve`]: `blerpc serve`, the demo service as a peripheral on any link.
-//! - [`call`]: `blerpc call` and `blerpc upload`, JSON in and out ([`schema`] maps it to protobuf).
-//! - [`gateway`]: `blerpc gateway`, the device gateway (the `blerpc-gateway` crate).
+//! - [`demo`]: `blerpc demo`, the reference functional tests over every link in one process.
+//! - [`serve`]: `blerpc serve`, the demo service as a peripheral on any link (`--dial`,
+//!   `--workers`).
+//! - [`call`]: `blerpc call` and `blerpc upload`, JSON in and out.
+//! - [`gateway`]: `blerpc gateway`, the device gateway.
 //! - [`keygen`], [`scan`]: identities and BLE discovery.
 //! - [`decode`]: `blerpc decode`, the shell around the protocol dissector (`blerpc-dissect`).
-//!
-//! Shared pieces: [`link`] (addresses, connecting, listening, the PDU trace), [`os`] (process
-//! limits for `serve --workers`), [`identity`]
-//! (seed files), [`certs`] (a local CA for TLS), [`trace`] (`--verbose`).
+//! - [`links`]: the link flags (TLS trust) and the runtime's link errors in the flags' words;
+//!   [`trace`]: `--verbose`.
 
 pub mod call;
-pub mod certs;
 pub mod decode;
 pub mod demo;
 pub mod gateway;
-pub mod identity;
 pub mod keygen;
-pub mod link;
-pub mod os;
-pub mod progress;
+pub mod links;
 pub mod scan;
-pub use blerpc_schema as schema;
 pub mod serve;
 pub mod trace;

@@ -17,21 +17,29 @@ use blerpc::known_keys::to_hex;
 use blerpc::link::tcp::TcpOptions;
 use blerpc::link::tls::TlsServerConfig;
 use blerpc::metrics::Metrics;
+use blerpc::process::shutdown_signal;
 use blerpc::server::Dispatch;
 use blerpc::{Server, ServerConfig};
 use blerpc_demo::{DemoLimits, DemoService, FlashImage, pb};
 use clap::Args;
+use serde::{Deserialize, Serialize};
 
-use crate::identity;
-use crate::link::{Address, ListenOptions, Listener};
+use blerpc::link::connect::ConnectOptions;
+use blerpc::link::listen::{ListenOptions, Listener};
+use blerpc::link::url::LinkUrl;
 
-/// `blerpc serve` options.
-#[derive(Debug, Args)]
+use blerpc::identity;
+
+use crate::keygen::load_seed_file;
+use crate::links::listen_error;
+
+/// `blerpc serve` options (serialised whole to each worker of `--workers`).
+#[derive(Clone, Debug, PartialEq, Args, Serialize, Deserialize)]
 pub struct ServeArgs {
     /// Where to listen: tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT[/PATH],
     /// wss://HOST:PORT[/PATH], serial:///dev/ttyX, or ble:// (BLE peripheral). Port 0 picks a
     /// free port; the `listening` line shows it. Needed unless --dial is given.
-    #[arg(long, value_name = "URL", required_unless_present = "dial")]
+    #[arg(long, value_name = "URL", required_unless_present_any = ["dial", "worker"])]
     pub listen: Option<String>,
     /// Dial out instead of (or as well as) listening: connect to a device gateway at
     /// tcp://, tls://, ws:// or wss:// and serve over that connection, reconnecting with capped
@@ -170,8 +178,8 @@ pub struct ServeArgs {
     /// listeners: every client then gets classic containers of at most 244 bytes, as on BLE.
     #[arg(long)]
     pub classic_containers: bool,
-    /// Internal: run as one worker of `--workers` (SO_REUSEPORT, the identity seed in hex on
-    /// stdin, exit with the parent).
+    /// Internal: run as one worker of `--workers` (SO_REUSEPORT, exit with the parent): the
+    /// options and the identity seed come from the parent on stdin, not from the command line.
     #[arg(long, hide = true)]
     pub worker: bool,
 }
@@ -245,7 +253,7 @@ fn load_announced(args: &ServeArgs) -> anyhow::Result<Option<[u8; 32]>> {
         Seed::New(_) => eprintln!(
             "blerpc: no --identity given and no {}: serving with a new key for this run \
              (create a lasting one with `blerpc keygen`)",
-            crate::keygen::default_path().display()
+            blerpc::identity::default_path().display()
         ),
         Seed::None | Seed::Given(_) => {}
     }
@@ -257,11 +265,11 @@ fn load_seed(args: &ServeArgs) -> anyhow::Result<Seed> {
         return Ok(Seed::None);
     }
     if let Some(path) = &args.identity {
-        return Ok(Seed::Given(identity::load(path)?));
+        return Ok(Seed::Given(load_seed_file(path)?));
     }
-    let default = crate::keygen::default_path();
+    let default = identity::default_path();
     if default.exists() {
-        return Ok(Seed::Default(identity::load(&default)?, default));
+        return Ok(Seed::Default(load_seed_file(&default)?, default));
     }
     Ok(Seed::New(identity::generate()))
 }
@@ -367,10 +375,25 @@ fn build_servers(args: &ServeArgs, seed: Option<[u8; 32]>) -> anyhow::Result<Bui
 }
 
 /// Runs `blerpc serve` on a runtime of [`ServeArgs::runtime_threads`] threads (the current
-/// thread alone for one) until Ctrl-C or SIGTERM.
+/// thread alone for one) until Ctrl-C or SIGTERM. A worker (`--worker`) takes its options and
+/// identity from its parent on stdin first.
 pub fn run_blocking(args: &ServeArgs) -> anyhow::Result<()> {
+    if args.worker {
+        let worker = workers::ServeWorker::read()?;
+        let seed = worker.seed.as_ref().map(|s| *s.expose());
+        return runtime(&worker.args)?.block_on(serve(&worker.args, seed));
+    }
+    let runtime = runtime(args)?;
+    if args.workers > 1 {
+        return runtime.block_on(workers::run(args));
+    }
+    runtime.block_on(async { serve(args, load_announced(args)?).await })
+}
+
+/// The runtime `args` asks for: [`ServeArgs::runtime_threads`] threads.
+fn runtime(args: &ServeArgs) -> anyhow::Result<tokio::runtime::Runtime> {
     let threads = args.runtime_threads();
-    let runtime = if threads <= 1 {
+    Ok(if threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?
@@ -379,28 +402,18 @@ pub fn run_blocking(args: &ServeArgs) -> anyhow::Result<()> {
             .worker_threads(threads)
             .enable_all()
             .build()?
-    };
-    runtime.block_on(run(args))
+    })
 }
 
-/// Runs `blerpc serve` until Ctrl-C or SIGTERM.
-pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
-    if args.workers > 1 && !args.worker {
-        return workers::run(args).await;
-    }
+/// Serves with `seed` as the identity until Ctrl-C or SIGTERM.
+async fn serve(args: &ServeArgs, seed: Option<[u8; 32]>) -> anyhow::Result<()> {
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsServerConfig::from_pem_files(cert, key)?),
         _ => None,
     };
     // A server holds a socket per connection: use the whole open-file allowance (the soft
     // limit is often 1,024, below --max-connections).
-    let _ = crate::os::raise_nofile_limit();
-    let seed = if args.worker {
-        crate::os::die_with_parent();
-        workers::read_seed(args)?
-    } else {
-        load_announced(args)?
-    };
+    let _ = blerpc::process::raise_nofile_limit();
     let built = build_servers(args, seed)?;
     let (server, public) = (built.server.clone(), built.public);
     if let Some(addr) = args.metrics {
@@ -418,9 +431,9 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     };
-    let address: Address = listen.parse()?;
+    let url: LinkUrl = listen.parse()?;
     let listener = Listener::bind(
-        &address,
+        &url,
         &ListenOptions {
             tls,
             baud_rate: args.baud,
@@ -440,9 +453,13 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
             ws_pong_timeout: seconds("--ws-pong-timeout", args.ws_pong_timeout)?,
         },
     )
-    .await?;
+    .await
+    .map_err(listen_error)?;
     print_line(&format!("listening {} identity {identity}", listener.url()))?;
-    listener.serve(&server, shutdown_signal()).await
+    listener
+        .serve(&server, shutdown_signal())
+        .await
+        .map_err(listen_error)
 }
 
 fn print_line(line: &str) -> anyhow::Result<()> {
@@ -460,8 +477,11 @@ fn start_dialing(
     built: Built,
     identity: &str,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let url: blerpc::link::url::LinkUrl = url.parse().context("--dial")?;
-    let tls = crate::link::tls_client_config(
+    let url: LinkUrl = url.parse().context("--dial")?;
+    if !url.is_ip() {
+        bail!("cannot dial {url}: use tcp://, tls://, ws:// or wss://");
+    }
+    let tls = crate::links::tls_trust(
         args.dial_tls_ca.as_ref(),
         args.dial_tls_cert_pin.as_ref(),
         None,
@@ -470,7 +490,10 @@ fn start_dialing(
     let backoff = blerpc::backoff::Backoff::new(Duration::from_millis(100), max);
     let dialer = dial::Dialer {
         url: url.clone(),
-        tls,
+        options: ConnectOptions {
+            tls,
+            ..ConnectOptions::default()
+        },
     };
     let mut config = built.config.clone();
     // The gateway learns from CAPABILITIES that this connection answers `blerpc.relay`.
@@ -559,29 +582,6 @@ async fn serve_metrics(addr: SocketAddr, metrics: Arc<Metrics>) -> anyhow::Resul
         }
     });
     Ok(())
-}
-
-/// Completes on Ctrl-C, or SIGTERM on Unix.
-pub async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 mod dial;

@@ -4,17 +4,13 @@
 //! relay, and the gateway restarts under them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-#[path = "common/http.rs"]
-mod http;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Proc, blerpc, repo, run, venv_python};
+use blerpc_test_support::{Proc, blerpc, http, repo, run, venv_python};
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 
@@ -758,7 +754,7 @@ fn worker_processes_hold_the_devices_behind_one_api() {
 #[test]
 fn over_tls_devices_dial_wss_and_a_backend_relays_over_https() {
     let dir = tempfile::tempdir().unwrap();
-    blerpc_cli::certs::LocalPki::generate()
+    blerpc::link::local_ca::LocalPki::generate()
         .unwrap()
         .write_to(dir.path())
         .unwrap();

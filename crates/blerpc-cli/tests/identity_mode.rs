@@ -3,12 +3,10 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
-use common::{Proc, bin};
+use blerpc_test_support::{Proc, bin};
 
 fn seed_file(path: &Path, mode: u32) {
     std::fs::write(path, format!("{}\n", "42".repeat(32))).unwrap();

@@ -3,11 +3,9 @@
 //! reference peripheral (tools/interop/*.py, run with the venv python).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::process::Command;
 
-use common::{Proc, blerpc, repo, run, serve, venv_python};
+use blerpc_test_support::{Proc, blerpc, repo, run, serve, venv_python};
 
 #[test]
 fn reference_central_against_blerpc_serve() {

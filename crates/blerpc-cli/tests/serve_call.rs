@@ -2,11 +2,9 @@
 //! pinning (a wrong key, trust on first use); clear one-line errors; `keygen`; `demo`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use blerpc_test_support::{blerpc, run, serve};
 
-use common::{blerpc, run, serve};
-
-fn call(url: &str, pin: &[&str], args: &[&str], stdin: &str) -> common::Done {
+fn call(url: &str, pin: &[&str], args: &[&str], stdin: &str) -> blerpc_test_support::Done {
     let mut cmd = blerpc();
     cmd.arg(args[0])
         .args(["--connect", url])
@@ -101,7 +99,7 @@ fn serve_and_call_over_websocket() {
 #[test]
 fn serve_and_call_over_tls_and_wss_with_a_verified_certificate() {
     let dir = tempfile::tempdir().unwrap();
-    blerpc_cli::certs::LocalPki::generate()
+    blerpc::link::local_ca::LocalPki::generate()
         .unwrap()
         .write_to(dir.path())
         .unwrap();
@@ -394,7 +392,7 @@ fn keygen_writes_a_private_seed_and_refuses_to_overwrite() {
     assert_eq!(seed.trim().len(), 64);
     let seed = blerpc::known_keys::parse_key(&seed).unwrap();
     assert_eq!(
-        blerpc::known_keys::to_hex(&blerpc_cli::identity::public_key(&seed).unwrap()),
+        blerpc::known_keys::to_hex(&blerpc::identity::public_key(&seed).unwrap()),
         public
     );
     #[cfg(unix)]
@@ -489,7 +487,7 @@ fn demo_passes_on_every_link() {
     );
     assert!(d.status.success(), "{}\n{}", d.stdout, d.stderr);
     let total = d.stdout.lines().find(|l| l.starts_with("total")).unwrap();
-    let links = blerpc_cli::demo::available_links();
+    let links = blerpc_demo::links::available_links();
     assert_eq!(
         total.matches("PASS 12/12").count(),
         links.len(),

@@ -1,111 +1,49 @@
-//! The demo service on the host's `blerpc::Server` (feature `std`): the generated `pb::Blerpc`
-//! handlers, each a thin adapter from prost's types to [`DemoService`]'s answers and refusals,
-//! so every link the host serves answers exactly as the firmware does.
+//! The demo service as a ready server and the client configuration that trusts it: what a
+//! program needs to try bleRPC over any link in one process.
+//!
+//! ```
+//! use blerpc::link::mem;
+//! use blerpc_demo::pb::{BlerpcClient, EchoRequest};
+//! use blerpc_demo::server::{client_config, demo_server};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let (server, key) = demo_server()?;
+//! let (central, peripheral) = mem::pair(247);
+//! tokio::spawn(async move { server.serve_link(peripheral).await });
+//! let client = BlerpcClient::new(blerpc::Client::connect(central, client_config(key)).await?);
+//! let reply = client.echo(EchoRequest { message: "hi".into() }).await?;
+//! assert_eq!(reply.message, "hi");
+//! # Ok(())
+//! # }
+//! ```
 
-use blerpc::server::Status;
-use futures_util::StreamExt;
+use blerpc::client::PinPolicy;
+use blerpc::server::ServerError;
+use blerpc::{ClientConfig, Server, ServerConfig};
 
-use crate::flash::Flash;
-use crate::noalloc::codec::BytesField;
-use crate::service::{DemoLimits, DemoService, Refusal};
-use crate::{FlashImage, noalloc, pb};
+use crate::{DemoService, pb};
 
-impl Default for DemoService<crate::image::ImageBytes> {
-    /// A 1 MiB synthetic flash image and the firmware's limits.
-    fn default() -> Self {
-        DemoService::new(FlashImage::synthetic(1 << 20), DemoLimits::default())
-    }
+/// The demo service (default limits, a synthetic flash image) with a fresh identity, and that
+/// identity's public key. Encryption is required, as by default.
+pub fn demo_server() -> Result<(Server, [u8; 32]), ServerError> {
+    let server = Server::new(
+        pb::BlerpcServer::new(DemoService::default()),
+        ServerConfig {
+            identity: Some(blerpc::identity::generate()),
+            ..Default::default()
+        },
+    )?;
+    let key = server
+        .identity_public()
+        .ok_or_else(|| ServerError::Identity("the demo server has no identity".into()))?;
+    Ok((server, key))
 }
 
-fn status(refusal: Refusal) -> Status {
-    Status::new(refusal.code(), refusal.to_string())
-}
-
-// `DemoService::echo(self, ..)` below is the service's own answer (inherent methods), wrapped
-// by the handler of the same name.
-impl<F: Flash + Send + Sync + 'static> pb::Blerpc for DemoService<F> {
-    async fn echo(&self, request: pb::EchoRequest) -> Result<pb::EchoResponse, Status> {
-        let reply = DemoService::echo(
-            self,
-            noalloc::EchoRequest {
-                message: &request.message,
-            },
-        )
-        .map_err(status)?;
-        Ok(pb::EchoResponse {
-            message: reply.message.to_owned(),
-        })
-    }
-
-    async fn flash_read(
-        &self,
-        request: pb::FlashReadRequest,
-    ) -> Result<pb::FlashReadResponse, Status> {
-        let reply = DemoService::flash_read(
-            self,
-            noalloc::FlashReadRequest {
-                address: request.address,
-                length: request.length,
-            },
-        )
-        .map_err(status)?;
-        let mut data = vec![0u8; reply.data.field_len()];
-        reply.data.write_to(&mut data);
-        Ok(pb::FlashReadResponse {
-            address: reply.address,
-            data: data.into(),
-        })
-    }
-
-    async fn data_write(
-        &self,
-        request: pb::DataWriteRequest,
-    ) -> Result<pb::DataWriteResponse, Status> {
-        let reply = DemoService::data_write(
-            self,
-            &noalloc::DataWriteRequest {
-                data: &request.data[..],
-            },
-        );
-        Ok(pb::DataWriteResponse {
-            length: reply.length,
-        })
-    }
-
-    fn counter_stream(
-        &self,
-        request: pb::CounterStreamRequest,
-    ) -> impl futures_util::Stream<Item = Result<pb::CounterStreamResponse, Status>> + Send + 'static
-    {
-        let request = noalloc::CounterStreamRequest {
-            count: request.count,
-        };
-        let items: futures_util::stream::BoxStream<'static, _> =
-            match DemoService::counter_stream(self, request) {
-                Err(refusal) => futures_util::stream::iter([Err(status(refusal))]).boxed(),
-                Ok(items) => futures_util::stream::iter(items.map(|item| {
-                    Ok(pb::CounterStreamResponse {
-                        seq: item.seq,
-                        value: item.value,
-                    })
-                }))
-                .boxed(),
-            };
-        items
-    }
-
-    async fn counter_upload(
-        &self,
-        mut items: pb::Streaming<pb::CounterUploadRequest>,
-    ) -> Result<pb::CounterUploadResponse, Status> {
-        let mut received = 0u32;
-        while let Some(item) = items.next().await {
-            item?;
-            received = received.saturating_add(1);
-        }
-        let reply = DemoService::counter_upload(self, received);
-        Ok(pb::CounterUploadResponse {
-            received_count: reply.received_count,
-        })
+/// A client configuration that trusts exactly `key` (the server's identity pinned).
+pub fn client_config(key: [u8; 32]) -> ClientConfig {
+    ClientConfig {
+        pinning: PinPolicy::Trust(key),
+        ..Default::default()
     }
 }

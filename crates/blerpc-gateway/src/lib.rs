@@ -178,14 +178,6 @@ impl Gateway {
         &self.inner.metrics
     }
 
-    /// Obsolete: a worker's devices reach its front as typed claims
-    /// ([`routing::claims`], followed by the front itself), so this yields nothing. Kept only
-    /// while the CLI's worker code (being rewritten) still prints `+ id` lines.
-    #[doc(hidden)]
-    pub fn device_events(&self) -> tokio::sync::mpsc::UnboundedReceiver<(String, bool)> {
-        tokio::sync::mpsc::unbounded_channel().1
-    }
-
     /// The per-address guard the device listeners share.
     pub fn guard(&self) -> &Arc<AddressGuard> {
         &self.inner.guard

@@ -63,9 +63,12 @@ pub mod backoff;
 pub mod client;
 mod clock;
 mod driver;
+pub mod identity;
 pub mod known_keys;
 pub mod link;
 pub mod metrics;
+#[cfg(feature = "process")]
+pub mod process;
 pub mod server;
 
 pub use blerpc_proto;

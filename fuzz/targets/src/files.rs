@@ -1,5 +1,5 @@
 //! The files a user keeps: the known-keys file (`blerpc::known_keys`) and the identity seed
-//! file (`blerpc_cli::identity`). Each target checks the pure parser against a reference model,
+//! file (`blerpc::identity`). Each target checks the pure parser against a reference model,
 //! then runs the same bytes through the real file path (a private directory per input, on
 //! `/dev/shm` where there is one, removed afterwards).
 
@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use blerpc::blerpc_proto::handshake::{KnownKeys as _, TofuError, TofuOutcome, tofu_verify};
+use blerpc::identity;
 use blerpc::known_keys::{KnownKeysError, KnownKeysFile, emit_pins, parse_key, parse_pins, to_hex};
-use blerpc_cli::identity;
 use serde_json::Value;
 
 /// The device [`known_keys_file`] pins, and the key it presents.
@@ -187,21 +187,25 @@ pub fn identity_file(data: &[u8]) {
     let path = scratch.0.join("id.key");
     identity_write(&path, data);
     match identity::load(&path) {
-        Ok(seed) => assert_eq!(Some(seed), got),
+        Ok(loaded) => {
+            assert_eq!(Some(loaded.seed), got);
+            assert_eq!(loaded.shared, None, "written with mode 0600");
+        }
         Err(e) => {
-            assert_eq!(got, None, "load failed on a valid seed: {e:#}");
-            assert!(format!("{e:#}").contains("64 hex digits"), "{e:#}");
+            assert_eq!(got, None, "load failed on a valid seed: {e}");
+            assert!(matches!(e, identity::SeedFileError::NotASeed { .. }), "{e}");
+            assert!(e.to_string().contains("64 hex digits"), "{e}");
         }
     }
     if let Some(seed) = got {
         identity::store(&path, &seed, true).unwrap();
         let written = std::fs::read(&path).unwrap();
         assert_eq!(written, format!("{}\n", to_hex(&seed)).as_bytes());
-        assert_eq!(identity::load(&path).unwrap(), seed);
+        assert_eq!(identity::load(&path).unwrap().seed, seed);
     }
 }
 
-/// Writes `data` with mode 0600 (no mode warning on stderr for every input).
+/// Writes `data` with mode 0600 (a private file, as [`identity::store`] writes).
 fn identity_write(path: &std::path::Path, data: &[u8]) {
     identity::write_private(path, data).unwrap();
 }

@@ -16,7 +16,7 @@
 //! | `session_open` | `[role]` then session ops | [`session`] |
 //! | `connection_central`, `connection_peripheral`, `two_party` | [`connection::WorldConfig`] bytes then [`connection::Op`]s, on blerpc-sim's two-peer harness | [`connection`] |
 //! | `known_keys_file`, `identity_file` | a file's contents | [`files`] |
-//! | `json_protobuf` | `[method and direction]` then JSON text or protobuf bytes | [`cli`] |
+//! | `json_protobuf` | `[method and direction]` then JSON text or protobuf bytes | [`schema`] |
 //! | `dissector` | `[options]` then a capture file or binary PDUs | [`dissector`] |
 //! | `stream_framing` | `[mtu][flags][max][4 read steps]` then a byte stream | [`stream`] |
 //! | `ws_receive` | `[mtu][flags][max][4 read steps]` then a WebSocket client's bytes | [`stream`] |
@@ -41,7 +41,6 @@
 )]
 
 pub mod assembler;
-pub mod cli;
 pub mod codecs;
 pub mod connection;
 pub mod dissector;
@@ -50,6 +49,7 @@ pub mod gateway;
 pub mod handshake;
 pub mod input;
 pub mod keys;
+pub mod schema;
 pub mod serial;
 pub mod session;
 pub mod stream;
@@ -80,7 +80,7 @@ pub const TARGETS: &[(&str, TargetFn)] = &[
     ("two_party", connection::two_party),
     ("known_keys_file", files::known_keys_file),
     ("identity_file", files::identity_file),
-    ("json_protobuf", cli::json_protobuf),
+    ("json_protobuf", schema::json_protobuf),
     ("dissector", dissector::dissector),
     ("serial_deframer", serial::serial_deframer),
     ("gateway_inputs", gateway::gateway_inputs),

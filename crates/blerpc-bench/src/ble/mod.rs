@@ -21,9 +21,9 @@ use std::time::Duration;
 use crate::reference::{self, BENCHMARKS, BenchResult};
 use anyhow::{Context as _, anyhow, bail};
 use blerpc::Client;
-use blerpc_cli::progress::Steps;
 use blerpc_demo::functional::{self, TESTS, TestResult};
 use blerpc_demo::pb;
+use blerpc_demo::progress::Steps;
 use blerpc_sim::profile::{self, Profile};
 use blerpc_sim::{LinkParams, LinkStats, Phy};
 use clap::Args;
@@ -223,11 +223,11 @@ pub fn link_for(profile: &Profile, args: &BleArgs) -> anyhow::Result<LinkParams>
 pub async fn sim_client(
     params: LinkParams,
 ) -> anyhow::Result<(pb::BlerpcClient, blerpc_sim::Monitor)> {
-    let (server, key) = blerpc_cli::demo::demo_server()?;
+    let (server, key) = blerpc_demo::server::demo_server()?;
     let (central, peripheral) = blerpc_sim::pair(params)?;
     let monitor = central.monitor();
     tokio::spawn(async move { server.serve_link(peripheral).await });
-    let client = Client::connect(central, blerpc_cli::demo::client_config(key))
+    let client = Client::connect(central, blerpc_demo::server::client_config(key))
         .await
         .context("connecting over the simulated link")?;
     Ok((pb::BlerpcClient::new(client), monitor))
@@ -352,22 +352,47 @@ pub fn run_profile(profile: &Profile, steps: &Steps, args: &BleArgs) -> anyhow::
     Ok(run)
 }
 
+/// Connects to `url` as `blerpc call --connect URL` would with the same options: pinned by
+/// --trust-key, --known-keys (trust on first use, the default file) or not at all (--no-pin);
+/// TLS trust from --tls-ca; the bearer token from $BLERPC_TOKEN; bounded by 10 s.
+async fn connect_to(url: &str, args: &BleArgs) -> anyhow::Result<Client> {
+    use blerpc::client::PinPolicy;
+    use blerpc::known_keys::{KnownKeysFile, parse_key};
+    use blerpc::link::connect::{ConnectOptions, connect};
+    let url: blerpc::link::url::LinkUrl = url.parse()?;
+    let pinning = match (&args.trust_key, args.no_pin) {
+        (Some(hex), _) => PinPolicy::Trust(
+            parse_key(hex).ok_or_else(|| anyhow!("--trust-key must be 64 hex digits"))?,
+        ),
+        (None, true) => PinPolicy::NoPin,
+        (None, false) => PinPolicy::KnownKeys(KnownKeysFile::new(
+            args.known_keys
+                .clone()
+                .unwrap_or_else(KnownKeysFile::default_path),
+        )),
+    };
+    let config = blerpc::ClientConfig {
+        pinning,
+        ..Default::default()
+    };
+    let options = ConnectOptions {
+        tls: args
+            .tls_ca
+            .as_ref()
+            .map(blerpc::link::tls::TlsClientConfig::with_ca_file)
+            .transpose()?,
+        baud_rate: args.baud,
+        bearer: std::env::var("BLERPC_TOKEN").ok(),
+    };
+    let limit = Duration::from_secs(10);
+    Ok(tokio::time::timeout(limit, connect(&url, &options, config))
+        .await
+        .map_err(|_| anyhow!("connecting to {url} timed out after {limit:?}"))??)
+}
+
 /// Runs the suite over a real link (`--connect`).
 pub fn run_connect(url: &str, args: &BleArgs, steps: &Steps) -> anyhow::Result<ProfileRun> {
-    let connect = blerpc_cli::call::ConnectArgs {
-        connect: url.to_string(),
-        known_keys: args.known_keys.clone(),
-        trust_key: args.trust_key.clone(),
-        no_pin: args.no_pin,
-        plaintext: false,
-        tls_ca: args.tls_ca.clone(),
-        tls_cert_pin: None,
-        tls_server_name: None,
-        baud: args.baud,
-        bearer: std::env::var("BLERPC_TOKEN").ok(),
-        timeout: 10.0,
-        setup_pipelining: None,
-    };
+    let connecting = connect_to(url, args);
     let mut run = ProfileRun::new("link", url);
     run.compare = Some(args.compare.clone());
     let reps = args.reps.clamp(1, MAX_REPS);
@@ -377,7 +402,7 @@ pub fn run_connect(url: &str, args: &BleArgs, steps: &Steps) -> anyhow::Result<P
         .context("cannot start a tokio runtime")?;
     let real = std::time::Instant::now();
     rt.block_on(async {
-        let client = match connect.open().await {
+        let client = match connecting.await {
             Ok(c) => c,
             Err(e) => {
                 run.error = Some(format!("{e:#}"));

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use crate::stats::median;
 use anyhow::{Context as _, Result, bail, ensure};
-use blerpc_cli::progress::Steps;
+use blerpc_demo::progress::Steps;
 
 pub use blerpc_codec_workloads::{CodecPath, KeyExchange, MTU, Workload, expected_pdus};
 use blerpc_proto::crypto::{CryptoProvider, RustCrypto};

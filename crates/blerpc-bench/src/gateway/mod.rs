@@ -136,7 +136,7 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
         &["--tokens", tokens.to_str().context("temp path")?],
     )?;
     let key_file = dir.join("device.key");
-    blerpc_cli::identity::store(&key_file, &blerpc_cli::identity::generate(), true)?;
+    blerpc::identity::store(&key_file, &blerpc::identity::generate(), true)?;
     let (device, listen, key) = procs::device(&dir, &gw.devices, &key_file)?;
     let id = hex::encode(key);
     let message: String = "m".repeat(args.message);

@@ -237,7 +237,7 @@ pub fn run(args: &GatewayArgs, dir: &Path) -> anyhow::Result<ScaleReport> {
     eprintln!("gateway scale: deriving {n} device keys");
     let mut allow = std::collections::BTreeMap::new();
     for i in 0..n as u64 {
-        let public = blerpc_cli::identity::public_key(&seed(&salt, i))?;
+        let public = blerpc::identity::public_key(&seed(&salt, i))?;
         allow.insert(format!("d{i}"), hex::encode(public));
     }
     let known = dir.join("allow.json");

@@ -27,8 +27,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use blerpc::client::PinPolicy;
+use blerpc::link::connect::{ConnectOptions, connect};
+use blerpc::link::url::LinkUrl;
 use blerpc::{ClientConfig, link::tls::TlsClientConfig};
-use blerpc_cli::link::{Address, ConnectOptions};
 use clap::Args;
 use serde::Serialize;
 use tokio::sync::watch;
@@ -281,7 +282,7 @@ pub fn run_report(args: &HostileArgs) -> anyhow::Result<Report> {
 
 async fn run_async(args: &HostileArgs, profile: Profile) -> anyhow::Result<Report> {
     let (nofile, _) =
-        blerpc_cli::os::raise_nofile_limit().context("reading the open-file limit")?;
+        blerpc::process::raise_nofile_limit().context("reading the open-file limit")?;
     // The attack's sockets, the client's and some to spare.
     if (nofile as usize) < profile.sockets + 256 {
         anyhow::bail!(
@@ -293,8 +294,8 @@ async fn run_async(args: &HostileArgs, profile: Profile) -> anyhow::Result<Repor
     }
     let dir = tempfile_dir()?;
     let key = dir.join("identity.key");
-    blerpc_cli::identity::store(&key, &blerpc_cli::identity::generate(), true)?;
-    let pki = blerpc_cli::certs::LocalPki::generate()?;
+    blerpc::identity::store(&key, &blerpc::identity::generate(), true)?;
+    let pki = blerpc::link::local_ca::LocalPki::generate()?;
     pki.write_to(&dir)?;
     let links: Vec<&str> = ["tcp", "ws", "tls"]
         .into_iter()
@@ -421,7 +422,7 @@ fn check(p: &Phase, profile: &Profile, failures: &mut Vec<String>) {
 /// The legitimate client.
 #[derive(Clone)]
 struct Legit {
-    address: Address,
+    address: LinkUrl,
     options: ConnectOptions,
     identity: [u8; 32],
 }
@@ -470,9 +471,9 @@ impl Legit {
             ..Default::default()
         };
         let work = async {
-            let client = blerpc_cli::link::connect(&self.address, &self.options, config)
+            let client = connect(&self.address, &self.options, config)
                 .await
-                .map_err(|e| format!("{e:#}"))?;
+                .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
             let reply = client
                 .call("echo", ECHO.to_vec())
                 .await

@@ -31,7 +31,7 @@ use std::time::Instant;
 
 use anyhow::{Context as _, anyhow, bail};
 use blerpc::link::tls::TlsClientConfig;
-use blerpc_cli::progress::Steps;
+use blerpc_demo::progress::Steps;
 use clap::{Args, ValueEnum};
 
 mod bare;
@@ -472,7 +472,7 @@ pub fn run(args: &LoopbackArgs) -> anyhow::Result<bool> {
         plan.reps,
         if plan.reps == 1 { "" } else { "s" }
     );
-    let pki = blerpc_cli::certs::LocalPki::generate_with(&rcgen::PKCS_RSA_SHA256)
+    let pki = blerpc::link::local_ca::LocalPki::generate_with(&rcgen::PKCS_RSA_SHA256)
         .context("cannot generate the RSA-2048 certificate")?;
     let server = ServerProcess::spawn(&pki.cert_pem, &pki.key_pem)?;
     if let Some((client_cpu, server_cpu)) = args.pin_cpus {

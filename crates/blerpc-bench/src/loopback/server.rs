@@ -115,7 +115,7 @@ fn blerpc_server(identity: Option<[u8; 32]>) -> anyhow::Result<Server> {
 }
 
 async fn serve(tls: TlsServerConfig, setup: &Setup) -> anyhow::Result<bool> {
-    let seed = blerpc_cli::identity::generate();
+    let seed = blerpc::identity::generate();
     let e2e = blerpc_server(Some(seed))?;
     let plain = blerpc_server(None)?;
     let identity = e2e

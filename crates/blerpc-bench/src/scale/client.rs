@@ -1,6 +1,6 @@
-//! The load generator of `blerpc-bench scale`: one process (a hidden role of the `blerpc`
-//! binary) holding up to ~10,000 WebSocket connections from its own 127.0.0.x source address,
-//! on a single-threaded tokio runtime.
+//! The load generator of `blerpc-bench scale`: one process (`blerpc-bench role scale-client
+//! SPEC`, a hidden role of the benchmarks' binary) holding up to ~10,000 WebSocket connections
+//! from its own 127.0.0.x source address, on a single-threaded tokio runtime.
 //!
 //! The controller talks to it over stdin/stdout, one JSON object per line:
 //!
@@ -63,7 +63,8 @@ impl Variant {
     }
 }
 
-/// One load-generator process's configuration (the hidden `--client-role` argument, JSON).
+/// One load-generator process's configuration (the `SPEC` of `blerpc-bench role scale-client
+/// SPEC`, JSON).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ClientSpec {
     /// Index of this process (0 runs the pure-latency measurement).
@@ -620,10 +621,10 @@ impl Output {
 
 /// Runs the load-generator role until `Quit` or the end of stdin.
 pub fn run(spec_json: &str) -> anyhow::Result<bool> {
-    blerpc_cli::os::die_with_parent();
+    blerpc::process::die_with_parent();
     let spec: ClientSpec =
-        serde_json::from_str(spec_json).context("--client-role: not a client spec")?;
-    let (nofile, _) = blerpc_cli::os::raise_nofile_limit().unwrap_or((0, 0));
+        serde_json::from_str(spec_json).context("role scale-client: not a client spec")?;
+    let (nofile, _) = blerpc::process::raise_nofile_limit().unwrap_or((0, 0));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -3,7 +3,8 @@
 //! at 10k / 50k / 100k), to tell what the kernel and one event loop per process allow on this
 //! machine from what the WebSocket and bleRPC layers cost.
 //!
-//! One process per worker (a hidden role of the `blerpc` binary), each a single-threaded tokio
+//! One process per worker (`blerpc-bench role scale-echo PORT`, a hidden role of the benchmarks'
+//! binary), each a single-threaded tokio
 //! runtime accepting on the same port (SO_REUSEPORT), like `blerpc serve --workers`. Every
 //! connection is a task that writes back whatever it reads, through a 1 KiB buffer (the
 //! WebSocket server's `--read-buffer` in the scale runs). No framing, no upgrade, no protocol.
@@ -26,8 +27,8 @@ const BACKLOG: u32 = 65_535;
 /// the workers started after it), printing `listening PORT` once bound. Runs until terminated
 /// (the controller's `SIGTERM`, or the parent's death).
 pub fn run(port: u16) -> anyhow::Result<bool> {
-    blerpc_cli::os::die_with_parent();
-    let _ = blerpc_cli::os::raise_nofile_limit();
+    blerpc::process::die_with_parent();
+    let _ = blerpc::process::raise_nofile_limit();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -203,7 +203,7 @@ pub fn run(args: &ScaleArgs) -> anyhow::Result<bool> {
         bail!("nothing to run: give --connections and --variants");
     }
     let (nofile, hard) =
-        blerpc_cli::os::raise_nofile_limit().context("reading the open-file limit")?;
+        blerpc::process::raise_nofile_limit().context("reading the open-file limit")?;
     // Sockets, plus a margin for the runtime's own descriptors.
     let capacity = usize::try_from(hard.min(nofile))
         .unwrap_or(usize::MAX)

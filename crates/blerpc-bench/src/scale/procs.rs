@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
-use blerpc_cli::progress::Steps;
+use blerpc_demo::progress::Steps;
 
 use super::client::{ClientSpec, Command, Event};
 
@@ -20,7 +20,7 @@ pub(super) struct Reaped(pub(super) Child);
 impl Drop for Reaped {
     fn drop(&mut self) {
         if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = blerpc_cli::os::terminate(self.0.id());
+            let _ = blerpc::process::terminate(self.0.id());
             let deadline = Instant::now() + Duration::from_secs(10);
             while matches!(self.0.try_wait(), Ok(None)) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
@@ -79,7 +79,7 @@ impl ServerProc {
         read_buffer: usize,
     ) -> anyhow::Result<Self> {
         let key = std::env::temp_dir().join(format!("blerpc-scale-{}.key", std::process::id()));
-        blerpc_cli::identity::store(&key, &blerpc_cli::identity::generate(), true)?;
+        blerpc::identity::store(&key, &blerpc::identity::generate(), true)?;
         // The server is `blerpc serve` itself: the bench binary runs the CLI's serve code.
         let mut child = crate::process::serve_command()?;
         child

@@ -19,13 +19,19 @@ use blerpc::link::tls::TlsServerConfig;
 use blerpc_gateway::{Admission, Gateway, GatewayConfig};
 use blerpc_schema::Schema;
 use clap::Args;
+use serde::{Deserialize, Serialize};
 
-use crate::link::{Address, ListenOptions, Listener, TracedAcceptor};
+use blerpc::link::Acceptor;
+use blerpc::link::listen::{ListenOptions, Listener, OnAcceptor};
+use blerpc::link::url::LinkUrl;
+use blerpc::process::shutdown_signal;
+
+use crate::links::listen_error;
 
 mod workers;
 
-/// `blerpc gateway` options.
-#[derive(Debug, Args)]
+/// `blerpc gateway` options (serialised whole to each worker of `--workers`).
+#[derive(Clone, Debug, PartialEq, Args, Serialize, Deserialize)]
 pub struct GatewayArgs {
     /// Where devices connect: tcp://HOST:PORT, tls://HOST:PORT, ws://HOST:PORT[/PATH],
     /// wss://HOST:PORT[/PATH] (repeatable). Port 0 picks a free port; the `devices` lines show
@@ -116,26 +122,33 @@ pub struct GatewayArgs {
     /// device's calls to its worker. For more devices than one process can hold.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub workers: usize,
-    /// Internal: run as worker K of `--workers` (the internal token on stdin).
-    #[arg(long, value_name = "K", hide = true)]
-    pub worker: Option<usize>,
+    /// Internal: run as a worker of `--workers`: the options, the worker's index and the
+    /// internal token come from the parent on stdin, not from the command line.
+    #[arg(long, hide = true)]
+    pub worker: bool,
     /// Internal: the subcommand that runs a gateway in this executable, for the workers
     /// (`gateway` in `blerpc`; the benchmarks' binary embeds it under another name).
     #[arg(long, value_name = "NAME", hide = true, default_value = "gateway")]
     pub worker_subcommand: String,
 }
 
-/// Runs `blerpc gateway` on its runtime: one thread for a worker, one per CPU otherwise.
+/// Runs `blerpc gateway` on its runtime: one thread for a worker (which takes its options from
+/// its parent on stdin first), one per CPU otherwise.
 pub fn run_blocking(args: &GatewayArgs) -> anyhow::Result<()> {
-    let runtime = if args.worker.is_some() {
-        tokio::runtime::Builder::new_current_thread()
+    let _ = blerpc::process::raise_nofile_limit();
+    if args.worker {
+        let worker: workers::GatewayWorker = blerpc::process::workers::read_config()?;
+        return tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?
-    };
+            .block_on(workers::run_worker(worker));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    if args.workers > 1 {
+        return runtime.block_on(workers::run(args));
+    }
     runtime.block_on(run(args))
 }
 
@@ -213,22 +226,35 @@ pub fn config(args: &GatewayArgs) -> anyhow::Result<(GatewayConfig, Schema, Guar
     Ok((config, schema, guard))
 }
 
+/// Serves devices from an acceptor until Ctrl-C or SIGTERM.
+struct ServeDevices(Gateway);
+
+impl OnAcceptor for ServeDevices {
+    type Output = std::io::Result<()>;
+    async fn run<A: Acceptor>(self, acceptor: A) -> std::io::Result<()> {
+        self.0.serve_devices(acceptor, shutdown_signal()).await
+    }
+}
+
 /// Binds every `--devices` listener for `gateway` and serves it on a task of its own (with
 /// `reuse_port`: sharing the port with other workers); returns the bound URLs.
 pub(crate) async fn bind_devices(
     args: &GatewayArgs,
     gateway: &Gateway,
     reuse_port: bool,
-) -> anyhow::Result<Vec<String>> {
+) -> anyhow::Result<Vec<LinkUrl>> {
     let device_tls = match (&args.tls_cert, &args.tls_key) {
         (Some(c), Some(k)) => Some(TlsServerConfig::from_pem_files(c, k)?),
         _ => None,
     };
     let mut urls = Vec::new();
     for url in &args.devices {
-        let address: Address = url.parse().with_context(|| format!("--devices {url}"))?;
+        let parsed: LinkUrl = url.parse().with_context(|| format!("--devices {url}"))?;
+        if !parsed.is_ip() {
+            bail!("--devices {url}: devices connect over tcp://, tls://, ws:// or wss://");
+        }
         let listener = Listener::bind(
-            &address,
+            &parsed,
             &ListenOptions {
                 tls: device_tls.clone(),
                 tcp: TcpOptions {
@@ -240,37 +266,23 @@ pub(crate) async fn bind_devices(
                 ..ListenOptions::default()
             },
         )
-        .await?;
+        .await
+        .map_err(listen_error)?;
         urls.push(listener.url());
         let gateway = gateway.clone();
         tokio::spawn(async move {
-            let shutdown = crate::serve::shutdown_signal();
-            let result = match listener {
-                Listener::Tcp(a, _) => gateway.serve_devices(TracedAcceptor(a), shutdown).await,
-                Listener::Tls(a, _) => gateway.serve_devices(TracedAcceptor(a), shutdown).await,
-                Listener::Ws(a, _) => gateway.serve_devices(TracedAcceptor(a), shutdown).await,
-                #[allow(unreachable_patterns)]
-                _ => Err(std::io::Error::other(
-                    "devices connect over tcp://, tls://, ws:// or wss://",
-                )),
-            };
-            if let Err(e) = result {
-                tracing::error!("a device listener stopped: {e}");
+            match listener.with_acceptor(ServeDevices(gateway)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::error!("a device listener stopped: {e}"),
+                Err(e) => tracing::error!("a device listener stopped: {e}"),
             }
         });
     }
     Ok(urls)
 }
 
-/// Runs `blerpc gateway` until Ctrl-C or SIGTERM.
-pub async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
-    let _ = crate::os::raise_nofile_limit();
-    if let Some(k) = args.worker {
-        return workers::run_worker(args, k).await;
-    }
-    if args.workers > 1 {
-        return workers::run(args).await;
-    }
+/// Runs one gateway process until Ctrl-C or SIGTERM.
+async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
     let (mut config, schema, guard) = config(args)?;
     let http = tokio::net::TcpListener::bind(args.http)
         .await
@@ -318,15 +330,10 @@ pub async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
     }
     match http_tls {
         Some(tls) => {
-            blerpc_gateway::http::serve_tls(
-                gateway,
-                http,
-                tls.rustls().clone(),
-                crate::serve::shutdown_signal(),
-            )
-            .await
+            blerpc_gateway::http::serve_tls(gateway, http, tls.rustls().clone(), shutdown_signal())
+                .await
         }
-        None => blerpc_gateway::http::serve(gateway, http, crate::serve::shutdown_signal()).await,
+        None => blerpc_gateway::http::serve(gateway, http, shutdown_signal()).await,
     }
     .context("the HTTP server failed")
 }
@@ -334,18 +341,13 @@ pub async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
 #[cfg(feature = "ble-central")]
 async fn keep_ble(gateway: Gateway, name: String) -> anyhow::Result<()> {
     use blerpc::link::ble::central::{BleCentralLink, BleCentralOptions};
-    let mut options = BleCentralOptions::default();
-    if name.len() == 17 && name.matches(':').count() == 5 || name.len() == 36 {
-        options.address = Some(name.clone());
-    } else {
-        options.name = Some(name.clone());
-    }
+    let options = BleCentralOptions::for_peripheral(Some(&name));
     gateway
         .keep_connected(
             &name,
             move || BleCentralLink::connect(options.clone()),
             blerpc_gateway::devices::default_backoff(),
-            crate::serve::shutdown_signal(),
+            shutdown_signal(),
         )
         .await;
     Ok(())

@@ -1,95 +1,83 @@
-//! `blerpc gateway --workers N`: N worker gateways share the device ports (`SO_REUSEPORT`) and
-//! a front serves the public HTTP API, routing each device's requests to the worker that holds
-//! it (`blerpc_gateway::cluster`).
+//! `blerpc gateway --workers N`: N worker gateways share the device ports (`SO_REUSEPORT`,
+//! [`blerpc::process::workers`]) and a front serves the public HTTP API, routing each device's
+//! requests to the worker that holds it (`blerpc_gateway::cluster`).
 //!
 //! ```text
 //! parent: reserve the device ports, bind the HTTP port, make an internal token
-//!   ├── worker 0: blerpc gateway --worker 0 --devices <url with the port> --http 127.0.0.1:0 …  (token on stdin)
-//!   ├── ...           each prints `worker http ADDR`, then `+ ID` / `- ID` as devices come and go
+//!   ├── worker 0: blerpc gateway --worker   stdin: the parent's GatewayArgs (ports fixed,
+//!   ├── ...                                        HTTP on loopback, its relay URL), its index
+//!   │                                              and the token; prints `worker http ADDR`
 //!   └── worker N-1
 //! parent prints: devices <url> … and http http://ADDR, then serves the front
 //! ```
 //!
-//! Workers run on one thread each (the workers are the parallelism), exit with the parent, and
-//! if one dies the parent stops the others and exits.
+//! Each worker gets the parent's own [`GatewayArgs`] as one JSON value on its stdin, changed
+//! only where a worker's part differs (its device URLs at the reserved ports, its HTTP API on
+//! loopback, its relay URL through the front, `--worker` set). The front learns which worker holds
+//! which device from each worker's typed presence stream over HTTP
+//! (`blerpc_gateway::routing::claims`). Workers run on one thread each
+//! (the workers are the parallelism), exit with the parent, and if one dies the parent stops
+//! the others and exits.
 
-use std::io::{BufRead as _, BufReader, Write as _};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::io::Write as _;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use anyhow::{Context as _, anyhow, bail};
+use anyhow::{Context as _, anyhow};
+use blerpc::link::url::LinkUrl;
+use blerpc::process::workers::{self, Workers};
 use blerpc_gateway::cluster::Front;
+use serde::{Deserialize, Serialize};
 
 use super::GatewayArgs;
-use crate::link::Address;
-use crate::serve::workers::{reserve_url, stop_children};
 
-/// The options a worker gets from its parent, besides the device URLs, its HTTP address and
-/// its relay URL.
-fn passed_on(args: &GatewayArgs) -> Vec<String> {
-    let mut a: Vec<String> = Vec::new();
-    let mut opt = |name: &str, value: String| {
-        a.push(format!("--{name}"));
-        a.push(value);
-    };
-    if let Some(p) = &args.known_devices {
-        opt("known-devices", p.display().to_string());
-    }
-    if let Some(p) = &args.schema {
-        opt("schema", p.display().to_string());
-    }
-    if let Some(s) = &args.service {
-        opt("service", s.clone());
-    }
-    if let (Some(c), Some(k)) = (&args.tls_cert, &args.tls_key) {
-        opt("tls-cert", c.display().to_string());
-        opt("tls-key", k.display().to_string());
-    }
-    opt("max-in-flight", args.max_in_flight.to_string());
-    opt("max-queued", args.max_queued.to_string());
-    opt("default-deadline-ms", args.default_deadline_ms.to_string());
-    opt("max-deadline-ms", args.max_deadline_ms.to_string());
-    opt("setup-timeout", args.setup_timeout.to_string());
-    opt("max-pending-setups", args.max_pending_setups.to_string());
-    opt("max-devices", args.max_devices.to_string());
-    opt("max-relays", args.max_relays.to_string());
-    opt("max-connection-rate", args.max_connection_rate.to_string());
-    opt("connection-burst", args.connection_burst.to_string());
-    opt("penalty", args.penalty.to_string());
-    if args.enroll {
-        a.push("--enroll".into());
-    }
-    if args.allow_plaintext {
-        a.push("--allow-plaintext".into());
-    }
-    a
+/// How long the workers may take, in all, to print their first lines.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What worker `index` gets on its stdin.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct GatewayWorker {
+    /// The parent's options, with the worker's device URLs, HTTP address and relay URL.
+    pub args: GatewayArgs,
+    /// Which worker this is (its relay path at the front is `/w{index}`).
+    pub index: usize,
+    /// The token the front calls the worker's HTTP API with.
+    pub token: String,
 }
 
-/// Reads the internal token a worker gets from its parent on stdin.
-pub(super) fn read_token() -> anyhow::Result<String> {
-    let mut line = String::new();
-    std::io::stdin()
-        .read_line(&mut line)
-        .context("worker: reading the internal token from stdin")?;
-    let token = line.trim().to_string();
-    if token.len() < 32 {
-        bail!("worker: no internal token on stdin");
+impl GatewayWorker {
+    /// What worker `index` of `args` gets: the device listeners at `devices` (the reserved
+    /// ports), its HTTP API on a loopback port of its own, relays through the front at `front`.
+    pub fn new(
+        args: &GatewayArgs,
+        index: usize,
+        devices: &[LinkUrl],
+        front: SocketAddr,
+        token: &str,
+    ) -> GatewayWorker {
+        let mut args = args.clone();
+        args.devices = devices.iter().map(LinkUrl::to_string).collect();
+        args.http = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        args.relay_url = Some(format!("ws://{front}/w{index}"));
+        args.worker = true;
+        GatewayWorker {
+            args,
+            index,
+            token: token.to_string(),
+        }
     }
-    Ok(token)
 }
 
 /// Runs the parent of `--workers N`.
 pub(super) async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
-    let n = args.workers;
     if args.devices.is_empty() {
-        bail!("--workers needs --devices URL (the workers share the device ports)");
+        anyhow::bail!("--workers needs --devices URL (the workers share the device ports)");
     }
     if !args.ble.is_empty() {
-        bail!("--ble peripherals are held by one process: use it without --workers");
+        anyhow::bail!("--ble peripherals are held by one process: use it without --workers");
     }
     if args.http_tls_cert.is_some() {
-        bail!(
+        anyhow::bail!(
             "--http-tls-cert with --workers is not supported yet: terminate TLS in front of the gateway, or run one process"
         );
     }
@@ -102,10 +90,8 @@ pub(super) async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
     let mut reserved = Vec::new();
     let mut urls = Vec::new();
     for url in &args.devices {
-        let Address::Net(parsed) = url.parse::<Address>()? else {
-            bail!("--devices {url}: devices connect over tcp://, tls://, ws:// or wss://");
-        };
-        let (socket, url) = reserve_url(&parsed)?;
+        let parsed: LinkUrl = url.parse().with_context(|| format!("--devices {url}"))?;
+        let (socket, url) = workers::reserve(&parsed)?;
         urls.push(url);
         reserved.push(socket);
     }
@@ -114,68 +100,18 @@ pub(super) async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
         rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut b);
         hex::encode(b)
     };
-    let common = passed_on(args);
-    let mut children: Vec<Child> = Vec::new();
-    let mut addrs = Vec::new();
-    let mut readers = Vec::new();
-    for k in 0..n {
-        let exe = std::env::current_exe().context("cannot find the blerpc executable")?;
-        let mut c = Command::new(exe);
-        c.arg(&args.worker_subcommand)
-            .args(["--worker", &k.to_string()])
-            .args(["--http", "127.0.0.1:0"])
-            .args(["--relay-url", &format!("ws://{http_addr}/w{k}")]);
-        for u in &urls {
-            c.args(["--devices", &u.to_string()]);
-        }
-        c.args(&common)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        // Spawned from this thread: PR_SET_PDEATHSIG follows the spawning thread.
-        let mut child = c.spawn().context("cannot start a gateway worker")?;
-        let started = (|| {
-            let mut stdin = child.stdin.take().context("worker stdin")?;
-            writeln!(stdin, "{internal}").context("cannot hand the token to a worker")?;
-            drop(stdin);
-            let mut out = BufReader::new(child.stdout.take().context("worker stdout")?);
-            let mut line = String::new();
-            out.read_line(&mut line)
-                .context("reading a worker's first line")?;
-            let addr: SocketAddr = line
-                .trim()
-                .strip_prefix("worker http ")
-                .ok_or_else(|| anyhow!("gateway worker {k} failed to start (see its error above)"))?
-                .parse()?;
-            anyhow::Ok((addr, out))
-        })();
-        match started {
-            Ok((addr, out)) => {
-                addrs.push(addr);
-                readers.push(out);
-                children.push(child);
-            }
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                stop_children(children.iter_mut().collect());
-                return Err(e);
-            }
-        }
-    }
+    let (mut started, addrs) = Workers::start(
+        args.workers,
+        |_| workers::this_program([args.worker_subcommand.as_str(), "--worker"]),
+        |k| GatewayWorker::new(args, k, &urls, http_addr, &internal),
+        |_, line| {
+            line.strip_prefix("worker http ")
+                .and_then(|a| a.parse::<SocketAddr>().ok())
+                .ok_or(())
+        },
+        START_TIMEOUT,
+    )?;
     let front = Front::new(addrs, internal, config.tokens.clone());
-    for (k, out) in readers.into_iter().enumerate() {
-        let front = front.clone();
-        std::thread::spawn(move || {
-            for line in out.lines().map_while(Result::ok) {
-                if let Some(id) = line.strip_prefix("+ ") {
-                    front.device_event(k, id, true);
-                } else if let Some(id) = line.strip_prefix("- ") {
-                    front.device_event(k, id, false);
-                }
-            }
-        });
-    }
     {
         let mut out = std::io::stdout().lock();
         for u in &urls {
@@ -184,55 +120,89 @@ pub(super) async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
         writeln!(out, "http http://{http_addr}")?;
         out.flush()?;
     }
-    let serving = tokio::spawn(front.serve(http, crate::serve::shutdown_signal()));
-    let mut tick = tokio::time::interval(Duration::from_millis(200));
-    let result = loop {
-        tick.tick().await;
-        if serving.is_finished() {
-            break Ok(());
-        }
-        if let Some(pid) = children
-            .iter_mut()
-            .find_map(|c| (!matches!(c.try_wait(), Ok(None))).then(|| c.id()))
-        {
-            break Err(anyhow!("gateway worker {pid} exited; stopping the others"));
-        }
-    };
-    stop_children(children.iter_mut().collect());
+    let mut serving = tokio::spawn(front.serve(http, blerpc::process::shutdown_signal()));
+    let result = started
+        .watch(async {
+            let _ = (&mut serving).await;
+        })
+        .await;
+    started.stop();
     drop(reserved);
-    result
+    result.map_err(|e| anyhow!("gateway {e}"))
 }
 
 /// Runs one worker: a whole gateway on the shared device ports, its HTTP API on loopback for
-/// the front, its device events on stdout.
-pub(super) async fn run_worker(args: &GatewayArgs, k: usize) -> anyhow::Result<()> {
-    crate::os::die_with_parent();
-    let token = read_token()?;
-    let (mut config, schema, guard) = super::config(args)?;
+/// the front (which follows its devices through the API's presence stream).
+pub(super) async fn run_worker(worker: GatewayWorker) -> anyhow::Result<()> {
+    let GatewayWorker { args, index, token } = worker;
+    let (mut config, schema, guard) = super::config(&args)?;
     config.tokens = vec![token];
     let gateway = blerpc_gateway::Gateway::with_schema(config, schema, guard)?;
-    let mut events = gateway.device_events();
     let http = tokio::net::TcpListener::bind(args.http).await?;
     let addr = http.local_addr()?;
-    super::bind_devices(args, &gateway, true).await?;
+    super::bind_devices(&args, &gateway, true).await?;
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "worker http {addr}")?;
         out.flush()?;
     }
-    tokio::spawn(async move {
-        let mut out = std::io::stdout();
-        while let Some((id, online)) = events.recv().await {
-            let sign = if online { '+' } else { '-' };
-            if writeln!(out, "{sign} {id}")
-                .and_then(|()| out.flush())
-                .is_err()
-            {
-                return;
-            }
-        }
-    });
-    tracing::debug!("gateway worker {k} on {addr}");
-    blerpc_gateway::http::serve(gateway, http, crate::serve::shutdown_signal()).await?;
+    tracing::debug!("gateway worker {index} on {addr}");
+    blerpc_gateway::http::serve(gateway, http, blerpc::process::shutdown_signal()).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use clap::Parser as _;
+
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        gateway: GatewayArgs,
+    }
+
+    /// A worker gets every option as the parent parsed it, changed only where its part
+    /// differs: the same value serialised, not a list of flags.
+    #[test]
+    fn a_worker_gets_the_parents_options() {
+        let parent = Cli::try_parse_from([
+            "gateway",
+            "--devices",
+            "tcp://127.0.0.1:0",
+            "--devices",
+            "ws://127.0.0.1:0/d",
+            "--enroll",
+            "--tokens",
+            "/t",
+            "--max-queued",
+            "9",
+            "--penalty",
+            "0.5",
+            "--workers",
+            "2",
+        ])
+        .unwrap()
+        .gateway;
+        let devices: Vec<LinkUrl> = ["tcp://127.0.0.1:7001", "ws://127.0.0.1:7002/d"]
+            .iter()
+            .map(|u| u.parse().unwrap())
+            .collect();
+        let front: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let sent = GatewayWorker::new(&parent, 1, &devices, front, "k".repeat(64).as_str());
+        let json = serde_json::to_string(&sent).unwrap();
+        let got: GatewayWorker = serde_json::from_str(&json).unwrap();
+        let mut want = parent.clone();
+        want.devices = vec![
+            "tcp://127.0.0.1:7001".into(),
+            "ws://127.0.0.1:7002/d".into(),
+        ];
+        want.http = "127.0.0.1:0".parse().unwrap();
+        want.relay_url = Some("ws://127.0.0.1:8080/w1".into());
+        want.worker = true;
+        assert_eq!(got.args, want);
+        assert_eq!((got.index, got.token.len()), (1, 64));
+    }
 }

@@ -11,17 +11,22 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, anyhow, bail};
+use anyhow::Context as _;
 use blerpc::Server;
 use blerpc::backoff::Backoff;
-use blerpc::link::tcp::{self, TcpOptions};
-use blerpc::link::tls::{self, TlsClientConfig};
+use blerpc::link::Link;
+use blerpc::link::connect::{ConnectError, ConnectOptions, OnLink, open};
 use blerpc::link::url::LinkUrl;
-use blerpc::link::ws::{self, WsOptions};
-use blerpc::server::{BoxFuture, BoxStream, Bytes, CallKind, Dispatch, Status};
+use blerpc::server::{BoxFuture, BoxStream, Bytes, CallKind, Dispatch, ServerError, Status};
 use blerpc_gateway::relay::RELAY_COMMAND;
 
-use crate::link::Traced;
+use crate::links::{TrustFlags, connect_error};
+
+/// `--dial`'s trust flags.
+const DIAL_TRUST: TrustFlags = TrustFlags {
+    ca: "--dial-tls-ca",
+    pin: "--dial-tls-cert-pin",
+};
 
 /// Where and how a device dials.
 #[derive(Clone, Debug)]
@@ -29,54 +34,50 @@ pub struct Dialer {
     /// The gateway's device listener.
     pub url: LinkUrl,
     /// Trust for `tls://` and `wss://` (gateway and relay URLs alike).
-    pub tls: Option<TlsClientConfig>,
+    pub options: ConnectOptions,
+}
+
+/// Serves one connection on a link until it closes.
+struct ServeOn<'a>(&'a Server);
+
+impl OnLink for ServeOn<'_> {
+    type Output = Result<(), ServerError>;
+    fn run<L: Link>(self, link: L) -> impl Future<Output = Self::Output> + Send {
+        self.0.serve_link(link)
+    }
+}
+
+/// Serves a relayed connection on a task of its own (for at most a week), answering at once.
+struct ServeRelayed(Server);
+
+impl OnLink for ServeRelayed {
+    type Output = ();
+    fn run<L: Link>(self, link: L) -> impl Future<Output = ()> + Send {
+        tracing::info!("relayed connection open");
+        tokio::spawn(async move {
+            match tokio::time::timeout(Duration::from_secs(7 * 24 * 3600), self.0.serve_link(link))
+                .await
+            {
+                Ok(Ok(())) | Err(_) => tracing::info!("relayed connection closed"),
+                Ok(Err(e)) => tracing::info!("relayed connection ended: {e}"),
+            }
+        });
+        std::future::ready(())
+    }
 }
 
 impl Dialer {
-    /// Connects to `url` and serves one connection on it with `server` until it closes.
-    async fn serve_once(&self, url: &LinkUrl, server: &Server) -> anyhow::Result<()> {
-        let what = || format!("cannot connect to {url}");
-        let need_tls = || {
-            self.tls.as_ref().ok_or_else(|| {
-                anyhow!(
-                    "{url} needs TLS trust: pass --dial-tls-ca FILE or --dial-tls-cert-pin FILE"
-                )
-            })
-        };
-        let served = match url {
-            LinkUrl::Tcp { .. } => {
-                let link = tcp::connect(url.authority(), &TcpOptions::default())
-                    .await
-                    .with_context(what)?;
-                server.serve_link(Traced::new(link)).await
-            }
-            LinkUrl::Tls { host, port } => {
-                let link = tls::connect(host, *port, need_tls()?, &TcpOptions::default())
-                    .await
-                    .with_context(what)?;
-                server.serve_link(Traced::new(link)).await
-            }
-            LinkUrl::Ws { secure, .. } => {
-                let link = if *secure {
-                    ws::connect_tls(&url.to_string(), need_tls()?, &WsOptions::default()).await
-                } else {
-                    ws::connect(&url.to_string(), &WsOptions::default()).await
-                }
-                .with_context(what)?;
-                server.serve_link(Traced::new(link)).await
-            }
-            other => bail!("cannot dial {other}: use tcp://, tls://, ws:// or wss://"),
-        };
-        served.with_context(|| format!("the connection to {url} failed"))
+    /// Connects to the gateway and serves one connection on it with `server` until it closes.
+    async fn serve_once(&self, server: &Server) -> anyhow::Result<()> {
+        let url = &self.url;
+        open(url, &self.options, ServeOn(server))
+            .await
+            .map_err(|e| connect_error(e, &DIAL_TRUST))?
+            .with_context(|| format!("the connection to {url} failed"))
     }
 
     fn host(&self) -> &str {
-        match &self.url {
-            LinkUrl::Tcp { host, .. } | LinkUrl::Tls { host, .. } | LinkUrl::Ws { host, .. } => {
-                host
-            }
-            _ => "",
-        }
+        self.url.host().unwrap_or_default()
     }
 }
 
@@ -103,7 +104,7 @@ pub async fn run(
         let started = Instant::now();
         tokio::select! {
             () = &mut shutdown => return Ok(()),
-            r = dialer.serve_once(&dialer.url, &server) => match r {
+            r = dialer.serve_once(&server) => match r {
                 Ok(()) => tracing::info!(url = %dialer.url, "the gateway closed the connection"),
                 Err(e) => tracing::warn!("{e:#}"),
             },
@@ -162,33 +163,17 @@ impl Dispatch for RelayDispatch {
         let dialer = self.dialer.clone();
         let plain = self.plain.clone();
         Box::pin(async move {
-            let url = url?;
-            let link = match &url {
-                LinkUrl::Ws { secure: true, .. } => match &dialer.tls {
-                    Some(tls) => {
-                        ws::connect_tls(&url.to_string(), tls, &WsOptions::default()).await
-                    }
-                    None => {
-                        return Err(Status::handler_failed(
-                            "cannot open a wss:// relay without --dial-tls-ca or --dial-tls-cert-pin",
-                        ));
-                    }
-                },
-                _ => ws::connect(&url.to_string(), &WsOptions::default()).await,
-            }
-            .map_err(|e| Status::handler_failed(format!("cannot open the relayed connection: {e}")))?;
-            tracing::info!("relayed connection open");
-            tokio::spawn(async move {
-                match tokio::time::timeout(
-                    Duration::from_secs(7 * 24 * 3600),
-                    plain.serve_link(Traced::new(link)),
-                )
+            open(&url?, &dialer.options, ServeRelayed(plain))
                 .await
-                {
-                    Ok(Ok(())) | Err(_) => tracing::info!("relayed connection closed"),
-                    Ok(Err(e)) => tracing::info!("relayed connection ended: {e}"),
-                }
-            });
+                .map_err(|e| match e {
+                    ConnectError::NoTlsTrust { .. } => Status::handler_failed(
+                        "cannot open a wss:// relay without --dial-tls-ca or --dial-tls-cert-pin",
+                    ),
+                    e => Status::handler_failed(format!(
+                        "cannot open the relayed connection: {:#}",
+                        anyhow::Error::new(e)
+                    )),
+                })?;
             Ok(Vec::new())
         })
     }

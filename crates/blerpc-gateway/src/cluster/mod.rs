@@ -318,11 +318,6 @@ impl Front {
         }
     }
 
-    /// Obsolete: the front follows each worker's typed presence stream itself, and ignores
-    /// this. Kept only while the CLI's worker code (being rewritten) still reads `+ id` lines.
-    #[doc(hidden)]
-    pub fn device_event(&self, _worker: usize, _id: &str, _online: bool) {}
-
     /// Devices online, by the workers' claims.
     pub fn online(&self) -> usize {
         self.table.online()

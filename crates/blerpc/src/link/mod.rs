@@ -13,14 +13,22 @@
 //!
 //! Transports: [`mem`] (in-memory, for tests and in-process use); TCP, TLS, WebSocket, serial and
 //! BLE are added behind features.
+//!
+//! By URL ([`url::LinkUrl`]: `tcp://`, `tls://`, `ws://`, `wss://`, `serial://`, `ble://`):
+//! [`connect`] opens a link and sets up a [`Client`](crate::Client) on it, [`listen`] binds a
+//! listener and serves a [`Server`](crate::Server) on it; both [`trace`] every PDU.
 
 #[cfg(any(feature = "ble-central", feature = "ble-peripheral"))]
 pub mod ble;
+pub mod connect;
 pub mod guard;
 #[cfg(any(feature = "tls", feature = "ws"))]
 pub(crate) mod handshakes;
+pub mod listen;
 #[cfg(feature = "tcp")]
 mod listener;
+#[cfg(feature = "local-ca")]
+pub mod local_ca;
 pub mod mem;
 #[cfg(all(unix, feature = "serial"))]
 pub mod pty;
@@ -31,6 +39,7 @@ pub mod serial;
 pub mod tcp;
 #[cfg(feature = "tls")]
 pub mod tls;
+pub mod trace;
 pub mod url;
 #[cfg(feature = "ws")]
 pub mod ws;

@@ -38,6 +38,7 @@ use tokio::net::{TcpStream, ToSocketAddrs};
 pub use tokio_rustls::TlsStream;
 
 use super::tcp::{self, StreamRx, StreamTx, TcpOptions};
+use super::url::authority;
 use super::{Link, LinkError};
 
 /// Errors loading TLS certificates and keys.
@@ -405,15 +406,6 @@ pub async fn handshake_stream(
         })
     })
     .await
-}
-
-/// `host:port`, bracketing an IPv6 host.
-pub(crate) fn authority(host: &str, port: u16) -> String {
-    if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
 }
 
 /// A TLS connection carrying bleRPC containers.

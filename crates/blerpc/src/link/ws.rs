@@ -53,7 +53,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{self, Bytes, Message};
 
 use super::tcp::{self, TcpOptions, check_pdu};
-use super::url::LinkUrl;
+use super::url::{LinkUrl, authority};
 use super::{Link, LinkError, LinkRx, LinkTx};
 
 /// Options of the WebSocket link.
@@ -182,17 +182,22 @@ fn url_error(e: impl std::fmt::Display) -> LinkError {
 /// Bounded by [`TcpOptions::handshake_timeout`].
 pub async fn connect(url: &str, options: &WsOptions) -> Result<WsLink, LinkError> {
     let parsed: LinkUrl = url.parse().map_err(url_error)?;
-    match &parsed {
-        LinkUrl::Ws { secure: false, .. } => {}
+    let authority = match &parsed {
+        LinkUrl::Ws {
+            secure: false,
+            host,
+            port,
+            ..
+        } => authority(host, *port),
         LinkUrl::Ws { secure: true, .. } => {
             return Err(LinkError::Transport(format!(
                 "`{url}` needs TLS: use ws::connect_tls (feature `tls`)"
             )));
         }
         _ => return Err(LinkError::Transport(format!("`{url}` is not a ws:// URL"))),
-    }
+    };
     tcp::timed(options.tcp.handshake_timeout, "WebSocket connect", async {
-        let stream = TcpStream::connect(parsed.authority()).await?;
+        let stream = TcpStream::connect(authority).await?;
         stream.set_nodelay(options.tcp.nodelay)?;
         client_handshake(&parsed, WsStream::Plain(stream), options).await
     })
@@ -208,13 +213,16 @@ pub async fn connect_tls(
     options: &WsOptions,
 ) -> Result<WsLink, LinkError> {
     let parsed: LinkUrl = url.parse().map_err(url_error)?;
-    let LinkUrl::Ws { secure, host, .. } = &parsed else {
+    let LinkUrl::Ws {
+        secure, host, port, ..
+    } = &parsed
+    else {
         return Err(LinkError::Transport(format!(
             "`{url}` is not a ws:// or wss:// URL"
         )));
     };
     tcp::timed(options.tcp.handshake_timeout, "WebSocket connect", async {
-        let stream = TcpStream::connect(parsed.authority()).await?;
+        let stream = TcpStream::connect(authority(host, *port)).await?;
         stream.set_nodelay(options.tcp.nodelay)?;
         let stream = if *secure {
             WsStream::Tls(Box::new(tokio_rustls::TlsStream::Client(

@@ -186,6 +186,24 @@ impl Default for BleCentralOptions {
     }
 }
 
+impl BleCentralOptions {
+    /// The default options, narrowed to `peripheral` (what follows `ble://` in a
+    /// [`LinkUrl`](crate::link::url::LinkUrl)): an address (`AA:BB:CC:DD:EE:FF`, or a
+    /// CoreBluetooth UUID of 36 characters) sets [`address`](Self::address), anything else
+    /// [`name`](Self::name); `None` leaves both unset (any bleRPC peripheral).
+    pub fn for_peripheral(peripheral: Option<&str>) -> BleCentralOptions {
+        let mut options = BleCentralOptions::default();
+        match peripheral {
+            Some(p) if p.len() == 17 && p.matches(':').count() == 5 || p.len() == 36 => {
+                options.address = Some(p.to_string());
+            }
+            Some(name) => options.name = Some(name.to_string()),
+            None => {}
+        }
+        options
+    }
+}
+
 /// A peripheral found by [`scan`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Found {
@@ -442,6 +460,22 @@ impl BleCentralLink<BtleplugGatt> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_peripheral_is_an_address_or_a_name() {
+        let o = BleCentralOptions::for_peripheral(Some("AA:BB:CC:DD:EE:FF"));
+        assert_eq!(
+            (o.address.as_deref(), o.name),
+            (Some("AA:BB:CC:DD:EE:FF"), None)
+        );
+        let uuid = "12345678-1234-1234-1234-123456789abc";
+        let o = BleCentralOptions::for_peripheral(Some(uuid));
+        assert_eq!(o.address.as_deref(), Some(uuid));
+        let o = BleCentralOptions::for_peripheral(Some("blerpc-demo"));
+        assert_eq!((o.address, o.name.as_deref()), (None, Some("blerpc-demo")));
+        let o = BleCentralOptions::for_peripheral(None);
+        assert_eq!((o.address, o.name), (None, None));
+    }
 
     #[test]
     fn mtu_choice() {

@@ -1,8 +1,17 @@
-//! Process plumbing for the multi-process mode (`serve --workers`): the open-file limit, dying
-//! with the parent, signalling children. Linux only where it says so; elsewhere the functions
-//! report "unsupported" instead of failing the build.
+//! Processes (feature `process`): the plumbing of a server that runs as several processes.
+//!
+//! - The open-file limit ([`raise_nofile_limit`]: a server holds a socket per connection),
+//!   dying with the parent ([`die_with_parent`]) and stopping a child ([`terminate`]).
+//! - [`workers`]: N copies of this program started as workers, each given one typed
+//!   configuration on its stdin, sharing a port with `SO_REUSEPORT`, supervised until a
+//!   shutdown signal or until one of them dies.
+//!
+//! Unix; Linux only where it says so. Elsewhere the functions report "unsupported" instead of
+//! failing the build.
 
 use std::io;
+
+pub mod workers;
 
 /// Raises the soft open-file limit to the hard limit and returns `(soft, hard)` after the change.
 /// The hard limit itself cannot be raised without privileges (and often not at all in a
@@ -53,4 +62,28 @@ pub fn terminate(_pid: u32) -> io::Result<()> {
         io::ErrorKind::Unsupported,
         "signals: Unix only",
     ))
+}
+
+/// Completes on Ctrl-C, or SIGTERM on Unix: when a server (or a parent of workers) should shut
+/// down.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

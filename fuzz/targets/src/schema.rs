@@ -1,8 +1,9 @@
-//! The CLI's parser of user input: JSON ⇄ protobuf for the demo schema (`blerpc_cli::schema`).
+//! The schema's parser of user input: JSON ⇄ protobuf for the demo schema (`blerpc_schema`), as
+//! `blerpc call` and the gateway use it.
 
 use std::sync::OnceLock;
 
-use blerpc_cli::schema::{Method, Schema};
+use blerpc_schema::{Method, Schema};
 
 use crate::input::Cursor;
 

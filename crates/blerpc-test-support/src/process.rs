@@ -1,7 +1,6 @@
-//! Helpers for tests that spawn processes: a guard that kills them, bounded line reads, bounded
-//! waits, the reference venv's python. Shared by the CLI's tests (the binary under test is
-//! `blerpc`) and the benchmark crate's (`blerpc-bench`, which serves with the same code).
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+//! Processes under test: the binary of the package under test, a guard that kills a child,
+//! bounded line reads, bounded runs, the reference venv's python.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead as _, BufReader, Read as _};
 use std::path::PathBuf;
@@ -12,24 +11,53 @@ use std::time::{Duration, Instant};
 /// Every wait in these tests is bounded by this.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The binary under test: `blerpc` in the CLI's tests, `blerpc-bench` in the benchmarks'.
+/// The path of the binary under test: the one binary of the package whose tests run (Cargo
+/// sets `CARGO_BIN_EXE_<name>` for them): `blerpc` in the CLI's tests, `blerpc-bench` in the
+/// benchmarks'.
+pub fn exe() -> PathBuf {
+    let mut found: Vec<(String, PathBuf)> = std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let name = k.to_str()?.strip_prefix("CARGO_BIN_EXE_")?.to_string();
+            Some((name, PathBuf::from(v)))
+        })
+        .collect();
+    found.sort();
+    match found.as_slice() {
+        [(_, path)] => path.clone(),
+        [] => panic!(
+            "no CARGO_BIN_EXE_* in the environment: run these tests with `cargo test` in a \
+             package with a binary (blerpc-cli or blerpc-bench)"
+        ),
+        more => panic!(
+            "several binaries under test ({:?}): this helper serves packages with one",
+            more.iter().map(|(n, _)| n).collect::<Vec<_>>()
+        ),
+    }
+}
+
+/// A command running the binary under test ([`exe`]) with `RUST_LOG` removed and a
+/// configuration directory of its own (`$XDG_CONFIG_HOME` under the target directory's
+/// `tmp/`), so no user's known keys or identity seed is read or written; a test that needs one
+/// across commands names it explicitly.
 pub fn bin() -> Command {
-    let path = option_env!("CARGO_BIN_EXE_blerpc")
-        .or(option_env!("CARGO_BIN_EXE_blerpc-bench"))
-        .expect("a test of blerpc-cli or blerpc-bench");
-    let mut c = Command::new(path);
+    let exe = exe();
+    let mut c = Command::new(&exe);
     c.env_remove("RUST_LOG");
-    // A configuration directory of its own for each command (no user's known keys or identity
-    // seed is read or written); a test that needs one across commands names it explicitly.
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let config = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("config-{}-{n}", std::process::id()));
-    c.env("XDG_CONFIG_HOME", config);
+    // target/<profile>/<binary> → target/tmp (where Cargo puts CARGO_TARGET_TMPDIR).
+    let target = exe
+        .parent()
+        .and_then(|profile| profile.parent())
+        .map_or_else(std::env::temp_dir, |t| t.join("tmp"));
+    c.env(
+        "XDG_CONFIG_HOME",
+        target.join(format!("config-{}-{n}", std::process::id())),
+    );
     c
 }
 
-/// `blerpc` in the CLI's tests.
+/// `blerpc` in the CLI's tests ([`bin`]).
 pub fn blerpc() -> Command {
     bin()
 }
@@ -39,7 +67,8 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The reference venv's python ($BLERPC_VENV, else <repo>/.venv); panics with how to create it.
+/// The reference venv's python (`$BLERPC_VENV`, else `<repo>/.venv`); panics with how to
+/// create it.
 pub fn venv_python() -> PathBuf {
     let venv = std::env::var_os("BLERPC_VENV")
         .map(PathBuf::from)
@@ -57,9 +86,11 @@ pub fn venv_python() -> PathBuf {
 
 /// A spawned process, killed when dropped; its stdout lines arrive on a channel.
 pub struct Proc {
+    /// The process.
     pub child: Child,
     lines: mpsc::Receiver<String>,
     stderr: Option<std::thread::JoinHandle<String>>,
+    /// What the test calls it (in panics).
     pub name: String,
 }
 
@@ -131,8 +162,11 @@ impl Drop for Proc {
 
 /// Output of a finished process.
 pub struct Done {
+    /// How it exited.
     pub status: ExitStatus,
+    /// All it wrote on stdout.
     pub stdout: String,
+    /// All it wrote on stderr.
     pub stderr: String,
 }
 

@@ -2,7 +2,7 @@
 //! a pipe, CI), so that neither gets the other's escape codes or silence.
 //!
 //! ```
-//! use blerpc_cli::progress::Steps;
+//! use blerpc_demo::progress::Steps;
 //!
 //! let steps = Steps::new("  macos", 3);
 //! steps.phase("functional");

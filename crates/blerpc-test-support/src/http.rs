@@ -1,7 +1,7 @@
 //! A small blocking HTTP/1.1 client for the gateway's tests: one request per connection
 //! (`Connection: close`), the whole response read (chunked bodies decoded), every read bounded
 //! by 30 s.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
@@ -13,8 +13,11 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// A response.
 #[derive(Debug)]
 pub struct Response {
+    /// The status code.
     pub status: u16,
+    /// The header fields, in order.
     pub headers: Vec<(String, String)>,
+    /// The body (chunked transfer decoded).
     pub body: Vec<u8>,
 }
 
