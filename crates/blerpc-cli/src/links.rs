@@ -55,10 +55,7 @@ pub fn connect_error(e: ConnectError, trust: &TrustFlags) -> anyhow::Error {
         ConnectError::Unsupported { url, feature } => unsupported(&url, feature),
         ConnectError::Setup { url, source } => match *source {
             blerpc::Error::Central(CentralError::Identity(why @ IdentityError::Changed { .. })) => {
-                anyhow!(
-                    "{url}: {why}; if the server's key changed on purpose, remove its entry from \
-                     that file or pass --trust-key HEX"
-                )
+                anyhow!("{url}: {why}, or pass --trust-key HEX")
             }
             blerpc::Error::Central(CentralError::Identity(why)) => anyhow!("{url}: {why}"),
             other @ blerpc::Error::Central(CentralError::Setup(CloseReason::IdentityRejected)) => {

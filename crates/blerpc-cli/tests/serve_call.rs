@@ -202,8 +202,11 @@ fn known_keys_pin_on_first_use_and_refuse_a_changed_key() {
     assert!(!d.status.success());
     assert_eq!(d.stderr.lines().count(), 1, "{}", d.stderr);
     assert!(
-        d.stderr
-            .contains(&format!("is pinned in {kk}; if the server's key changed on purpose, remove its entry from that file")),
+        d.stderr.contains(&format!(
+            "is pinned for it in {kk}: the device was re-keyed, or this is not the device"
+        )) && d.stderr.contains(
+            "remove the pin only if you know why the key changed, or pass --trust-key HEX"
+        ),
         "{}",
         d.stderr
     );

@@ -39,7 +39,7 @@ pub enum KnownKeysError {
     },
     /// The file is not a JSON object of hex keys.
     #[error(
-        "known-keys file {path} is malformed: {reason}; connections are refused until it is a \
+        "known-keys file {path} is malformed: {reason}; connections are refused until the file is a \
          JSON object of \"device\": \"64 hex digits\" (fix the entry, or use another file)"
     )]
     Malformed {

@@ -315,7 +315,12 @@ impl Task {
             LinkError::Framing(_) | LinkError::TooLarge { .. } => LinkFailureKind::Framing,
             _ => LinkFailureKind::Failed,
         };
-        let failure = LinkFailure::new(kind, e.to_string());
+        // "The link closed" says all a peer's close says.
+        let message = match &e {
+            LinkError::Closed => String::new(),
+            e => e.to_string(),
+        };
+        let failure = LinkFailure::new(kind, message);
         self.refuse_ready(Error::Link(e));
         self.table.handle_link_lost(now, failure);
         self.poll_events();
