@@ -83,6 +83,7 @@ fn main_body(scratch: &mut Scratch, print: &mut dyn FnMut(&str)) -> bool {
 #[cfg(target_os = "none")]
 mod device {
     use core::alloc::{GlobalAlloc, Layout};
+    use core::mem::MaybeUninit;
 
     use cortex_m_rt::entry;
     use cortex_m_semihosting::{debug, hprintln};
@@ -103,13 +104,14 @@ mod device {
     #[global_allocator]
     static ALLOCATOR: NoAllocator = NoAllocator;
 
-    /// The large buffers (about 900 KB) live in `.bss`, not on the stack.
-    static mut SCRATCH: Option<Scratch> = None;
+    /// The large buffers (about 900 KB) live in `.bss`: not on the stack, and not in `.data`
+    /// (an initialised static would carry its 900 KB image in flash).
+    static mut SCRATCH: MaybeUninit<Scratch> = MaybeUninit::uninit();
 
     #[entry]
     fn main() -> ! {
         // SAFETY: the only reference to SCRATCH, taken once at reset.
-        let scratch = unsafe { (*core::ptr::addr_of_mut!(SCRATCH)).insert(Scratch::new()) };
+        let scratch = unsafe { (*core::ptr::addr_of_mut!(SCRATCH)).write(Scratch::new()) };
         let ok = main_body(scratch, &mut |line| hprintln!("{}", line));
         debug::exit(if ok {
             debug::EXIT_SUCCESS
