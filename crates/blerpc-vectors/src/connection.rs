@@ -13,7 +13,6 @@ use blerpc_proto::connection::{
     PeripheralEvent, Pinning,
 };
 use blerpc_proto::crypto::{CryptoProvider, IdentitySeed};
-use blerpc_proto::session::Session;
 use blerpc_proto::wire::command::Command;
 use blerpc_proto::wire::container::Container;
 use blerpc_proto::{Direction, Role};
@@ -21,7 +20,7 @@ use rand_core::{CryptoRng, RngCore};
 
 use crate::control::direction;
 use crate::fail::{At, Fail, ensure, same_bytes, same_int};
-use crate::session::aead;
+use crate::session::session;
 use crate::{Buffers, Check, Node, Scratch, sized};
 
 /// The largest PDU the checks drive through a connection (ATT MTU 515).
@@ -261,7 +260,7 @@ fn recorded_command<P: CryptoProvider, B: Buffers>(
         Direction::CentralToPeripheral => Role::Peripheral,
         Direction::PeripheralToCentral => Role::Central,
     };
-    let mut session = Session::new(aead(provider, &case.array("session_key")?)?, receiver);
+    let mut session = session(provider, &case.array("session_key")?, receiver)?;
     let range = session
         .open_in_place(frame)
         .map_err(|_| Fail::new("decrypting the recorded frame"))?;

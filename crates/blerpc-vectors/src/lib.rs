@@ -206,8 +206,9 @@ pub(crate) type Check = Result<(), Stop>;
 
 /// The buffer types a platform checks with.
 pub trait Buffers {
-    /// Whole messages, frames and containers, and the assembler's slots. At least 65,556
-    /// bytes (the longest classic message sealed) for the reference families to run.
+    /// Whole messages, frames and containers, and the assembler's slots. A case whose message
+    /// is longer than their capacity is skipped; the reference's own files need 65,535 bytes
+    /// (the longest classic message), the extensions' files up to 5,000,000.
     type Message: Buffer + Default;
     /// The buffers of the central and peripheral state machines the checks drive (the ignored
     /// controls, the recorded transcripts: messages of a few dozen bytes).
