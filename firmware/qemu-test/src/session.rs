@@ -25,7 +25,7 @@ use blerpc_proto::wire::error_code::ErrorCode;
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 
-use crate::{Fail, Tally, ensure};
+use crate::{Fail, Note, Tally, ensure};
 
 /// The flash image `flash_read` reads: byte `i` is `(i * 31 + 7) mod 256`, as the host demo's
 /// synthetic image.
@@ -395,14 +395,14 @@ impl Pair {
 }
 
 /// Connects, runs the twelve tests and the three limits; failures go to `log`.
-pub fn run(tally: &mut Tally, log: &mut dyn FnMut(&str, &str)) -> Option<Pair> {
+pub fn run(tally: &mut Tally, log: &mut dyn FnMut(Note<'_>)) -> Option<Pair> {
     let mut pair = match Pair::connect() {
         Ok(p) => {
             tally.pass("session setup");
             p
         }
         Err(Fail(what)) => {
-            log("setup", what);
+            log(Note::Fail("setup", &what));
             tally.fail("session setup");
             return None;
         }
@@ -411,7 +411,7 @@ pub fn run(tally: &mut Tally, log: &mut dyn FnMut(&str, &str)) -> Option<Pair> {
         match pair.run(case.call) {
             Ok(()) => tally.pass("functional"),
             Err(Fail(what)) => {
-                log(case.name, what);
+                log(Note::Fail(case.name, &what));
                 tally.fail("functional");
             }
         }
@@ -420,7 +420,7 @@ pub fn run(tally: &mut Tally, log: &mut dyn FnMut(&str, &str)) -> Option<Pair> {
         match pair.refused(refusal.call, refusal.code) {
             Ok(()) => tally.pass("limits"),
             Err(Fail(what)) => {
-                log(refusal.name, what);
+                log(Note::Fail(refusal.name, &what));
                 tally.fail("limits");
             }
         }
@@ -429,7 +429,7 @@ pub fn run(tally: &mut Tally, log: &mut dyn FnMut(&str, &str)) -> Option<Pair> {
     match pair.echo("still there") {
         Ok(()) => tally.pass("limits"),
         Err(Fail(what)) => {
-            log("echo after the refusals", what);
+            log(Note::Fail("echo after the refusals", &what));
             tally.fail("limits");
         }
     }
