@@ -1,5 +1,6 @@
-//! Every platform profile reproduces its published table (±10%), runs the 12 functional
-//! tests, and moves the way physics says when only the interval or the PHY changes.
+//! The simulator's calibration fit: every platform profile reproduces its published table
+//! (±10%), runs the 12 functional tests, and moves the way physics says when only the interval
+//! or the PHY changes.
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
