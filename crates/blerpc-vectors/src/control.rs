@@ -61,10 +61,7 @@ pub(crate) fn against_reference<M: Buffer + Default>(
     };
     same_int("total_length", total, parsed.u16("total_length")?)?;
     if let ContainerKind::Control(cmd) = c.kind {
-        ensure(
-            cmd.as_str() == parsed.str("control_cmd")?,
-            "control_cmd",
-        )?;
+        ensure(cmd.as_str() == parsed.str("control_cmd")?, "control_cmd")?;
     }
     same_bytes("payload", c.payload, parsed.bytes("payload_hex")?)?;
     let out = sized(out, c.emitted_len())?;

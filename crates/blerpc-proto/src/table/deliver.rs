@@ -21,7 +21,6 @@ where
     P: CryptoProvider,
     R: CryptoRngCore,
     H: Shell,
-    <H::Store as KnownKeys>::Error: fmt::Display,
 {
     /// Delivers every event the core has.
     pub(super) fn drain(&mut self, now: Instant) {

@@ -121,8 +121,9 @@ pub trait Shell {
     type Sink: CallSink;
     /// Where the outcome of one upload item or finish goes.
     type Reply: OpReply;
-    /// The known-keys store of trust on first use ([`Trust::FirstUse`]).
-    type Store: KnownKeys;
+    /// The known-keys store of trust on first use ([`Trust::FirstUse`]); its errors become
+    /// [`IdentityError::Store`]'s text.
+    type Store: KnownKeys<Error: fmt::Display>;
 }
 
 /// Where one call's results go: the runtime's channel, promise or callback. The table calls it
@@ -313,7 +314,6 @@ where
     P: CryptoProvider,
     R: CryptoRngCore,
     H: Shell,
-    <H::Store as KnownKeys>::Error: fmt::Display,
 {
     /// A table over a new [`Central`] for a link that has just connected: setup starts at once
     /// (poll [`CallTable::poll_transmit`]). `config.pinning` is set from `trust`.

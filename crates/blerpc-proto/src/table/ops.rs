@@ -4,7 +4,6 @@
 
 use alloc::borrow::ToOwned;
 use alloc::vec::Vec;
-use core::fmt;
 
 use rand_core::CryptoRngCore;
 
@@ -12,14 +11,12 @@ use super::{CallSink, CallTable, CentralError, Entry, Op, OpReply, Request, Shel
 use crate::Instant;
 use crate::connection::{CallError, CallId, CallKind};
 use crate::crypto::CryptoProvider;
-use crate::handshake::KnownKeys;
 
 impl<P, R, H, const SLOTS: usize> CallTable<P, R, H, SLOTS>
 where
     P: CryptoProvider,
     R: CryptoRngCore,
     H: Shell,
-    <H::Store as KnownKeys>::Error: fmt::Display,
 {
     /// Starts a call: `request` to command `name` (for a [`CallKind::ClientStream`], empty data:
     /// the items follow with [`CallTable::send_item`]). `deadline` bounds the whole call, from

@@ -195,6 +195,19 @@ impl Fixture {
         ticket
     }
 
+    /// A call the table refuses outright: its error.
+    fn refused(&mut self, name: &str, tag: u64) -> CentralError {
+        let sink = self.sink(tag, 2);
+        let request = Request::Data(Vec::new());
+        match self
+            .table
+            .start(T0, name, request, CallKind::Unary, None, sink)
+        {
+            Err((e, _)) => e,
+            Ok(ticket) => panic!("{name} was started as {ticket:?}"),
+        }
+    }
+
     /// Everything the table sends now.
     fn sent(&mut self) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
@@ -463,31 +476,9 @@ fn an_upload_sends_items_and_finishes_then_gets_its_response() {
 fn a_call_the_core_refuses_gives_its_sink_back_with_the_error() {
     let mut f = Fixture::ready(|c| c.max_calls_in_flight = 1);
     f.start("echo", b"", CallKind::Unary, 0);
-    let sink = f.sink(1, 2);
-    let (e, _sink) = f
-        .table
-        .start(
-            T0,
-            "echo",
-            Request::Data(Vec::new()),
-            CallKind::Unary,
-            None,
-            sink,
-        )
-        .unwrap_err();
+    let e = f.refused("echo", 1);
     assert_eq!(e, CentralError::Call(CallError::TooManyCalls { limit: 1 }));
-    let sink = f.sink(2, 2);
-    let (e, _) = f
-        .table
-        .start(
-            T0,
-            "",
-            Request::Data(Vec::new()),
-            CallKind::Unary,
-            None,
-            sink,
-        )
-        .unwrap_err();
+    let e = f.refused("", 2);
     assert_eq!(e.code(), "INVALID_ARGUMENT");
 }
 
@@ -518,18 +509,7 @@ fn losing_the_link_fails_every_call_and_later_operation_with_the_links_reason() 
             "the peer closed the connection"
         ))))
     );
-    let sink = f.sink(2, 2);
-    let (e, _) = f
-        .table
-        .start(
-            T0,
-            "echo",
-            Request::Data(Vec::new()),
-            CallKind::Unary,
-            None,
-            sink,
-        )
-        .unwrap_err();
+    let e = f.refused("echo", 2);
     assert_eq!(e.code(), "LINK_CLOSED");
     f.table.finish(T0, Ticket(0), f.reply(0));
     assert_eq!(f.seen(), [Seen::Done(0, Err("LINK_CLOSED"))]);
@@ -606,10 +586,7 @@ fn peripheral(seed: u8) -> (TestPeripheral, [u8; 32]) {
 }
 
 /// Runs setup between `table` and `peripheral` until neither has anything to send.
-fn pump<H: Shell>(table: &mut CallTable<RustCrypto, ChaCha20Rng, H, 4>, p: &mut TestPeripheral)
-where
-    <H::Store as KnownKeys>::Error: core::fmt::Display,
-{
+fn pump<H: Shell>(table: &mut CallTable<RustCrypto, ChaCha20Rng, H, 4>, p: &mut TestPeripheral) {
     let mut buf = [0u8; 244];
     for _ in 0..32 {
         let mut moved = false;
@@ -631,10 +608,7 @@ where
     panic!("setup did not settle");
 }
 
-fn tofu_table<H: Shell>(store: H::Store) -> CallTable<RustCrypto, ChaCha20Rng, H, 4>
-where
-    <H::Store as KnownKeys>::Error: core::fmt::Display,
-{
+fn tofu_table<H: Shell>(store: H::Store) -> CallTable<RustCrypto, ChaCha20Rng, H, 4> {
     CallTable::new(
         CentralConfig::default(),
         RustCrypto,
