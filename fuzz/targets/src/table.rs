@@ -12,7 +12,7 @@
 //! - a handled deadline does not come back due unchanged (no busy loop);
 //! - tickets are never reused.
 //!
-//! Input: `[flags][seed]`, then ops until the input ends (see [`table`]'s body for the bytes
+//! Input: `[flags][seed]`, then ops until the input ends (see [`call_table`]'s body for the bytes
 //! of each).
 
 use std::cell::RefCell;

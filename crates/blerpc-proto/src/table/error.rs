@@ -246,7 +246,8 @@ pub mod code {
     pub const KEY_STORE: &str = "KEY_STORE";
     /// No reply before the deadline.
     pub const TIMEOUT: &str = "TIMEOUT";
-    /// The peripheral answered with an ERROR control ([`CentralError::peer_code`] holds its byte).
+    /// The peripheral answered with an ERROR control
+    /// ([`CentralError::peer_code`](super::CentralError::peer_code) holds its byte).
     pub const PEER_ERROR: &str = "PEER_ERROR";
     /// The peripheral stayed BUSY through every retry.
     pub const BUSY: &str = "BUSY";
