@@ -487,33 +487,26 @@ fn start_dialing(
         None,
     )?;
     let max = seconds("--dial-backoff-max", args.dial_backoff_max)?;
-    let backoff = blerpc::backoff::Backoff::new(Duration::from_millis(100), max);
-    let dialer = dial::Dialer {
+    let dialer = blerpc_gateway::dial::Dialer {
         url: url.clone(),
         options: ConnectOptions {
             tls,
             ..ConnectOptions::default()
         },
-    };
-    let mut config = built.config.clone();
-    // The gateway learns from CAPABILITIES that this connection answers `blerpc.relay`.
-    config.peripheral.relay = true;
-    let on_gateway = move |dispatch| {
-        Server::new(dispatch, config).context("the server configuration is invalid")
+        backoff: blerpc::backoff::Backoff::new(Duration::from_millis(100), max),
     };
     print_line(&format!("dialling {url} identity {identity}"))?;
     Ok(tokio::spawn(async move {
-        if let Err(e) = dial::run(
-            dialer,
-            built.server,
-            on_gateway,
-            built.dispatch,
-            backoff,
-            std::future::pending(),
-        )
-        .await
+        // The gateway and relayed connections count in the same metrics (--metrics).
+        let config = ServerConfig {
+            metrics: Some(built.server.metrics()),
+            ..built.config
+        };
+        if let Err(e) = dialer
+            .run(built.dispatch, config, std::future::pending())
+            .await
         {
-            tracing::error!("dialling stopped: {e:#}");
+            tracing::error!("dialling stopped: {e}");
         }
     }))
 }
@@ -584,7 +577,6 @@ async fn serve_metrics(addr: SocketAddr, metrics: Arc<Metrics>) -> anyhow::Resul
     Ok(())
 }
 
-mod dial;
 pub(crate) mod workers;
 
 #[cfg(test)]

@@ -17,7 +17,7 @@
 //! The pieces: [`config`] (every limit), [`admission`] (allow-list or enrolment), [`registry`]
 //! (devices and their connections), [`devices`] (attaching device links), [`calls`] (queueing,
 //! deadlines, failures), [`relay`], [`http`] (the API, the dashboard and the TLS listener),
-//! [`metrics`], [`routing`] (where a device is held and how a request reaches it: one process,
+//! [`metrics`], [`dial`] (the device's side: dialling a gateway), [`routing`] (where a device is held and how a request reaches it: one process,
 //! or [`cluster`], one gateway from several processes).
 //!
 //! ```
@@ -56,6 +56,7 @@ pub mod calls;
 pub mod cluster;
 pub mod config;
 pub mod devices;
+pub mod dial;
 pub mod http;
 pub mod metrics;
 pub mod ndjson;
