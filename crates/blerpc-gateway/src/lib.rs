@@ -18,7 +18,7 @@
 //! (devices and their connections), [`devices`] (attaching device links), [`calls`] (queueing,
 //! deadlines, failures), [`relay`], [`http`] (the API, the dashboard and the TLS listener),
 //! [`metrics`], [`dial`] (the device's side: dialling a gateway), [`routing`] (where a device is held and how a request reaches it: one process,
-//! or [`cluster`], one gateway from several processes).
+//! or [`cluster`], one gateway from several processes, or [`nats`], a fleet of gateways).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -59,6 +59,7 @@ pub mod devices;
 pub mod dial;
 pub mod http;
 pub mod metrics;
+pub mod nats;
 pub mod ndjson;
 pub mod registry;
 pub mod relay;

@@ -35,7 +35,7 @@ use crate::calls::CallFailure;
 use crate::routing::local::LocalForwarder;
 use crate::routing::{Holder, NodeId, Routing};
 
-mod api;
+pub(crate) mod api;
 mod dashboard;
 pub mod internal;
 mod relay;
@@ -254,6 +254,12 @@ pub(crate) fn device_router(gateway: Gateway) -> Router {
         .route("/v1/relay/{token}", get(relay::device_link))
         .fallback(not_found)
         .with_state(gateway)
+}
+
+/// What a gateway answers other gateways of its fleet on its node subject: the device requests
+/// and the node requests (`/internal/v1/…`); NATS is trusted, so no token.
+pub(crate) fn node_router(gateway: Gateway) -> Router {
+    device_router(gateway.clone()).merge(internal::router(gateway))
 }
 
 /// `/v1/devices/{id}` and below: to the device's holder.

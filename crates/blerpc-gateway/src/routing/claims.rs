@@ -155,6 +155,25 @@ impl ClaimTable {
         n
     }
 
+    /// Takes offline every device held by a node not in `alive`; returns each device, node and
+    /// epoch it took offline.
+    pub fn release_nodes_but(&self, alive: &HashSet<NodeId>) -> Vec<(String, NodeId, Epoch)> {
+        let mut released = Vec::new();
+        {
+            let mut entries = self.write();
+            for e in entries.values_mut() {
+                if e.online && !alive.contains(&e.node) {
+                    e.online = false;
+                    released.push((e.device.clone(), e.node.clone(), e.epoch));
+                }
+            }
+        }
+        if !released.is_empty() {
+            self.changed();
+        }
+        released
+    }
+
     /// Applies what `node` said in `message`; `synced` collects the devices claimed since its
     /// `Hello` until its `Synced`.
     pub fn apply(

@@ -1,0 +1,358 @@
+//! Bodies as `data` frames with credit-based flow control, both directions (see
+//! [`envelope`](super::envelope)).
+//!
+//! Each side of an exchange reads its inbox on one task ([`demux`]): credits go to the sender's
+//! [`Semaphore`], everything else into a channel bounded by the window (a peer that sends past
+//! its credit fails the exchange instead of growing memory). [`send_body`] sends a body within
+//! the credit it holds; [`Inflow`] checks the order of what arrives and says when to grant more.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::{Client, Message, Subscriber};
+use axum::body::Body;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use tokio::sync::{Semaphore, mpsc, watch};
+
+use super::envelope::{EnvelopeError, Frame};
+
+/// Why a body could not be carried.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PipeError {
+    /// A frame arrived out of order: NATS dropped one (a slow consumer, a reconnect).
+    #[error(
+        "frame {got} arrived where {expected} was due: the connection through NATS lost a frame"
+    )]
+    Gap {
+        /// The number due.
+        expected: u64,
+        /// The number that came.
+        got: u64,
+    },
+    /// The `end` frame counts other than what arrived.
+    #[error("the body ended after {got} frames, but its end says {count}")]
+    Count {
+        /// Frames received.
+        got: u64,
+        /// Frames the end counts.
+        count: u64,
+    },
+    /// The peer sent more than its credit.
+    #[error("the other gateway sent more than its window of {0} frames")]
+    Overrun(u32),
+    /// Nothing arrived for this long.
+    #[error("nothing arrived through NATS for {0:?}: the other side has gone or is cut off")]
+    Stalled(Duration),
+    /// The other side said the body failed.
+    #[error("{0}")]
+    Failed(String),
+    /// A message that is not a frame.
+    #[error("an unreadable frame: {0}")]
+    Envelope(#[from] EnvelopeError),
+    /// Publishing failed.
+    #[error("cannot publish to NATS: {0}")]
+    Publish(String),
+    /// The other side cancelled.
+    #[error("the caller went away")]
+    Cancelled,
+}
+
+/// The receiving side's bookkeeping of one body: order, count, and credit to grant.
+#[derive(Debug)]
+pub struct Inflow {
+    next: u64,
+    window: u32,
+    consumed: u32,
+}
+
+impl Inflow {
+    /// A body whose sender was given `window` credits.
+    pub fn new(window: u32) -> Inflow {
+        Inflow {
+            next: 0,
+            window: window.max(1),
+            consumed: 0,
+        }
+    }
+
+    /// A `data` frame numbered `seq` arrived.
+    pub fn data(&mut self, seq: u64) -> Result<(), PipeError> {
+        if seq != self.next {
+            return Err(PipeError::Gap {
+                expected: self.next,
+                got: seq,
+            });
+        }
+        self.next += 1;
+        Ok(())
+    }
+
+    /// The `end` frame counting `count` arrived.
+    pub fn end(&self, count: u64) -> Result<(), PipeError> {
+        if count == self.next {
+            Ok(())
+        } else {
+            Err(PipeError::Count {
+                got: self.next,
+                count,
+            })
+        }
+    }
+
+    /// A frame was consumed: the credit to grant now, if any (half a window at a time).
+    pub fn consumed(&mut self) -> Option<u32> {
+        self.consumed += 1;
+        if self.consumed >= self.window.div_ceil(2) {
+            Some(std::mem::take(&mut self.consumed))
+        } else {
+            None
+        }
+    }
+}
+
+/// What a side's inbox delivers, credits aside.
+pub type Frames = mpsc::Receiver<Result<(Frame, Bytes), PipeError>>;
+
+/// Reads `inbox` until it ends or `frames` is dropped: `credit` frames add to `credits`,
+/// `cancel` sets `cancelled`, every other frame goes to the returned channel (at most `bound`
+/// waiting; a peer that overruns it fails the exchange). A "no responders" status arrives as
+/// `Err(None)`: see [`Demuxed`].
+pub fn demux(mut inbox: Subscriber, bound: u32) -> Demuxed {
+    let (tx, rx) = mpsc::channel(bound as usize + 4);
+    let credits = Arc::new(Semaphore::new(0));
+    let (cancel_tx, cancelled) = watch::channel(false);
+    let (status_tx, no_responders) = watch::channel(false);
+    let sem = credits.clone();
+    let task = tokio::spawn(async move {
+        while let Some(message) = inbox.next().await {
+            if message.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
+                let _ = status_tx.send(true);
+                break;
+            }
+            let Message {
+                headers, payload, ..
+            } = message;
+            match Frame::decode(headers.as_ref()) {
+                Ok(Frame::Credit { n }) => {
+                    sem.add_permits(n.min(Semaphore::MAX_PERMITS as u32) as usize)
+                }
+                Ok(Frame::Cancel) => {
+                    let _ = cancel_tx.send(true);
+                }
+                Ok(frame) => match tx.try_send(Ok((frame, payload))) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        let _ = tx.send(Err(PipeError::Overrun(bound))).await;
+                        break;
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => break,
+                },
+                Err(e) => {
+                    let _ = tx.send(Err(e.into())).await;
+                    break;
+                }
+            }
+        }
+        // Wakes a sender waiting for credit: the exchange is over.
+        sem.close();
+    });
+    Demuxed {
+        frames: rx,
+        credits,
+        cancelled,
+        no_responders,
+        task,
+    }
+}
+
+/// One side's inbox, read ([`demux`]).
+#[derive(Debug)]
+pub struct Demuxed {
+    /// Frames other than credits and cancels.
+    pub frames: Frames,
+    /// Credits the peer granted.
+    pub credits: Arc<Semaphore>,
+    /// Set when the peer cancels.
+    pub cancelled: watch::Receiver<bool>,
+    /// Set when NATS said nobody listens on the subject the request went to.
+    pub no_responders: watch::Receiver<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Demuxed {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Publishes `frame` with `payload` to `to`.
+pub async fn publish(
+    client: &Client,
+    to: &str,
+    frame: &Frame,
+    payload: Bytes,
+) -> Result<(), PipeError> {
+    client
+        .publish_with_headers(to.to_string(), frame.encode(), payload)
+        .await
+        .map_err(|e| PipeError::Publish(e.to_string()))
+}
+
+/// How a body is sent.
+#[derive(Clone, Copy, Debug)]
+pub struct SendLimits {
+    /// The largest `data` frame payload.
+    pub chunk: usize,
+    /// Without data for this long, an `idle` frame is sent (holders only: `None` for none).
+    pub keepalive: Option<Duration>,
+    /// The longest wait for credit.
+    pub stall: Duration,
+}
+
+/// Sends `body` to `to` as `data` frames within `credits`, then `end` (with the body's error,
+/// if it failed); returns the frames sent.
+pub async fn send_body(
+    client: &Client,
+    to: &str,
+    body: Body,
+    credits: &Semaphore,
+    limits: SendLimits,
+) -> Result<u64, PipeError> {
+    let mut stream = body.into_data_stream();
+    let mut seq = 0u64;
+    let error = loop {
+        let next = match limits.keepalive {
+            Some(every) => match tokio::time::timeout(every, stream.next()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    publish(client, to, &Frame::Idle, Bytes::new()).await?;
+                    continue;
+                }
+            },
+            None => stream.next().await,
+        };
+        let chunk = match next {
+            None => break None,
+            Some(Err(e)) => break Some(e.to_string()),
+            Some(Ok(chunk)) => chunk,
+        };
+        for piece in chunk.chunks(limits.chunk.max(1)) {
+            match tokio::time::timeout(limits.stall, credits.acquire()).await {
+                Ok(Ok(permit)) => permit.forget(),
+                Ok(Err(_closed)) => return Err(PipeError::Cancelled),
+                Err(_) => return Err(PipeError::Stalled(limits.stall)),
+            }
+            publish(client, to, &Frame::Data { seq }, chunk.slice_ref(piece)).await?;
+            seq += 1;
+        }
+    };
+    publish(client, to, &Frame::End { count: seq, error }, Bytes::new()).await?;
+    Ok(seq)
+}
+
+/// A body received as frames from `frames`, granting credit to `peer` as it is read; fails if
+/// nothing (not even `idle`) arrives for `stall`. `on_end` runs when it ends, however it ends.
+pub fn receive_body(
+    client: Client,
+    peer: String,
+    frames: Frames,
+    window: u32,
+    stall: Duration,
+    keep: impl Send + 'static,
+) -> Body {
+    struct State<K> {
+        client: Client,
+        peer: String,
+        frames: Frames,
+        flow: Inflow,
+        stall: Duration,
+        done: bool,
+        _keep: K,
+    }
+    let state = State {
+        client,
+        peer,
+        frames,
+        flow: Inflow::new(window),
+        stall,
+        done: false,
+        _keep: keep,
+    };
+    let stream = futures_util::stream::unfold(state, |mut s| async move {
+        if s.done {
+            return None;
+        }
+        loop {
+            let next = match tokio::time::timeout(s.stall, s.frames.recv()).await {
+                Err(_) => Err(PipeError::Stalled(s.stall)),
+                Ok(None) => Err(PipeError::Failed(
+                    "the connection through NATS closed mid-body".to_string(),
+                )),
+                Ok(Some(r)) => r,
+            };
+            let item = match next {
+                Ok((Frame::Data { seq }, payload)) => s.flow.data(seq).map(|()| Some(payload)),
+                Ok((Frame::End { count, error }, _)) => s
+                    .flow
+                    .end(count)
+                    .and_then(|()| error.map_or(Ok(None), |e| Err(PipeError::Failed(e)))),
+                Ok((Frame::Idle, _)) => continue,
+                Ok((other, _)) => Err(PipeError::Failed(format!(
+                    "an unexpected frame mid-body: {other:?}"
+                ))),
+                Err(e) => Err(e),
+            };
+            return match item {
+                Ok(Some(payload)) => {
+                    if let Some(n) = s.flow.consumed() {
+                        let _ =
+                            publish(&s.client, &s.peer, &Frame::Credit { n }, Bytes::new()).await;
+                    }
+                    Some((Ok::<Bytes, PipeError>(payload), s))
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    s.done = true;
+                    Some((Err(e), s))
+                }
+            };
+        }
+    });
+    Body::from_stream(stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_taken_in_order_and_counted() {
+        let mut f = Inflow::new(4);
+        f.data(0).unwrap();
+        f.data(1).unwrap();
+        assert_eq!(
+            f.data(3),
+            Err(PipeError::Gap {
+                expected: 2,
+                got: 3
+            })
+        );
+        assert_eq!(f.end(5), Err(PipeError::Count { got: 2, count: 5 }));
+        assert_eq!(f.end(2), Ok(()));
+    }
+
+    #[test]
+    fn credit_is_granted_half_a_window_at_a_time() {
+        let mut f = Inflow::new(4);
+        assert_eq!(f.consumed(), None);
+        assert_eq!(f.consumed(), Some(2));
+        assert_eq!(f.consumed(), None);
+        assert_eq!(f.consumed(), Some(2));
+        let mut one = Inflow::new(1);
+        assert_eq!(one.consumed(), Some(1));
+        let mut zero = Inflow::new(0);
+        assert_eq!(zero.consumed(), Some(1));
+    }
+}

@@ -1,0 +1,277 @@
+//! A fleet of gateways on a real `nats-server` (JetStream on), in one process: each gateway
+//! joins the fleet and serves its API on loopback; devices attach to the gateway of the test's
+//! choosing over in-memory links. A backend calling any gateway must get what the holding
+//! gateway answers; a device held nowhere must be `503` at once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+// Shared with the other suites; this one uses part of it.
+#[allow(dead_code)]
+mod util;
+
+use std::time::Duration;
+
+use axum::http::Method;
+use blerpc_gateway::nats::{Fleet, NatsConfig, NatsLimits};
+use blerpc_gateway::{Gateway, GatewayConfig, http::Api};
+use blerpc_test_support::nats::NatsServer;
+use tokio::sync::oneshot;
+use util::{Device, Http};
+
+struct Member {
+    http: Http,
+    gateway: Gateway,
+    fleet: Fleet,
+    _stop: oneshot::Sender<()>,
+}
+
+async fn join(nats: &NatsServer, name: &str, limits: NatsLimits) -> Member {
+    let (listener, addr) = util::listener().await;
+    let gateway = util::gateway(GatewayConfig::default(), addr, "");
+    let mut config = NatsConfig::new(&nats.url, name);
+    config.limits = limits;
+    let fleet = Fleet::join(gateway.clone(), config).await.unwrap();
+    let api = Api::new(
+        fleet.routing(),
+        gateway.config().tokens.clone(),
+        gateway.config().dashboard_interval,
+    );
+    let router = blerpc_gateway::http::api_router(api);
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(blerpc_gateway::http::serve_router(
+        router,
+        listener,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    Member {
+        http: Http::new(addr),
+        gateway,
+        fleet,
+        _stop: stop,
+    }
+}
+
+fn limits() -> NatsLimits {
+    NatsLimits {
+        heartbeat: Duration::from_millis(200),
+        node_timeout: Duration::from_secs(2),
+        ..NatsLimits::default()
+    }
+}
+
+/// Waits up to 10 s until every member knows every other.
+async fn acquainted(members: &[&Member]) {
+    for _ in 0..1000 {
+        if members
+            .iter()
+            .all(|m| m.fleet.nodes().len() == members.len())
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the gateways never heard of each other");
+}
+
+/// Waits up to 10 s until `member`'s directory says `id` is `online` at `node`.
+async fn sees(member: &Member, id: &str, node: &str, online: bool) {
+    for _ in 0..1000 {
+        if let Some(p) = member.fleet.directory().get(id)
+            && p.node.as_str() == node
+            && p.online == online
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!(
+        "{} never saw {id} {} at {node}: {:?}",
+        member.fleet.node(),
+        if online { "online" } else { "offline" },
+        member.fleet.directory().get(id)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_gateway_answers_for_a_device_another_holds() {
+    let nats = NatsServer::start();
+    let a = join(&nats, "gw-a", limits()).await;
+    let b = join(&nats, "gw-b", limits()).await;
+    acquainted(&[&a, &b]).await;
+    let d = Device::new(11);
+    let _link = d.attach(&a.gateway).await;
+    sees(&b, &d.id, "gw-a", true).await;
+
+    // Unary: the same status and body as from the holder.
+    let direct = a.http.call(&d.id, "echo", r#"{"message":"hi"}"#).await;
+    let forwarded = b.http.call(&d.id, "echo", r#"{"message":"hi"}"#).await;
+    assert_eq!(forwarded.status, 200, "{}", forwarded.text());
+    assert_eq!(forwarded.content_type(), direct.content_type());
+    assert_eq!(forwarded.body, direct.body);
+
+    // The device's record, from its holder.
+    let view = b.http.get(&format!("/v1/devices/{}", d.id)).await;
+    assert_eq!(view.status, 200, "{}", view.text());
+    assert_eq!(view.json()["status"], "online");
+    assert_eq!(view.json()["calls"], 2);
+
+    // A bad request is the holder's 400, problem and all.
+    let bad = b.http.call(&d.id, "echo", "{not json").await;
+    let local_bad = a.http.call(&d.id, "echo", "{not json").await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.body, local_bad.body);
+
+    // A device→caller stream as NDJSON and as SSE, streamed through.
+    let nd = b
+        .http
+        .call(&d.id, "counter_stream", r#"{"count":50}"#)
+        .await;
+    assert_eq!(nd.status, 200, "{}", nd.text());
+    assert_eq!(nd.content_type(), "application/x-ndjson");
+    let direct = a
+        .http
+        .call(&d.id, "counter_stream", r#"{"count":50}"#)
+        .await;
+    assert_eq!(nd.body, direct.body);
+    let sse = b
+        .http
+        .request(
+            Method::POST,
+            &format!("/v1/devices/{}/calls/counter_stream", d.id),
+            &[("accept", "text/event-stream")],
+            r#"{"count":2}"#.to_string(),
+        )
+        .await;
+    assert_eq!(sse.content_type(), "text/event-stream");
+    assert_eq!(sse.text().matches("data:").count(), 2, "{}", sse.text());
+
+    // A stream the device refuses midway ends with the same error line.
+    let refused = b
+        .http
+        .call(&d.id, "counter_stream", r#"{"count":1000000}"#)
+        .await;
+    let last: serde_json::Value =
+        serde_json::from_str(refused.text().lines().last().unwrap()).unwrap();
+    assert_eq!(last["error"]["type"], "urn:blerpc:problem:device_error");
+
+    // An NDJSON upload, streamed in frames within the window (more items than a window).
+    let upload: String = (0..200)
+        .map(|i| format!("{{\"seq\":{i},\"value\":{}}}\n", i * 3))
+        .collect();
+    let up = b
+        .http
+        .request(
+            Method::POST,
+            &format!("/v1/devices/{}/calls/counter_upload", d.id),
+            &[("content-type", "application/x-ndjson")],
+            upload,
+        )
+        .await;
+    assert_eq!(up.status, 200, "{}", up.text());
+    assert_eq!(up.json()["received_count"], 200);
+
+    // The fleet's list and metrics, from both gateways.
+    let e = Device::new(12);
+    let _link_e = e.attach(&b.gateway).await;
+    sees(&a, &e.id, "gw-b", true).await;
+    let mut ids = vec![d.id.clone(), e.id.clone()];
+    ids.sort();
+    for m in [&a, &b] {
+        let (listed, connected, _) = m.http.listed().await;
+        assert_eq!(listed, ids);
+        assert_eq!(connected, 2);
+    }
+    let metrics = a.http.get("/metrics").await.text();
+    assert!(
+        metrics.contains("blerpc_gateway_devices_connected 2"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_held_nowhere_is_503_at_once_and_strangers_404() {
+    let nats = NatsServer::start();
+    let slow_to_time_out = NatsLimits {
+        accept_timeout: Duration::from_secs(30),
+        ..limits()
+    };
+    let a = join(&nats, "gw-a", slow_to_time_out.clone()).await;
+    let b = join(&nats, "gw-b", slow_to_time_out).await;
+    let d = Device::new(21);
+    let link = d.attach(&a.gateway).await;
+    sees(&b, &d.id, "gw-a", true).await;
+
+    // The subject goes with the connection; asked before the directory has heard, NATS says
+    // "no responders" at once: 503 not_connected, not a 504 after the 30 s accept timeout.
+    drop(link);
+    let started = std::time::Instant::now();
+    let holder = blerpc_gateway::routing::Holder::Node {
+        node: blerpc_gateway::routing::NodeId::new("gw-a"),
+        online: true,
+    };
+    let request = axum::http::Request::post(format!("/v1/devices/{}/calls/echo", d.id))
+        .body(axum::body::Body::from(r#"{"message":"x"}"#))
+        .unwrap();
+    // Wait until gateway A has let the subject go.
+    for _ in 0..1000 {
+        if a.gateway.registry().online() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let response = b.fleet.routing().forwarder.forward(&holder, request).await;
+    assert_eq!(response.status(), 503);
+    assert!(started.elapsed() < Duration::from_secs(25));
+
+    // Once the directory knows, the answer is the holder's: known, not connected.
+    sees(&b, &d.id, "gw-a", false).await;
+    let offline = b.http.call(&d.id, "echo", r#"{"message":"x"}"#).await;
+    offline.assert_problem(503, "not_connected");
+    assert_eq!(b.http.status(&d.id).await.as_deref(), Some("offline"));
+
+    // A device nobody knows is every gateway's 404.
+    let stranger = "cd".repeat(32);
+    b.http
+        .call(&stranger, "echo", "{}")
+        .await
+        .assert_problem(404, "unknown_device");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_that_moves_is_found_where_it_is_and_a_dead_gateway_s_devices_go_offline() {
+    let nats = NatsServer::start();
+    let a = join(&nats, "gw-a", limits()).await;
+    let b = join(&nats, "gw-b", limits()).await;
+    acquainted(&[&a, &b]).await;
+    let d = Device::new(31);
+    let _old = d.attach(&a.gateway).await;
+    sees(&b, &d.id, "gw-a", true).await;
+
+    // The device reconnects to B (its connection to A not yet closed): B's newer claim wins
+    // everywhere, and A lets its stale connection go.
+    let _new = d.attach(&b.gateway).await;
+    sees(&a, &d.id, "gw-b", true).await;
+    for _ in 0..1000 {
+        if a.gateway.registry().online() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        a.gateway.registry().online(),
+        0,
+        "A kept the stale connection"
+    );
+    let echo = a.http.call(&d.id, "echo", r#"{"message":"moved"}"#).await;
+    assert_eq!(echo.status, 200, "{}", echo.text());
+    assert_eq!(echo.json()["message"], "moved");
+
+    // B dies without a word (its tasks stop, its heartbeat with them): within the node timeout
+    // A's directory has the device offline.
+    let Member { fleet, gateway, .. } = b;
+    drop(fleet);
+    drop(gateway);
+    sees(&a, &d.id, "gw-b", false).await;
+    assert_eq!(a.fleet.nodes().len(), 1);
+}
