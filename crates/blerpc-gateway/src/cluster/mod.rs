@@ -151,7 +151,6 @@ impl Workers {
 
     /// `GET path` on `node`: the body of a 200 answer.
     async fn get(self, node: NodeId, path: String) -> Result<Bytes, ForwardError> {
-        use http_body_util::BodyExt as _;
         let addr = self
             .addr(&node)
             .ok_or_else(|| ForwardError::UnknownNode(node.clone()))?;
@@ -168,20 +167,7 @@ impl Workers {
             .request(request)
             .await
             .map_err(|e| unavailable(e.to_string()))?;
-        let status = response.status();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| unavailable(e.to_string()))?
-            .to_bytes();
-        if status != StatusCode::OK {
-            return Err(ForwardError::BadAnswer {
-                node,
-                reason: format!("{status}: {}", String::from_utf8_lossy(&body)),
-            });
-        }
-        Ok(body)
+        crate::routing::ok_body(&node, response).await
     }
 
     async fn get_json<T: DeserializeOwned>(

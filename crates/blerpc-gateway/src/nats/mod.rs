@@ -29,41 +29,33 @@
 //! the gateways, with TLS and credentials ([`NatsConfig`]). A relayed link stays end to end:
 //! the gateways never hold its keys.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use axum::Router;
-use axum::extract::Request;
-use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use futures_util::StreamExt;
-use futures_util::future::BoxFuture;
-use http_body_util::BodyExt as _;
-use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
-use tokio::sync::broadcast::error::RecvError;
 
 use crate::Gateway;
-use crate::calls::CallFailure;
-use crate::http::Problem;
-use crate::registry::DeviceView;
-use crate::routing::claims::PresenceMessage;
 use crate::routing::local::LocalForwarder;
-use crate::routing::{
-    ClaimTable, Epoch, ForwardError, Forwarder, Holder, ListQuery, MetricSet, NodeId, Page,
-    Routing, Snapshot, unix_ms_since,
-};
+use crate::routing::{ClaimTable, Epoch, NodeId, Routing, unix_ms_since};
 
 pub mod envelope;
 mod forward;
+mod forwarder;
 pub mod pipe;
+mod presence;
 mod serve;
 pub mod subjects;
 
+pub use presence::{GatewayRecord, PresenceRecord, RECORD_VERSION};
 pub use subjects::Subjects;
+
+use forwarder::FleetForwarder;
+use presence::Inner;
 
 /// Every limit of a gateway's part in a fleet.
 #[derive(Clone, Debug)]
@@ -177,41 +169,6 @@ pub enum FleetError {
     },
 }
 
-/// The version of presence and liveness records.
-pub const RECORD_VERSION: u32 = 1;
-
-/// A device's entry in the presence bucket.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PresenceRecord {
-    /// [`RECORD_VERSION`].
-    pub v: u32,
-    /// The gateway that holds the device, or held it last.
-    pub node: NodeId,
-    /// The claimed connection's epoch (µs since the Unix epoch when it was made).
-    pub epoch: Epoch,
-    /// Whether that connection is up.
-    pub online: bool,
-    /// When it was made (ms since the Unix epoch).
-    pub since_ms: u64,
-    /// When the device was last seen: now if online, else when it went (ms).
-    pub seen_ms: u64,
-}
-
-/// A gateway's entry in the liveness bucket.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GatewayRecord {
-    /// [`RECORD_VERSION`].
-    pub v: u32,
-    /// Its name.
-    pub node: NodeId,
-    /// Devices it holds.
-    pub online: usize,
-    /// When it joined (ms since the Unix epoch).
-    pub joined_ms: u64,
-    /// When it wrote this (ms).
-    pub at_ms: u64,
-}
-
 /// What the exchanges of one gateway share.
 #[derive(Clone, Debug)]
 pub(crate) struct Ctx {
@@ -231,30 +188,9 @@ pub struct Fleet {
     tasks: Arc<Mutex<Vec<AbortOnDrop>>>,
 }
 
+/// Aborts a task when dropped.
 #[derive(Debug)]
-struct Inner {
-    ctx: Ctx,
-    subjects: Subjects,
-    node: NodeId,
-    gateway: Gateway,
-    table: Arc<ClaimTable>,
-    /// Gateways heard from, and when.
-    live: RwLock<BTreeMap<NodeId, Instant>>,
-    presence: kv::Store,
-    gateways: kv::Store,
-    /// The devices this gateway serves the subjects of.
-    held: Mutex<HashMap<String, Held>>,
-    joined_ms: u64,
-}
-
-#[derive(Debug)]
-struct Held {
-    epoch: Epoch,
-    _serving: AbortOnDrop,
-}
-
-#[derive(Debug)]
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+pub(super) struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
@@ -262,7 +198,7 @@ impl Drop for AbortOnDrop {
     }
 }
 
-fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     unix_ms_since(std::time::SystemTime::now())
 }
 
@@ -389,11 +325,11 @@ impl Drop for Fleet {
     }
 }
 
-fn spawn(f: impl Future<Output = ()> + Send + 'static) -> AbortOnDrop {
+pub(super) fn spawn(f: impl Future<Output = ()> + Send + 'static) -> AbortOnDrop {
     AbortOnDrop(tokio::spawn(f))
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -459,7 +395,7 @@ async fn bucket(
 
 /// Answers every request on `sub` with `router`, each on a task of its own, at most
 /// [`NatsLimits::max_forwarded`] at once (beyond: 429 at once).
-async fn serve_subject(ctx: Ctx, router: Router, mut sub: async_nats::Subscriber) {
+pub(super) async fn serve_subject(ctx: Ctx, router: Router, mut sub: async_nats::Subscriber) {
     while let Some(message) = sub.next().await {
         let ctx = ctx.clone();
         let router = router.clone();
@@ -474,559 +410,5 @@ async fn serve_subject(ctx: Ctx, router: Router, mut sub: async_nats::Subscriber
                 tokio::spawn(serve::refuse(ctx, message));
             }
         }
-    }
-}
-
-impl Inner {
-    fn nodes(&self) -> Vec<NodeId> {
-        let mut nodes = vec![self.node.clone()];
-        let live = self.live.read().unwrap_or_else(|e| e.into_inner());
-        nodes.extend(live.keys().filter(|n| **n != self.node).cloned());
-        nodes
-    }
-
-    fn record(&self, epoch: Epoch, online: bool, since_ms: u64) -> Bytes {
-        let record = PresenceRecord {
-            v: RECORD_VERSION,
-            node: self.node.clone(),
-            epoch,
-            online,
-            since_ms,
-            seen_ms: now_ms(),
-        };
-        Bytes::from(serde_json::to_vec(&record).unwrap_or_default())
-    }
-
-    /// Follows the gateway's own claims and releases: serve each device's subject while it is
-    /// held, and record it in the presence bucket.
-    async fn follow_registry(self: Arc<Self>) {
-        loop {
-            let mut changes = self.gateway.registry().presence();
-            let claims = self.gateway.registry().claims();
-            let holding: HashSet<String> = claims
-                .iter()
-                .filter_map(|c| match c {
-                    PresenceMessage::Claim { device, .. } => Some(device.clone()),
-                    _ => None,
-                })
-                .collect();
-            let gone: Vec<(String, Epoch)> = lock(&self.held)
-                .iter()
-                .filter(|(d, _)| !holding.contains(*d))
-                .map(|(d, h)| (d.clone(), h.epoch))
-                .collect();
-            for (device, epoch) in gone {
-                self.released(&device, epoch).await;
-            }
-            for claim in claims {
-                self.apply(claim).await;
-            }
-            loop {
-                match changes.recv().await {
-                    Ok(message) => self.apply(message).await,
-                    Err(RecvError::Lagged(_)) => break,
-                    Err(RecvError::Closed) => return,
-                }
-            }
-        }
-    }
-
-    async fn apply(&self, message: PresenceMessage) {
-        match message {
-            PresenceMessage::Claim {
-                device,
-                epoch,
-                since_ms,
-            } => self.claimed(&device, epoch, since_ms).await,
-            PresenceMessage::Release { device, epoch } => self.released(&device, epoch).await,
-            _ => {}
-        }
-    }
-
-    async fn claimed(&self, device: &str, epoch: Epoch, since_ms: u64) {
-        if lock(&self.held)
-            .get(device)
-            .is_some_and(|h| h.epoch >= epoch)
-        {
-            return;
-        }
-        let Some(subject) = self.subjects.device(device) else {
-            tracing::warn!(
-                device,
-                "a device id that cannot be a NATS subject token: not in the fleet"
-            );
-            return;
-        };
-        match self
-            .ctx
-            .client
-            .queue_subscribe(subject.clone(), self.subjects.device_group())
-            .await
-        {
-            Ok(sub) => {
-                let router = crate::http::device_router(self.gateway.clone());
-                let serving = spawn(serve_subject(self.ctx.clone(), router, sub));
-                lock(&self.held).insert(
-                    device.to_string(),
-                    Held {
-                        epoch,
-                        _serving: serving,
-                    },
-                );
-            }
-            Err(e) => tracing::warn!(device, "cannot subscribe to {subject}: {e}"),
-        }
-        self.table.claim(&self.node, device, epoch, since_ms);
-        self.record_claim(device, epoch, since_ms).await;
-    }
-
-    async fn released(&self, device: &str, epoch: Epoch) {
-        {
-            let mut held = lock(&self.held);
-            if held.get(device).is_some_and(|h| h.epoch == epoch) {
-                held.remove(device);
-            }
-        }
-        self.table.release(&self.node, device, epoch);
-        self.record_release(device, &self.node, epoch).await;
-    }
-
-    /// Writes this gateway's claim unless the bucket holds a newer one (compare-and-set, a few
-    /// tries under contention).
-    async fn record_claim(&self, device: &str, epoch: Epoch, since_ms: u64) {
-        for _ in 0..5 {
-            let value = self.record(epoch, true, since_ms);
-            let written = match self.presence.entry(device).await {
-                Ok(Some(e)) if e.operation == kv::Operation::Put => {
-                    if let Ok(r) = serde_json::from_slice::<PresenceRecord>(&e.value)
-                        && r.epoch > epoch
-                    {
-                        return; // The device has connected since, somewhere.
-                    }
-                    self.presence
-                        .update(device, value, e.revision)
-                        .await
-                        .is_ok()
-                }
-                Ok(_) => self.presence.create(device, value).await.is_ok(),
-                Err(e) => {
-                    tracing::warn!(device, "reading the presence bucket: {e}");
-                    false
-                }
-            };
-            if written {
-                return;
-            }
-        }
-        tracing::warn!(
-            device,
-            "could not record the claim: the presence bucket kept changing"
-        );
-    }
-
-    /// Records `node`'s connection of `device` at `epoch` as ended, if that is the claim in
-    /// force.
-    async fn record_release(&self, device: &str, node: &NodeId, epoch: Epoch) {
-        for _ in 0..5 {
-            let Ok(Some(e)) = self.presence.entry(device).await else {
-                return;
-            };
-            let Ok(mut r) = serde_json::from_slice::<PresenceRecord>(&e.value) else {
-                return;
-            };
-            if r.node != *node || r.epoch != epoch || !r.online {
-                return;
-            }
-            r.online = false;
-            r.seen_ms = now_ms();
-            let value = Bytes::from(serde_json::to_vec(&r).unwrap_or_default());
-            if self
-                .presence
-                .update(device, value, e.revision)
-                .await
-                .is_ok()
-            {
-                return;
-            }
-        }
-    }
-
-    /// Watches the presence bucket into the directory; a device this gateway holds that has
-    /// connected elsewhere since is let go (its old connection closed).
-    async fn watch_presence(self: Arc<Self>) {
-        loop {
-            match self.presence.watch_all_from_revision(1).await {
-                Ok(mut watch) => {
-                    while let Some(entry) = watch.next().await {
-                        let Ok(entry) = entry else { break };
-                        if entry.operation != kv::Operation::Put {
-                            continue;
-                        }
-                        let Ok(r) = serde_json::from_slice::<PresenceRecord>(&entry.value) else {
-                            tracing::debug!(key = entry.key, "an unreadable presence record");
-                            continue;
-                        };
-                        if r.online {
-                            self.table.claim(&r.node, &entry.key, r.epoch, r.since_ms);
-                            if r.node != self.node {
-                                self.moved_away(&entry.key, r.epoch);
-                            }
-                        } else {
-                            self.table.release(&r.node, &entry.key, r.epoch);
-                        }
-                    }
-                }
-                Err(e) => tracing::warn!("watching the presence bucket: {e}"),
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-
-    fn moved_away(&self, device: &str, newer: Epoch) {
-        let ours = lock(&self.held).get(device).map(|h| h.epoch);
-        if let Some(epoch) = ours.filter(|e| *e < newer) {
-            lock(&self.held).remove(device);
-            if let Some(d) = self.gateway.registry().get(device) {
-                tracing::info!(device, "connected to another gateway since: closing ours");
-                self.gateway.registry().disconnect(&d, epoch);
-            }
-        }
-    }
-
-    async fn heartbeat(&self) {
-        let record = GatewayRecord {
-            v: RECORD_VERSION,
-            node: self.node.clone(),
-            online: self.gateway.registry().online(),
-            joined_ms: self.joined_ms,
-            at_ms: now_ms(),
-        };
-        let value = Bytes::from(serde_json::to_vec(&record).unwrap_or_default());
-        if let Err(e) = self.gateways.put(self.node.as_str(), value).await {
-            tracing::warn!("heartbeat: {e}");
-        }
-    }
-
-    /// Heartbeats, and takes offline the devices of gateways not heard from in time.
-    async fn beat(self: Arc<Self>) {
-        let mut tick = tokio::time::interval(self.ctx.limits.heartbeat);
-        let started = Instant::now();
-        loop {
-            tick.tick().await;
-            self.heartbeat().await;
-            let timeout = self.ctx.limits.node_timeout;
-            let dead: Vec<NodeId> = {
-                let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
-                let dead: Vec<NodeId> = live
-                    .iter()
-                    .filter(|(n, at)| **n != self.node && at.elapsed() > timeout)
-                    .map(|(n, _)| n.clone())
-                    .collect();
-                for n in &dead {
-                    live.remove(n);
-                }
-                dead
-            };
-            for n in &dead {
-                tracing::warn!(node = %n, "gateway silent for {timeout:?}: its devices are offline");
-            }
-            // Claims of gateways not heard from at all (dead before we joined) too, once we
-            // have listened for a node timeout.
-            if started.elapsed() > timeout {
-                let mut alive: HashSet<NodeId> = self
-                    .live
-                    .read()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .keys()
-                    .cloned()
-                    .collect();
-                alive.insert(self.node.clone());
-                for (device, node, epoch) in self.table.release_nodes_but(&alive) {
-                    self.record_release(&device, &node, epoch).await;
-                }
-            }
-        }
-    }
-
-    async fn watch_gateways(self: Arc<Self>) {
-        loop {
-            // The last heartbeat of each gateway first, then every new one.
-            match self.gateways.watch_with_history(">").await {
-                Ok(mut watch) => {
-                    while let Some(entry) = watch.next().await {
-                        let Ok(entry) = entry else { break };
-                        let node = NodeId::new(&entry.key);
-                        // When the server stored it (a heartbeat from the history may be old).
-                        let stored_ms =
-                            u64::try_from(entry.created.unix_timestamp_nanos() / 1_000_000)
-                                .unwrap_or(0);
-                        let age = Duration::from_millis(now_ms().saturating_sub(stored_ms));
-                        let at = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
-                        let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
-                        if entry.operation == kv::Operation::Put
-                            && age < self.ctx.limits.node_timeout
-                        {
-                            live.insert(node, at);
-                        } else {
-                            live.remove(&node);
-                        }
-                    }
-                }
-                Err(e) => tracing::warn!("watching the gateways bucket: {e}"),
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-}
-
-/// Forwards over NATS what this gateway does not hold.
-#[derive(Debug)]
-struct FleetForwarder {
-    inner: Arc<Inner>,
-    local: LocalForwarder,
-}
-
-/// The device id of a `/v1/devices/{id}…` path.
-fn device_of(path: &str) -> Option<&str> {
-    let rest = path.strip_prefix("/v1/devices/")?;
-    let id = rest.split('/').next()?;
-    (!id.is_empty()).then_some(id)
-}
-
-impl FleetForwarder {
-    fn deadline(&self, request: &Request) -> Duration {
-        let asked = request
-            .headers()
-            .get(crate::http::api::DEADLINE_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|s| s.trim().parse::<u64>().ok());
-        self.inner
-            .gateway
-            .deadline(asked)
-            .unwrap_or(self.inner.gateway.config().default_deadline)
-    }
-
-    async fn get(&self, node: &NodeId, path: String) -> Result<Bytes, ForwardError> {
-        let subject = self
-            .inner
-            .subjects
-            .node(node.as_str())
-            .ok_or_else(|| ForwardError::UnknownNode(node.clone()))?;
-        let unavailable = |reason: String| ForwardError::Unavailable {
-            node: node.clone(),
-            reason,
-        };
-        let request = Request::get(path)
-            .body(axum::body::Body::empty())
-            .map_err(|e| unavailable(e.to_string()))?;
-        let who = format!("gateway {node}");
-        let target = forward::Target {
-            subject,
-            who: &who,
-            nobody: Problem::new(
-                axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                "node_gone",
-                "Gateway gone",
-                format!("gateway {node} is not in the fleet now"),
-            )
-            .into_response(),
-            deadline: self.inner.ctx.limits.accept_timeout,
-        };
-        let response = forward::exchange(&self.inner.ctx, target, request).await;
-        let status = response.status();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| unavailable(e.to_string()))?
-            .to_bytes();
-        if status != axum::http::StatusCode::OK {
-            return Err(unavailable(format!(
-                "{status}: {}",
-                String::from_utf8_lossy(&body)
-            )));
-        }
-        Ok(body)
-    }
-}
-
-impl Forwarder for FleetForwarder {
-    fn nodes(&self) -> Vec<NodeId> {
-        self.inner.nodes()
-    }
-
-    fn forward(&self, to: &Holder, request: Request) -> BoxFuture<'static, Response> {
-        let device = device_of(request.uri().path()).map(str::to_string);
-        let held_here = device.as_deref().is_some_and(|d| {
-            self.inner
-                .gateway
-                .registry()
-                .get(d)
-                .is_some_and(|d| d.connection().is_some())
-        });
-        let remote = match to {
-            Holder::Node { node, online } if *node != self.inner.node && !held_here => {
-                Some((node.clone(), *online))
-            }
-            _ => None,
-        };
-        let Some((node, online)) = remote else {
-            return self.local.forward(&Holder::Nobody, request);
-        };
-        let inner = self.inner.clone();
-        let deadline = self.deadline(&request);
-        Box::pin(async move {
-            let not_connected =
-                |id: &str| Problem::from(CallFailure::NotConnected(id.to_string())).into_response();
-            let (subject, who, nobody) = match (&device, online) {
-                (Some(id), true) => match inner.subjects.device(id) {
-                    Some(s) => (
-                        s,
-                        format!("the gateway holding device {id}"),
-                        not_connected(id),
-                    ),
-                    None => {
-                        return Problem::from(CallFailure::UnknownDevice(id.clone()))
-                            .into_response();
-                    }
-                },
-                _ => match inner.subjects.node(node.as_str()) {
-                    Some(s) => (
-                        s,
-                        format!("gateway {node}"),
-                        device.as_deref().map_or_else(
-                            || {
-                                Problem::new(
-                                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                                    "node_gone",
-                                    "Gateway gone",
-                                    format!("gateway {node} is not in the fleet now"),
-                                )
-                                .into_response()
-                            },
-                            not_connected,
-                        ),
-                    ),
-                    None => return crate::routing::local::unknown_node(&node),
-                },
-            };
-            let target = forward::Target {
-                subject,
-                who: &who,
-                nobody,
-                deadline,
-            };
-            forward::exchange(&inner.ctx, target, request).await
-        })
-    }
-
-    fn device_page(
-        &self,
-        node: &NodeId,
-        query: ListQuery,
-    ) -> BoxFuture<'static, Result<Page<DeviceView>, ForwardError>> {
-        if *node == self.inner.node {
-            return self.local.device_page(&crate::routing::local::LOCAL, query);
-        }
-        let this = FleetForwarder {
-            inner: self.inner.clone(),
-            local: self.local.clone(),
-        };
-        let node = node.clone();
-        Box::pin(async move {
-            let q = serde_urlencoded(&query);
-            let body = this.get(&node, format!("/internal/v1/devices?{q}")).await?;
-            serde_json::from_slice(&body).map_err(|e| ForwardError::BadAnswer {
-                node,
-                reason: e.to_string(),
-            })
-        })
-    }
-
-    fn snapshot(&self, node: &NodeId) -> BoxFuture<'static, Result<Snapshot, ForwardError>> {
-        if *node == self.inner.node {
-            return self.local.snapshot(&crate::routing::local::LOCAL);
-        }
-        let this = FleetForwarder {
-            inner: self.inner.clone(),
-            local: self.local.clone(),
-        };
-        let node = node.clone();
-        Box::pin(async move {
-            let body = this.get(&node, "/internal/v1/snapshot".into()).await?;
-            serde_json::from_slice(&body).map_err(|e| ForwardError::BadAnswer {
-                node,
-                reason: e.to_string(),
-            })
-        })
-    }
-
-    fn metrics(&self, node: &NodeId) -> BoxFuture<'static, Result<MetricSet, ForwardError>> {
-        if *node == self.inner.node {
-            return self.local.metrics(&crate::routing::local::LOCAL);
-        }
-        let this = FleetForwarder {
-            inner: self.inner.clone(),
-            local: self.local.clone(),
-        };
-        let node = node.clone();
-        Box::pin(async move {
-            let body = this.get(&node, "/internal/v1/metrics".into()).await?;
-            MetricSet::decode(&body).map_err(|e| ForwardError::BadAnswer {
-                node,
-                reason: e.to_string(),
-            })
-        })
-    }
-}
-
-/// `query` as a URL query string.
-fn serde_urlencoded(query: &ListQuery) -> String {
-    let mut parts = Vec::new();
-    if let Some(on) = query.online {
-        parts.push(format!("online={on}"));
-    }
-    if let Some(after) = &query.after {
-        parts.push(format!("after={}", percent(after)));
-    }
-    if query.limit > 0 {
-        parts.push(format!("limit={}", query.limit));
-    }
-    parts.join("&")
-}
-
-fn percent(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn device_ids_come_from_device_paths_only() {
-        assert_eq!(device_of("/v1/devices/ab/calls/echo"), Some("ab"));
-        assert_eq!(device_of("/v1/devices/ab"), Some("ab"));
-        assert_eq!(device_of("/v1/devices/"), None);
-        assert_eq!(device_of("/v1/schema"), None);
-    }
-
-    #[test]
-    fn list_queries_travel_as_query_strings() {
-        let q = ListQuery {
-            online: Some(true),
-            after: Some("a b&c".into()),
-            limit: 5,
-        };
-        assert_eq!(serde_urlencoded(&q), "online=true&after=a%20b%26c&limit=5");
-        assert_eq!(serde_urlencoded(&ListQuery::default()), "");
     }
 }

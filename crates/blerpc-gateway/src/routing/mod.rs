@@ -245,6 +245,36 @@ pub enum ForwardError {
     },
 }
 
+/// The body of `node`'s answer if it is a 200; else the status and body as a
+/// [`ForwardError::BadAnswer`] (or [`ForwardError::Unavailable`] if the body broke off).
+pub async fn ok_body<B>(
+    node: &NodeId,
+    response: axum::http::Response<B>,
+) -> Result<bytes::Bytes, ForwardError>
+where
+    B: axum::body::HttpBody,
+    B::Error: fmt::Display,
+{
+    use http_body_util::BodyExt as _;
+    let status = response.status();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| ForwardError::Unavailable {
+            node: node.clone(),
+            reason: e.to_string(),
+        })?
+        .to_bytes();
+    if status != axum::http::StatusCode::OK {
+        return Err(ForwardError::BadAnswer {
+            node: node.clone(),
+            reason: format!("{status}: {}", String::from_utf8_lossy(&body)),
+        });
+    }
+    Ok(body)
+}
+
 /// How requests and queries reach the nodes.
 pub trait Forwarder: Send + Sync + fmt::Debug + 'static {
     /// Every node, in a stable order (the first answers for devices nobody holds).

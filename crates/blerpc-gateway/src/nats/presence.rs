@@ -1,0 +1,378 @@
+//! A gateway's part in the fleet's shared state: its claims in the presence bucket, the
+//! watches that make the fleet's directory, and the heartbeats that say which gateways live.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::kv;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast::error::RecvError;
+
+use super::{AbortOnDrop, Ctx, Subjects, lock, now_ms, serve_subject, spawn};
+use crate::Gateway;
+use crate::routing::claims::PresenceMessage;
+use crate::routing::{ClaimTable, Epoch, NodeId};
+
+/// The version of presence and liveness records.
+pub const RECORD_VERSION: u32 = 1;
+
+/// A device's entry in the presence bucket.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PresenceRecord {
+    /// [`RECORD_VERSION`].
+    pub v: u32,
+    /// The gateway that holds the device, or held it last.
+    pub node: NodeId,
+    /// The claimed connection's epoch (µs since the Unix epoch when it was made).
+    pub epoch: Epoch,
+    /// Whether that connection is up.
+    pub online: bool,
+    /// When it was made (ms since the Unix epoch).
+    pub since_ms: u64,
+    /// When the device was last seen: now if online, else when it went (ms).
+    pub seen_ms: u64,
+}
+
+/// A gateway's entry in the liveness bucket.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GatewayRecord {
+    /// [`RECORD_VERSION`].
+    pub v: u32,
+    /// Its name.
+    pub node: NodeId,
+    /// Devices it holds.
+    pub online: usize,
+    /// When it joined (ms since the Unix epoch).
+    pub joined_ms: u64,
+    /// When it wrote this (ms).
+    pub at_ms: u64,
+}
+
+/// A gateway's membership, shared by its tasks and its forwarder.
+#[derive(Debug)]
+pub(super) struct Inner {
+    pub(super) ctx: Ctx,
+    pub(super) subjects: Subjects,
+    pub(super) node: NodeId,
+    pub(super) gateway: Gateway,
+    pub(super) table: Arc<ClaimTable>,
+    /// Gateways heard from, and when.
+    pub(super) live: RwLock<BTreeMap<NodeId, Instant>>,
+    pub(super) presence: kv::Store,
+    pub(super) gateways: kv::Store,
+    /// The devices this gateway serves the subjects of.
+    pub(super) held: Mutex<HashMap<String, Held>>,
+    pub(super) joined_ms: u64,
+}
+
+/// A device whose subject this gateway serves.
+#[derive(Debug)]
+pub(super) struct Held {
+    pub(super) epoch: Epoch,
+    pub(super) _serving: AbortOnDrop,
+}
+
+impl Inner {
+    pub(super) fn nodes(&self) -> Vec<NodeId> {
+        let mut nodes = vec![self.node.clone()];
+        let live = self.live.read().unwrap_or_else(|e| e.into_inner());
+        nodes.extend(live.keys().filter(|n| **n != self.node).cloned());
+        nodes
+    }
+
+    fn record(&self, epoch: Epoch, online: bool, since_ms: u64) -> Bytes {
+        let record = PresenceRecord {
+            v: RECORD_VERSION,
+            node: self.node.clone(),
+            epoch,
+            online,
+            since_ms,
+            seen_ms: now_ms(),
+        };
+        Bytes::from(serde_json::to_vec(&record).unwrap_or_default())
+    }
+
+    /// Follows the gateway's own claims and releases: serve each device's subject while it is
+    /// held, and record it in the presence bucket.
+    pub(super) async fn follow_registry(self: Arc<Self>) {
+        loop {
+            let mut changes = self.gateway.registry().presence();
+            let claims = self.gateway.registry().claims();
+            let holding: HashSet<String> = claims
+                .iter()
+                .filter_map(|c| match c {
+                    PresenceMessage::Claim { device, .. } => Some(device.clone()),
+                    _ => None,
+                })
+                .collect();
+            let gone: Vec<(String, Epoch)> = lock(&self.held)
+                .iter()
+                .filter(|(d, _)| !holding.contains(*d))
+                .map(|(d, h)| (d.clone(), h.epoch))
+                .collect();
+            for (device, epoch) in gone {
+                self.released(&device, epoch).await;
+            }
+            for claim in claims {
+                self.apply(claim).await;
+            }
+            loop {
+                match changes.recv().await {
+                    Ok(message) => self.apply(message).await,
+                    Err(RecvError::Lagged(_)) => break,
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        }
+    }
+
+    async fn apply(&self, message: PresenceMessage) {
+        match message {
+            PresenceMessage::Claim {
+                device,
+                epoch,
+                since_ms,
+            } => self.claimed(&device, epoch, since_ms).await,
+            PresenceMessage::Release { device, epoch } => self.released(&device, epoch).await,
+            _ => {}
+        }
+    }
+
+    async fn claimed(&self, device: &str, epoch: Epoch, since_ms: u64) {
+        if lock(&self.held)
+            .get(device)
+            .is_some_and(|h| h.epoch >= epoch)
+        {
+            return;
+        }
+        let Some(subject) = self.subjects.device(device) else {
+            tracing::warn!(
+                device,
+                "a device id that cannot be a NATS subject token: not in the fleet"
+            );
+            return;
+        };
+        match self
+            .ctx
+            .client
+            .queue_subscribe(subject.clone(), self.subjects.device_group())
+            .await
+        {
+            Ok(sub) => {
+                let router = crate::http::device_router(self.gateway.clone());
+                let serving = spawn(serve_subject(self.ctx.clone(), router, sub));
+                lock(&self.held).insert(
+                    device.to_string(),
+                    Held {
+                        epoch,
+                        _serving: serving,
+                    },
+                );
+            }
+            Err(e) => tracing::warn!(device, "cannot subscribe to {subject}: {e}"),
+        }
+        self.table.claim(&self.node, device, epoch, since_ms);
+        self.record_claim(device, epoch, since_ms).await;
+    }
+
+    async fn released(&self, device: &str, epoch: Epoch) {
+        {
+            let mut held = lock(&self.held);
+            if held.get(device).is_some_and(|h| h.epoch == epoch) {
+                held.remove(device);
+            }
+        }
+        self.table.release(&self.node, device, epoch);
+        self.record_release(device, &self.node, epoch).await;
+    }
+
+    /// Writes this gateway's claim unless the bucket holds a newer one (compare-and-set, a few
+    /// tries under contention).
+    async fn record_claim(&self, device: &str, epoch: Epoch, since_ms: u64) {
+        for _ in 0..5 {
+            let value = self.record(epoch, true, since_ms);
+            let written = match self.presence.entry(device).await {
+                Ok(Some(e)) if e.operation == kv::Operation::Put => {
+                    if let Ok(r) = serde_json::from_slice::<PresenceRecord>(&e.value)
+                        && r.epoch > epoch
+                    {
+                        return; // The device has connected since, somewhere.
+                    }
+                    self.presence
+                        .update(device, value, e.revision)
+                        .await
+                        .is_ok()
+                }
+                Ok(_) => self.presence.create(device, value).await.is_ok(),
+                Err(e) => {
+                    tracing::warn!(device, "reading the presence bucket: {e}");
+                    false
+                }
+            };
+            if written {
+                return;
+            }
+        }
+        tracing::warn!(
+            device,
+            "could not record the claim: the presence bucket kept changing"
+        );
+    }
+
+    /// Records `node`'s connection of `device` at `epoch` as ended, if that is the claim in
+    /// force.
+    pub(super) async fn record_release(&self, device: &str, node: &NodeId, epoch: Epoch) {
+        for _ in 0..5 {
+            let Ok(Some(e)) = self.presence.entry(device).await else {
+                return;
+            };
+            let Ok(mut r) = serde_json::from_slice::<PresenceRecord>(&e.value) else {
+                return;
+            };
+            if r.node != *node || r.epoch != epoch || !r.online {
+                return;
+            }
+            r.online = false;
+            r.seen_ms = now_ms();
+            let value = Bytes::from(serde_json::to_vec(&r).unwrap_or_default());
+            if self
+                .presence
+                .update(device, value, e.revision)
+                .await
+                .is_ok()
+            {
+                return;
+            }
+        }
+    }
+
+    /// Watches the presence bucket into the directory; a device this gateway holds that has
+    /// connected elsewhere since is let go (its old connection closed).
+    pub(super) async fn watch_presence(self: Arc<Self>) {
+        loop {
+            match self.presence.watch_all_from_revision(1).await {
+                Ok(mut watch) => {
+                    while let Some(entry) = watch.next().await {
+                        let Ok(entry) = entry else { break };
+                        if entry.operation != kv::Operation::Put {
+                            continue;
+                        }
+                        let Ok(r) = serde_json::from_slice::<PresenceRecord>(&entry.value) else {
+                            tracing::debug!(key = entry.key, "an unreadable presence record");
+                            continue;
+                        };
+                        if r.online {
+                            self.table.claim(&r.node, &entry.key, r.epoch, r.since_ms);
+                            if r.node != self.node {
+                                self.moved_away(&entry.key, r.epoch);
+                            }
+                        } else {
+                            self.table.release(&r.node, &entry.key, r.epoch);
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!("watching the presence bucket: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    fn moved_away(&self, device: &str, newer: Epoch) {
+        let ours = lock(&self.held).get(device).map(|h| h.epoch);
+        if let Some(epoch) = ours.filter(|e| *e < newer) {
+            lock(&self.held).remove(device);
+            if let Some(d) = self.gateway.registry().get(device) {
+                tracing::info!(device, "connected to another gateway since: closing ours");
+                self.gateway.registry().disconnect(&d, epoch);
+            }
+        }
+    }
+
+    pub(super) async fn heartbeat(&self) {
+        let record = GatewayRecord {
+            v: RECORD_VERSION,
+            node: self.node.clone(),
+            online: self.gateway.registry().online(),
+            joined_ms: self.joined_ms,
+            at_ms: now_ms(),
+        };
+        let value = Bytes::from(serde_json::to_vec(&record).unwrap_or_default());
+        if let Err(e) = self.gateways.put(self.node.as_str(), value).await {
+            tracing::warn!("heartbeat: {e}");
+        }
+    }
+
+    /// Heartbeats, and takes offline the devices of gateways not heard from in time.
+    pub(super) async fn beat(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(self.ctx.limits.heartbeat);
+        let started = Instant::now();
+        loop {
+            tick.tick().await;
+            self.heartbeat().await;
+            let timeout = self.ctx.limits.node_timeout;
+            let dead: Vec<NodeId> = {
+                let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
+                let dead: Vec<NodeId> = live
+                    .iter()
+                    .filter(|(n, at)| **n != self.node && at.elapsed() > timeout)
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                for n in &dead {
+                    live.remove(n);
+                }
+                dead
+            };
+            for n in &dead {
+                tracing::warn!(node = %n, "gateway silent for {timeout:?}: its devices are offline");
+            }
+            // Claims of gateways not heard from at all (dead before we joined) too, once we
+            // have listened for a node timeout.
+            if started.elapsed() > timeout {
+                let mut alive: HashSet<NodeId> = self
+                    .live
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .keys()
+                    .cloned()
+                    .collect();
+                alive.insert(self.node.clone());
+                for (device, node, epoch) in self.table.release_nodes_but(&alive) {
+                    self.record_release(&device, &node, epoch).await;
+                }
+            }
+        }
+    }
+
+    pub(super) async fn watch_gateways(self: Arc<Self>) {
+        loop {
+            // The last heartbeat of each gateway first, then every new one.
+            match self.gateways.watch_with_history(">").await {
+                Ok(mut watch) => {
+                    while let Some(entry) = watch.next().await {
+                        let Ok(entry) = entry else { break };
+                        let node = NodeId::new(&entry.key);
+                        // When the server stored it (a heartbeat from the history may be old).
+                        let stored_ms =
+                            u64::try_from(entry.created.unix_timestamp_nanos() / 1_000_000)
+                                .unwrap_or(0);
+                        let age = Duration::from_millis(now_ms().saturating_sub(stored_ms));
+                        let at = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
+                        let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
+                        if entry.operation == kv::Operation::Put
+                            && age < self.ctx.limits.node_timeout
+                        {
+                            live.insert(node, at);
+                        } else {
+                            live.remove(&node);
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!("watching the gateways bucket: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
