@@ -43,9 +43,16 @@ pub struct ServeArgs {
     pub listen: Option<String>,
     /// Dial out instead of (or as well as) listening: connect to a device gateway at
     /// tcp://, tls://, ws:// or wss:// and serve over that connection, reconnecting with capped
-    /// exponential backoff and jitter. Prints `dialling URL identity HEX`.
-    #[arg(long, value_name = "URL", conflicts_with = "workers")]
-    pub dial: Option<String>,
+    /// exponential backoff and jitter. Several gateways (repeated, or comma-separated: a
+    /// fleet's): after a failure or a close the next is tried. Prints `dialling URL identity
+    /// HEX` (the first URL).
+    #[arg(
+        long,
+        value_name = "URL",
+        value_delimiter = ',',
+        conflicts_with = "workers"
+    )]
+    pub dial: Vec<String>,
     /// The longest wait between two dial attempts, in seconds (the first is 0.1 s, doubling,
     /// each drawn between half and all of its value).
     #[arg(long, value_name = "SECS", default_value_t = 5.0)]
@@ -420,9 +427,10 @@ async fn serve(args: &ServeArgs, seed: Option<[u8; 32]>) -> anyhow::Result<()> {
         serve_metrics(addr, server.metrics()).await?;
     }
     let identity = public.map_or_else(|| "none".to_string(), |k| to_hex(&k));
-    let dialing = match &args.dial {
-        Some(url) => Some(start_dialing(args, url, built, &identity)?),
-        None => None,
+    let dialing = if args.dial.is_empty() {
+        None
+    } else {
+        Some(start_dialing(args, &args.dial, built, &identity)?)
     };
     let Some(listen) = &args.listen else {
         shutdown_signal().await;
@@ -470,16 +478,20 @@ fn print_line(line: &str) -> anyhow::Result<()> {
         .context("cannot write to stdout")
 }
 
-/// Starts `--dial URL` on a task of its own; prints `dialling URL identity HEX`.
+/// Starts `--dial URL…` on a task of its own; prints `dialling URL identity HEX`.
 fn start_dialing(
     args: &ServeArgs,
-    url: &str,
+    dial: &[String],
     built: Built,
     identity: &str,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let url: LinkUrl = url.parse().context("--dial")?;
-    if !url.is_ip() {
-        bail!("cannot dial {url}: use tcp://, tls://, ws:// or wss://");
+    let mut urls = Vec::new();
+    for text in dial {
+        let url: LinkUrl = text.parse().with_context(|| format!("--dial {text}"))?;
+        if !url.is_ip() {
+            bail!("cannot dial {url}: use tcp://, tls://, ws:// or wss://");
+        }
+        urls.push(url);
     }
     let tls = crate::links::tls_trust(
         args.dial_tls_ca.as_ref(),
@@ -487,15 +499,16 @@ fn start_dialing(
         None,
     )?;
     let max = seconds("--dial-backoff-max", args.dial_backoff_max)?;
+    let first = urls[0].clone();
     let dialer = blerpc_gateway::dial::Dialer {
-        url: url.clone(),
+        urls,
         options: ConnectOptions {
             tls,
             ..ConnectOptions::default()
         },
         backoff: blerpc::backoff::Backoff::new(Duration::from_millis(100), max),
     };
-    print_line(&format!("dialling {url} identity {identity}"))?;
+    print_line(&format!("dialling {first} identity {identity}"))?;
     Ok(tokio::spawn(async move {
         // The gateway and relayed connections count in the same metrics (--metrics).
         let config = ServerConfig {
@@ -604,7 +617,7 @@ mod tests {
         identity::store(&key, &seed, false).unwrap();
         let mut args = ServeArgs {
             listen: Some("tcp://127.0.0.1:0".into()),
-            dial: None,
+            dial: Vec::new(),
             dial_backoff_max: 5.0,
             dial_tls_ca: None,
             dial_tls_cert_pin: None,

@@ -864,3 +864,73 @@ fn calls_beyond_the_queue_bound_are_refused_with_429() {
     let r = call(&gw.http, &id, "echo", r#"{"message":"after"}"#);
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+/// Two `blerpc gateway --nats` processes on a real nats-server form one fleet: a device dialling
+/// both (`--dial A,B`) is called through either, and when its gateway is killed (SIGKILL) it
+/// moves to the other, where calls find it again.
+#[test]
+fn a_fleet_on_nats_answers_for_every_device_and_survives_a_killed_gateway() {
+    let nats = blerpc_test_support::nats::NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens_file(dir.path());
+    let member = |name: &str| {
+        let known = dir.path().join(format!("{name}.json"));
+        gateway(&[
+            "--devices",
+            "tcp://127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--enroll",
+            "--known-devices",
+            known.to_str().unwrap(),
+            "--tokens",
+            tokens.to_str().unwrap(),
+            "--nats",
+            &nats.url,
+            "--nats-name",
+            name,
+        ])
+    };
+    let a = member("gw-a");
+    let b = member("gw-b");
+    let dial = format!("{},{}", a.devices[0], b.devices[0]);
+    let (_device, id) = dial_device(&dial, &keygen(dir.path(), "d.key"), &[]);
+    // Listed by both (B lists A's devices through NATS), called through both.
+    wait_status(&a.http, &id, "online", Duration::from_secs(15));
+    wait_status(&b.http, &id, "online", Duration::from_secs(15));
+    for http in [&a.http, &b.http] {
+        let r = call(http, &id, "echo", r#"{"message":"fleet"}"#);
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json()["message"], "fleet");
+    }
+    let stranger = "ab".repeat(32);
+    let r = call(&b.http, &stranger, "echo", "{}");
+    assert_eq!(r.status, 404, "{}", r.text());
+
+    // Gateway A dies; the device redials B, and B answers for it within 10 s.
+    let killed = Instant::now();
+    drop(a);
+    loop {
+        let r = call(&b.http, &id, "echo", r#"{"message":"moved"}"#);
+        if r.status == 200 {
+            assert_eq!(r.json()["message"], "moved");
+            break;
+        }
+        // Until then every failure says why.
+        let problem = r.json();
+        assert!(
+            [502, 503, 504].contains(&r.status) && problem["detail"].is_string(),
+            "{} {}",
+            r.status,
+            r.text()
+        );
+        assert!(
+            killed.elapsed() < Duration::from_secs(10),
+            "the device was not reachable through B within 10 s: {} {}",
+            r.status,
+            r.text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("reachable again through gw-b {:?} after gw-a was killed", killed.elapsed());
+}

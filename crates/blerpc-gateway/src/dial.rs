@@ -4,6 +4,11 @@
 //! `blerpc serve --dial URL` runs), serves its service on that connection, and after a failure
 //! or a close dials again with capped exponential backoff and jitter ([`Backoff`]).
 //!
+//! **Failover.** A dialer may have several gateways ([`Dialer::urls`], the gateways of a fleet):
+//! it keeps to the one that answers, and after a failure or a close tries the next one in
+//! turn, waiting per the backoff only once it has tried them all. A URL whose host name
+//! resolves to several addresses is tried at each of them in turn by the connect itself.
+//!
 //! On that connection only, the device also answers the gateway's built-in command
 //! [`RELAY_COMMAND`]: its request is a one-time `ws://` or `wss://` URL on the same host as
 //! the gateway dialled; the device dials it and serves a fresh connection there (a backend's own
@@ -13,7 +18,7 @@
 //! (`peripheral.relay`), on the gateway connection only.
 //!
 //! ```no_run
-//! # async fn run() -> Result<(), blerpc::server::ServerError> {
+//! # async fn run() -> Result<(), blerpc_gateway::dial::DialError> {
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use blerpc::backoff::Backoff;
@@ -26,7 +31,7 @@
 //!     Arc::new(blerpc_demo::pb::BlerpcServer::new(blerpc_demo::DemoService::default()));
 //! let config = ServerConfig { identity: Some([7; 32]), ..ServerConfig::default() };
 //! let dialer = Dialer {
-//!     url: "tcp://gateway.example:7000".parse().unwrap(),
+//!     urls: vec!["tcp://gateway-a.example:7000".parse().unwrap()],
 //!     options: ConnectOptions::default(),
 //!     backoff: Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
 //! };
@@ -53,8 +58,9 @@ pub const RELAYED_CONNECTION_MAX: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Where and how a device dials.
 #[derive(Clone, Debug)]
 pub struct Dialer {
-    /// The gateway's device listener: `tcp://`, `tls://`, `ws://` or `wss://`.
-    pub url: LinkUrl,
+    /// The gateways' device listeners, tried in turn: `tcp://`, `tls://`, `ws://` or `wss://`
+    /// (at least one).
+    pub urls: Vec<LinkUrl>,
     /// Trust for `tls://` and `wss://` (the gateway's and the relay URLs alike).
     pub options: ConnectOptions,
     /// The waits between attempts.
@@ -68,6 +74,12 @@ pub enum DialError {
     /// The gateway could not be reached, or setup with it failed.
     #[error(transparent)]
     Connect(#[from] ConnectError),
+    /// The server configuration is invalid.
+    #[error("the device's server configuration: {0}")]
+    Config(#[source] ServerError),
+    /// The dialer has no gateway URL.
+    #[error("no gateway to dial: give at least one URL")]
+    NoGateway,
     /// The connection failed while it was served.
     #[error("the connection to {url} failed")]
     Serve {
@@ -107,6 +119,14 @@ impl OnLink for ServeRelayed {
     }
 }
 
+/// A dialer at work: which URL is next.
+#[derive(Debug)]
+struct Dialling {
+    urls: Vec<LinkUrl>,
+    options: ConnectOptions,
+    current: std::sync::atomic::AtomicUsize,
+}
+
 impl Dialer {
     /// Keeps a connection to the gateway until `shutdown` completes: dial, serve `service`, and
     /// after a failure or a close wait per [`Dialer::backoff`] and dial again. Relayed
@@ -114,16 +134,21 @@ impl Dialer {
     /// `peripheral.relay` on and [`RELAY_COMMAND`] answered.
     ///
     /// # Errors
-    /// [`ServerError`] when `config` is invalid; connection failures are logged and retried.
+    /// [`DialError::Config`] when `config` is invalid, [`DialError::NoGateway`] without URLs;
+    /// connection failures are logged and retried.
     pub async fn run(
         self,
         service: Arc<dyn Dispatch>,
         config: ServerConfig,
         shutdown: impl Future<Output = ()>,
-    ) -> Result<(), ServerError> {
-        let plain = Server::new(service.clone(), config.clone())?;
+    ) -> Result<(), DialError> {
+        let plain = Server::new(service.clone(), config.clone()).map_err(DialError::Config)?;
         let mut backoff = self.backoff.clone();
-        let dialer = Arc::new(self);
+        let dialer = Arc::new(Dialling {
+            urls: self.urls,
+            options: self.options,
+            current: std::sync::atomic::AtomicUsize::new(0),
+        });
         let mut gateway_config = config;
         // The gateway learns from CAPABILITIES that this connection answers `blerpc.relay`.
         gateway_config.peripheral.relay = true;
@@ -134,39 +159,72 @@ impl Dialer {
                 plain,
             },
             gateway_config,
-        )?;
+        )
+        .map_err(DialError::Config)?;
         tokio::pin!(shutdown);
+        let count = dialer.urls.len();
+        if count == 0 {
+            return Err(DialError::NoGateway);
+        }
+        // Failed attempts in a row: after one round of every URL, wait per the backoff.
+        let mut failed_in_row = 0usize;
         loop {
             let started = Instant::now();
+            let url = dialer.url();
             tokio::select! {
                 () = &mut shutdown => return Ok(()),
-                r = dialer.serve_once(&server) => match r {
-                    Ok(()) => tracing::info!(url = %dialer.url, "the gateway closed the connection"),
+                r = dialer.serve_once(&server, &url) => match r {
+                    Ok(()) => tracing::info!(%url, "the gateway closed the connection"),
                     Err(e) => tracing::warn!("{}", error_chain(&e)),
                 },
             }
-            backoff.connection_ended(started.elapsed());
+            let lasted = started.elapsed();
+            backoff.connection_ended(lasted);
+            if lasted >= backoff.reset_after {
+                failed_in_row = 0;
+            }
+            failed_in_row += 1;
+            dialer.next_url();
+            if count > 1 && !failed_in_row.is_multiple_of(count) {
+                tracing::info!(url = %dialer.url(), "trying the next gateway");
+                continue;
+            }
             let wait = backoff.next_wait();
-            tracing::info!(url = %dialer.url, "dialling again in {wait:?}");
+            tracing::info!(url = %dialer.url(), "dialling again in {wait:?}");
             tokio::select! {
                 () = &mut shutdown => return Ok(()),
                 () = tokio::time::sleep(wait) => {}
             }
         }
     }
+}
 
-    /// Connects to the gateway and serves one connection on it with `server` until it closes.
-    async fn serve_once(&self, server: &Server) -> Result<(), DialError> {
-        open(&self.url, &self.options, ServeOn(server))
+impl Dialling {
+    /// Connects to the gateway at `url` and serves one connection on it with `server` until it
+    /// closes.
+    async fn serve_once(&self, server: &Server, url: &LinkUrl) -> Result<(), DialError> {
+        open(url, &self.options, ServeOn(server))
             .await?
             .map_err(|source| DialError::Serve {
-                url: self.url.clone(),
+                url: url.clone(),
                 source,
             })
     }
 
-    fn host(&self) -> &str {
-        self.url.host().unwrap_or_default()
+    /// The gateway dialled now.
+    fn url(&self) -> LinkUrl {
+        let k = self.current.load(std::sync::atomic::Ordering::Relaxed);
+        self.urls[k % self.urls.len()].clone()
+    }
+
+    fn next_url(&self) {
+        self.current
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The host of the gateway dialled now: relay URLs must name it.
+    fn host(&self) -> String {
+        self.url().host().unwrap_or_default().to_string()
     }
 }
 
@@ -185,7 +243,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// The service, plus [`RELAY_COMMAND`] (see the [module docs](self)).
 struct RelayDispatch {
     inner: Arc<dyn Dispatch>,
-    dialer: Arc<Dialer>,
+    dialer: Arc<Dialling>,
     plain: Server,
 }
 
@@ -197,7 +255,7 @@ impl RelayDispatch {
             .parse()
             .map_err(|e| Status::decode(format!("the relay URL {text:?}: {e}")))?;
         match &url {
-            LinkUrl::Ws { host, .. } if host == self.dialer.host() => Ok(url),
+            LinkUrl::Ws { host, .. } if *host == self.dialer.host() => Ok(url),
             LinkUrl::Ws { host, .. } => Err(Status::handler_failed(format!(
                 "refusing to relay to {host}: relayed connections go to the host dialled ({})",
                 self.dialer.host()
@@ -277,10 +335,10 @@ mod tests {
             )
             .unwrap(),
             inner: service,
-            dialer: Arc::new(Dialer {
-                url: url.parse().unwrap(),
+            dialer: Arc::new(Dialling {
+                urls: vec![url.parse().unwrap()],
                 options: ConnectOptions::default(),
-                backoff: Backoff::new(Duration::from_millis(1), Duration::from_millis(2)),
+                current: std::sync::atomic::AtomicUsize::new(0),
             }),
         }
     }

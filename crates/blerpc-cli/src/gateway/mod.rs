@@ -6,6 +6,7 @@
 //! ```text
 //! devices tcp://127.0.0.1:40731
 //! http http://127.0.0.1:8080
+//! fleet gw-a          (with --nats: the gateway's name in the fleet)
 //! ```
 
 use std::net::SocketAddr;
@@ -122,6 +123,36 @@ pub struct GatewayArgs {
     /// device's calls to its worker. For more devices than one process can hold.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub workers: usize,
+    /// Join a fleet of gateways on NATS (nats://HOST:PORT, several comma-separated; JetStream
+    /// on): any gateway of the fleet answers for every device, forwarding over NATS. NATS sees
+    /// what HTTP calls carry: use --nats-tls-ca and credentials beyond loopback.
+    #[arg(long, value_name = "URL")]
+    pub nats: Option<String>,
+    /// This gateway's name in the fleet: unique, of letters, digits, `-` and `_`. Default: the
+    /// host name and the --http port.
+    #[arg(long, value_name = "NAME", requires = "nats")]
+    pub nats_name: Option<String>,
+    /// The prefix of the fleet's subjects and KV buckets.
+    #[arg(long, value_name = "PREFIX", default_value = "blerpc")]
+    pub nats_prefix: String,
+    /// A NATS credentials file (JWT and nkey seed).
+    #[arg(long, value_name = "FILE", requires = "nats")]
+    pub nats_creds: Option<PathBuf>,
+    /// A file holding an nkey seed (SU...) to authenticate to NATS.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "nats",
+        conflicts_with = "nats_creds"
+    )]
+    pub nats_nkey: Option<PathBuf>,
+    /// The CA (PEM) that signed the NATS servers' certificates; TLS is then required.
+    #[arg(long, value_name = "FILE", requires = "nats")]
+    pub nats_tls_ca: Option<PathBuf>,
+    /// Replicas of the fleet's KV buckets when this gateway creates them (3 on a 3-node
+    /// cluster).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub nats_replicas: usize,
     /// Internal: run as a worker of `--workers`: the options, the worker's index and the
     /// internal token come from the parent on stdin, not from the command line.
     #[arg(long, hide = true)]
@@ -320,22 +351,76 @@ async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
         });
     }
     lines.push(format!("http {scheme}://{http_addr}"));
+    let fleet = match nats_config(args, http_addr)? {
+        Some(config) => Some(
+            blerpc_gateway::nats::Fleet::join(gateway.clone(), config)
+                .await
+                .context("--nats")?,
+        ),
+        None => None,
+    };
+    let router = match &fleet {
+        Some(f) => blerpc_gateway::http::router_with(gateway.clone(), f.routing()),
+        None => blerpc_gateway::http::router(gateway.clone()),
+    };
     {
         use std::io::Write as _;
         let mut out = std::io::stdout().lock();
         for l in &lines {
             writeln!(out, "{l}").context("cannot write to stdout")?;
         }
+        if let Some(f) = &fleet {
+            writeln!(out, "fleet {}", f.node()).context("cannot write to stdout")?;
+        }
         out.flush().context("cannot write to stdout")?;
     }
-    match http_tls {
+    let served = match http_tls {
         Some(tls) => {
-            blerpc_gateway::http::serve_tls(gateway, http, tls.rustls().clone(), shutdown_signal())
-                .await
+            blerpc_gateway::http::serve_tls_router(
+                router,
+                http,
+                tls.rustls().clone(),
+                shutdown_signal(),
+            )
+            .await
         }
-        None => blerpc_gateway::http::serve(gateway, http, shutdown_signal()).await,
+        None => blerpc_gateway::http::serve_router(router, http, shutdown_signal()).await,
+    };
+    if let Some(f) = fleet {
+        f.leave().await;
     }
-    .context("the HTTP server failed")
+    served.context("the HTTP server failed")
+}
+
+/// The fleet `--nats` joins, if given; the gateway's name defaults to the host name and the
+/// HTTP port.
+pub(crate) fn nats_config(
+    args: &GatewayArgs,
+    http: SocketAddr,
+) -> anyhow::Result<Option<blerpc_gateway::nats::NatsConfig>> {
+    let Some(url) = &args.nats else {
+        return Ok(None);
+    };
+    let name = match &args.nats_name {
+        Some(n) => n.clone(),
+        None => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().replace('.', "-"))
+                .unwrap_or_else(|_| "gateway".to_string());
+            format!("{host}-{}", http.port())
+        }
+    };
+    let mut config = blerpc_gateway::nats::NatsConfig::new(url, &name);
+    config.prefix = args.nats_prefix.clone();
+    config.credentials = args.nats_creds.clone();
+    config.tls_ca = args.nats_tls_ca.clone();
+    config.replicas = args.nats_replicas;
+    if let Some(path) = &args.nats_nkey {
+        let seed = std::fs::read_to_string(path)
+            .with_context(|| format!("--nats-nkey {}: cannot read it", path.display()))?;
+        config.nkey = Some(seed.trim().to_string());
+    }
+    Ok(Some(config))
 }
 
 #[cfg(feature = "ble-central")]

@@ -76,6 +76,12 @@ pub(super) async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
     if !args.ble.is_empty() {
         anyhow::bail!("--ble peripherals are held by one process: use it without --workers");
     }
+    if args.nats.is_some() {
+        anyhow::bail!(
+            "--workers with --nats is not supported yet: on NATS, run N gateway processes, each \
+             with --nats and its own --http and --devices ports; they form one fleet"
+        );
+    }
     if args.http_tls_cert.is_some() {
         anyhow::bail!(
             "--http-tls-cert with --workers is not supported yet: terminate TLS in front of the gateway, or run one process"

@@ -210,7 +210,18 @@ async fn authenticate(
 /// The router of a single gateway (and of a worker, for its front): the API with the
 /// gateway's own routing, and the node requests under `/internal/v1/`.
 pub fn router(gateway: Gateway) -> Router {
-    let api = Api::local(&gateway);
+    let routing = Api::local(&gateway).routing;
+    router_with(gateway, routing)
+}
+
+/// The router of a gateway that routes with `routing` (a fleet's, [`crate::nats::Fleet::routing`]):
+/// the API, and the node requests under `/internal/v1/`.
+pub fn router_with(gateway: Gateway, routing: Routing) -> Router {
+    let api = Api::new(
+        routing,
+        gateway.config().tokens.clone(),
+        gateway.config().dashboard_interval,
+    );
     let internal = internal::router(gateway).route_layer(middleware::from_fn_with_state(
         api.tokens.clone(),
         authenticate,
@@ -353,13 +364,24 @@ pub async fn serve_tls(
     config: Arc<tokio_rustls::rustls::ServerConfig>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_tls_router(router(gateway), listener, config, shutdown).await
+}
+
+/// Serves `router` on `listener` over HTTPS (HTTP/1.1, upgrades for the relay) until `shutdown`
+/// completes; each TLS handshake has 10 s.
+pub async fn serve_tls_router(
+    router: Router,
+    listener: TcpListener,
+    config: Arc<tokio_rustls::rustls::ServerConfig>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     use hyper_util::rt::TokioIo;
     use tower::Service;
 
     let mut config = (*config).clone();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let mut app = router(gateway).into_make_service_with_connect_info::<SocketAddr>();
+    let mut app = router.into_make_service_with_connect_info::<SocketAddr>();
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
