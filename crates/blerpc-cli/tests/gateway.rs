@@ -932,5 +932,8 @@ fn a_fleet_on_nats_answers_for_every_device_and_survives_a_killed_gateway() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    eprintln!("reachable again through gw-b {:?} after gw-a was killed", killed.elapsed());
+    eprintln!(
+        "reachable again through gw-b {:?} after gw-a was killed",
+        killed.elapsed()
+    );
 }

@@ -171,6 +171,11 @@ async fn any_gateway_answers_for_a_device_another_holds() {
     assert_eq!(up.status, 200, "{}", up.text());
     assert_eq!(up.json()["received_count"], 200);
 
+    // The relayed link, end to end: the backend's central at B, the device's relayed
+    // connection at A, the ciphertext between them over NATS; the device's key pinned.
+    assert_eq!(b.http.relayed_echo(&d, "end to end").await, "end to end");
+    assert_eq!(b.http.relayed_echo(&d, "again").await, "again");
+
     // The fleet's list and metrics, from both gateways.
     let e = Device::new(12);
     let _link_e = e.attach(&b.gateway).await;
@@ -229,6 +234,10 @@ async fn a_device_held_nowhere_is_503_at_once_and_strangers_404() {
     let offline = b.http.call(&d.id, "echo", r#"{"message":"x"}"#).await;
     offline.assert_problem(503, "not_connected");
     assert_eq!(b.http.status(&d.id).await.as_deref(), Some("offline"));
+
+    // A relayed link to a device held nowhere: the holder's refusal, not an upgrade.
+    let link = b.http.get(&format!("/v1/devices/{}/link", d.id)).await;
+    assert_eq!(link.status, 503, "{}", link.text());
 
     // A device nobody knows is every gateway's 404.
     let stranger = "cd".repeat(32);

@@ -38,7 +38,7 @@ use crate::routing::{Holder, NodeId, Routing};
 pub(crate) mod api;
 mod dashboard;
 pub mod internal;
-mod relay;
+pub(crate) mod relay;
 
 pub use dashboard::MAX_DEVICES_PER_SNAPSHOT;
 

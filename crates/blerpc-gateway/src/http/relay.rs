@@ -8,7 +8,7 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{Sink, SinkExt, Stream, StreamExt};
 
 use super::Problem;
 use crate::Gateway;
@@ -16,7 +16,7 @@ use crate::calls::CallFailure;
 use crate::relay::{RELAY_COMMAND, RELAY_PATH};
 
 /// The largest container a relay carries: a long container (16 KiB) and its header.
-const MAX_RELAY_MESSAGE: usize = 16 * 1024 + 64;
+pub(crate) const MAX_RELAY_MESSAGE: usize = 16 * 1024 + 64;
 
 fn relay_problem(
     status: StatusCode,
@@ -28,7 +28,7 @@ fn relay_problem(
 }
 
 /// A request that is not a WebSocket upgrade: 426 as a problem.
-fn not_an_upgrade(e: WebSocketUpgradeRejection) -> Response {
+pub(crate) fn not_an_upgrade(e: WebSocketUpgradeRejection) -> Response {
     let mut r = relay_problem(
         StatusCode::UPGRADE_REQUIRED,
         "upgrade_required",
@@ -53,19 +53,45 @@ pub(super) async fn backend_link(
         Ok(u) => u,
         Err(e) => return not_an_upgrade(e),
     };
+    let prepared = match prepare(&gateway, &id) {
+        Ok(p) => p,
+        Err(problem) => return problem.into_response(),
+    };
+    upgrade
+        .max_message_size(MAX_RELAY_MESSAGE)
+        .max_frame_size(MAX_RELAY_MESSAGE)
+        .on_upgrade(move |backend| run(gateway, prepared, backend))
+}
+
+/// A relay about to open: the device has been asked to dial back.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    id: String,
+    waiting: crate::relay::Waiting,
+    asked: Asked,
+    open: crate::relay::OpenRelay,
+    timeout: Duration,
+}
+
+type Asked =
+    tokio::task::JoinHandle<Result<Result<Vec<u8>, blerpc::Error>, tokio::time::error::Elapsed>>;
+
+/// Checks that device `id` can open a relayed link now and asks it to dial back; `Err` is the
+/// problem to answer instead.
+pub(crate) fn prepare(gateway: &Gateway, id: &str) -> Result<Prepared, Problem> {
     let metrics = gateway.metrics().clone();
-    let (device, connection) = match gateway.route(&id) {
+    let (device, connection) = match gateway.route(id) {
         Ok(r) => r,
         Err(f) => {
             if matches!(f, CallFailure::NotConnected(_)) {
                 metrics.relay("not_connected");
             }
-            return Problem::from(f).into_response();
+            return Err(Problem::from(f));
         }
     };
     if !connection.relay {
         metrics.relay("unsupported");
-        return relay_problem(
+        return Err(Problem::new(
             StatusCode::NOT_IMPLEMENTED,
             "relay_unsupported",
             "Device cannot relay",
@@ -75,26 +101,26 @@ pub(super) async fn backend_link(
                  /v1/devices/{{id}}/calls instead",
                 device.id
             ),
-        );
+        ));
     }
     let config = gateway.config();
     let Some(base) = config.relay_base.clone() else {
-        return relay_problem(
+        return Err(Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "relay_unavailable",
             "Relay not configured",
             "this gateway has no relay base URL (GatewayConfig::relay_base)".to_string(),
-        );
+        ));
     };
     let relays = &gateway.inner.relays;
     let Some(open) = relays.try_open(config.max_relays) else {
         metrics.relay("busy");
-        return relay_problem(
+        return Err(Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "relay_busy",
             "Too many relays",
             format!("{} relayed links are open (max_relays)", config.max_relays),
-        );
+        ));
     };
     let timeout = config.relay_timeout;
     let waiting = relays.wait_for(&device.id, timeout);
@@ -103,35 +129,63 @@ pub(super) async fn backend_link(
         base.trim_end_matches('/'),
         waiting.token
     );
-    // The device dials back over its authenticated session; meanwhile the backend's upgrade
-    // completes and its first containers (setup and key exchange) wait here for the device.
+    // The device dials back over its authenticated session; meanwhile the backend's side
+    // opens and its first containers (setup and key exchange) wait here for the device.
     let client = connection.client.clone();
     let asked = tokio::spawn(async move {
         tokio::time::timeout(timeout, client.call(RELAY_COMMAND, url.into_bytes())).await
     });
-    let id = device.id.clone();
-    let gateway = gateway.clone();
-    upgrade
-        .max_message_size(MAX_RELAY_MESSAGE)
-        .max_frame_size(MAX_RELAY_MESSAGE)
-        .on_upgrade(move |backend| async move {
-            let metrics = gateway.metrics().clone();
-            let Some((backend, device_socket, early)) =
-                meet(backend, waiting, asked, timeout, &metrics).await
-            else {
-                return;
-            };
-            metrics.relay("opened");
-            metrics.relay_open_delta(1);
-            tracing::info!(device = %id, "relay open");
-            let (to_backend, to_device) = pump(backend, device_socket, early).await;
-            metrics.relay_open_delta(-1);
-            tracing::info!(
-                device = %id,
-                "relay closed after {to_device} containers to the device and {to_backend} back"
-            );
-            drop(open);
-        })
+    Ok(Prepared {
+        id: device.id.clone(),
+        waiting,
+        asked,
+        open,
+        timeout,
+    })
+}
+
+/// The backend's end of a relay: binary messages both ways, whatever carries them (a WebSocket
+/// here, frames over NATS from another gateway of the fleet).
+pub(crate) trait BackendEnd:
+    Stream<Item = Result<Message, Self::Failure>> + Sink<Message> + Unpin + Send + 'static
+{
+    /// Why a message could not be read.
+    type Failure;
+}
+
+impl<T, E> BackendEnd for T
+where
+    T: Stream<Item = Result<Message, E>> + Sink<Message> + Unpin + Send + 'static,
+{
+    type Failure = E;
+}
+
+/// Waits for the device's relayed connection, then carries containers between it and
+/// `backend` until either side closes.
+pub(crate) async fn run<B: BackendEnd>(gateway: Gateway, prepared: Prepared, backend: B) {
+    let Prepared {
+        id,
+        waiting,
+        asked,
+        open,
+        timeout,
+    } = prepared;
+    let metrics = gateway.metrics().clone();
+    let Some((backend, device_socket, early)) =
+        meet(backend, waiting, asked, timeout, &metrics).await
+    else {
+        return;
+    };
+    metrics.relay("opened");
+    metrics.relay_open_delta(1);
+    tracing::info!(device = %id, "relay open");
+    let (to_backend, to_device) = pump(backend, device_socket, early).await;
+    metrics.relay_open_delta(-1);
+    tracing::info!(
+        device = %id,
+        "relay closed after {to_device} containers to the device and {to_backend} back"
+    );
+    drop(open);
 }
 
 /// Containers a backend may send before its device's relayed connection is up (its setup and
@@ -140,15 +194,13 @@ const MAX_EARLY: usize = 64;
 
 /// Waits for the device's relayed connection while keeping what the backend sends meanwhile;
 /// on failure closes the backend's WebSocket with a reason (1011) and returns `None`.
-async fn meet(
-    mut backend: WebSocket,
+async fn meet<B: BackendEnd>(
+    mut backend: B,
     mut waiting: crate::relay::Waiting,
-    asked: tokio::task::JoinHandle<
-        Result<Result<Vec<u8>, blerpc::Error>, tokio::time::error::Elapsed>,
-    >,
+    asked: Asked,
     timeout: Duration,
     metrics: &crate::GatewayMetrics,
-) -> Option<(WebSocket, WebSocket, Vec<Message>)> {
+) -> Option<(B, WebSocket, Vec<Message>)> {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut early = Vec::new();
     tokio::pin!(asked);
@@ -173,7 +225,7 @@ async fn meet(
                     }
                 }
             }
-            m = backend.recv() => match m {
+            m = backend.next() => match m {
                 Some(Ok(Message::Binary(b))) if early.len() < MAX_EARLY => {
                     early.push(Message::Binary(b));
                 }
@@ -226,7 +278,7 @@ pub(super) async fn device_link(
 /// Sends `early` (what the backend sent before the device arrived) to the device, then copies
 /// binary messages between the two sockets until either closes, fails or sends text; returns how
 /// many went each way (to the backend, to the device).
-async fn pump(backend: WebSocket, device: WebSocket, early: Vec<Message>) -> (u64, u64) {
+async fn pump<B: BackendEnd>(backend: B, device: WebSocket, early: Vec<Message>) -> (u64, u64) {
     let (mut backend_tx, mut backend_rx) = backend.split();
     let (mut device_tx, mut device_rx) = device.split();
     let (mut to_backend, mut to_device) = (0u64, 0u64);

@@ -16,14 +16,14 @@ use super::envelope::{BodyMode, Frame, RequestHead, header as h};
 use super::pipe::{self, Demuxed, SendLimits};
 use crate::http::Problem;
 
-/// What the exchange was about, for its errors.
+/// Where a request goes, and what to say about it.
 pub(super) struct Target<'a> {
     /// The subject the request goes to.
     pub subject: String,
     /// What answers there, for messages: `the gateway holding device ab…`.
     pub who: &'a str,
-    /// The response when nobody listens on the subject.
-    pub nobody: Response,
+    /// The answer when nobody listens on the subject.
+    pub nobody: Problem,
     /// The deadline the holder applies (the head may take this long, plus a margin).
     pub deadline: Duration,
 }
@@ -37,24 +37,130 @@ fn problem(
     Problem::new(status, kind, title, detail).into_response()
 }
 
+fn unavailable(target: &Target<'_>, e: &dyn std::fmt::Display) -> Response {
+    problem(
+        StatusCode::BAD_GATEWAY,
+        "fleet_unavailable",
+        "Fleet unavailable",
+        format!("cannot reach {} through NATS: {e}", target.who),
+    )
+}
+
+/// A response with a whole body.
+pub(super) fn whole(status: u16, payload: Bytes, content_type: &str) -> Response {
+    let mut response = Response::new(Body::from(payload));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    if let Ok(v) = HeaderValue::from_str(content_type) {
+        response.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    response
+}
+
+/// What a wait for a frame brought.
+#[derive(Debug)]
+pub(super) enum Next {
+    /// A frame and its payload.
+    Frame(Frame, Bytes),
+    /// NATS: nobody listens on the subject.
+    NoResponders,
+    /// The exchange broke.
+    Failed(pipe::PipeError),
+    /// Nothing within the wait.
+    Timeout,
+}
+
+/// The next frame other than a credit or cancel, within `wait`.
+pub(super) async fn next(demuxed: &mut Demuxed, wait: Duration) -> Next {
+    let mut nobody = demuxed.no_responders.clone();
+    tokio::select! {
+        biased;
+        frame = tokio::time::timeout(wait, demuxed.frames.recv()) => match frame {
+            Err(_) => Next::Timeout,
+            Ok(None) => {
+                if *demuxed.no_responders.borrow() {
+                    Next::NoResponders
+                } else {
+                    Next::Failed(pipe::PipeError::Failed("the reply subscription ended".into()))
+                }
+            }
+            Ok(Some(Ok((frame, payload)))) => Next::Frame(frame, payload),
+            Ok(Some(Err(e))) => Next::Failed(e),
+        },
+        _ = nobody.wait_for(|n| *n) => Next::NoResponders,
+    }
+}
+
+/// The answer for a wait for the head that brought something else.
+pub(super) fn unexpected(target: &Target<'_>, got: Next, wait: Duration) -> Response {
+    match got {
+        Next::NoResponders => target.nobody.clone().into_response(),
+        Next::Timeout => problem(
+            StatusCode::GATEWAY_TIMEOUT,
+            "forward_timeout",
+            "No answer from the holding gateway",
+            format!(
+                "{} accepted the request but gave no answer within {wait:?}: the device may \
+                 have run the call",
+                target.who
+            ),
+        ),
+        Next::Failed(e) => unavailable(target, &e),
+        Next::Frame(other, _) => unavailable(target, &format!("it answered {other:?} for a head")),
+    }
+}
+
+/// Subscribes an inbox, sends the request, and waits for the holder's `accepted`: its peer
+/// inbox and window.
+pub(super) async fn start(
+    ctx: &Ctx,
+    target: &Target<'_>,
+    head: &RequestHead,
+    payload: Bytes,
+) -> Result<(Demuxed, (Option<String>, u32)), Response> {
+    let limits = &ctx.limits;
+    let inbox = ctx.client.new_inbox();
+    let sub = ctx
+        .client
+        .subscribe(inbox.clone())
+        .await
+        .map_err(|e| unavailable(target, &e))?;
+    let mut demuxed = pipe::demux(sub, limits.window);
+    ctx.client
+        .publish_with_reply_and_headers(target.subject.clone(), inbox, head.encode(), payload)
+        .await
+        .map_err(|e| unavailable(target, &e))?;
+    // The holder acknowledges at once; silence means it never had the request.
+    match next(&mut demuxed, limits.accept_timeout).await {
+        Next::Frame(Frame::Accepted { peer, window }, _) => Ok((demuxed, (peer, window))),
+        Next::NoResponders => Err(target.nobody.clone().into_response()),
+        Next::Frame(other, _) => Err(unavailable(
+            target,
+            &format!("it answered {other:?} before accepting"),
+        )),
+        Next::Failed(e) => Err(unavailable(target, &e)),
+        Next::Timeout => Err(problem(
+            StatusCode::GATEWAY_TIMEOUT,
+            "forward_timeout",
+            "Forwarded call not acknowledged",
+            format!(
+                "{} did not acknowledge the request within {:?}; it did not start there (the \
+                 gateway may be overloaded or cut off): retry",
+                target.who, limits.accept_timeout
+            ),
+        )),
+    }
+}
+
 /// Sends `request` to `target` and returns the holder's response as it gave it.
 pub(super) async fn exchange(ctx: &Ctx, target: Target<'_>, request: Request) -> Response {
-    match run(ctx, target, request).await {
+    match run(ctx, &target, request).await {
         Ok(r) | Err(r) => r,
     }
 }
 
-async fn run(ctx: &Ctx, target: Target<'_>, request: Request) -> Result<Response, Response> {
+async fn run(ctx: &Ctx, target: &Target<'_>, request: Request) -> Result<Response, Response> {
     let limits = &ctx.limits;
     let (parts, body) = request.into_parts();
-    let unavailable = |e: &dyn std::fmt::Display| {
-        problem(
-            StatusCode::BAD_GATEWAY,
-            "fleet_unavailable",
-            "Fleet unavailable",
-            format!("cannot reach {} through NATS: {e}", target.who),
-        )
-    };
     let mode = match body.size_hint().exact() {
         Some(n) if n <= limits.chunk as u64 => BodyMode::Whole,
         _ => BodyMode::Stream,
@@ -80,45 +186,13 @@ async fn run(ctx: &Ctx, target: Target<'_>, request: Request) -> Result<Response
             let bytes = body
                 .collect()
                 .await
-                .map_err(|e| unavailable(&e))?
+                .map_err(|e| unavailable(target, &e))?
                 .to_bytes();
             (bytes, None)
         }
         BodyMode::Stream => (Bytes::new(), Some(body)),
     };
-    let inbox = ctx.client.new_inbox();
-    let sub = ctx
-        .client
-        .subscribe(inbox.clone())
-        .await
-        .map_err(|e| unavailable(&e))?;
-    let mut demuxed = pipe::demux(sub, limits.window);
-    ctx.client
-        .publish_with_reply_and_headers(target.subject.clone(), inbox, head.encode(), payload)
-        .await
-        .map_err(|e| unavailable(&e))?;
-
-    // The holder acknowledges at once; silence means it never had the request.
-    let accepted = match next(&mut demuxed, limits.accept_timeout).await {
-        Next::Frame(Frame::Accepted { peer, window }, _) => (peer, window),
-        Next::NoResponders => return Err(target.nobody),
-        Next::Frame(other, _) => {
-            return Err(unavailable(&format!("answered {other:?} before accepting")));
-        }
-        Next::Failed(e) => return Err(unavailable(&e)),
-        Next::Timeout => {
-            return Err(problem(
-                StatusCode::GATEWAY_TIMEOUT,
-                "forward_timeout",
-                "Forwarded call not acknowledged",
-                format!(
-                    "{} did not acknowledge the request within {:?}; it did not start there \
-                     (the gateway may be overloaded or cut off): retry",
-                    target.who, limits.accept_timeout
-                ),
-            ));
-        }
-    };
+    let (mut demuxed, accepted) = start(ctx, target, &head, payload).await?;
     let uploading = match (upload, accepted) {
         (Some(body), (Some(peer), window)) => {
             demuxed.credits.add_permits(window.min(1024) as usize);
@@ -137,6 +211,7 @@ async fn run(ctx: &Ctx, target: Target<'_>, request: Request) -> Result<Response
         }
         (Some(_), (None, _)) => {
             return Err(unavailable(
+                target,
                 &"it took a streamed body without saying where to send it",
             ));
         }
@@ -144,37 +219,25 @@ async fn run(ctx: &Ctx, target: Target<'_>, request: Request) -> Result<Response
     };
 
     let wait = target.deadline + limits.head_margin;
-    let (head, payload) = match next(&mut demuxed, wait).await {
-        Next::Frame(f @ Frame::Head { .. }, payload) => (f, payload),
-        Next::Frame(other, _) => {
-            return Err(unavailable(&format!("answered {other:?} for a head")));
-        }
-        Next::Failed(e) => return Err(unavailable(&e)),
-        Next::NoResponders => return Err(target.nobody),
-        Next::Timeout => {
-            return Err(problem(
-                StatusCode::GATEWAY_TIMEOUT,
-                "forward_timeout",
-                "No answer from the holding gateway",
-                format!(
-                    "{} accepted the request but gave no answer within {wait:?}: the device may \
-                     have run the call",
-                    target.who
-                ),
-            ));
-        }
+    let (status, carried, body, peer, payload) = match next(&mut demuxed, wait).await {
+        Next::Frame(
+            Frame::Head {
+                status,
+                carried,
+                body,
+                peer,
+            },
+            payload,
+        ) => (status, carried, body, peer, payload),
+        other => return Err(unexpected(target, other, wait)),
     };
-    let Frame::Head {
-        status,
-        carried,
-        body,
-        peer,
-    } = head
-    else {
-        unreachable!("matched above");
-    };
+    let content_type = carried
+        .iter()
+        .find(|(name, _)| *name == "Content-Type")
+        .map_or("", |(_, v)| v.as_str())
+        .to_string();
     let body = match (body, peer) {
-        (BodyMode::Whole, _) => Body::from(payload),
+        (BodyMode::Whole, _) => return Ok(whole(status, payload, &content_type)),
         (BodyMode::Stream, Some(peer)) => {
             let frames = std::mem::replace(&mut demuxed.frames, tokio::sync::mpsc::channel(1).1);
             let cancel = CancelOnDrop {
@@ -190,45 +253,13 @@ async fn run(ctx: &Ctx, target: Target<'_>, request: Request) -> Result<Response
                 (demuxed, uploading, cancel),
             )
         }
-        (BodyMode::Stream, None) => return Err(unavailable(&"a streamed body without a peer")),
-    };
-    let mut response = Response::new(body);
-    *response.status_mut() = StatusCode::from_u16(status).map_err(|e| unavailable(&e))?;
-    for (name, value) in carried {
-        if name == "Content-Type"
-            && let Ok(v) = HeaderValue::from_str(&value)
-        {
-            response.headers_mut().insert(header::CONTENT_TYPE, v);
+        (BodyMode::Stream, None) => {
+            return Err(unavailable(target, &"a streamed body without a peer"));
         }
-    }
+    };
+    let mut response = whole(status, Bytes::new(), &content_type);
+    *response.body_mut() = body;
     Ok(response)
-}
-
-enum Next {
-    Frame(Frame, Bytes),
-    NoResponders,
-    Failed(pipe::PipeError),
-    Timeout,
-}
-
-async fn next(demuxed: &mut Demuxed, wait: Duration) -> Next {
-    let mut nobody = demuxed.no_responders.clone();
-    tokio::select! {
-        biased;
-        frame = tokio::time::timeout(wait, demuxed.frames.recv()) => match frame {
-            Err(_) => Next::Timeout,
-            Ok(None) => {
-                if *demuxed.no_responders.borrow() {
-                    Next::NoResponders
-                } else {
-                    Next::Failed(pipe::PipeError::Failed("the reply subscription ended".into()))
-                }
-            }
-            Ok(Some(Ok((frame, payload)))) => Next::Frame(frame, payload),
-            Ok(Some(Err(e))) => Next::Failed(e),
-        },
-        _ = nobody.wait_for(|n| *n) => Next::NoResponders,
-    }
 }
 
 /// Aborts a task when dropped.

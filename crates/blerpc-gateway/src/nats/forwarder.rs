@@ -11,6 +11,7 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 
 use super::forward;
+use super::link::link_device;
 use super::presence::Inner;
 use crate::calls::CallFailure;
 use crate::http::Problem;
@@ -79,18 +80,22 @@ impl FleetForwarder {
         let target = forward::Target {
             subject,
             who: &who,
-            nobody: Problem::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "node_gone",
-                "Gateway gone",
-                format!("gateway {node} is not in the fleet now"),
-            )
-            .into_response(),
+            nobody: node_gone(node),
             deadline: self.inner.ctx.limits.accept_timeout,
         };
         let response = forward::exchange(&self.inner.ctx, target, request).await;
         crate::routing::ok_body(node, response).await
     }
+}
+
+/// The answer for a request to a gateway that has left the fleet.
+fn node_gone(node: &NodeId) -> Problem {
+    Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "node_gone",
+        "Gateway gone",
+        format!("gateway {node} is not in the fleet now"),
+    )
 }
 
 impl Forwarder for FleetForwarder {
@@ -119,8 +124,7 @@ impl Forwarder for FleetForwarder {
         let inner = self.inner.clone();
         let deadline = self.deadline(&request);
         Box::pin(async move {
-            let not_connected =
-                |id: &str| Problem::from(CallFailure::NotConnected(id.to_string())).into_response();
+            let not_connected = |id: &str| Problem::from(CallFailure::NotConnected(id.to_string()));
             let (subject, who, nobody) = match (&device, online) {
                 (Some(id), true) => match inner.subjects.device(id) {
                     Some(s) => (
@@ -137,18 +141,9 @@ impl Forwarder for FleetForwarder {
                     Some(s) => (
                         s,
                         format!("gateway {node}"),
-                        device.as_deref().map_or_else(
-                            || {
-                                Problem::new(
-                                    StatusCode::SERVICE_UNAVAILABLE,
-                                    "node_gone",
-                                    "Gateway gone",
-                                    format!("gateway {node} is not in the fleet now"),
-                                )
-                                .into_response()
-                            },
-                            not_connected,
-                        ),
+                        device
+                            .as_deref()
+                            .map_or_else(|| node_gone(&node), not_connected),
                     ),
                     None => return unknown_node(&node),
                 },
@@ -159,6 +154,9 @@ impl Forwarder for FleetForwarder {
                 nobody,
                 deadline,
             };
+            if online && link_device(request.method().as_str(), request.uri().path()).is_some() {
+                return super::link::open(&inner.ctx, target, request).await;
+            }
             forward::exchange(&inner.ctx, target, request).await
         })
     }

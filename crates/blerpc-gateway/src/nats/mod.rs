@@ -46,6 +46,7 @@ use crate::routing::{ClaimTable, Epoch, NodeId, Routing, unix_ms_since};
 pub mod envelope;
 mod forward;
 mod forwarder;
+mod link;
 pub mod pipe;
 mod presence;
 mod serve;
@@ -259,7 +260,12 @@ impl Fleet {
             })?;
         let node_router = crate::http::node_router(inner.gateway.clone());
         let tasks = vec![
-            spawn(serve_subject(inner.ctx.clone(), node_router, node_sub)),
+            spawn(serve_subject(
+                inner.ctx.clone(),
+                inner.gateway.clone(),
+                node_router,
+                node_sub,
+            )),
             spawn(inner.clone().follow_registry()),
             spawn(inner.clone().watch_presence()),
             spawn(inner.clone().watch_gateways()),
@@ -395,14 +401,20 @@ async fn bucket(
 
 /// Answers every request on `sub` with `router`, each on a task of its own, at most
 /// [`NatsLimits::max_forwarded`] at once (beyond: 429 at once).
-pub(super) async fn serve_subject(ctx: Ctx, router: Router, mut sub: async_nats::Subscriber) {
+pub(super) async fn serve_subject(
+    ctx: Ctx,
+    gateway: Gateway,
+    router: Router,
+    mut sub: async_nats::Subscriber,
+) {
     while let Some(message) = sub.next().await {
         let ctx = ctx.clone();
         let router = router.clone();
+        let gateway = gateway.clone();
         match ctx.forwarded.clone().try_acquire_owned() {
             Ok(permit) => {
                 tokio::spawn(async move {
-                    serve::answer(ctx, router, message).await;
+                    serve::answer(ctx, gateway, router, message).await;
                     drop(permit);
                 });
             }

@@ -211,6 +211,63 @@ pub struct SendLimits {
     pub stall: Duration,
 }
 
+/// The sending side of one body: numbered `data` frames within the credit the receiver
+/// granted, then `end`.
+#[derive(Debug)]
+pub struct Outflow<'a> {
+    client: &'a Client,
+    to: &'a str,
+    credits: &'a Semaphore,
+    stall: Duration,
+    seq: u64,
+}
+
+impl<'a> Outflow<'a> {
+    /// Frames to `to`, within `credits`, waiting at most `stall` for credit.
+    pub fn new(client: &'a Client, to: &'a str, credits: &'a Semaphore, stall: Duration) -> Self {
+        Outflow {
+            client,
+            to,
+            credits,
+            stall,
+            seq: 0,
+        }
+    }
+
+    /// Sends `payload` as the next `data` frame once there is credit.
+    pub async fn data(&mut self, payload: Bytes) -> Result<(), PipeError> {
+        match tokio::time::timeout(self.stall, self.credits.acquire()).await {
+            Ok(Ok(permit)) => permit.forget(),
+            Ok(Err(_closed)) => return Err(PipeError::Cancelled),
+            Err(_) => return Err(PipeError::Stalled(self.stall)),
+        }
+        publish(
+            self.client,
+            self.to,
+            &Frame::Data { seq: self.seq },
+            payload,
+        )
+        .await?;
+        self.seq += 1;
+        Ok(())
+    }
+
+    /// Sends `idle`.
+    pub async fn idle(&self) -> Result<(), PipeError> {
+        publish(self.client, self.to, &Frame::Idle, Bytes::new()).await
+    }
+
+    /// Sends `end` (with `error` if the body failed); returns the frames sent.
+    pub async fn end(self, error: Option<String>) -> Result<u64, PipeError> {
+        let end = Frame::End {
+            count: self.seq,
+            error,
+        };
+        publish(self.client, self.to, &end, Bytes::new()).await?;
+        Ok(self.seq)
+    }
+}
+
 /// Sends `body` to `to` as `data` frames within `credits`, then `end` (with the body's error,
 /// if it failed); returns the frames sent.
 pub async fn send_body(
@@ -221,13 +278,13 @@ pub async fn send_body(
     limits: SendLimits,
 ) -> Result<u64, PipeError> {
     let mut stream = body.into_data_stream();
-    let mut seq = 0u64;
+    let mut out = Outflow::new(client, to, credits, limits.stall);
     let error = loop {
         let next = match limits.keepalive {
             Some(every) => match tokio::time::timeout(every, stream.next()).await {
                 Ok(next) => next,
                 Err(_) => {
-                    publish(client, to, &Frame::Idle, Bytes::new()).await?;
+                    out.idle().await?;
                     continue;
                 }
             },
@@ -239,21 +296,15 @@ pub async fn send_body(
             Some(Ok(chunk)) => chunk,
         };
         for piece in chunk.chunks(limits.chunk.max(1)) {
-            match tokio::time::timeout(limits.stall, credits.acquire()).await {
-                Ok(Ok(permit)) => permit.forget(),
-                Ok(Err(_closed)) => return Err(PipeError::Cancelled),
-                Err(_) => return Err(PipeError::Stalled(limits.stall)),
-            }
-            publish(client, to, &Frame::Data { seq }, chunk.slice_ref(piece)).await?;
-            seq += 1;
+            out.data(chunk.slice_ref(piece)).await?;
         }
     };
-    publish(client, to, &Frame::End { count: seq, error }, Bytes::new()).await?;
-    Ok(seq)
+    out.end(error).await
 }
 
-/// A body received as frames from `frames`, granting credit to `peer` as it is read; fails if
-/// nothing (not even `idle`) arrives for `stall`. `on_end` runs when it ends, however it ends.
+/// A body received as frames from `frames`, granting credit to `peer` as it is read (each
+/// `data` frame one chunk); fails if nothing (not even `idle`) arrives for `stall`. `keep` lives
+/// as long as the body.
 pub fn receive_body(
     client: Client,
     peer: String,

@@ -163,7 +163,12 @@ impl Inner {
         {
             Ok(sub) => {
                 let router = crate::http::device_router(self.gateway.clone());
-                let serving = spawn(serve_subject(self.ctx.clone(), router, sub));
+                let serving = spawn(serve_subject(
+                    self.ctx.clone(),
+                    self.gateway.clone(),
+                    router,
+                    sub,
+                ));
                 lock(&self.held).insert(
                     device.to_string(),
                     Held {

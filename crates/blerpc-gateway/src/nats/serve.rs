@@ -15,21 +15,22 @@ use tower::ServiceExt as _;
 use super::Ctx;
 use super::envelope::{BodyMode, Frame, RequestHead};
 use super::pipe::{self, Demuxed, SendLimits};
+use crate::Gateway;
 use crate::http::Problem;
 
 /// The most response frames sent ahead of credit, whatever a requester asks for.
-const MAX_WINDOW: u32 = 1024;
+pub(super) const MAX_WINDOW: u32 = 1024;
 
 /// The response headers a head carries.
 const RESPONSE_CARRIED: [HeaderName; 1] = [header::CONTENT_TYPE];
 
 /// Answers `message` with `router`. Failures to reach the requester are logged: it has gone.
-pub(super) async fn answer(ctx: Ctx, router: Router, message: Message) {
+pub(super) async fn answer(ctx: Ctx, gateway: Gateway, router: Router, message: Message) {
     let Some(reply) = message.reply.as_ref().map(|r| r.to_string()) else {
         tracing::debug!(subject = %message.subject, "a request without a reply subject: ignored");
         return;
     };
-    if let Err(e) = exchange(&ctx, router, &reply, message).await {
+    if let Err(e) = exchange(&ctx, &gateway, router, &reply, message).await {
         tracing::debug!("answering over NATS: {e}");
     }
 }
@@ -62,6 +63,7 @@ pub(super) async fn refuse(ctx: Ctx, message: Message) {
 
 async fn exchange(
     ctx: &Ctx,
+    gateway: &Gateway,
     router: Router,
     reply: &str,
     message: Message,
@@ -82,6 +84,9 @@ async fn exchange(
             return send_response(ctx, reply, problem.into_response(), None, 0).await;
         }
     };
+    if let Some(id) = super::link::link_device(&head.method, &head.path) {
+        return super::link::serve(ctx, gateway, reply, &head, &id).await;
+    }
     // The inbox the requester sends its body frames, credits and `cancel` to.
     let mut inbox = match head.body {
         BodyMode::Stream => Some(open_inbox(ctx).await?),
@@ -124,7 +129,7 @@ async fn exchange(
     send_response(ctx, reply, response, inbox, head.window).await
 }
 
-async fn open_inbox(ctx: &Ctx) -> Result<(String, Demuxed), pipe::PipeError> {
+pub(super) async fn open_inbox(ctx: &Ctx) -> Result<(String, Demuxed), pipe::PipeError> {
     let subject = ctx.client.new_inbox();
     let sub = ctx
         .client
@@ -143,16 +148,6 @@ fn to_request(head: &RequestHead, body: Body) -> Result<Request, Problem> {
             what,
         )
     };
-    if head.path.contains("/link") && head.method == "GET" {
-        return Err(Problem::new(
-            StatusCode::NOT_IMPLEMENTED,
-            "relay_not_forwarded",
-            "Relayed link not forwarded",
-            "a relayed link is opened at the gateway that holds the device; GET /v1/devices/{id} \
-             names it"
-                .to_string(),
-        ));
-    }
     let mut request = Request::builder()
         .method(head.method.as_str())
         .uri(head.path.as_str())
@@ -181,7 +176,7 @@ fn lower(name: &'static str) -> &'static str {
 }
 
 /// Sends `response` to `reply`: whole if its size is known and fits a frame, else streamed.
-async fn send_response(
+pub(super) async fn send_response(
     ctx: &Ctx,
     reply: &str,
     response: Response,
