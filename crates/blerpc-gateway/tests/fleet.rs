@@ -11,9 +11,10 @@ mod util;
 use std::time::Duration;
 
 use axum::http::Method;
-use blerpc_gateway::nats::{Fleet, NatsConfig, NatsLimits};
+use blerpc_gateway::nats::{Fleet, FleetCallError, FleetClient, NatsConfig, NatsLimits};
 use blerpc_gateway::{Gateway, GatewayConfig, http::Api};
 use blerpc_test_support::nats::NatsServer;
+use futures_util::StreamExt as _;
 use tokio::sync::oneshot;
 use util::{Device, Http};
 
@@ -104,11 +105,11 @@ async fn any_gateway_answers_for_a_device_another_holds() {
     sees(&b, &d.id, "gw-a", true).await;
 
     // Unary: the same status and body as from the holder.
-    let direct = a.http.call(&d.id, "echo", r#"{"message":"hi"}"#).await;
+    let direct_echo = a.http.call(&d.id, "echo", r#"{"message":"hi"}"#).await;
     let forwarded = b.http.call(&d.id, "echo", r#"{"message":"hi"}"#).await;
     assert_eq!(forwarded.status, 200, "{}", forwarded.text());
-    assert_eq!(forwarded.content_type(), direct.content_type());
-    assert_eq!(forwarded.body, direct.body);
+    assert_eq!(forwarded.content_type(), direct_echo.content_type());
+    assert_eq!(forwarded.body, direct_echo.body);
 
     // The device's record, from its holder.
     let view = b.http.get(&format!("/v1/devices/{}", d.id)).await;
@@ -175,6 +176,48 @@ async fn any_gateway_answers_for_a_device_another_holds() {
     // connection at A, the ciphertext between them over NATS; the device's key pinned.
     assert_eq!(b.http.relayed_echo(&d, "end to end").await, "end to end");
     assert_eq!(b.http.relayed_echo(&d, "again").await, "again");
+
+    // A backend on NATS alone: the same answers as over HTTP.
+    let nats_client = async_nats::connect(nats.url.as_str()).await.unwrap();
+    let native = FleetClient::new(nats_client, "blerpc", NatsLimits::default()).unwrap();
+    let echo = native
+        .call(
+            &d.id,
+            "echo",
+            r#"{"message":"hi"}"#,
+            Some(Duration::from_secs(5)),
+        )
+        .await
+        .unwrap();
+    assert_eq!((echo.status, &echo.body[..]), (200, &direct_echo.body[..]));
+    assert_eq!(echo.content_type, "application/json");
+    let (status, chunks) = native
+        .stream(&d.id, "counter_stream", r#"{"count":50}"#)
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    let streamed: Vec<u8> = chunks.map(|c| c.unwrap().to_vec()).concat().await;
+    assert_eq!(streamed, nd.body.to_vec());
+    let items = futures_util::stream::iter((0..100).map(|i| format!(r#"{{"seq":{i},"value":1}}"#)));
+    let up = native
+        .upload(&d.id, "counter_upload", items, None)
+        .await
+        .unwrap();
+    assert_eq!(up.status, 200, "{:?}", up);
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&up.body).unwrap()["received_count"],
+        100
+    );
+    let nowhere = native
+        .call(&"ef".repeat(32), "echo", "{}", None)
+        .await
+        .unwrap();
+    assert_eq!(nowhere.status, 503);
+    assert_eq!(nowhere.content_type, "application/problem+json");
+    assert!(matches!(
+        native.call("a.b", "echo", "{}", None).await,
+        Err(FleetCallError::BadDevice(_))
+    ));
 
     // The fleet's list and metrics, from both gateways.
     let e = Device::new(12);

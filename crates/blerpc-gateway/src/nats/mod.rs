@@ -43,6 +43,7 @@ use crate::Gateway;
 use crate::routing::local::LocalForwarder;
 use crate::routing::{ClaimTable, Epoch, NodeId, Routing, unix_ms_since};
 
+mod client;
 pub mod envelope;
 mod forward;
 mod forwarder;
@@ -52,6 +53,7 @@ mod presence;
 mod serve;
 pub mod subjects;
 
+pub use client::{Answer, FleetCallError, FleetClient};
 pub use presence::{GatewayRecord, PresenceRecord, RECORD_VERSION};
 pub use subjects::Subjects;
 
