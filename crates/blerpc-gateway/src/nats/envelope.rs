@@ -1,6 +1,6 @@
 //! The message format on NATS, version 1: HTTP requests for a device (or a gateway node) and
 //! their responses, carried as NATS messages with headers. A backend can speak it directly
-//! (see `docs/gateway-nats.md`); a gateway speaks it to forward what it does not hold.
+//! (see `docs/fleet.md`); a gateway speaks it to forward what it does not hold.
 //!
 //! A **request** is one message on the device's (or node's) subject with a reply subject, the
 //! requester's inbox:
