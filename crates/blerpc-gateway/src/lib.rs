@@ -105,6 +105,8 @@ struct Inner {
     relays: Arc<Relays>,
     /// Device connections in setup.
     setups: Arc<tokio::sync::Semaphore>,
+    /// This gateway's name in its fleet, once it has joined one.
+    fleet_name: std::sync::OnceLock<String>,
 }
 
 impl Gateway {
@@ -149,10 +151,16 @@ impl Gateway {
                 config,
                 guard,
                 relays: Arc::new(Relays::default()),
+                fleet_name: std::sync::OnceLock::new(),
             }),
         };
         gateway.refresh_gauges();
         Ok(gateway)
+    }
+
+    /// This gateway's name in its fleet ([`nats::Fleet::join`] sets it); device views carry it.
+    pub fn fleet_name(&self) -> Option<&str> {
+        self.inner.fleet_name.get().map(String::as_str)
     }
 
     /// The configuration.

@@ -161,6 +161,9 @@ pub struct DeviceView {
     pub latency_p50_ms: Option<f64>,
     /// 99th percentile call latency (ms).
     pub latency_p99_ms: Option<f64>,
+    /// In a fleet: the gateway that holds the device, or held it last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
 }
 
 impl DeviceView {
@@ -183,6 +186,7 @@ impl DeviceView {
             queued: 0,
             latency_p50_ms: None,
             latency_p99_ms: None,
+            gateway: None,
         }
     }
 }
@@ -239,6 +243,7 @@ impl Device {
             queued: c.map_or(0, |c| c.queued.load(Ordering::Relaxed)),
             latency_p50_ms: s.stats.quantile_ms(0.5),
             latency_p99_ms: s.stats.quantile_ms(0.99),
+            gateway: None,
         }
     }
 

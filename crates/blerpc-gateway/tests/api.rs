@@ -38,7 +38,7 @@ async fn devices_are_listed_and_called_by_id() {
 
     let mut ids = vec![a.id.clone(), b.id.clone()];
     ids.sort();
-    assert_eq!(http.listed().await, (ids, 2, 2));
+    assert_eq!(http.listed().await, (ids.clone(), 2, 2));
 
     let one = http.get(&format!("/v1/devices/{}", a.id)).await;
     assert_eq!(one.status, 200);
@@ -47,6 +47,23 @@ async fn devices_are_listed_and_called_by_id() {
     assert_eq!(one["link"], "mem");
     assert_eq!(one["encrypted"], true);
     assert_eq!(one["relay"], true);
+
+    // A page at a time, by id, with a cursor; filtered by status.
+    let first = http.get("/v1/devices?limit=1").await.json();
+    assert_eq!(first["devices"][0]["id"], ids[0], "{first}");
+    assert_eq!(first["next"], ids[0]);
+    let rest = http
+        .get(&format!("/v1/devices?after={}", ids[0]))
+        .await
+        .json();
+    assert_eq!(rest["devices"][0]["id"], ids[1], "{rest}");
+    assert!(rest["next"].is_null());
+    let offline = http.get("/v1/devices?online=false").await.json();
+    assert_eq!(offline["devices"], serde_json::json!([]));
+    assert!(
+        first["devices"][0].get("gateway").is_none(),
+        "one gateway names none"
+    );
 
     let echo = http.call(&a.id, "echo", r#"{"message":"hi"}"#).await;
     assert_eq!(echo.status, 200, "{}", echo.text());

@@ -230,6 +230,36 @@ async fn any_gateway_answers_for_a_device_another_holds() {
         assert_eq!(listed, ids);
         assert_eq!(connected, 2);
     }
+    // Pages across the fleet, each device with its gateway.
+    let first = b.http.get("/v1/devices?limit=1").await.json();
+    assert_eq!(first["devices"].as_array().unwrap().len(), 1, "{first}");
+    assert_eq!(first["devices"][0]["id"], ids[0]);
+    assert_eq!(first["next"], ids[0]);
+    let second = b
+        .http
+        .get(&format!("/v1/devices?limit=1&after={}", ids[0]))
+        .await
+        .json();
+    assert_eq!(second["devices"][0]["id"], ids[1], "{second}");
+    assert!(second["next"].is_null(), "{second}");
+    let all = a.http.get("/v1/devices?online=true").await.json();
+    let gateway_of = |id: &str| {
+        all["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["id"] == id)
+            .map(|v| v["gateway"].clone())
+    };
+    assert_eq!(gateway_of(&d.id), Some(serde_json::json!("gw-a")), "{all}");
+    assert_eq!(gateway_of(&e.id), Some(serde_json::json!("gw-b")), "{all}");
+    let offline = a.http.get("/v1/devices?online=false").await.json();
+    assert_eq!(offline["devices"], serde_json::json!([]), "{offline}");
+    b.http
+        .get("/v1/devices?limit=lots")
+        .await
+        .assert_problem(400, "bad_request");
+
     let metrics = a.http.get("/metrics").await.text();
     assert!(
         metrics.contains("blerpc_gateway_devices_connected 2"),

@@ -10,7 +10,8 @@
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -20,15 +21,37 @@ use futures_util::{Stream, StreamExt};
 use super::{Api, Problem, json_response};
 use crate::Gateway;
 use crate::calls::{CallFailure, Slot};
+use crate::routing::{ListQuery, MAX_PAGE};
 
 /// The request header that sets a call's deadline, in milliseconds.
 pub const DEADLINE_HEADER: &str = "blerpc-deadline-ms";
 
-pub(super) async fn list_devices(State(api): State<Api>) -> Response {
-    let list = api.routing().device_list().await;
+/// `GET /v1/devices`: every device with totals; with `online`, `after` or `limit`, one page of
+/// them and the cursor of the next (`next`).
+pub(super) async fn list_devices(
+    State(api): State<Api>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Response {
+    let query = match query {
+        Ok(Query(q)) => q,
+        Err(e) => {
+            return Problem::from(CallFailure::BadRequest(format!(
+                "the query of GET /v1/devices: {e} (online=true|false, after=ID, limit=1..{MAX_PAGE})"
+            )))
+            .into_response();
+        }
+    };
+    if query == ListQuery::default() {
+        let list = api.routing().device_list().await;
+        return json_response(
+            StatusCode::OK,
+            serde_json::to_string(&list).unwrap_or_default(),
+        );
+    }
+    let page = api.routing().device_page(&query).await;
     json_response(
         StatusCode::OK,
-        serde_json::to_string(&list).unwrap_or_default(),
+        serde_json::json!({"devices": page.items, "next": page.next}).to_string(),
     )
 }
 

@@ -218,6 +218,16 @@ impl Fleet {
             )));
         }
         let client = connect(&config).await?;
+        if gateway
+            .inner
+            .fleet_name
+            .set(config.node.as_str().to_string())
+            .is_err()
+        {
+            return Err(FleetError::Config(
+                "this gateway has joined a fleet already".to_string(),
+            ));
+        }
         // A frame must fit the server's max_payload with its headers.
         let max_payload = client.server_info().max_payload;
         let mut limits = config.limits.clone();

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
-use super::{ListQuery, MetricSet, NodeId, Routing};
+use super::{ListQuery, MetricSet, NodeId, Page, Routing};
 use crate::registry::{DeviceStatus, DeviceView};
 
 /// `GET /v1/devices`: every known device, sorted by id, with totals.
@@ -101,6 +101,50 @@ impl Routing {
         let nodes = self.forwarder.nodes();
         let lists = join_all(nodes.iter().map(|n| self.node_devices(n))).await;
         merge_device_lists(lists.into_iter().flatten())
+    }
+
+    /// One page of the fleet's devices (`GET /v1/devices?online=&after=&limit=`): each node's
+    /// page for `query`, merged by id as [`merge_device_lists`] does, cut to the page size.
+    /// Every device in the fleet's first page is in some node's first page, so the merge is
+    /// exact; a device offline at one node but online at another (the directory says) is not an
+    /// offline one.
+    pub async fn device_page(&self, query: &ListQuery) -> Page<DeviceView> {
+        let size = query.page_size();
+        let nodes = self.forwarder.nodes();
+        let pages = join_all(
+            nodes
+                .iter()
+                .map(|n| self.forwarder.device_page(n, query.clone())),
+        )
+        .await;
+        let mut more = false;
+        let lists = pages.into_iter().filter_map(|p| match p {
+            Ok(page) => {
+                more |= page.next.is_some();
+                Some(page.items)
+            }
+            Err(e) => {
+                tracing::warn!("the device page leaves out a node: {e}");
+                None
+            }
+        });
+        let mut devices = merge_device_lists(lists.collect::<Vec<_>>()).devices;
+        if query.online == Some(false) {
+            devices.retain(|v| {
+                !matches!(
+                    self.directory.locate(&v.id),
+                    super::Holder::Node { online: true, .. }
+                )
+            });
+        }
+        if devices.len() > size {
+            devices.truncate(size);
+            more = true;
+        }
+        Page {
+            next: devices.last().filter(|_| more).map(|v| v.id.clone()),
+            items: devices,
+        }
     }
 
     async fn node_devices(&self, node: &NodeId) -> Option<Vec<DeviceView>> {

@@ -65,13 +65,17 @@ impl Gateway {
                     self.registry().get(id).is_none()
                 })
                 .into_iter()
-                .map(|(id, name)| DeviceView::never_seen(id, Some(name)))
+                .map(|(id, name)| self.named(DeviceView::never_seen(id, Some(name))))
                 .collect()
         };
         // The first `size` of the two sorted runs; the recorded run is complete up to its
         // cursor, the listed one up to its last id.
         let recorded_end = recorded.next.clone();
-        let mut items: Vec<DeviceView> = recorded.items.iter().map(|d| d.view()).collect();
+        let mut items: Vec<DeviceView> = recorded
+            .items
+            .iter()
+            .map(|d| self.named(d.view()))
+            .collect();
         items.extend(listed);
         items.sort_by(|a, b| a.id.cmp(&b.id));
         if let Some(end) = &recorded_end {
@@ -86,16 +90,23 @@ impl Gateway {
         Page { items, next }
     }
 
+    /// `view` with this gateway's fleet name.
+    fn named(&self, mut view: DeviceView) -> DeviceView {
+        view.gateway = self.fleet_name().map(str::to_string);
+        view
+    }
+
     /// The view of device `id`, if it is known.
     pub fn device_view(&self, id: &str) -> Option<DeviceView> {
-        match self.registry().get(id) {
+        let view = match self.registry().get(id) {
             Some(d) => Some(d.view()),
             None => self
                 .inner
                 .known
                 .name_of(id)
                 .map(|name| DeviceView::never_seen(id.to_string(), Some(name))),
-        }
+        };
+        view.map(|v| self.named(v))
     }
 
     /// The dashboard's snapshot: totals, and at most `max_devices` devices, online first.
