@@ -167,6 +167,7 @@ impl ConnectArgs {
             )?,
             baud_rate: self.baud,
             bearer: self.bearer.clone(),
+            ..ConnectOptions::default()
         };
         let config = self.client_config()?;
         let store = match &config.pinning {

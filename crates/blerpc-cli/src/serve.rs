@@ -57,6 +57,11 @@ pub struct ServeArgs {
     /// each drawn between half and all of its value).
     #[arg(long, value_name = "SECS", default_value_t = 5.0)]
     pub dial_backoff_max: f64,
+    /// Seconds without traffic after which a --dial tcp:// or tls:// connection is probed (every
+    /// as many seconds; closed after 6 unanswered probes), so a gateway cut off is left for the
+    /// next one. 0: the runtime's default (60 s, probes every 10 s).
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    pub dial_keepalive: f64,
     /// The CA that signed the gateway's certificate (PEM), for --dial tls:// or wss://.
     #[arg(long, value_name = "FILE", conflicts_with = "dial_tls_cert_pin")]
     pub dial_tls_ca: Option<PathBuf>,
@@ -504,6 +509,7 @@ fn start_dialing(
         urls,
         options: ConnectOptions {
             tls,
+            tcp_keepalive: off_or_seconds("--dial-keepalive", args.dial_keepalive)?,
             ..ConnectOptions::default()
         },
         backoff: blerpc::backoff::Backoff::new(Duration::from_millis(100), max),
@@ -619,6 +625,7 @@ mod tests {
             listen: Some("tcp://127.0.0.1:0".into()),
             dial: Vec::new(),
             dial_backoff_max: 5.0,
+            dial_keepalive: 5.0,
             dial_tls_ca: None,
             dial_tls_cert_pin: None,
             identity: Some(key),

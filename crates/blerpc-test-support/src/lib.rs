@@ -8,7 +8,9 @@
 //!   child that is killed when dropped and whose stdout lines arrive within a bound ([`Proc`]),
 //!   bounded runs ([`run`], [`run_within`]), `serve` with its `listening` line parsed
 //!   ([`serve`]), the repository root and the reference venv's python.
-//! - [`nats::NatsServer`]: a real `nats-server` with JetStream, for the fleet's tests.
+//! - [`nats::NatsServer`]: a real `nats-server` with JetStream, for the fleet's tests, alone or
+//!   as a cluster member on a host.
+//! - [`netns`]: separate hosts (network namespaces on one switch) for failover tests.
 //! - [`http`]: a small blocking HTTP/1.1 client (one request per connection, chunked bodies
 //!   decoded, every read bounded), for the gateway's API.
 //!
@@ -16,6 +18,7 @@
 
 pub mod http;
 pub mod nats;
+pub mod netns;
 pub mod process;
 
 pub use process::{Done, Proc, TIMEOUT, bin, blerpc, repo, run, run_within, serve, venv_python};

@@ -8,10 +8,13 @@
 
 #![allow(clippy::expect_used)]
 use std::io::{BufRead, BufReader};
+use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+
+use crate::netns::Host;
 
 /// A running `nats-server` (see the [module docs](self)).
 #[derive(Debug)]
@@ -36,14 +39,40 @@ pub fn binary() -> PathBuf {
 impl NatsServer {
     /// Starts a server with JetStream on a fresh directory; returns once it accepts clients.
     pub fn start() -> NatsServer {
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("blerpc-nats-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("cannot create the nats-server's directory");
-        let mut child = Command::new(binary())
-            .args(["-a", "127.0.0.1", "-p", "-1", "-js", "-sd"])
-            .arg(&dir)
+        let dir = fresh_dir();
+        let mut cmd = Command::new(binary());
+        cmd.args(["-a", "127.0.0.1", "-p", "-1", "-js", "-sd"])
+            .arg(&dir);
+        NatsServer::spawn(cmd, dir)
+    }
+
+    /// Starts member `name` of a cluster on `host`: clients on port 4222, routes on 6222 to
+    /// every address in `peers`, JetStream on; clients that miss 2 pings a second apart are
+    /// dropped (a gateway cut off loses its subjects within seconds).
+    pub fn member(host: &Host, name: &str, peers: &[Ipv4Addr]) -> NatsServer {
+        let dir = fresh_dir();
+        let routes: Vec<String> = peers
+            .iter()
+            .filter(|p| **p != host.ip)
+            .map(|p| format!("\"nats://{p}:6222\""))
+            .collect();
+        let config = format!(
+            "server_name: {name}\nlisten: \"{ip}:4222\"\nping_interval: \"1s\"\nping_max: 2\n\
+             jetstream {{ store_dir: \"{store}\" }}\n\
+             cluster {{ name: fleet, listen: \"{ip}:6222\", routes: [{routes}] }}\n",
+            ip = host.ip,
+            store = dir.join("js").display(),
+            routes = routes.join(", "),
+        );
+        let path = dir.join("nats.conf");
+        std::fs::write(&path, config).expect("cannot write the nats-server's configuration");
+        let mut cmd = host.command(binary());
+        cmd.arg("-c").arg(&path);
+        NatsServer::spawn(cmd, dir)
+    }
+
+    fn spawn(mut cmd: Command, dir: PathBuf) -> NatsServer {
+        let mut child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -76,6 +105,21 @@ impl NatsServer {
             url: format!("nats://{addr}"),
         }
     }
+
+    /// Kills the server (SIGKILL) and waits for it; dropping it afterwards removes its files.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn fresh_dir() -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("blerpc-nats-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("cannot create the nats-server's directory");
+    dir
 }
 
 impl Drop for NatsServer {

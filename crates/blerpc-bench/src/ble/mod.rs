@@ -383,6 +383,7 @@ async fn connect_to(url: &str, args: &BleArgs) -> anyhow::Result<Client> {
             .transpose()?,
         baud_rate: args.baud,
         bearer: std::env::var("BLERPC_TOKEN").ok(),
+        ..ConnectOptions::default()
     };
     let limit = Duration::from_secs(10);
     Ok(tokio::time::timeout(limit, connect(&url, &options, config))

@@ -82,6 +82,9 @@ pub struct NatsLimits {
     pub heartbeat: Duration,
     /// A gateway silent this long is dead. Default 5 s.
     pub node_timeout: Duration,
+    /// How long joining waits for NATS and JetStream (a cluster electing its leader). Default
+    /// 30 s.
+    pub join_timeout: Duration,
 }
 
 impl Default for NatsLimits {
@@ -96,6 +99,7 @@ impl Default for NatsLimits {
             max_forwarded: 10_000,
             heartbeat: Duration::from_secs(1),
             node_timeout: Duration::from_secs(5),
+            join_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -217,7 +221,7 @@ impl Fleet {
                 config.node.as_str()
             )));
         }
-        let client = connect(&config).await?;
+        let (client, reconnects) = connect(&config).await?;
         if gateway
             .inner
             .fleet_name
@@ -235,12 +239,21 @@ impl Fleet {
             limits.chunk = limits.chunk.min(max_payload.saturating_sub(4096).max(1024));
         }
         let js = jetstream::new(client.clone());
-        let presence = bucket(&js, &subjects.presence_bucket(), config.replicas, None).await?;
+        let within = limits.join_timeout;
+        let presence = bucket(
+            &js,
+            &subjects.presence_bucket(),
+            config.replicas,
+            None,
+            within,
+        )
+        .await?;
         let gateways = bucket(
             &js,
             &subjects.gateways_bucket(),
             config.replicas,
             Some(limits.node_timeout * 12),
+            within,
         )
         .await?;
         let inner = Arc::new(Inner {
@@ -258,6 +271,8 @@ impl Fleet {
             gateways,
             held: Mutex::new(HashMap::new()),
             joined_ms: now_ms(),
+            reconnects,
+            pending: Mutex::new(HashMap::new()),
         });
         inner.heartbeat().await;
         let node_subject = inner.subjects.node(inner.node.as_str()).unwrap_or_default();
@@ -282,6 +297,8 @@ impl Fleet {
             spawn(inner.clone().watch_presence()),
             spawn(inner.clone().watch_gateways()),
             spawn(inner.clone().beat()),
+            spawn(inner.clone().reassert()),
+            spawn(inner.clone().retry_pending()),
         ];
         Ok(Fleet {
             inner,
@@ -351,7 +368,10 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-async fn connect(config: &NatsConfig) -> Result<async_nats::Client, FleetError> {
+/// Connects to NATS; the receiver counts the connections made (it changes on every reconnect).
+async fn connect(
+    config: &NatsConfig,
+) -> Result<(async_nats::Client, tokio::sync::watch::Receiver<u64>), FleetError> {
     let failed = |reason: String| FleetError::Connect {
         url: config.url.clone(),
         reason,
@@ -368,47 +388,87 @@ async fn connect(config: &NatsConfig) -> Result<async_nats::Client, FleetError> 
     if let Some(ca) = &config.tls_ca {
         options = options.add_root_certificates(ca.clone()).require_tls(true);
     }
+    let (connected_tx, connected) = tokio::sync::watch::channel(0u64);
+    let connected_tx = Arc::new(connected_tx);
     options = options
+        .event_callback(move |event| {
+            let connected_tx = connected_tx.clone();
+            async move {
+                match event {
+                    async_nats::Event::Connected => connected_tx.send_modify(|n| *n += 1),
+                    async_nats::Event::Disconnected => {
+                        tracing::warn!("disconnected from NATS: reconnecting");
+                    }
+                    other => tracing::info!("NATS: {other}"),
+                }
+            }
+        })
+        // Pings every heartbeat: a connection cut without a reset is found dead in seconds.
+        .ping_interval(config.limits.heartbeat)
         .name(format!("blerpc-gateway {}", config.node))
+        // A gateway cut off and back reconnects within a second, not after the client's
+        // default backoff of up to several seconds: its devices' subjects depend on it.
+        .reconnect_delay_callback(|attempts| {
+            Duration::from_millis(100 * u64::try_from(attempts).unwrap_or(u64::MAX).min(10))
+        })
         .retry_on_initial_connect()
         .connection_timeout(Duration::from_secs(5));
-    let client = tokio::time::timeout(
-        Duration::from_secs(10),
-        options.connect(config.url.as_str()),
-    )
-    .await
-    .map_err(|_| failed("no server answered within 10 s".to_string()))?
-    .map_err(|e| failed(e.to_string()))?;
+    let servers = config
+        .url
+        .split(',')
+        .map(|u| u.trim().parse::<async_nats::ServerAddr>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| failed(format!("not a NATS server URL: {e}")))?;
+    let client = tokio::time::timeout(Duration::from_secs(10), options.connect(servers))
+        .await
+        .map_err(|_| failed("no server answered within 10 s".to_string()))?
+        .map_err(|e| failed(e.to_string()))?;
     // retry_on_initial_connect returns before the first connection: wait for it.
     tokio::time::timeout(Duration::from_secs(10), client.flush())
         .await
         .map_err(|_| failed("no server answered within 10 s".to_string()))?
         .map_err(|e| failed(e.to_string()))?;
-    Ok(client)
+    Ok((client, connected))
 }
 
+/// Opens bucket `name`, creating it if needed; retries until `within` has passed (JetStream
+/// answers "temporarily unavailable" while a cluster elects its leader).
 async fn bucket(
     js: &jetstream::Context,
     name: &str,
     replicas: usize,
     max_age: Option<Duration>,
+    within: Duration,
 ) -> Result<kv::Store, FleetError> {
-    if let Ok(store) = js.get_key_value(name).await {
-        return Ok(store);
+    let until = tokio::time::Instant::now() + within;
+    loop {
+        if let Ok(store) = js.get_key_value(name).await {
+            return Ok(store);
+        }
+        let created = js
+            .create_key_value(kv::Config {
+                bucket: name.to_string(),
+                history: 1,
+                max_age: max_age.unwrap_or_default(),
+                num_replicas: replicas.max(1),
+                storage: jetstream::stream::StorageType::File,
+                ..Default::default()
+            })
+            .await;
+        match created {
+            Ok(store) => return Ok(store),
+            Err(e) if tokio::time::Instant::now() >= until => {
+                return Err(FleetError::Bucket {
+                    bucket: name.to_string(),
+                    reason: format!("{e} (still, after {within:?})"),
+                });
+            }
+            Err(e) => {
+                tracing::info!("the KV bucket {name} is not ready yet: {e}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
     }
-    js.create_key_value(kv::Config {
-        bucket: name.to_string(),
-        history: 1,
-        max_age: max_age.unwrap_or_default(),
-        num_replicas: replicas.max(1),
-        storage: jetstream::stream::StorageType::File,
-        ..Default::default()
-    })
-    .await
-    .map_err(|e| FleetError::Bucket {
-        bucket: name.to_string(),
-        reason: e.to_string(),
-    })
 }
 
 /// Answers every request on `sub` with `router`, each on a task of its own, at most

@@ -51,6 +51,17 @@ pub struct GatewayRecord {
     pub at_ms: u64,
 }
 
+/// How many times a compare-and-set write to the presence bucket is tried.
+pub(super) const CAS_TRIES: u32 = 12;
+
+/// How many times a pending write is tried each heartbeat.
+const RETRY_TRIES: u32 = 2;
+
+/// The pause before try `attempt` (1, 2, …): 25 ms doubling, at most 500 ms.
+fn cas_pause(attempt: u32) -> Duration {
+    Duration::from_millis((25u64 << attempt.min(5)).min(500))
+}
+
 /// A gateway's membership, shared by its tasks and its forwarder.
 #[derive(Debug)]
 pub(super) struct Inner {
@@ -66,6 +77,29 @@ pub(super) struct Inner {
     /// The devices this gateway serves the subjects of.
     pub(super) held: Mutex<HashMap<String, Held>>,
     pub(super) joined_ms: u64,
+    /// Changes on every (re)connection to NATS: watches restart, claims are written again.
+    pub(super) reconnects: tokio::sync::watch::Receiver<u64>,
+    /// Writes to the presence bucket that failed, by device, tried again every heartbeat.
+    pub(super) pending: Mutex<HashMap<String, Pending>>,
+}
+
+/// A write to the presence bucket still to be made.
+#[derive(Debug)]
+pub(super) enum Pending {
+    /// This gateway's claim.
+    Claim {
+        /// The connection's epoch.
+        epoch: Epoch,
+        /// When it was made.
+        since_ms: u64,
+    },
+    /// The end of `node`'s connection made at `epoch`.
+    Release {
+        /// The node.
+        node: NodeId,
+        /// The connection's epoch.
+        epoch: Epoch,
+    },
 }
 
 /// A device whose subject this gateway serves.
@@ -194,74 +228,150 @@ impl Inner {
         self.record_release(device, &self.node, epoch).await;
     }
 
-    /// Writes this gateway's claim unless the bucket holds a newer one (compare-and-set, a few
-    /// tries under contention).
+    /// Writes this gateway's claim unless the bucket holds a newer one, compare-and-set. A
+    /// failed write is tried again after a pause (up to [`CAS_TRIES`] times, about 4 s in all):
+    /// another writer won the race, a replica answered the read behind the leader, or NATS is
+    /// away for a moment (a cluster electing a new leader). What still fails waits in
+    /// [`Inner::pending`] and is tried again every heartbeat.
     async fn record_claim(&self, device: &str, epoch: Epoch, since_ms: u64) {
-        for _ in 0..5 {
+        if !self.try_claim(device, epoch, since_ms, CAS_TRIES).await {
+            lock(&self.pending).insert(device.to_string(), Pending::Claim { epoch, since_ms });
+        }
+    }
+
+    /// Records `node`'s connection of `device` at `epoch` as ended, if that is the claim in
+    /// force (compare-and-set, tried and kept as [`Inner::record_claim`] is).
+    pub(super) async fn record_release(&self, device: &str, node: &NodeId, epoch: Epoch) {
+        if !self.try_release(device, node, epoch, CAS_TRIES).await {
+            let op = Pending::Release {
+                node: node.clone(),
+                epoch,
+            };
+            lock(&self.pending).insert(device.to_string(), op);
+        }
+    }
+
+    /// Every heartbeat, tries the writes that failed before (a short round each); a newer write
+    /// for the same device replaces an older one.
+    pub(super) async fn retry_pending(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(self.ctx.limits.heartbeat);
+        loop {
+            tick.tick().await;
+            self.retry_pending_once().await;
+        }
+    }
+
+    async fn retry_pending_once(&self) {
+        let pending: Vec<(String, Pending)> = lock(&self.pending).drain().collect();
+        for (device, op) in pending {
+            let done = match &op {
+                Pending::Claim { epoch, since_ms } => {
+                    self.try_claim(&device, *epoch, *since_ms, RETRY_TRIES)
+                        .await
+                }
+                Pending::Release { node, epoch } => {
+                    self.try_release(&device, node, *epoch, RETRY_TRIES).await
+                }
+            };
+            if !done {
+                lock(&self.pending).entry(device).or_insert(op);
+            }
+        }
+    }
+
+    /// Compare-and-set tries of a claim; `true` once written, or once a newer claim is found.
+    async fn try_claim(&self, device: &str, epoch: Epoch, since_ms: u64, tries: u32) -> bool {
+        let mut last = String::new();
+        for attempt in 0..tries {
+            if attempt > 0 {
+                tokio::time::sleep(cas_pause(attempt)).await;
+            }
             let value = self.record(epoch, true, since_ms);
-            let written = match self.presence.entry(device).await {
+            let result = match self.presence.entry(device).await {
                 Ok(Some(e)) if e.operation == kv::Operation::Put => {
                     if let Ok(r) = serde_json::from_slice::<PresenceRecord>(&e.value)
                         && r.epoch > epoch
                     {
-                        return; // The device has connected since, somewhere.
+                        return true; // The device has connected since, somewhere.
                     }
                     self.presence
                         .update(device, value, e.revision)
                         .await
-                        .is_ok()
+                        .map(drop)
+                        .map_err(|e| e.to_string())
                 }
-                Ok(_) => self.presence.create(device, value).await.is_ok(),
-                Err(e) => {
-                    tracing::warn!(device, "reading the presence bucket: {e}");
-                    false
-                }
+                Ok(_) => self
+                    .presence
+                    .create(device, value)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(format!("reading the record: {e}")),
             };
-            if written {
-                return;
+            match result {
+                Ok(()) => return true,
+                Err(e) => last = e,
             }
         }
         tracing::warn!(
             device,
-            "could not record the claim: the presence bucket kept changing"
+            "the claim is not recorded yet ({tries} tries): {last}"
         );
+        false
     }
 
-    /// Records `node`'s connection of `device` at `epoch` as ended, if that is the claim in
-    /// force.
-    pub(super) async fn record_release(&self, device: &str, node: &NodeId, epoch: Epoch) {
-        for _ in 0..5 {
-            let Ok(Some(e)) = self.presence.entry(device).await else {
-                return;
+    /// Compare-and-set tries of a release; `true` once written, or once it no longer applies.
+    async fn try_release(&self, device: &str, node: &NodeId, epoch: Epoch, tries: u32) -> bool {
+        let mut last = String::new();
+        for attempt in 0..tries {
+            if attempt > 0 {
+                tokio::time::sleep(cas_pause(attempt)).await;
+            }
+            let e = match self.presence.entry(device).await {
+                Ok(Some(e)) => e,
+                Ok(None) => return true,
+                Err(e) => {
+                    last = format!("reading the record: {e}");
+                    continue;
+                }
             };
             let Ok(mut r) = serde_json::from_slice::<PresenceRecord>(&e.value) else {
-                return;
+                return true;
             };
             if r.node != *node || r.epoch != epoch || !r.online {
-                return;
+                return true;
             }
             r.online = false;
             r.seen_ms = now_ms();
             let value = Bytes::from(serde_json::to_vec(&r).unwrap_or_default());
-            if self
-                .presence
-                .update(device, value, e.revision)
-                .await
-                .is_ok()
-            {
-                return;
+            match self.presence.update(device, value, e.revision).await {
+                Ok(_) => return true,
+                Err(e) => last = e.to_string(),
             }
         }
+        tracing::warn!(
+            device,
+            "the release is not recorded yet ({tries} tries): {last}"
+        );
+        false
     }
 
     /// Watches the presence bucket into the directory; a device this gateway holds that has
     /// connected elsewhere since is let go (its old connection closed).
     pub(super) async fn watch_presence(self: Arc<Self>) {
         loop {
+            let mut reconnects = self.reconnects.clone();
+            reconnects.mark_unchanged();
             match self.presence.watch_all_from_revision(1).await {
                 Ok(mut watch) => {
-                    while let Some(entry) = watch.next().await {
-                        let Ok(entry) = entry else { break };
+                    loop {
+                        // After a reconnect, the whole bucket again: what changed while this
+                        // gateway was away is in it.
+                        let entry = tokio::select! {
+                            e = watch.next() => e,
+                            _ = reconnects.changed() => break,
+                        };
+                        let Some(Ok(entry)) = entry else { break };
                         if entry.operation != kv::Operation::Put {
                             continue;
                         }
@@ -292,6 +402,30 @@ impl Inner {
             if let Some(d) = self.gateway.registry().get(device) {
                 tracing::info!(device, "connected to another gateway since: closing ours");
                 self.gateway.registry().disconnect(&d, epoch);
+            }
+        }
+    }
+
+    /// After every reconnection to NATS, writes this gateway's claims again (one written while
+    /// it was away failed; compare-and-set keeps any newer claim).
+    pub(super) async fn reassert(self: Arc<Self>) {
+        let mut reconnects = self.reconnects.clone();
+        reconnects.mark_unchanged();
+        while reconnects.changed().await.is_ok() {
+            let claims = self.gateway.registry().claims();
+            tracing::info!(
+                "reconnected to NATS: recording {} claims again",
+                claims.len()
+            );
+            for claim in claims {
+                if let PresenceMessage::Claim {
+                    device,
+                    epoch,
+                    since_ms,
+                } = claim
+                {
+                    self.record_claim(&device, epoch, since_ms).await;
+                }
             }
         }
     }
@@ -354,10 +488,16 @@ impl Inner {
     pub(super) async fn watch_gateways(self: Arc<Self>) {
         loop {
             // The last heartbeat of each gateway first, then every new one.
+            let mut reconnects = self.reconnects.clone();
+            reconnects.mark_unchanged();
             match self.gateways.watch_with_history(">").await {
                 Ok(mut watch) => {
-                    while let Some(entry) = watch.next().await {
-                        let Ok(entry) = entry else { break };
+                    loop {
+                        let entry = tokio::select! {
+                            e = watch.next() => e,
+                            _ = reconnects.changed() => break,
+                        };
+                        let Some(Ok(entry)) = entry else { break };
                         let node = NodeId::new(&entry.key);
                         // When the server stored it (a heartbeat from the history may be old).
                         let stored_ms =

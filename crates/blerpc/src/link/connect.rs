@@ -60,6 +60,10 @@ pub struct ConnectOptions {
     /// `ws://` and `wss://`: a bearer token sent as `Authorization: Bearer …` with the upgrade
     /// (a device gateway's relayed link needs one).
     pub bearer: Option<String>,
+    /// `tcp://` and `tls://`: TCP keepalive after this long idle (see
+    /// [`TcpOptions::keepalive`](super::tcp::TcpOptions::keepalive)); `None`: the runtime's
+    /// default (60 s). A device dialling a gateway sets it short to notice a gateway cut off.
+    pub tcp_keepalive: Option<std::time::Duration>,
 }
 
 /// Why [`connect`] or [`open`] failed.
@@ -177,7 +181,7 @@ pub async fn open<F: OnLink>(
         #[cfg(feature = "tcp")]
         LinkUrl::Tcp { host, port } => {
             let authority = super::url::authority(host, *port);
-            let link = super::tcp::connect(authority, &super::tcp::TcpOptions::default())
+            let link = super::tcp::connect(authority, &tcp_options(options))
                 .await
                 .map_err(failed)?;
             Ok(then.run(Traced::new(link)).await)
@@ -185,7 +189,7 @@ pub async fn open<F: OnLink>(
         #[cfg(feature = "tls")]
         LinkUrl::Tls { host, port } => {
             let trust = tls_trust(url, options)?;
-            let link = super::tls::connect(host, *port, trust, &super::tcp::TcpOptions::default())
+            let link = super::tls::connect(host, *port, trust, &tcp_options(options))
                 .await
                 .map_err(failed)?;
             Ok(then.run(Traced::new(link)).await)
@@ -236,6 +240,16 @@ pub async fn open<F: OnLink>(
             url: other.clone(),
             feature: super::url::feature_of(other, false),
         }),
+    }
+}
+
+/// The TCP options of a client: the runtime's, with [`ConnectOptions::tcp_keepalive`].
+#[cfg(feature = "tcp")]
+fn tcp_options(options: &ConnectOptions) -> super::tcp::TcpOptions {
+    let default = super::tcp::TcpOptions::default();
+    super::tcp::TcpOptions {
+        keepalive: options.tcp_keepalive.or(default.keepalive),
+        ..default
     }
 }
 

@@ -117,10 +117,10 @@ pub struct TcpOptions {
     /// hold the connection's buffer forever). Applies to TCP and TLS; the WebSocket link's
     /// messages are bounded by its handshake and the connection's setup deadline. Default 10 s.
     pub container_timeout: Duration,
-    /// TCP keepalive: after this long without traffic the kernel probes the peer every 10 s and
-    /// closes the connection after 6 unanswered probes, so a peer that vanished (power loss, a
-    /// dropped NAT mapping) is detected while the connection is idle. `None`: off. Default
-    /// 60 s.
+    /// TCP keepalive: after this long without traffic the kernel probes the peer every 10 s (or
+    /// every this long, if shorter) and closes the connection after 6 unanswered probes, so a
+    /// peer that vanished (power loss, a dropped NAT mapping, a cut link) is detected while the
+    /// connection is idle. `None`: off. Default 60 s.
     pub keepalive: Option<Duration>,
     /// Where acceptors count and log the handshakes they refuse, drop or time out (share the
     /// server's [`Metrics`]). Default `None`: logged at debug level only.
@@ -218,7 +218,7 @@ pub(crate) fn set_keepalive(stream: &TcpStream, options: &TcpOptions) {
     };
     let keepalive = socket2::TcpKeepalive::new()
         .with_time(idle)
-        .with_interval(KEEPALIVE_INTERVAL);
+        .with_interval(KEEPALIVE_INTERVAL.min(idle));
     #[cfg(any(target_os = "linux", target_os = "android", target_vendor = "apple"))]
     let keepalive = keepalive.with_retries(KEEPALIVE_RETRIES);
     if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&keepalive) {
