@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test command (tools/test.sh) needs and is missing, on Debian or Ubuntu, and
 # says what it installs: gcc, the D-Bus headers and pkg-config (the BLE links), Python's venv,
-# rustfmt and clippy; then the browser toolchain (tools/web/install.sh: Chromium, Node.js, the
+# iproute2 (the fleet's tests put hosts in network namespaces), rustfmt and clippy; then the browser toolchain (tools/web/install.sh: Chromium, Node.js, the
 # wasm32 target, wasm-bindgen-cli from its pinned lock, web/'s npm packages) and the firmware's
 # (tools/firmware/install.sh: the two MCU targets, libclang, llvm, QEMU, Bumble). Each step that
 # cannot be done stops the run with a message naming it; apt steps need root (run as root, or
@@ -22,6 +22,7 @@ command -v gcc >/dev/null || need_apt+=(gcc)
 dpkg -s libdbus-1-dev >/dev/null 2>&1 || need_apt+=(libdbus-1-dev)
 command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+command -v ip >/dev/null || need_apt+=(iproute2)
 if [ ${#need_apt[@]} -gt 0 ]; then
   step "apt: ${need_apt[*]}"
   [ "$(id -u)" = 0 ] || fail "apt-get install ${need_apt[*]} needs root: install them, or run this as root"
@@ -41,4 +42,8 @@ done
 # Each of these says what it does and stops with a message naming a step that fails.
 bash tools/web/install.sh || fail "the browser toolchain (tools/web/install.sh)"
 bash tools/firmware/install.sh || fail "the firmware toolchain (tools/firmware/install.sh)"
+# The fleet's tests create network namespaces (crates/blerpc-cli/tests/fleet_hosts.rs).
+if [ "$(id -u)" != 0 ]; then
+  fail "the fleet's tests create network namespaces (ip netns): run the tests as root"
+fi
 step "everything the tests need is here"
