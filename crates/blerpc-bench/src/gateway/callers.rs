@@ -113,28 +113,51 @@ impl Caller {
                 }
                 Ok(elapsed)
             }
-            Caller::Http {
-                send,
-                path,
-                host,
-                token,
-            } => {
+            Caller::Http { .. } => {
                 let body = format!(r#"{{"message":"{message}"}}"#);
-                let request = hyper::Request::post(path.as_str())
-                    .header("host", host.as_str())
-                    .header("authorization", format!("Bearer {token}"))
-                    .header("content-type", "application/json")
-                    .body(Full::new(Bytes::from(body.clone())))?;
-                send.ready().await?;
-                let response = send.send_request(request).await?;
-                let status = response.status();
-                let answer = response.into_body().collect().await?.to_bytes();
-                let elapsed = started.elapsed();
+                let (status, answer, elapsed) = self.post(&body).await?;
                 if status != 200 || answer != body.as_bytes() {
                     bail!("HTTP {status}: {}", String::from_utf8_lossy(&answer));
                 }
                 Ok(elapsed)
             }
         }
+    }
+
+    /// One `echo` over HTTP that must be answered `status` (a refusal the bench times);
+    /// returns its latency.
+    pub(crate) async fn refused(&mut self, status: u16) -> anyhow::Result<Duration> {
+        let (got, answer, elapsed) = self.post(r#"{"message":"m"}"#).await?;
+        if got != status {
+            bail!(
+                "HTTP {got} where {status} was due: {}",
+                String::from_utf8_lossy(&answer)
+            );
+        }
+        Ok(elapsed)
+    }
+
+    /// Posts `body` to an HTTP caller's path: the status, the answer and the latency.
+    async fn post(&mut self, body: &str) -> anyhow::Result<(u16, Bytes, Duration)> {
+        let Caller::Http {
+            send,
+            path,
+            host,
+            token,
+        } = self
+        else {
+            bail!("not an HTTP caller");
+        };
+        let started = Instant::now();
+        let request = hyper::Request::post(path.as_str())
+            .header("host", host.as_str())
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.to_string())))?;
+        send.ready().await?;
+        let response = send.send_request(request).await?;
+        let status = response.status().as_u16();
+        let answer = response.into_body().collect().await?.to_bytes();
+        Ok((status, answer, started.elapsed()))
     }
 }

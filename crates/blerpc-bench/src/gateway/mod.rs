@@ -29,6 +29,7 @@
 //! its memory per device, and HTTP calls to randomly chosen devices.
 
 mod callers;
+pub mod fleet;
 mod procs;
 pub mod scale;
 
@@ -74,9 +75,13 @@ pub struct GatewayArgs {
     /// Concurrent HTTP callers in the scale part.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
-    /// The quick profile (`cargo test`): 1 run of 300 calls, 300 devices.
+    /// The quick profile (`cargo test`): 1 run of 300 calls, 300 devices, the fleet part.
     #[arg(long)]
     pub quick: bool,
+    /// Measure the fleet instead: two gateways on a nats-server, calls forwarded over NATS
+    /// ([`fleet`]; `--runs` runs of `--calls` calls per variant).
+    #[arg(long)]
+    pub fleet: bool,
     /// Write the results as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -113,11 +118,13 @@ pub struct Report {
     pub medians: Vec<(String, String, f64, f64, f64)>,
     /// The scale part, if run.
     pub scale: Option<scale::ScaleReport>,
+    /// The fleet part, if run.
+    pub fleet: Option<fleet::FleetReport>,
 }
 
 const VARIANTS: [&str; 3] = ["direct", "http", "relayed"];
 const MODES: [&str; 3] = ["command", "connect", "kept"];
-const TOKEN: &str = "gateway-bench-token-0123456789";
+pub(crate) const TOKEN: &str = "gateway-bench-token-0123456789";
 
 /// Runs the suite; `Ok(false)` if a target was missed or a call failed.
 pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
@@ -129,6 +136,16 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
     anyhow::ensure!(args.message <= 120, "--message is at most 120 bytes");
     let dir = tempdir()?;
     std::fs::write(dir.join("tokens"), format!("{TOKEN}\n"))?;
+    if args.fleet && !args.quick {
+        let report = fleet::run(runs, calls, &dir)?;
+        let met = fleet::print(&report);
+        if let Some(path) = &args.json {
+            std::fs::write(path, serde_json::to_string_pretty(&report)?)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        return Ok(met);
+    }
     let tokens = dir.join("tokens");
     let gw = procs::gateway(
         &dir,
@@ -246,12 +263,18 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
     } else {
         None
     };
+    let fleet = if args.quick {
+        Some(fleet::run(runs, calls, &dir)?)
+    } else {
+        None
+    };
     let report = Report {
         calls,
         message: args.message,
         samples,
         medians,
         scale,
+        fleet,
     };
     let met = print_report(&report);
     // The quick profile (`cargo test`) checks that everything answered right, not the timings
@@ -355,7 +378,7 @@ pub fn http_call_once(addr: &str, path: &str, token: &str, body: &str) -> anyhow
     })
 }
 
-async fn wait_online(http: std::net::SocketAddr, id: &str) -> anyhow::Result<()> {
+pub(crate) async fn wait_online(http: std::net::SocketAddr, id: &str) -> anyhow::Result<()> {
     for _ in 0..300 {
         if let Ok(mut c) = callers::http(http, id, TOKEN).await
             && c.echo("up").await.is_ok()
@@ -429,6 +452,9 @@ fn print_report(r: &Report) -> bool {
     );
     if let Some(s) = &r.scale {
         ok &= scale::print(s);
+    }
+    if let Some(f) = &r.fleet {
+        ok &= fleet::print(f);
     }
     ok
 }
