@@ -357,3 +357,201 @@ async fn a_device_that_moves_is_found_where_it_is_and_a_dead_gateway_s_devices_g
     sees(&a, &d.id, "gw-b", false).await;
     assert_eq!(a.fleet.nodes().len(), 1);
 }
+
+/// Submits a durable call through `member`; the answer.
+async fn durable(member: &Member, id: &str, header: &str, body: &str) -> util::Answer {
+    member
+        .http
+        .request(
+            Method::POST,
+            &format!("/v1/devices/{id}/calls/echo"),
+            &[("blerpc-durable", header)],
+            body.to_string(),
+        )
+        .await
+}
+
+/// Waits up to 10 s until call `call` of `id` is in `state`; its record.
+async fn call_state(member: &Member, id: &str, call: &str, state: &str) -> serde_json::Value {
+    let mut last = serde_json::Value::Null;
+    for _ in 0..1000 {
+        let a = member
+            .http
+            .get(&format!("/v1/devices/{id}/durable/{call}"))
+            .await;
+        last = a.json();
+        if last["state"] == state {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("call {call} never {state}: {last}");
+}
+
+fn states(record: &serde_json::Value) -> Vec<String> {
+    record["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["state"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durable_calls_wait_for_their_device_and_end_in_true_states() {
+    let nats = NatsServer::start();
+    let a = join(&nats, "gw-a", limits()).await;
+    let b = join(&nats, "gw-b", limits()).await;
+    acquainted(&[&a, &b]).await;
+    let d = Device::new(41);
+    // Known to the fleet, offline now.
+    let link = d.attach(&a.gateway).await;
+    sees(&b, &d.id, "gw-a", true).await;
+    drop(link);
+    sees(&b, &d.id, "gw-a", false).await;
+    let events_client = async_nats::connect(nats.url.as_str()).await.unwrap();
+    let mut events = events_client
+        .subscribe(format!("blerpc.v1.durable.{}.>", d.id))
+        .await
+        .unwrap();
+
+    // Stored at once, for later.
+    let queued = durable(&b, &d.id, "ttl=60", r#"{"message":"later"}"#).await;
+    assert_eq!(queued.status, 202, "{}", queued.text());
+    let call = queued.json()["id"].as_str().unwrap().to_string();
+    assert_eq!(queued.json()["state"], "queued");
+    assert_eq!(
+        queued.headers.get("location").unwrap(),
+        &format!("/v1/devices/{}/durable/{call}", d.id)
+    );
+    // Cancelled while queued; not after.
+    let doomed = durable(&b, &d.id, "ttl=60", r#"{"message":"never"}"#)
+        .await
+        .json();
+    let doomed = doomed["id"].as_str().unwrap().to_string();
+    let cancelled = a
+        .http
+        .request(
+            Method::DELETE,
+            &format!("/v1/devices/{}/durable/{doomed}", d.id),
+            &[],
+            String::new(),
+        )
+        .await;
+    assert_eq!(
+        cancelled.json()["state"],
+        "cancelled",
+        "{}",
+        cancelled.text()
+    );
+    a.http
+        .request(
+            Method::DELETE,
+            &format!("/v1/devices/{}/durable/{doomed}", d.id),
+            &[],
+            String::new(),
+        )
+        .await
+        .assert_problem(409, "call_not_queued");
+    // Expired while queued.
+    let brief = durable(&a, &d.id, "ttl=1", r#"{"message":"soon gone"}"#)
+        .await
+        .json();
+    let brief = brief["id"].as_str().unwrap().to_string();
+    // Refused at once: what could never run.
+    durable(&b, &d.id, "ttl=60", "{not json")
+        .await
+        .assert_problem(400, "bad_request");
+    durable(&b, &d.id, "ttl=forever", "{}")
+        .await
+        .assert_problem(400, "bad_request");
+    let expired = call_state(&b, &d.id, &brief, "expired").await;
+    assert_eq!(states(&expired), ["queued", "expired"]);
+
+    // The device connects to B: the queued call runs there, once, with its answer.
+    let _link = d.attach(&b.gateway).await;
+    let done = call_state(&a, &d.id, &call, "succeeded").await;
+    assert_eq!(states(&done), ["queued", "sent", "succeeded"]);
+    assert_eq!(done["response"]["message"], "later");
+    assert_eq!(done["attempts"], 1);
+    assert!(done["history"][1]["by"] == "gw-b", "{done}");
+    let never = call_state(&a, &d.id, &doomed, "cancelled").await;
+    assert_eq!(states(&never), ["queued", "cancelled"]);
+    let listed = b
+        .http
+        .get(&format!("/v1/devices/{}/durable", d.id))
+        .await
+        .json();
+    assert_eq!(listed["calls"].as_array().unwrap().len(), 3, "{listed}");
+
+    // Each change was pushed over NATS, in order.
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let m = tokio::time::timeout(Duration::from_secs(5), events.next())
+            .await
+            .unwrap()
+            .unwrap();
+        let r: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+        if r["id"] == call.as_str() {
+            seen.push(r["state"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(seen, ["queued", "sent", "succeeded"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_call_whose_device_is_lost_after_sending_is_unknown_or_sent_again() {
+    let nats = NatsServer::start();
+    let a = join(&nats, "gw-a", limits()).await;
+    let b = join(&nats, "gw-b", limits()).await;
+    acquainted(&[&a, &b]).await;
+    let d = Device::new(42);
+    d.stalled.store(true, std::sync::atomic::Ordering::Relaxed);
+    let link = d.attach(&a.gateway).await;
+    sees(&b, &d.id, "gw-a", true).await;
+    // Idempotent: sent, never answered, the device lost: sent again when it is back.
+    let again = durable(&b, &d.id, "ttl=60, idempotent", r#"{"message":"again"}"#)
+        .await
+        .json();
+    let again = again["id"].as_str().unwrap().to_string();
+    call_state(&b, &d.id, &again, "sent").await;
+    drop(link);
+    let requeued = call_state(&b, &d.id, &again, "queued").await;
+    assert_eq!(
+        states(&requeued),
+        ["queued", "sent", "outcome_unknown", "queued"]
+    );
+    d.stalled.store(false, std::sync::atomic::Ordering::Relaxed);
+    let link = d.attach(&a.gateway).await;
+    let done = call_state(&b, &d.id, &again, "succeeded").await;
+    assert_eq!(done["response"]["message"], "again");
+    assert_eq!(done["attempts"], 2);
+    assert_eq!(
+        states(&done),
+        [
+            "queued",
+            "sent",
+            "outcome_unknown",
+            "queued",
+            "sent",
+            "succeeded"
+        ]
+    );
+
+    // Not idempotent: the unknown outcome is final, and the call is never sent again.
+    d.stalled.store(true, std::sync::atomic::Ordering::Relaxed);
+    let once = durable(&b, &d.id, "ttl=60", r#"{"message":"once"}"#)
+        .await
+        .json();
+    let once = once["id"].as_str().unwrap().to_string();
+    call_state(&b, &d.id, &once, "sent").await;
+    drop(link);
+    let unknown = call_state(&b, &d.id, &once, "outcome_unknown").await;
+    assert_eq!(states(&unknown), ["queued", "sent", "outcome_unknown"]);
+    assert!(unknown["error"]["detail"].is_string(), "{unknown}");
+    d.stalled.store(false, std::sync::atomic::Ordering::Relaxed);
+    let _link = d.attach(&a.gateway).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let still = call_state(&b, &d.id, &once, "outcome_unknown").await;
+    assert_eq!(still["attempts"], 1);
+}

@@ -312,6 +312,7 @@ impl Front {
     /// The routing: the claim table and the workers.
     pub fn routing(&self) -> Routing {
         Routing {
+            durable: None,
             directory: self.table.clone(),
             forwarder: Arc::new(self.workers.clone()),
         }

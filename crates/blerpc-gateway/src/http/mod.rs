@@ -37,6 +37,7 @@ use crate::routing::{Holder, NodeId, Routing};
 
 pub(crate) mod api;
 mod dashboard;
+pub mod durable;
 pub mod internal;
 pub(crate) mod relay;
 
@@ -162,6 +163,7 @@ impl Api {
     pub fn local(gateway: &Gateway) -> Api {
         Api::new(
             Routing {
+                durable: None,
                 directory: Arc::new(gateway.clone()),
                 forwarder: Arc::new(LocalForwarder::new(gateway.clone())),
             },
@@ -234,6 +236,11 @@ pub fn router_with(gateway: Gateway, routing: Routing) -> Router {
 pub fn api_router(api: Api) -> Router {
     let authenticated = Router::new()
         .route("/v1/devices", get(api::list_devices))
+        .route("/v1/devices/{id}/durable", get(durable::list))
+        .route(
+            "/v1/devices/{id}/durable/{call}",
+            get(durable::get).delete(durable::cancel),
+        )
         .route("/v1/devices/{id}", any(to_device))
         .route("/v1/devices/{id}/{*rest}", any(to_device))
         .route("/v1/schema", any(to_any))
@@ -280,9 +287,23 @@ async fn to_device(
     request: Request,
 ) -> Response {
     let id = params
-        .into_iter()
-        .find_map(|(k, v)| (k == "id").then_some(v))
+        .iter()
+        .find_map(|(k, v)| (k == "id").then_some(v.clone()))
         .unwrap_or_default();
+    if request.headers().contains_key(durable::DURABLE_HEADER) {
+        let command = params
+            .iter()
+            .find_map(|(k, v)| (k == "rest").then_some(v.as_str()))
+            .and_then(|rest| rest.strip_prefix("calls/"))
+            .filter(|c| !c.contains('/'))
+            .map(str::to_string);
+        if let Some(command) = command
+            && request.method() == axum::http::Method::POST
+        {
+            let (parts, body) = request.into_parts();
+            return durable::submit(&api, &id, &command, &parts.headers, body).await;
+        }
+    }
     api.routing.to_device(&id, request).await
 }
 

@@ -44,6 +44,7 @@ use crate::routing::local::LocalForwarder;
 use crate::routing::{ClaimTable, Epoch, NodeId, Routing, unix_ms_since};
 
 mod client;
+pub mod durable;
 pub mod envelope;
 mod forward;
 mod forwarder;
@@ -191,6 +192,7 @@ pub(crate) struct Ctx {
 #[derive(Clone, Debug)]
 pub struct Fleet {
     inner: Arc<Inner>,
+    durable: durable::Durable,
     /// The gateway's tasks in the fleet, stopped when the last clone is dropped.
     tasks: Arc<Mutex<Vec<AbortOnDrop>>>,
 }
@@ -256,6 +258,15 @@ impl Fleet {
             within,
         )
         .await?;
+        // Records outlive their longest TTL by a day, then go.
+        let calls = bucket(
+            &js,
+            &subjects.calls_bucket(),
+            config.replicas,
+            Some(durable::MAX_TTL + Duration::from_secs(24 * 3600)),
+            within,
+        )
+        .await?;
         let inner = Arc::new(Inner {
             ctx: Ctx {
                 client,
@@ -286,7 +297,11 @@ impl Fleet {
                 reason: e.to_string(),
             })?;
         let node_router = crate::http::node_router(inner.gateway.clone());
+        let durable = durable::Durable::new(inner.clone(), calls);
         let tasks = vec![
+            spawn(durable.clone().watch()),
+            spawn(durable.clone().sweep()),
+            spawn(durable.clone().follow_connects()),
             spawn(serve_subject(
                 inner.ctx.clone(),
                 inner.gateway.clone(),
@@ -302,6 +317,7 @@ impl Fleet {
         ];
         Ok(Fleet {
             inner,
+            durable,
             tasks: Arc::new(Mutex::new(tasks)),
         })
     }
@@ -321,9 +337,15 @@ impl Fleet {
         self.inner.nodes()
     }
 
+    /// The fleet's durable calls.
+    pub fn durable(&self) -> &durable::Durable {
+        &self.durable
+    }
+
     /// The routing the HTTP API uses in a fleet.
     pub fn routing(&self) -> Routing {
         Routing {
+            durable: Some(self.durable.clone()),
             directory: self.inner.table.clone(),
             forwarder: Arc::new(FleetForwarder {
                 local: LocalForwarder::new(self.inner.gateway.clone()),

@@ -70,8 +70,8 @@ pub(super) struct Inner {
     pub(super) node: NodeId,
     pub(super) gateway: Gateway,
     pub(super) table: Arc<ClaimTable>,
-    /// Gateways heard from, and when.
-    pub(super) live: RwLock<BTreeMap<NodeId, Instant>>,
+    /// Gateways heard from: when, and when each joined (a restarted gateway joins anew).
+    pub(super) live: RwLock<BTreeMap<NodeId, (Instant, u64)>>,
     pub(super) presence: kv::Store,
     pub(super) gateways: kv::Store,
     /// The devices this gateway serves the subjects of.
@@ -110,6 +110,16 @@ pub(super) struct Held {
 }
 
 impl Inner {
+    /// Whether gateway `node` is alive and still the one that joined at `joined_ms`.
+    pub(super) fn alive_since(&self, node: &str, joined_ms: u64) -> bool {
+        if node == self.node.as_str() {
+            return joined_ms == self.joined_ms;
+        }
+        let live = self.live.read().unwrap_or_else(|e| e.into_inner());
+        live.get(&NodeId::new(node))
+            .is_some_and(|(_, joined)| *joined == joined_ms)
+    }
+
     pub(super) fn nodes(&self) -> Vec<NodeId> {
         let mut nodes = vec![self.node.clone()];
         let live = self.live.read().unwrap_or_else(|e| e.into_inner());
@@ -456,7 +466,7 @@ impl Inner {
                 let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
                 let dead: Vec<NodeId> = live
                     .iter()
-                    .filter(|(n, at)| **n != self.node && at.elapsed() > timeout)
+                    .filter(|(n, (at, _))| **n != self.node && at.elapsed() > timeout)
                     .map(|(n, _)| n.clone())
                     .collect();
                 for n in &dead {
@@ -505,11 +515,13 @@ impl Inner {
                                 .unwrap_or(0);
                         let age = Duration::from_millis(now_ms().saturating_sub(stored_ms));
                         let at = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
+                        let joined = serde_json::from_slice::<GatewayRecord>(&entry.value)
+                            .map_or(0, |r| r.joined_ms);
                         let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
                         if entry.operation == kv::Operation::Put
                             && age < self.ctx.limits.node_timeout
                         {
-                            live.insert(node, at);
+                            live.insert(node, (at, joined));
                         } else {
                             live.remove(&node);
                         }

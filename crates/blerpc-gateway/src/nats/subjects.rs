@@ -6,6 +6,8 @@
 //! | `{prefix}.v1.node.{node}` | requests a gateway answers as a node: a device it held last, its device pages, snapshot and metrics |
 //! | `{prefix}_presence` (KV) | one key per device: which gateway holds it, since when, and the claim's epoch |
 //! | `{prefix}_gateways` (KV) | one key per gateway: its liveness (heartbeats) |
+//! | `{prefix}_calls` (KV) | one key per durable call, `{device}.{call}`: its record |
+//! | `{prefix}.v1.durable.{device}.{call}` | each change of a durable call's record |
 //!
 //! A device id or node name is a single subject token: non-empty, at most [`MAX_TOKEN`] bytes,
 //! printable ASCII without `.`, `*`, `>` or spaces (a gateway's device ids are 64 hex digits).
@@ -72,6 +74,16 @@ impl Subjects {
     /// The liveness bucket.
     pub fn gateways_bucket(&self) -> String {
         format!("{}_gateways", self.prefix)
+    }
+
+    /// The durable calls' bucket.
+    pub fn calls_bucket(&self) -> String {
+        format!("{}_calls", self.prefix)
+    }
+
+    /// Where durable calls' changes are published: `{prefix}.v1.durable` then `.{device}.{call}`.
+    pub fn durable_events(&self) -> String {
+        format!("{}.v1.durable", self.prefix)
     }
 }
 

@@ -302,6 +302,8 @@ pub struct Routing {
     pub directory: Arc<dyn Directory>,
     /// How requests reach them.
     pub forwarder: Arc<dyn Forwarder>,
+    /// Durable calls, where a fleet stores them ([`crate::nats::durable`]); `None` elsewhere.
+    pub durable: Option<crate::nats::durable::Durable>,
 }
 
 impl Routing {
