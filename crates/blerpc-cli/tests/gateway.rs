@@ -872,24 +872,12 @@ fn calls_beyond_the_queue_bound_are_refused_with_429() {
 fn a_fleet_on_nats_answers_for_every_device_and_survives_a_killed_gateway() {
     let nats = blerpc_test_support::nats::NatsServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let tokens = tokens_file(dir.path());
     let member = |name: &str| {
-        let known = dir.path().join(format!("{name}.json"));
-        gateway(&[
-            "--devices",
-            "tcp://127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-            "--enroll",
-            "--known-devices",
-            known.to_str().unwrap(),
-            "--tokens",
-            tokens.to_str().unwrap(),
-            "--nats",
-            &nats.url,
-            "--nats-name",
-            name,
-        ])
+        // Each gateway enrols into a file of its own.
+        let own = dir.path().join(name);
+        std::fs::create_dir_all(&own).unwrap();
+        let args = enrolling(&own, &["--nats", &nats.url, "--nats-name", name]);
+        gateway(&args.iter().map(String::as_str).collect::<Vec<_>>())
     };
     let a = member("gw-a");
     let b = member("gw-b");

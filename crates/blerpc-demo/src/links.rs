@@ -223,7 +223,7 @@ pub async fn run_link<T>(
     let (client, address) = match start_link(link, pki).await {
         Ok(c) => c,
         Err(e) => {
-            run.error = Some(chain(&e));
+            run.error = Some(blerpc::error_chain(&e));
             return (run, None);
         }
     };
@@ -334,18 +334,6 @@ pub fn select_links(names: &[String]) -> Result<Vec<&'static str>, LinkRunError>
                 })
         })
         .collect()
-}
-
-/// `e` and its sources, `: `-separated: one line that says why.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// Runs [`run_link`] over each of `links` in turn, each within `limit`, with one progress line

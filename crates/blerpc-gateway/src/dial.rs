@@ -175,7 +175,7 @@ impl Dialer {
                 () = &mut shutdown => return Ok(()),
                 r = dialer.serve_once(&server, &url) => match r {
                     Ok(()) => tracing::info!(%url, "the gateway closed the connection"),
-                    Err(e) => tracing::warn!("{}", error_chain(&e)),
+                    Err(e) => tracing::warn!("{}", blerpc::error_chain(&e)),
                 },
             }
             let lasted = started.elapsed();
@@ -226,18 +226,6 @@ impl Dialling {
     fn host(&self) -> String {
         self.url().host().unwrap_or_default().to_string()
     }
-}
-
-/// An error and its sources, `: `-separated.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// The service, plus [`RELAY_COMMAND`] (see the [module docs](self)).
@@ -293,7 +281,7 @@ impl Dispatch for RelayDispatch {
                     ),
                     e => Status::handler_failed(format!(
                         "cannot open the relayed connection: {}",
-                        error_chain(&e)
+                        blerpc::error_chain(&e)
                     )),
                 })?;
             Ok(Vec::new())

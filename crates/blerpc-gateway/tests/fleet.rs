@@ -388,6 +388,19 @@ async fn call_state(member: &Member, id: &str, call: &str, state: &str) -> serde
     panic!("call {call} never {state}: {last}");
 }
 
+/// Waits up to 10 s until `member` has a call in flight to device `id` (`sent` is written just
+/// before the call goes out: the device has it only once it is in flight).
+async fn in_flight(member: &Member, id: &str) {
+    for _ in 0..1000 {
+        let view = member.http.get(&format!("/v1/devices/{id}")).await.json();
+        if view["in_flight"] == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no call in flight to {id}");
+}
+
 fn states(record: &serde_json::Value) -> Vec<String> {
     record["history"]
         .as_array()
@@ -515,6 +528,7 @@ async fn a_durable_call_whose_device_is_lost_after_sending_is_unknown_or_sent_ag
         .json();
     let again = again["id"].as_str().unwrap().to_string();
     call_state(&b, &d.id, &again, "sent").await;
+    in_flight(&a, &d.id).await;
     drop(link);
     let requeued = call_state(&b, &d.id, &again, "queued").await;
     assert_eq!(
@@ -545,6 +559,7 @@ async fn a_durable_call_whose_device_is_lost_after_sending_is_unknown_or_sent_ag
         .json();
     let once = once["id"].as_str().unwrap().to_string();
     call_state(&b, &d.id, &once, "sent").await;
+    in_flight(&a, &d.id).await;
     drop(link);
     let unknown = call_state(&b, &d.id, &once, "outcome_unknown").await;
     assert_eq!(states(&unknown), ["queued", "sent", "outcome_unknown"]);

@@ -92,6 +92,24 @@ pub(crate) fn copy_message_into(data: &[u8], capacity: usize) -> Vec<u8> {
 pub use client::{Client, ClientConfig, Error, ResponseStream, Upload};
 pub use server::{Server, ServerConfig};
 
+/// `e` and its sources, `: `-separated: one line that says what failed and why (for logs and
+/// reports; `anyhow`'s `{:#}` without `anyhow`).
+///
+/// ```
+/// let e = std::io::Error::other("refused");
+/// assert_eq!(blerpc::error_chain(&e), "refused");
+/// ```
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
 /// Includes the code `blerpc-build` generated for a protobuf package.
 #[macro_export]
 macro_rules! include_proto {

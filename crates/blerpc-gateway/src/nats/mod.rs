@@ -499,9 +499,22 @@ pub(super) async fn serve_subject(
     ctx: Ctx,
     gateway: Gateway,
     router: Router,
-    mut sub: async_nats::Subscriber,
+    sub: async_nats::Subscriber,
 ) {
-    while let Some(message) = sub.next().await {
+    serve_until(ctx, gateway, router, sub, std::future::pending()).await;
+}
+
+/// [`serve_subject`] until `stop` completes; then unsubscribes and answers what had already
+/// been delivered (for a device that has left: `503` from its router at once, not a
+/// requester's accept timeout).
+pub(super) async fn serve_until(
+    ctx: Ctx,
+    gateway: Gateway,
+    router: Router,
+    mut sub: async_nats::Subscriber,
+    stop: impl Future<Output = ()>,
+) {
+    let answer = |message: async_nats::Message| {
         let ctx = ctx.clone();
         let router = router.clone();
         let gateway = gateway.clone();
@@ -516,5 +529,25 @@ pub(super) async fn serve_subject(
                 tokio::spawn(serve::refuse(ctx, message));
             }
         }
+    };
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            m = sub.next() => match m {
+                Some(message) => answer(message),
+                None => return,
+            },
+            () = &mut stop => break,
+        }
+    }
+    // Unsubscribes, and ends the stream once the server has confirmed: what it delivered
+    // before is answered (for at most 5 s, should NATS be gone).
+    if let Err(e) = sub.drain().await {
+        tracing::debug!("unsubscribing: {e}");
+        return;
+    }
+    let until = tokio::time::Instant::now() + Duration::from_secs(5);
+    while let Ok(Some(message)) = tokio::time::timeout_at(until, sub.next()).await {
+        answer(message);
     }
 }

@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::{AbortOnDrop, Ctx, Subjects, lock, now_ms, serve_subject, spawn};
+use super::{Ctx, Subjects, lock, now_ms, serve_until};
 use crate::Gateway;
 use crate::routing::claims::PresenceMessage;
 use crate::routing::{ClaimTable, Epoch, NodeId};
@@ -106,7 +106,8 @@ pub(super) enum Pending {
 #[derive(Debug)]
 pub(super) struct Held {
     pub(super) epoch: Epoch,
-    pub(super) _serving: AbortOnDrop,
+    /// Dropped, it stops the subject's server (which answers what had already arrived).
+    pub(super) _serving: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Inner {
@@ -207,11 +208,15 @@ impl Inner {
         {
             Ok(sub) => {
                 let router = crate::http::device_router(self.gateway.clone());
-                let serving = spawn(serve_subject(
+                let (serving, stop) = tokio::sync::oneshot::channel::<()>();
+                tokio::spawn(serve_until(
                     self.ctx.clone(),
                     self.gateway.clone(),
                     router,
                     sub,
+                    async move {
+                        let _ = stop.await;
+                    },
                 ));
                 lock(&self.held).insert(
                     device.to_string(),
