@@ -432,13 +432,15 @@ async fn serve(args: &ServeArgs, seed: Option<[u8; 32]>) -> anyhow::Result<()> {
         serve_metrics(addr, server.metrics()).await?;
     }
     let identity = public.map_or_else(|| "none".to_string(), |k| to_hex(&k));
+    // Installed before the lines that say the server is ready.
+    let shutdown = shutdown_signal();
     let dialing = if args.dial.is_empty() {
         None
     } else {
         Some(start_dialing(args, &args.dial, built, &identity)?)
     };
     let Some(listen) = &args.listen else {
-        shutdown_signal().await;
+        shutdown.await;
         if let Some(d) = dialing {
             d.abort();
         }
@@ -470,7 +472,7 @@ async fn serve(args: &ServeArgs, seed: Option<[u8; 32]>) -> anyhow::Result<()> {
     .map_err(listen_error)?;
     print_line(&format!("listening {} identity {identity}", listener.url()))?;
     listener
-        .serve(&server, shutdown_signal())
+        .serve(&server, shutdown)
         .await
         .map_err(listen_error)
 }

@@ -363,6 +363,8 @@ async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
         Some(f) => blerpc_gateway::http::router_with(gateway.clone(), f.routing()),
         None => blerpc_gateway::http::router(gateway.clone()),
     };
+    // Installed before the lines that say the gateway is ready.
+    let shutdown = shutdown_signal();
     {
         use std::io::Write as _;
         let mut out = std::io::stdout().lock();
@@ -376,15 +378,10 @@ async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
     }
     let served = match http_tls {
         Some(tls) => {
-            blerpc_gateway::http::serve_tls_router(
-                router,
-                http,
-                tls.rustls().clone(),
-                shutdown_signal(),
-            )
-            .await
+            blerpc_gateway::http::serve_tls_router(router, http, tls.rustls().clone(), shutdown)
+                .await
         }
-        None => blerpc_gateway::http::serve_router(router, http, shutdown_signal()).await,
+        None => blerpc_gateway::http::serve_router(router, http, shutdown).await,
     };
     if let Some(f) = fleet {
         f.leave().await;

@@ -118,6 +118,8 @@ pub(super) async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
         START_TIMEOUT,
     )?;
     let front = Front::new(addrs, internal, config.tokens.clone());
+    // Installed before the lines that say the gateway is ready.
+    let shutdown = blerpc::process::shutdown_signal();
     {
         let mut out = std::io::stdout().lock();
         for u in &urls {
@@ -126,7 +128,7 @@ pub(super) async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
         writeln!(out, "http http://{http_addr}")?;
         out.flush()?;
     }
-    let mut serving = tokio::spawn(front.serve(http, blerpc::process::shutdown_signal()));
+    let mut serving = tokio::spawn(front.serve(http, shutdown));
     let result = started
         .watch(async {
             let _ = (&mut serving).await;
@@ -147,13 +149,14 @@ pub(super) async fn run_worker(worker: GatewayWorker) -> anyhow::Result<()> {
     let http = tokio::net::TcpListener::bind(args.http).await?;
     let addr = http.local_addr()?;
     super::bind_devices(&args, &gateway, true).await?;
+    let shutdown = blerpc::process::shutdown_signal();
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "worker http {addr}")?;
         out.flush()?;
     }
     tracing::debug!("gateway worker {index} on {addr}");
-    blerpc_gateway::http::serve(gateway, http, blerpc::process::shutdown_signal()).await?;
+    blerpc_gateway::http::serve(gateway, http, shutdown).await?;
     Ok(())
 }
 

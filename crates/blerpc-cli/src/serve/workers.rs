@@ -85,6 +85,8 @@ pub(super) async fn run(args: &ServeArgs) -> anyhow::Result<()> {
     )?;
     drop(config);
     let pids: Vec<String> = started.pids().iter().map(u32::to_string).collect();
+    // Installed before the line that says the server is ready.
+    let shutdown = blerpc::process::shutdown_signal();
     {
         let mut out = std::io::stdout().lock();
         writeln!(
@@ -95,7 +97,7 @@ pub(super) async fn run(args: &ServeArgs) -> anyhow::Result<()> {
         .and_then(|()| out.flush())
         .context("cannot write to stdout")?;
     }
-    let result = started.watch(blerpc::process::shutdown_signal()).await;
+    let result = started.watch(shutdown).await;
     started.stop();
     drop(reserved);
     Ok(result?)

@@ -65,25 +65,35 @@ pub fn terminate(_pid: u32) -> io::Result<()> {
 }
 
 /// Completes on Ctrl-C, or SIGTERM on Unix: when a server (or a parent of workers) should shut
-/// down.
-pub async fn shutdown_signal() {
+/// down. The handlers are installed when this is called (inside a Tokio runtime), so call it
+/// before announcing that the process is ready.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    // Registered now, not when first polled: a process that says it is ready and is then
+    // signalled at once still stops gracefully.
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+        let term = signal(SignalKind::terminate()).ok();
+        let int = signal(SignalKind::interrupt()).ok();
+        async move {
+            let recv = |s: Option<tokio::signal::unix::Signal>| async move {
+                match s {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
                 }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+            };
+            tokio::select! {
+                () = recv(term) => {}
+                () = recv(int) => {}
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
