@@ -65,6 +65,15 @@ pub struct GatewayConfig {
     pub tokens: Vec<String>,
     /// How often the dashboard's event stream sends a snapshot. Default 1 s.
     pub dashboard_interval: Duration,
+    /// A connection to the HTTP API must send a complete request head within this: from when
+    /// it connects, and from the end of each answer while it is kept alive (idle). Default 10 s.
+    pub http_header_timeout: Duration,
+    /// HTTP connections open at once; more are closed at accept. Default 10,000.
+    pub max_http_connections: usize,
+    /// HTTP connections one IP address may hold open; more are closed at accept. Default 1,000.
+    pub max_http_connections_per_address: usize,
+    /// Event streams (`GET /v1/events`) open at once; more are answered 503. Default 256.
+    pub max_event_streams: usize,
 }
 
 impl Default for GatewayConfig {
@@ -86,6 +95,10 @@ impl Default for GatewayConfig {
             relay_base: None,
             tokens: Vec::new(),
             dashboard_interval: Duration::from_secs(1),
+            http_header_timeout: Duration::from_secs(10),
+            max_http_connections: 10_000,
+            max_http_connections_per_address: 1_000,
+            max_event_streams: 256,
         }
     }
 }

@@ -11,6 +11,9 @@
 //! | `blerpc_gateway_call_duration_seconds` | latency of calls that reached a device (histogram) |
 //! | `blerpc_gateway_relays_open` | relayed links open now |
 //! | `blerpc_gateway_relays_total{outcome}` | relay requests: `opened`, `device_timeout`, `device_refused`, `not_connected`, `unsupported`, `busy` |
+//! | `blerpc_gateway_http_connections` | HTTP connections open now |
+//! | `blerpc_gateway_http_refused_total{reason}` | HTTP connections and event streams refused: `connections`, `per_address`, `event_streams` |
+//! | `blerpc_gateway_http_timeouts_total` | HTTP connections closed for a request head (or TLS handshake) not sent in time |
 //! | `blerpc_connections_*` | the device listeners' own counters (refusals, closes for cause) |
 
 use std::sync::Arc;
@@ -51,6 +54,9 @@ pub struct GatewayMetrics {
     duration: Histogram,
     relays_open: Gauge,
     relays: Family<OutcomeLabel, Counter>,
+    http_connections: Gauge,
+    http_refused: Family<ReasonLabel, Counter>,
+    http_timeouts: Counter,
 }
 
 impl GatewayMetrics {
@@ -65,6 +71,9 @@ impl GatewayMetrics {
         let duration = Histogram::new(exponential_buckets(1e-4, 2.0, 21));
         let relays_open = Gauge::default();
         let relays = Family::<OutcomeLabel, Counter>::default();
+        let http_connections = Gauge::default();
+        let http_refused = Family::<ReasonLabel, Counter>::default();
+        let http_timeouts = Counter::default();
         let server = Metrics::with_extra(|registry| {
             let r = registry.sub_registry_with_prefix("gateway");
             r.register(
@@ -95,6 +104,21 @@ impl GatewayMetrics {
             );
             r.register("relays_open", "Relayed links open now", relays_open.clone());
             r.register("relays", "Relay requests by outcome", relays.clone());
+            r.register(
+                "http_connections",
+                "HTTP connections open now",
+                http_connections.clone(),
+            );
+            r.register(
+                "http_refused",
+                "HTTP connections and event streams refused, by limit",
+                http_refused.clone(),
+            );
+            r.register(
+                "http_timeouts",
+                "HTTP connections closed for a request head not sent in time",
+                http_timeouts.clone(),
+            );
         });
         GatewayMetrics {
             server,
@@ -106,6 +130,9 @@ impl GatewayMetrics {
             duration,
             relays_open,
             relays,
+            http_connections,
+            http_refused,
+            http_timeouts,
         }
     }
 
@@ -142,6 +169,20 @@ impl GatewayMetrics {
 
     pub(crate) fn relay_open_delta(&self, by: i64) {
         self.relays_open.inc_by(by);
+    }
+
+    pub(crate) fn http_connection_delta(&self, by: i64) {
+        self.http_connections.inc_by(by);
+    }
+
+    pub(crate) fn http_refused(&self, reason: &'static str) {
+        self.http_refused
+            .get_or_create(&ReasonLabel { reason })
+            .inc();
+    }
+
+    pub(crate) fn http_timeout(&self) {
+        self.http_timeouts.inc();
     }
 
     /// How many calls ended with `status` so far.

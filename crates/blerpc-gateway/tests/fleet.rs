@@ -38,13 +38,13 @@ async fn join(nats: &NatsServer, name: &str, limits: NatsLimits) -> Member {
     );
     let router = blerpc_gateway::http::api_router(api);
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(blerpc_gateway::http::serve_router(
-        router,
-        listener,
-        async move {
+    let served = gateway.clone();
+    tokio::spawn(async move {
+        blerpc_gateway::http::serve_router(router, &served, listener, None, async move {
             let _ = stopped.await;
-        },
-    ));
+        })
+        .await
+    });
     Member {
         http: Http::new(addr),
         gateway,

@@ -123,6 +123,19 @@ pub struct GatewayArgs {
     /// device's calls to its worker. For more devices than one process can hold.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub workers: usize,
+    /// A connection to the HTTP API must send a complete request head within this many seconds,
+    /// from when it connects and between requests on a kept connection; then it is closed.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub http_header_timeout: f64,
+    /// HTTP connections open at once; more are closed at accept.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub http_max_connections: usize,
+    /// HTTP connections one IP address may hold open; more are closed at accept.
+    #[arg(long, value_name = "N", default_value_t = 1_000)]
+    pub http_max_per_address: usize,
+    /// Event streams (GET /v1/events, the dashboard) open at once; more are answered 503.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_event_streams: usize,
     /// Join a fleet of gateways on NATS (nats://HOST:PORT, several comma-separated; JetStream
     /// on): any gateway of the fleet answers for every device, forwarding over NATS. NATS sees
     /// what HTTP calls carry: use --nats-tls-ca and credentials beyond loopback.
@@ -243,6 +256,10 @@ pub fn config(args: &GatewayArgs) -> anyhow::Result<(GatewayConfig, Schema, Guar
         max_relays: args.max_relays,
         relay_base: args.relay_url.clone(),
         tokens,
+        http_header_timeout: positive_seconds("--http-header-timeout", args.http_header_timeout)?,
+        max_http_connections: args.http_max_connections.max(1),
+        max_http_connections_per_address: args.http_max_per_address.max(1),
+        max_event_streams: args.max_event_streams,
         ..GatewayConfig::default()
     };
     let rate = (args.max_connection_rate > 0.0).then_some(blerpc::link::guard::Rate {
@@ -255,6 +272,14 @@ pub fn config(args: &GatewayArgs) -> anyhow::Result<(GatewayConfig, Schema, Guar
         ..GuardConfig::default()
     };
     Ok((config, schema, guard))
+}
+
+/// `value` seconds, which must be positive.
+fn positive_seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
+    if !(value.is_finite() && value > 0.0 && value < 1e9) {
+        bail!("{flag} {value} must be a positive number of seconds");
+    }
+    Ok(Duration::from_secs_f64(value))
 }
 
 /// Serves devices from an acceptor until Ctrl-C or SIGTERM.
@@ -376,13 +401,8 @@ async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
         }
         out.flush().context("cannot write to stdout")?;
     }
-    let served = match http_tls {
-        Some(tls) => {
-            blerpc_gateway::http::serve_tls_router(router, http, tls.rustls().clone(), shutdown)
-                .await
-        }
-        None => blerpc_gateway::http::serve_router(router, http, shutdown).await,
-    };
+    let tls = http_tls.map(|t| t.rustls().clone());
+    let served = blerpc_gateway::http::serve_router(router, &gateway, http, tls, shutdown).await;
     if let Some(f) = fleet {
         f.leave().await;
     }

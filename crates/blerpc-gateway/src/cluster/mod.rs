@@ -355,7 +355,16 @@ impl Front {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let _following = self.follow_workers();
-        crate::http::serve_router(self.router(), listener, shutdown).await
+        let config = crate::GatewayConfig::default();
+        crate::http::listener::serve(
+            self.router(),
+            listener,
+            None,
+            crate::http::listener::HttpLimits::of(&config),
+            crate::GatewayMetrics::new(),
+            shutdown,
+        )
+        .await
     }
 }
 

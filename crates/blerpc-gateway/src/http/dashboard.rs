@@ -28,14 +28,32 @@ pub(super) async fn page() -> Response {
     r
 }
 
-pub(super) async fn events(
-    State(api): State<Api>,
+/// `GET /v1/events`: at most `GatewayConfig::max_event_streams` at once; more are answered 503.
+pub(super) async fn events(State(api): State<Api>) -> Response {
+    let Ok(permit) = api.event_streams.clone().try_acquire_owned() else {
+        api.metrics.http_refused("event_streams");
+        return super::Problem::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_event_streams",
+            "Too many event streams",
+            "as many event streams are open as this gateway allows (max_event_streams): \
+             close one, or retry later"
+                .to_string(),
+        )
+        .into_response();
+    };
+    stream(api, permit).into_response()
+}
+
+fn stream(
+    api: Api,
+    permit: tokio::sync::OwnedSemaphorePermit,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let interval = api.dashboard_interval;
     let changes = api.routing().directory.changes();
     let stream = futures_util::stream::unfold(
-        (api, changes, true),
-        move |(api, mut changes, first)| async move {
+        (api, changes, true, permit),
+        move |(api, mut changes, first, permit)| async move {
             if !first {
                 // The next tick, or at once when a device connects or disconnects.
                 tokio::select! {
@@ -51,7 +69,7 @@ pub(super) async fn events(
             let snapshot = api.routing().snapshot(MAX_DEVICES_PER_SNAPSHOT).await;
             let data = serde_json::to_string(&snapshot).unwrap_or_default();
             let event = Event::default().event("snapshot").data(data);
-            Some((Ok(event), (api, changes, false)))
+            Some((Ok(event), (api, changes, false, permit)))
         },
     );
     Sse::new(stream).keep_alive(KeepAlive::default())

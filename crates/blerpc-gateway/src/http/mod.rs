@@ -17,7 +17,6 @@
 //! the node requests of its front under `/internal/v1/` ([`internal`]).
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +38,7 @@ pub(crate) mod api;
 mod dashboard;
 pub mod durable;
 pub mod internal;
+pub mod listener;
 pub(crate) mod relay;
 
 pub use dashboard::MAX_DEVICES_PER_SNAPSHOT;
@@ -145,6 +145,10 @@ pub struct Api {
     routing: Routing,
     tokens: Arc<[String]>,
     dashboard_interval: Duration,
+    /// Event streams that may still open (`GatewayConfig::max_event_streams`).
+    event_streams: Arc<tokio::sync::Semaphore>,
+    /// Where refused event streams are counted.
+    metrics: crate::GatewayMetrics,
 }
 
 impl Api {
@@ -155,7 +159,21 @@ impl Api {
             routing,
             tokens: tokens.into(),
             dashboard_interval,
+            event_streams: Arc::new(tokio::sync::Semaphore::new(
+                crate::GatewayConfig::default().max_event_streams,
+            )),
+            metrics: crate::GatewayMetrics::new(),
         }
+    }
+
+    /// The API with `gateway`'s limit on event streams (`GET /v1/events`; more are answered
+    /// 503), counting refusals in its metrics.
+    pub fn for_gateway(mut self, gateway: &Gateway) -> Api {
+        self.event_streams = Arc::new(tokio::sync::Semaphore::new(
+            gateway.config().max_event_streams,
+        ));
+        self.metrics = gateway.metrics().clone();
+        self
     }
 
     /// The API of a single gateway: its registry is the directory, and requests reach its
@@ -170,6 +188,7 @@ impl Api {
             gateway.config().tokens.clone(),
             gateway.config().dashboard_interval,
         )
+        .for_gateway(gateway)
     }
 
     /// The routing.
@@ -223,7 +242,8 @@ pub fn router_with(gateway: Gateway, routing: Routing) -> Router {
         routing,
         gateway.config().tokens.clone(),
         gateway.config().dashboard_interval,
-    );
+    )
+    .for_gateway(&gateway);
     let internal = internal::router(gateway).route_layer(middleware::from_fn_with_state(
         api.tokens.clone(),
         authenticate,
@@ -351,30 +371,14 @@ pub(crate) async fn not_found(request: Request) -> Problem {
     )
 }
 
-/// Serves the API on `listener` (plain HTTP) until `shutdown` completes.
+/// Serves the API on `listener` (plain HTTP) until `shutdown` completes, within the gateway's
+/// HTTP limits ([`listener`]).
 pub async fn serve(
     gateway: Gateway,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_router(router(gateway), listener, shutdown).await
-}
-
-/// Serves `router` on `listener` (plain HTTP) until `shutdown` completes.
-pub async fn serve_router(
-    router: Router,
-    listener: TcpListener,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    use axum::serve::ListenerExt as _;
-    let app = router.into_make_service_with_connect_info::<SocketAddr>();
-    // Small answers go out at once (without it, a relayed container can wait for a delayed ACK).
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_router(router(gateway.clone()), &gateway, listener, None, shutdown).await
 }
 
 /// Serves the API on `listener` over TLS (`config`: the certificate and key) until `shutdown`
@@ -385,73 +389,34 @@ pub async fn serve_tls(
     config: Arc<tokio_rustls::rustls::ServerConfig>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_tls_router(router(gateway), listener, config, shutdown).await
+    serve_router(
+        router(gateway.clone()),
+        &gateway,
+        listener,
+        Some(config),
+        shutdown,
+    )
+    .await
 }
 
-/// Serves `router` on `listener` over HTTPS (HTTP/1.1, upgrades for the relay) until `shutdown`
-/// completes; each TLS handshake has 10 s.
-pub async fn serve_tls_router(
+/// Serves `router` on `listener` (HTTPS with `tls`) within `gateway`'s HTTP limits, counting in
+/// its metrics, until `shutdown` completes.
+pub async fn serve_router(
     router: Router,
+    gateway: &Gateway,
     listener: TcpListener,
-    config: Arc<tokio_rustls::rustls::ServerConfig>,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use hyper_util::rt::TokioIo;
-    use tower::Service;
-
-    let mut config = (*config).clone();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let mut app = router.into_make_service_with_connect_info::<SocketAddr>();
-    tokio::pin!(shutdown);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            () = &mut shutdown => return Ok(()),
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::debug!("accept failed: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-        };
-        let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let service = match app.call(peer).await {
-            Ok(s) => s,
-            Err(never) => match never {},
-        };
-        tokio::spawn(async move {
-            let tls = match tokio::time::timeout(
-                std::time::Duration::from_secs(10),
-                acceptor.accept(tcp),
-            )
-            .await
-            {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, "TLS handshake failed: {e}");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            };
-            let hyper_service = hyper::service::service_fn(move |request| {
-                let mut service = service.clone();
-                async move { service.call(request).await }
-            });
-            if let Err(e) = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tls), hyper_service)
-                .with_upgrades()
-                .await
-            {
-                tracing::debug!(%peer, "HTTPS connection ended: {e}");
-            }
-        });
-    }
+    listener::serve(
+        router,
+        listener,
+        tls,
+        listener::HttpLimits::of(gateway.config()),
+        gateway.metrics().clone(),
+        shutdown,
+    )
+    .await
 }
 
 #[cfg(test)]

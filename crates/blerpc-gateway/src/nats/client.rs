@@ -38,7 +38,7 @@ pub enum FleetCallError {
     Body(String),
 }
 
-/// A backend's client of the fleet (see the [module docs](self)).
+/// A backend's client of the fleet: calls devices on their subjects, without HTTP.
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {

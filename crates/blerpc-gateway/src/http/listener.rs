@@ -1,0 +1,213 @@
+//! The HTTP listener, hardened as the device port is: every connection must send a complete
+//! request head within [`HttpLimits::header_timeout`] (from when it connects, and from the end
+//! of each answer while it is kept alive), at most [`HttpLimits::max_connections`] are open at
+//! once and [`HttpLimits::max_per_address`] from one IP address; what is refused or timed out is
+//! counted in `/metrics` (`blerpc_gateway_http_*`). Plain HTTP and HTTPS share the loop.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tower::Service as _;
+
+use crate::GatewayConfig;
+use crate::metrics::GatewayMetrics;
+
+/// The HTTP listener's limits (from [`GatewayConfig`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// A connection must send a complete request head within this: from when it connects, and
+    /// from the end of each answer while it is kept alive (idle). Default 10 s.
+    pub header_timeout: Duration,
+    /// Connections open at once; more are closed at accept. Default 10,000.
+    pub max_connections: usize,
+    /// Connections one IP address may hold open; more are closed at accept. Default 1,000.
+    pub max_per_address: usize,
+    /// A TLS handshake must finish within this. 10 s.
+    pub tls_handshake_timeout: Duration,
+}
+
+impl HttpLimits {
+    /// The limits `config` sets.
+    pub fn of(config: &GatewayConfig) -> HttpLimits {
+        HttpLimits {
+            header_timeout: config.http_header_timeout,
+            max_connections: config.max_http_connections,
+            max_per_address: config.max_http_connections_per_address,
+            tls_handshake_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Connections open, in all and per address.
+#[derive(Debug, Default)]
+struct Open {
+    by_address: Mutex<HashMap<IpAddr, usize>>,
+    total: std::sync::atomic::AtomicUsize,
+}
+
+/// One admitted connection: counted until dropped.
+struct Admitted {
+    open: Arc<Open>,
+    ip: IpAddr,
+    metrics: GatewayMetrics,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.open
+            .total
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        let mut by = self
+            .open
+            .by_address
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = by.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                by.remove(&self.ip);
+            }
+        }
+        self.metrics.http_connection_delta(-1);
+    }
+}
+
+impl Open {
+    /// Admits a connection from `ip` within `limits`, or says which limit refused it.
+    fn admit(
+        self: &Arc<Self>,
+        ip: IpAddr,
+        limits: &HttpLimits,
+        metrics: &GatewayMetrics,
+    ) -> Result<Admitted, &'static str> {
+        use std::sync::atomic::Ordering;
+        let mut by = self.by_address.lock().unwrap_or_else(|e| e.into_inner());
+        if self.total.load(Ordering::Relaxed) >= limits.max_connections {
+            return Err("connections");
+        }
+        let n = by.entry(ip).or_insert(0);
+        if *n >= limits.max_per_address {
+            return Err("per_address");
+        }
+        *n += 1;
+        self.total.fetch_add(1, Ordering::Relaxed);
+        metrics.http_connection_delta(1);
+        Ok(Admitted {
+            open: self.clone(),
+            ip,
+            metrics: metrics.clone(),
+        })
+    }
+}
+
+/// Serves `router` on `listener` (HTTPS with `tls`) within `limits` until `shutdown`
+/// completes; connections open then finish on their own.
+pub async fn serve(
+    router: Router,
+    listener: TcpListener,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    limits: HttpLimits,
+    metrics: GatewayMetrics,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let acceptor = tls.map(|config| {
+        let mut config = (*config).clone();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        tokio_rustls::TlsAcceptor::from(Arc::new(config))
+    });
+    let mut app = router.into_make_service_with_connect_info::<SocketAddr>();
+    let open = Arc::new(Open::default());
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            () = &mut shutdown => return Ok(()),
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::debug!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        let admitted = match open.admit(peer.ip(), &limits, &metrics) {
+            Ok(a) => a,
+            Err(reason) => {
+                metrics.http_refused(reason);
+                drop(tcp);
+                continue;
+            }
+        };
+        // Small answers go out at once (without it, a relayed container can wait for a
+        // delayed ACK).
+        let _ = tcp.set_nodelay(true);
+        let service = match app.call(peer).await {
+            Ok(s) => s,
+            Err(never) => match never {},
+        };
+        let acceptor = acceptor.clone();
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let _admitted = admitted;
+            match acceptor {
+                None => connection(tcp, service, peer, limits, &metrics).await,
+                Some(acceptor) => {
+                    match tokio::time::timeout(limits.tls_handshake_timeout, acceptor.accept(tcp))
+                        .await
+                    {
+                        Ok(Ok(tls)) => connection(tls, service, peer, limits, &metrics).await,
+                        Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
+                        Err(_) => {
+                            metrics.http_timeout();
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Serves one connection's requests (HTTP/1.1, upgrades for the relay).
+async fn connection<I, S>(
+    io: I,
+    service: S,
+    peer: SocketAddr,
+    limits: HttpLimits,
+    metrics: &GatewayMetrics,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: tower::Service<
+            axum::extract::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let hyper_service = hyper::service::service_fn(move |request| {
+        let mut service = service.clone();
+        async move { service.call(request).await }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    if let Err(e) = builder
+        .serve_connection(TokioIo::new(io), hyper_service)
+        .with_upgrades()
+        .await
+    {
+        if e.is_timeout() {
+            metrics.http_timeout();
+        }
+        tracing::debug!(%peer, "HTTP connection ended: {e}");
+    }
+}

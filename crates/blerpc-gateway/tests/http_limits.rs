@@ -1,0 +1,131 @@
+//! The HTTP face under a slow or greedy client, in process: request heads that never finish and
+//! idle kept connections are closed within the header timeout, an address past its connection
+//! limit is refused at accept, event streams beyond their cap are answered 503, each counted in
+//! `/metrics`; a well-behaved caller from another address is answered throughout.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+// Shared with the other suites; this one uses part of it.
+#[allow(dead_code)]
+mod util;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use blerpc_gateway::GatewayConfig;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+use util::Http;
+
+/// A connection from `from` (a loopback address) to `to`.
+async fn connect_from(from: [u8; 4], to: SocketAddr) -> TcpStream {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::from((from, 0))).unwrap();
+    socket.connect(to).await.unwrap()
+}
+
+/// Whether the server has closed `s` (a read returns end of file or a reset), within `limit`.
+async fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
+    let mut buf = [0u8; 4096];
+    let until = Instant::now() + limit;
+    loop {
+        match tokio::time::timeout_at(until.into(), s.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => return true,
+            Ok(Ok(_)) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// `GET /healthz` from `from`: the status line.
+async fn health(from: [u8; 4], to: SocketAddr) -> String {
+    let mut s = connect_from(from, to).await;
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await.unwrap();
+    answer.lines().next().unwrap_or_default().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_and_greedy_http_clients_are_cut_off_and_counted() {
+    let (listener, addr) = util::listener().await;
+    let config = GatewayConfig {
+        http_header_timeout: Duration::from_millis(500),
+        max_http_connections_per_address: 20,
+        max_event_streams: 1,
+        ..GatewayConfig::default()
+    };
+    let gateway = util::gateway(config, addr, "");
+    let _stop = util::serve(gateway.clone(), listener);
+
+    // 30 connections from one address send half a request head and stall: 20 admitted, 10
+    // refused at once.
+    let mut stalled = Vec::new();
+    for _ in 0..30 {
+        let mut s = connect_from([127, 0, 0, 1], addr).await;
+        let _ = s
+            .write_all(b"GET /v1/devices HTTP/1.1\r\nHost: g\r\n")
+            .await;
+        stalled.push(s);
+    }
+    // A caller from another address is answered meanwhile.
+    assert_eq!(health([127, 0, 0, 2], addr).await, "HTTP/1.1 200 OK");
+    // Every stalled connection is closed within the header timeout (and some slack).
+    for s in &mut stalled {
+        assert!(
+            closed_within(s, Duration::from_secs(5)).await,
+            "a stalled connection stayed open"
+        );
+    }
+
+    // A kept connection that goes idle after an answer is closed the same way.
+    let mut kept = connect_from([127, 0, 0, 3], addr).await;
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: g\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let n = kept.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    let idle = Instant::now();
+    assert!(closed_within(&mut kept, Duration::from_secs(5)).await);
+    assert!(
+        idle.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        idle.elapsed()
+    );
+
+    // One event stream at a time.
+    let http = Http::new(addr);
+    let mut first = connect_from([127, 0, 0, 4], addr).await;
+    first
+        .write_all(
+            format!(
+                "GET /v1/events HTTP/1.1\r\nHost: g\r\nAuthorization: Bearer {}\r\n\r\n",
+                util::TOKEN
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let n = first.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    http.get("/v1/events")
+        .await
+        .assert_problem(503, "too_many_event_streams");
+
+    let metrics = http.get("/metrics").await.text();
+    for line in [
+        r#"blerpc_gateway_http_refused_total{reason="per_address"} 10"#,
+        r#"blerpc_gateway_http_refused_total{reason="event_streams"} 1"#,
+    ] {
+        assert!(metrics.contains(line), "{line} missing from:\n{metrics}");
+    }
+    let timeouts: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("blerpc_gateway_http_timeouts_total "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(timeouts >= 21, "{timeouts} header timeouts counted");
+}
