@@ -570,3 +570,34 @@ async fn a_durable_call_whose_device_is_lost_after_sending_is_unknown_or_sent_ag
     let still = call_state(&b, &d.id, &once, "outcome_unknown").await;
     assert_eq!(still["attempts"], 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durable_calls_survive_a_nats_server_restart_and_a_gateway_restart() {
+    let mut nats = NatsServer::start();
+    let a = join(&nats, "gw-a", limits()).await;
+    let d = Device::new(43);
+    let link = d.attach(&a.gateway).await;
+    sees(&a, &d.id, "gw-a", true).await;
+    drop(link);
+    sees(&a, &d.id, "gw-a", false).await;
+    let queued = durable(&a, &d.id, "ttl=120", r#"{"message":"kept"}"#)
+        .await
+        .json();
+    let call = queued["id"].as_str().unwrap().to_string();
+
+    // The NATS server is killed and started again on its files; the gateway that took the call
+    // goes too, and another one joins.
+    nats.restart();
+    let Member { fleet, gateway, .. } = a;
+    drop(fleet);
+    drop(gateway);
+    let b = join(&nats, "gw-b", limits()).await;
+    let kept = call_state(&b, &d.id, &call, "queued").await;
+    assert_eq!(kept["request"]["message"], "kept");
+
+    // The device connects to the new gateway: the call runs, once.
+    let _link = d.attach(&b.gateway).await;
+    let done = call_state(&b, &d.id, &call, "succeeded").await;
+    assert_eq!(states(&done), ["queued", "sent", "succeeded"]);
+    assert_eq!(done["response"]["message"], "kept");
+}

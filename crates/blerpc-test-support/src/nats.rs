@@ -106,6 +106,20 @@ impl NatsServer {
         }
     }
 
+    /// Kills a [`NatsServer::start`]ed server (SIGKILL) and starts it again on the same port and
+    /// JetStream directory: what it stored must still be there.
+    pub fn restart(&mut self) {
+        self.kill();
+        let port = self.url.rsplit(':').next().unwrap_or_default().to_string();
+        let mut cmd = Command::new(binary());
+        cmd.args(["-a", "127.0.0.1", "-p", &port, "-js", "-sd"])
+            .arg(&self.dir);
+        let dir = std::mem::take(&mut self.dir);
+        let restarted = NatsServer::spawn(cmd, dir);
+        // The old value's directory was taken: dropping it removes nothing.
+        drop(std::mem::replace(self, restarted));
+    }
+
     /// Kills the server (SIGKILL) and waits for it; dropping it afterwards removes its files.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
