@@ -15,11 +15,13 @@ use blerpc_gateway::nats::{Fleet, FleetCallError, FleetClient, NatsConfig, NatsL
 use blerpc_gateway::{Gateway, GatewayConfig, http::Api};
 use blerpc_test_support::nats::NatsServer;
 use futures_util::StreamExt as _;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::oneshot;
 use util::{Device, Http};
 
 struct Member {
     http: Http,
+    addr: std::net::SocketAddr,
     gateway: Gateway,
     fleet: Fleet,
     _stop: oneshot::Sender<()>,
@@ -47,6 +49,7 @@ async fn join(nats: &NatsServer, name: &str, limits: NatsLimits) -> Member {
     });
     Member {
         http: Http::new(addr),
+        addr,
         gateway,
         fleet,
         _stop: stop,
@@ -428,6 +431,22 @@ async fn durable_calls_wait_for_their_device_and_end_in_true_states() {
         .await
         .unwrap();
 
+    // And as server-sent events from gateway A.
+    let mut sse = tokio::net::TcpStream::connect(a.addr).await.unwrap();
+    sse.write_all(
+        format!(
+            "GET /v1/devices/{}/durable/events HTTP/1.1\r\nHost: g\r\nAuthorization: Bearer {}\r\n\r\n",
+            d.id,
+            util::TOKEN
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut head = [0u8; 512];
+    let n = sse.read(&mut head).await.unwrap();
+    assert!(String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 200"));
+
     // Stored at once, for later.
     let queued = durable(&b, &d.id, "ttl=60", r#"{"message":"later"}"#).await;
     assert_eq!(queued.status, 202, "{}", queued.text());
@@ -510,6 +529,20 @@ async fn durable_calls_wait_for_their_device_and_end_in_true_states() {
         }
     }
     assert_eq!(seen, ["queued", "sent", "succeeded"]);
+    // The same changes as server-sent events.
+    let mut text = String::new();
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !text.contains(r#""state":"succeeded""#) {
+        let mut buf = [0u8; 4096];
+        let n = tokio::time::timeout_at(until, sse.read(&mut buf))
+            .await
+            .expect("no succeeded event within 10 s")
+            .unwrap();
+        assert!(n > 0, "the event stream ended: {text}");
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(text.contains("event: call"), "{text}");
+    assert!(text.contains(&call), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -28,19 +28,24 @@ pub(super) async fn page() -> Response {
     r
 }
 
+/// The answer when every event stream is taken.
+pub(super) fn too_many_streams() -> Response {
+    super::Problem::new(
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        "too_many_event_streams",
+        "Too many event streams",
+        "as many event streams are open as this gateway allows (max_event_streams): close one, \
+         or retry later"
+            .to_string(),
+    )
+    .into_response()
+}
+
 /// `GET /v1/events`: at most `GatewayConfig::max_event_streams` at once; more are answered 503.
 pub(super) async fn events(State(api): State<Api>) -> Response {
     let Ok(permit) = api.event_streams.clone().try_acquire_owned() else {
         api.metrics.http_refused("event_streams");
-        return super::Problem::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            "too_many_event_streams",
-            "Too many event streams",
-            "as many event streams are open as this gateway allows (max_event_streams): \
-             close one, or retry later"
-                .to_string(),
-        )
-        .into_response();
+        return too_many_streams();
     };
     stream(api, permit).into_response()
 }

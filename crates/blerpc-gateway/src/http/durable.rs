@@ -6,6 +6,7 @@
 //! | `GET /v1/devices/{id}/durable` | the device's calls, oldest first |
 //! | `GET /v1/devices/{id}/durable/{call}` | one call's record: state, history, response |
 //! | `DELETE /v1/devices/{id}/durable/{call}` | cancels it while queued (`409` after) |
+//! | `GET /v1/devices/{id}/durable/events` | server-sent events: `event: call`, the record, at each change of the device's calls (counted with the dashboard's streams) |
 
 use std::time::Duration;
 
@@ -124,6 +125,34 @@ pub(super) async fn list(State(api): State<Api>, Path(id): Path<String>) -> Resp
         ),
         Err(e) => e.problem().into_response(),
     }
+}
+
+/// `GET /v1/devices/{id}/durable/events`.
+pub(super) async fn events(State(api): State<Api>, Path(id): Path<String>) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    use futures_util::StreamExt as _;
+    let Some(durable) = store(&api) else {
+        return unavailable();
+    };
+    let Ok(permit) = api.event_streams.clone().try_acquire_owned() else {
+        api.metrics.http_refused("event_streams");
+        return super::dashboard::too_many_streams();
+    };
+    let subscriber = match durable.follow(&id).await {
+        Ok(s) => s,
+        Err(e) => return e.problem().into_response(),
+    };
+    let stream = subscriber.map(move |message| {
+        let _held = &permit;
+        Ok::<_, std::convert::Infallible>(
+            Event::default()
+                .event("call")
+                .data(String::from_utf8_lossy(&message.payload)),
+        )
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
 /// `GET /v1/devices/{id}/durable/{call}`.

@@ -257,6 +257,7 @@ pub fn api_router(api: Api) -> Router {
     let authenticated = Router::new()
         .route("/v1/devices", get(api::list_devices))
         .route("/v1/devices/{id}/durable", get(durable::list))
+        .route("/v1/devices/{id}/durable/events", get(durable::events))
         .route(
             "/v1/devices/{id}/durable/{call}",
             get(durable::get).delete(durable::cancel),

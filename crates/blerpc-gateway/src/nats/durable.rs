@@ -350,6 +350,20 @@ impl Durable {
         }
     }
 
+    /// Every change of `device`'s calls from now on, as the records published on NATS.
+    pub async fn follow(&self, device: &str) -> Result<async_nats::Subscriber, DurableError> {
+        if !is_id(device) {
+            return Err(DurableError::Bad(format!("{device:?} is not a device id")));
+        }
+        let subject = format!("{}.{device}.*", self.inner.subjects.durable_events());
+        self.inner
+            .ctx
+            .client
+            .subscribe(subject)
+            .await
+            .map_err(|e| DurableError::Store(e.to_string()))
+    }
+
     async fn publish(&self, record: &CallRecord) {
         let subject = format!(
             "{}.{}.{}",
