@@ -119,11 +119,10 @@ impl OnLink for ServeRelayed {
     }
 }
 
-/// A dialer at work: which URL is next.
+/// A dialer at work: which of its URLs is next.
 #[derive(Debug)]
 struct Dialling {
-    urls: Vec<LinkUrl>,
-    options: ConnectOptions,
+    dialer: Dialer,
     current: std::sync::atomic::AtomicUsize,
 }
 
@@ -142,11 +141,14 @@ impl Dialer {
         config: ServerConfig,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), DialError> {
+        let count = self.urls.len();
+        if count == 0 {
+            return Err(DialError::NoGateway);
+        }
         let plain = Server::new(service.clone(), config.clone()).map_err(DialError::Config)?;
         let mut backoff = self.backoff.clone();
         let dialer = Arc::new(Dialling {
-            urls: self.urls,
-            options: self.options,
+            dialer: self,
             current: std::sync::atomic::AtomicUsize::new(0),
         });
         let mut gateway_config = config;
@@ -162,10 +164,6 @@ impl Dialer {
         )
         .map_err(DialError::Config)?;
         tokio::pin!(shutdown);
-        let count = dialer.urls.len();
-        if count == 0 {
-            return Err(DialError::NoGateway);
-        }
         // Failed attempts in a row: after one round of every URL, wait per the backoff.
         let mut failed_in_row = 0usize;
         loop {
@@ -203,7 +201,7 @@ impl Dialling {
     /// Connects to the gateway at `url` and serves one connection on it with `server` until it
     /// closes.
     async fn serve_once(&self, server: &Server, url: &LinkUrl) -> Result<(), DialError> {
-        open(url, &self.options, ServeOn(server))
+        open(url, &self.dialer.options, ServeOn(server))
             .await?
             .map_err(|source| DialError::Serve {
                 url: url.clone(),
@@ -214,7 +212,8 @@ impl Dialling {
     /// The gateway dialled now.
     fn url(&self) -> LinkUrl {
         let k = self.current.load(std::sync::atomic::Ordering::Relaxed);
-        self.urls[k % self.urls.len()].clone()
+        let urls = &self.dialer.urls;
+        urls[k % urls.len()].clone()
     }
 
     fn next_url(&self) {
@@ -272,7 +271,7 @@ impl Dispatch for RelayDispatch {
         let dialer = self.dialer.clone();
         let plain = self.plain.clone();
         Box::pin(async move {
-            open(&url?, &dialer.options, ServeRelayed(plain))
+            open(&url?, &dialer.dialer.options, ServeRelayed(plain))
                 .await
                 .map_err(|e| match e {
                     ConnectError::NoTlsTrust { .. } => Status::handler_failed(
@@ -324,8 +323,11 @@ mod tests {
             .unwrap(),
             inner: service,
             dialer: Arc::new(Dialling {
-                urls: vec![url.parse().unwrap()],
-                options: ConnectOptions::default(),
+                dialer: Dialer {
+                    urls: vec![url.parse().unwrap()],
+                    options: ConnectOptions::default(),
+                    backoff: Backoff::new(Duration::from_millis(1), Duration::from_millis(2)),
+                },
                 current: std::sync::atomic::AtomicUsize::new(0),
             }),
         }

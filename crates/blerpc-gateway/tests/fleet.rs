@@ -515,6 +515,12 @@ async fn durable_calls_wait_for_their_device_and_end_in_true_states() {
         .await
         .json();
     assert_eq!(listed["calls"].as_array().unwrap().len(), 3, "{listed}");
+    let none = b
+        .http
+        .get(&format!("/v1/devices/{}/durable", "ee".repeat(32)))
+        .await
+        .json();
+    assert_eq!(none["calls"], serde_json::json!([]), "{none}");
 
     // Each change was pushed over NATS, in order.
     let mut seen = Vec::new();

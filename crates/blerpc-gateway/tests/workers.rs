@@ -42,9 +42,13 @@ async fn start(n: usize) -> Cluster {
     }
     let front = Front::new(addrs, INTERNAL.to_string(), vec![util::TOKEN.to_string()]);
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(front.clone().serve(front_listener, async move {
-        let _ = stopped.await;
-    }));
+    tokio::spawn(front.clone().serve(
+        front_listener,
+        blerpc_gateway::http::listener::HttpLimits::of(&GatewayConfig::default()),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
     stops.push(stop);
     Cluster {
         front: Http::new(front_addr),

@@ -128,7 +128,9 @@ pub(super) async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
         writeln!(out, "http http://{http_addr}")?;
         out.flush()?;
     }
-    let mut serving = tokio::spawn(front.serve(http, shutdown));
+    // The front's HTTP face has the limits the options give (the workers' are on loopback).
+    let limits = blerpc_gateway::http::listener::HttpLimits::of(&config);
+    let mut serving = tokio::spawn(front.serve(http, limits, shutdown));
     let result = started
         .watch(async {
             let _ = (&mut serving).await;

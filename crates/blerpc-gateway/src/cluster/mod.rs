@@ -347,20 +347,20 @@ impl Front {
         FollowGuard(tasks)
     }
 
-    /// Serves the public API on `listener` until `shutdown`; follows every worker's presence
-    /// meanwhile.
+    /// Serves the public API on `listener` within `limits` until `shutdown`; follows every
+    /// worker's presence meanwhile.
     pub async fn serve(
         self,
         listener: tokio::net::TcpListener,
+        limits: crate::http::listener::HttpLimits,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let _following = self.follow_workers();
-        let config = crate::GatewayConfig::default();
         crate::http::listener::serve(
             self.router(),
             listener,
             None,
-            crate::http::listener::HttpLimits::of(&config),
+            limits,
             crate::GatewayMetrics::new(),
             shutdown,
         )

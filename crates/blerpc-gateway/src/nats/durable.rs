@@ -20,7 +20,7 @@
 //! or restarted (a call is never stuck in `sent`). Each change is also published on
 //! `{prefix}.v1.durable.{device}.{call}` (the record, JSON) for backends that follow them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -189,7 +189,7 @@ pub struct Durable {
     /// The calls not yet ended, by key, as the watch of the bucket has them.
     open: Arc<Mutex<BTreeMap<String, CallRecord>>>,
     /// Devices whose calls this gateway is running now.
-    running: Arc<Mutex<HashMap<String, ()>>>,
+    running: Arc<Mutex<HashSet<String>>>,
 }
 
 fn is_id(text: &str) -> bool {
@@ -202,7 +202,7 @@ impl Durable {
             inner,
             store,
             open: Arc::new(Mutex::new(BTreeMap::new())),
-            running: Arc::new(Mutex::new(HashMap::new())),
+            running: Arc::new(Mutex::new(HashSet::new())),
         }
     }
 
@@ -287,6 +287,20 @@ impl Durable {
         if !is_id(device) {
             return Err(DurableError::Bad(format!("{device:?} is not a device id")));
         }
+        // A device without calls has no history to wait for: its subjects say so at once.
+        let mut subjects = self
+            .store
+            .stream
+            .info_with_subjects(format!("{}{device}.*", self.store.prefix))
+            .await
+            .map_err(|e| DurableError::Store(e.to_string()))?;
+        let mut stored = 0usize;
+        while let Some(Ok((_, n))) = subjects.next().await {
+            stored += n;
+        }
+        if stored == 0 {
+            return Ok(Vec::new());
+        }
         let mut watch = self
             .store
             .watch_with_history(format!("{device}.*"))
@@ -325,27 +339,28 @@ impl Durable {
                 Some("cancelled by the caller".into()),
                 self.inner.node.as_str(),
             );
-            if self.write(&record, revision).await {
+            if self.write(&record, revision).await.is_some() {
                 return Ok(record);
             }
         }
         Err(DurableError::Store("the record kept changing".to_string()))
     }
 
-    /// Writes `record` over `revision`; publishes it if written.
-    async fn write(&self, record: &CallRecord, revision: u64) -> bool {
+    /// Writes `record` over `revision`; publishes it if written. The new revision, or `None`
+    /// if another write came first.
+    async fn write(&self, record: &CallRecord, revision: u64) -> Option<u64> {
         match self
             .store
             .update(record.key(), encode(record), revision)
             .await
         {
-            Ok(_) => {
+            Ok(written) => {
                 self.publish(record).await;
-                true
+                Some(written)
             }
             Err(e) => {
                 tracing::debug!(call = record.id, "durable call write lost a race: {e}");
-                false
+                None
             }
         }
     }
@@ -417,7 +432,7 @@ impl Durable {
         if !held {
             return;
         }
-        if lock(&self.running).insert(device.to_string(), ()).is_some() {
+        if !lock(&self.running).insert(device.to_string()) {
             return;
         }
         let this = self.clone();
@@ -467,14 +482,10 @@ impl Durable {
         record.attempts += 1;
         record.sent_by = Some((node.to_string(), self.inner.joined_ms));
         record.enter(CallState::Sent, None, node);
-        if !self.write(&record, revision).await {
+        let Some(sent_revision) = self.write(&record, revision).await else {
             return true; // Another gateway took it, or it changed: the watch has it.
-        }
-        lock(&self.open).insert(record.key(), record.clone());
-        let sent_revision = match self.read(&record.device, &record.id).await {
-            Ok((_, r)) => r,
-            Err(_) => return true,
         };
+        lock(&self.open).insert(record.key(), record.clone());
         let request = record.request.to_string();
         let answer = self
             .inner
@@ -519,7 +530,7 @@ impl Durable {
                 }
             }
         }
-        if !self.write(&record, sent_revision).await {
+        if self.write(&record, sent_revision).await.is_none() {
             tracing::warn!(
                 call = record.id,
                 "the durable call's outcome could not be recorded"

@@ -195,7 +195,7 @@ async fn run(ctx: &Ctx, target: &Target<'_>, request: Request) -> Result<Respons
     let (mut demuxed, accepted) = start(ctx, target, &head, payload).await?;
     let uploading = match (upload, accepted) {
         (Some(body), (Some(peer), window)) => {
-            demuxed.credits.add_permits(window.min(1024) as usize);
+            pipe::grant(&demuxed.credits, window);
             let client = ctx.client.clone();
             let credits = demuxed.credits.clone();
             let send = SendLimits {

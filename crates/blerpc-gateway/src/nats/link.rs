@@ -64,9 +64,7 @@ pub(super) async fn serve(
         peer: Some(peer),
     };
     pipe::publish(&ctx.client, reply, &switching, Bytes::new()).await?;
-    demuxed
-        .credits
-        .add_permits(head.window.min(super::serve::MAX_WINDOW) as usize);
+    pipe::grant(&demuxed.credits, head.window);
     // From the requester: its backend's messages.
     let frames = std::mem::replace(&mut demuxed.frames, mpsc::channel(1).1);
     let incoming = pipe::receive_body(
@@ -192,7 +190,7 @@ pub(super) async fn open(ctx: &Ctx, target: Target<'_>, request: Request) -> Res
         return forward::whole(502, Bytes::new(), "text/plain");
     };
     debug_assert_eq!(status, 101);
-    demuxed.credits.add_permits(window.min(1024) as usize);
+    pipe::grant(&demuxed.credits, window);
     let ctx = ctx.clone();
     upgrade
         .max_message_size(MAX_RELAY_MESSAGE)

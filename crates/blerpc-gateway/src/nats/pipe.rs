@@ -112,6 +112,17 @@ impl Inflow {
     }
 }
 
+/// The most `data` frames a sender holds credit for at once, whatever its peer announces or
+/// grants: a larger window, or credit beyond it, is cut to it.
+pub const MAX_WINDOW: u32 = 1024;
+
+/// Adds `n` credits to `credits`, never beyond [`MAX_WINDOW`] held at once (a peer's credit
+/// frames cannot overflow the semaphore).
+pub fn grant(credits: &Semaphore, n: u32) {
+    let room = (MAX_WINDOW as usize).saturating_sub(credits.available_permits());
+    credits.add_permits((n as usize).min(room));
+}
+
 /// What a side's inbox delivers, credits aside.
 pub type Frames = mpsc::Receiver<Result<(Frame, Bytes), PipeError>>;
 
@@ -135,9 +146,7 @@ pub fn demux(mut inbox: Subscriber, bound: u32) -> Demuxed {
                 headers, payload, ..
             } = message;
             match Frame::decode(headers.as_ref()) {
-                Ok(Frame::Credit { n }) => {
-                    sem.add_permits(n.min(Semaphore::MAX_PERMITS as u32) as usize)
-                }
+                Ok(Frame::Credit { n }) => grant(&sem, n),
                 Ok(Frame::Cancel) => {
                     let _ = cancel_tx.send(true);
                 }
@@ -377,6 +386,17 @@ pub fn receive_body(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credit_never_exceeds_a_window_however_much_is_granted() {
+        let credits = Semaphore::new(0);
+        grant(&credits, 16);
+        assert_eq!(credits.available_permits(), 16);
+        for _ in 0..1000 {
+            grant(&credits, u32::MAX);
+        }
+        assert_eq!(credits.available_permits(), MAX_WINDOW as usize);
+    }
 
     #[test]
     fn frames_are_taken_in_order_and_counted() {

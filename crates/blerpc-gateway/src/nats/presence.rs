@@ -79,7 +79,8 @@ pub(super) struct Inner {
     pub(super) joined_ms: u64,
     /// Changes on every (re)connection to NATS: watches restart, claims are written again.
     pub(super) reconnects: tokio::sync::watch::Receiver<u64>,
-    /// Writes to the presence bucket that failed, by device, tried again every heartbeat.
+    /// Writes to the presence bucket still to be made, by device (ones that failed, and the
+    /// releases of a dead gateway's devices), made by [`Inner::retry_pending`].
     pub(super) pending: Mutex<HashMap<String, Pending>>,
 }
 
@@ -493,8 +494,14 @@ impl Inner {
                     .cloned()
                     .collect();
                 alive.insert(self.node.clone());
-                for (device, node, epoch) in self.table.release_nodes_but(&alive) {
-                    self.record_release(&device, &node, epoch).await;
+                // The bucket is corrected off the heartbeat's path (a dead gateway may have held
+                // many devices): by the task that retries pending writes.
+                let released = self.table.release_nodes_but(&alive);
+                let mut pending = lock(&self.pending);
+                for (device, node, epoch) in released {
+                    pending
+                        .entry(device)
+                        .or_insert(Pending::Release { node, epoch });
                 }
             }
         }

@@ -18,12 +18,6 @@ use super::pipe::{self, Demuxed, SendLimits};
 use crate::Gateway;
 use crate::http::Problem;
 
-/// The most response frames sent ahead of credit, whatever a requester asks for.
-pub(super) const MAX_WINDOW: u32 = 1024;
-
-/// The response headers a head carries.
-const RESPONSE_CARRIED: [HeaderName; 1] = [header::CONTENT_TYPE];
-
 /// Answers `message` with `router`. Failures to reach the requester are logged: it has gone.
 pub(super) async fn answer(ctx: Ctx, gateway: Gateway, router: Router, message: Message) {
     let Some(reply) = message.reply.as_ref().map(|r| r.to_string()) else {
@@ -159,20 +153,12 @@ fn to_request(head: &RequestHead, body: Body) -> Result<Request, Problem> {
                 "the {name} header is not a valid HTTP header value"
             ))
         })?;
-        request
-            .headers_mut()
-            .insert(HeaderName::from_static(lower(name)), value);
+        // The carried names are valid header names; `from_bytes` lower-cases them.
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| bad(format!("{name} is not a header name")))?;
+        request.headers_mut().insert(name, value);
     }
     Ok(request)
-}
-
-/// The lower-case spelling of a carried header's name.
-fn lower(name: &'static str) -> &'static str {
-    match name {
-        "Content-Type" => "content-type",
-        "Accept" => "accept",
-        _ => "blerpc-deadline-ms",
-    }
 }
 
 /// Sends `response` to `reply`: whole if its size is known and fits a frame, else streamed.
@@ -185,12 +171,13 @@ pub(super) async fn send_response(
 ) -> Result<(), pipe::PipeError> {
     let limits = &ctx.limits;
     let (parts, body) = response.into_parts();
-    let carried: Vec<(&'static str, String)> = RESPONSE_CARRIED
-        .iter()
-        .filter_map(|name| {
-            let value = parts.headers.get(name)?.to_str().ok()?;
-            Some(("Content-Type", value.to_string()))
-        })
+    // The one response header a head carries.
+    let carried: Vec<(&'static str, String)> = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| ("Content-Type", v.to_string()))
+        .into_iter()
         .collect();
     let status = parts.status.as_u16();
     if body
@@ -223,7 +210,7 @@ pub(super) async fn send_response(
     };
     pipe::publish(&ctx.client, reply, &head, Bytes::new()).await?;
     // The requester's window is the first credit.
-    demuxed.credits.add_permits(window.min(MAX_WINDOW) as usize);
+    pipe::grant(&demuxed.credits, window);
     let mut cancelled = demuxed.cancelled.clone();
     let send = pipe::send_body(
         &ctx.client,
