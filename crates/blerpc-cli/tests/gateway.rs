@@ -173,32 +173,13 @@ fn thaw(pid: u32) {
     );
 }
 
-/// The arguments every test gateway gets: a TCP device listener, an HTTP port, enrolment into
-/// `dir/devices.json`, the test token; then `more`.
+/// The arguments every test gateway gets ([`blerpc_test_support::gateway::enrolling`]).
 fn enrolling(dir: &Path, more: &[&str]) -> Vec<String> {
-    let tokens = tokens_file(dir);
-    let known = dir.join("devices.json");
-    let mut args: Vec<String> = [
-        "--devices",
-        "tcp://127.0.0.1:0",
-        "--http",
-        "127.0.0.1:0",
-        "--enroll",
-        "--known-devices",
-        known.to_str().unwrap(),
-        "--tokens",
-        tokens.to_str().unwrap(),
-    ]
-    .map(String::from)
-    .to_vec();
-    args.extend(more.iter().map(|a| a.to_string()));
-    args
+    blerpc_test_support::gateway::enrolling(dir, TOKEN, more)
 }
 
 fn tokens_file(dir: &Path) -> PathBuf {
-    let p = dir.join("tokens");
-    std::fs::write(&p, format!("# backends\n{TOKEN}\n")).unwrap();
-    p
+    blerpc_test_support::gateway::tokens_file(dir, TOKEN)
 }
 
 fn host_port(url: &str) -> String {

@@ -14,28 +14,21 @@ const TOKEN: &str = "test-token-0123456789abcdef";
 #[test]
 fn two_thousand_stalled_http_connections_are_closed_within_the_header_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, format!("{TOKEN}\n")).unwrap();
-    let known = dir.path().join("devices.json");
+    let args = blerpc_test_support::gateway::enrolling(
+        dir.path(),
+        TOKEN,
+        &[
+            "--http-header-timeout",
+            "2",
+            // The per-address cap is tested in process (blerpc-gateway's tests/http_limits.rs):
+            // here one address makes the 2,000 and the caller's thousands of one-shot
+            // connections.
+            "--http-max-per-address",
+            "100000",
+        ],
+    );
     let mut cmd = blerpc();
-    cmd.args([
-        "gateway",
-        "--devices",
-        "tcp://127.0.0.1:0",
-        "--http",
-        "127.0.0.1:0",
-        "--enroll",
-        "--known-devices",
-        known.to_str().unwrap(),
-        "--tokens",
-        tokens.to_str().unwrap(),
-        "--http-header-timeout",
-        "2",
-        // The per-address cap is tested in process (blerpc-gateway's tests/http_limits.rs):
-        // here one address makes the 2,000 and the caller's thousands of one-shot connections.
-        "--http-max-per-address",
-        "100000",
-    ]);
+    cmd.arg("gateway").args(&args);
     let mut gw = Proc::spawn(cmd, "blerpc gateway");
     let addr: SocketAddr = loop {
         let line = gw.line();

@@ -11,11 +11,13 @@
 //! - [`nats::NatsServer`]: a real `nats-server` with JetStream, for the fleet's tests, alone or
 //!   as a cluster member on a host.
 //! - [`netns`]: separate hosts (network namespaces on one switch) for failover tests.
+//! - [`gateway`]: the arguments the tests give `blerpc gateway`.
 //! - [`http`]: a small blocking HTTP/1.1 client (one request per connection, chunked bodies
 //!   decoded, every read bounded), for the gateway's API.
 //!
 //! Every helper panics with what went wrong (a test's way to fail); every wait is bounded.
 
+pub mod gateway;
 pub mod http;
 pub mod nats;
 pub mod netns;
