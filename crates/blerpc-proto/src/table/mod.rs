@@ -298,6 +298,8 @@ pub struct CallTable<P: CryptoProvider, R, H: Shell, const SLOTS: usize> {
     central: Central<P, R, Vec<u8>, Vec<u8>, SLOTS>,
     calls: Vec<Entry<H::Sink>>,
     waiting: VecDeque<Op<H::Reply>>,
+    /// Outbox bytes the front waiting operation found missing (0: try it).
+    waiting_needs: usize,
     next_ticket: u64,
     trust: Trust<H::Store>,
     /// Why trust on first use refused the key, until the core reports the close.
@@ -330,6 +332,7 @@ where
             central,
             calls: Vec::new(),
             waiting: VecDeque::new(),
+            waiting_needs: 0,
             next_ticket: 0,
             trust,
             identity_error: None,

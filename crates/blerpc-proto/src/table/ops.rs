@@ -178,7 +178,10 @@ where
         };
         match result {
             Ok(call) => Ok(Some(call)),
-            Err(CallError::OutboxFull { .. }) => Ok(None),
+            Err(CallError::OutboxFull { needed, .. }) => {
+                self.waiting_needs = needed;
+                Ok(None)
+            }
             Err(e) => Err(self.refused(e)),
         }
     }
@@ -199,9 +202,15 @@ where
         }
     }
 
-    /// Hands waiting operations to the core, in order, while the outbox takes them.
+    /// Hands waiting operations to the core, in order, while the outbox takes them. Until the
+    /// outbox has as much room as the front operation found missing, it is not tried again (a
+    /// start would copy its request, an item take a transaction id, for nothing).
     pub(super) fn retry_waiting(&mut self, now: Instant) {
+        if self.waiting_needs > self.central.outbox_free() {
+            return;
+        }
         while let Some(op) = self.waiting.pop_front() {
+            self.waiting_needs = 0;
             if let Some(op) = self.attempt(now, op) {
                 // Still no room: back to the front, keeping the order.
                 self.waiting.push_front(op);
@@ -256,7 +265,8 @@ where
                 };
                 match self.central.send_stream_item(now, call, &data) {
                     Ok(()) => reply.done(Ok(())),
-                    Err(CallError::OutboxFull { .. }) => {
+                    Err(CallError::OutboxFull { needed, .. }) => {
+                        self.waiting_needs = needed;
                         return Some(Op::Item {
                             ticket,
                             data,
@@ -276,18 +286,11 @@ where
                     }
                 };
                 match self.central.finish_stream(now, call) {
-                    Ok(()) => {
-                        // Finishing restarts the core's call timeout: the caller's deadline
-                        // still bounds the whole call.
-                        if let Some(deadline) = self
-                            .position(ticket)
-                            .and_then(|p| self.calls.get(p).and_then(|e| e.deadline))
-                        {
-                            let _ = self.central.set_call_deadline(call, deadline);
-                        }
-                        reply.done(Ok(()));
-                    }
-                    Err(CallError::OutboxFull { .. }) => {
+                    // The core keeps the caller's deadline as the bound of what finishing
+                    // restarts.
+                    Ok(()) => reply.done(Ok(())),
+                    Err(CallError::OutboxFull { needed, .. }) => {
+                        self.waiting_needs = needed;
                         return Some(Op::Finish { ticket, reply });
                     }
                     Err(e) => reply.done(Err(self.refused(e))),

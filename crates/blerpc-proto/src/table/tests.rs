@@ -417,6 +417,42 @@ fn a_stream_reader_that_falls_behind_ends_its_call_with_stream_overflow() {
 }
 
 #[test]
+fn a_deadline_bounds_a_stream_whose_items_keep_coming() {
+    let mut f = Fixture::ready(|_| {});
+    let deadline = T0 + Duration::from_millis(300);
+    let sink = f.sink(0, 10);
+    f.table
+        .start(
+            T0,
+            "counter_stream",
+            Request::Data(b"\x08\x05".to_vec()),
+            CallKind::ServerStream,
+            Some(deadline),
+            sink,
+        )
+        .map_err(|(e, _)| e)
+        .unwrap();
+    f.sent();
+    // Each item restarts the stream's idle timer, never beyond the caller's deadline.
+    for n in 0..2 {
+        let at = T0 + Duration::from_millis(100 * (u64::from(n) + 1));
+        f.table.handle_input(at, &item(2 + n, n));
+        assert_eq!(f.table.poll_timeout(), Some(deadline));
+    }
+    f.table.handle_timeout(deadline);
+    assert_eq!(
+        f.seen(),
+        [
+            Seen::Started(0),
+            Seen::Item(0, vec![0x08, 0]),
+            Seen::Item(0, vec![0x08, 1]),
+            Seen::Failed(0, "TIMEOUT"),
+        ]
+    );
+    assert!(f.table.is_idle());
+}
+
+#[test]
 fn a_stream_nobody_reads_is_cancelled_quietly_and_an_ended_one_says_so() {
     let mut f = Fixture::ready(|_| {});
     f.start("counter_stream", b"\x08\x05", CallKind::ServerStream, 0);

@@ -332,7 +332,15 @@ impl Client {
             },
         }));
         self.cmds.send(cmd).await.map_err(|_| Error::CLOSED)?;
-        rx.await.map_err(|_| Error::CLOSED)?
+        // Dropped before it started (a timeout around it): the task reaps the abandoned call,
+        // so it does not hold its slot and the stream lock.
+        let guard = ReapOnDrop {
+            cmds: &self.cmds,
+            armed: true,
+        };
+        let result = rx.await.map_err(|_| Error::CLOSED)?;
+        guard.disarm();
+        result
     }
 
     /// A unary call: sends `request` (protobuf bytes) to command `name` and returns the

@@ -109,6 +109,20 @@ impl<T: LinkTx> LinkTx for TracedTx<T> {
         tracing::trace!(target: "blerpc::pdu", peer = %self.peer, "→ {:3} B {}", pdu.len(), hex_prefix(pdu));
         self.inner.queue(pdu)
     }
+    fn queue_with(
+        &mut self,
+        len: usize,
+        scratch: &mut Vec<u8>,
+        fill: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Result<Option<usize>, LinkError> {
+        // The inner link's own path (a stream link fills its send queue in place), traced.
+        let peer = &self.peer;
+        self.inner.queue_with(len, scratch, |out| {
+            let n = fill(out)?;
+            tracing::trace!(target: "blerpc::pdu", peer = %peer, "→ {:3} B {}", n, hex_prefix(out.get(..n).unwrap_or_default()));
+            Some(n)
+        })
+    }
     fn is_full(&self) -> bool {
         self.inner.is_full()
     }

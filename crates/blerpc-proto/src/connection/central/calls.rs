@@ -32,11 +32,21 @@ pub(super) struct Call<O: Buffer> {
     /// client stream, a command header carrying just the name.
     request: O,
     deadline: Option<Instant>,
+    /// The caller's deadline ([`Central::set_call_deadline`]): no timer the call restarts
+    /// (a stream item, a finish) goes beyond it.
+    cap: Option<Instant>,
     attempts: u8,
     retry_at: Option<Instant>,
     /// Client stream: tids of the items and of STREAM_END_C2P.
     upload_tids: TidSet,
     finished: bool,
+}
+
+impl<O: Buffer> Call<O> {
+    /// `deadline`, but never after the caller's.
+    fn capped(&self, deadline: Instant) -> Option<Instant> {
+        Some(self.cap.map_or(deadline, |cap| cap.min(deadline)))
+    }
 }
 
 impl<O: Buffer> Call<O> {
@@ -185,6 +195,7 @@ where
             tid: 0,
             request: stored,
             deadline: None,
+            cap: None,
             attempts: 0,
             retry_at: None,
             upload_tids: TidSet::default(),
@@ -272,16 +283,18 @@ where
             })?;
         c.upload_tids.insert(tid);
         c.finished = true;
-        c.deadline = Some(now + call_timeout);
+        c.deadline = c.capped(now + call_timeout);
         self.ep.next_tid = self.ep.next_tid.wrapping_add(1);
         Ok(())
     }
 
-    /// Overrides the deadline of a call.
+    /// Overrides the deadline of a call: the caller's, which bounds the whole call (a stream's
+    /// items and an upload's finish restart its idle timer, never beyond it).
     pub fn set_call_deadline(&mut self, call: CallId, deadline: Instant) -> Result<(), CallError> {
         let idx = self.call_index(call).ok_or(CallError::UnknownCall)?;
         if let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) {
             c.deadline = Some(deadline);
+            c.cap = Some(deadline);
         }
         Ok(())
     }
@@ -529,7 +542,7 @@ where
         match matched {
             Some((idx, id, CallKind::ServerStream)) => {
                 if let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) {
-                    c.deadline = Some(now + stream_idle);
+                    c.deadline = c.capped(now + stream_idle);
                 }
                 self.push(Record::StreamItem { call: id, msg });
             }
