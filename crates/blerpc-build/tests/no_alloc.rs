@@ -100,6 +100,12 @@ struct ProstScalars {
     maybe: Option<u32>,
     #[prost(string, optional, tag = "18")]
     maybe_text: Option<String>,
+    #[prost(float, optional, tag = "19")]
+    maybe_real: Option<f32>,
+    #[prost(double, optional, tag = "20")]
+    maybe_wide: Option<f64>,
+    #[prost(bytes = "vec", optional, tag = "21")]
+    maybe_blob: Option<Vec<u8>>,
     #[prost(uint32, tag = "300")]
     far: u32,
 }
@@ -125,6 +131,9 @@ fn samples() -> Vec<ProstScalars> {
         blob: vec![0, 1, 2, 255],
         maybe: Some(0),
         maybe_text: Some(String::new()),
+        maybe_real: Some(0.0),
+        maybe_wide: Some(-2.5),
+        maybe_blob: Some(Vec::new()),
         far: 1,
     };
     let small = ProstScalars {
@@ -137,6 +146,7 @@ fn samples() -> Vec<ProstScalars> {
         flag: false,
         maybe: Some(7),
         maybe_text: None,
+        maybe_blob: Some(vec![9, 8]),
         text: "x".repeat(200),
         ..ProstScalars::default()
     };
@@ -163,6 +173,9 @@ fn ours(p: &ProstScalars) -> pbgen::Scalars<'_, &[u8]> {
         blob: &p.blob,
         maybe: p.maybe,
         maybe_text: p.maybe_text.as_deref(),
+        maybe_real: p.maybe_real,
+        maybe_wide: p.maybe_wide,
+        maybe_blob: p.maybe_blob.as_deref(),
         far: p.far,
     }
 }

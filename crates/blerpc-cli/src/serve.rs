@@ -549,7 +549,7 @@ fn connection_rate(
 }
 
 /// `value` seconds as a duration; an error naming `flag` unless positive and finite.
-fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
+pub(crate) fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
     if !(value.is_finite() && value > 0.0 && value < 1e9) {
         bail!("{flag} {value} must be a positive number of seconds");
     }

@@ -183,13 +183,12 @@ impl<F: Flash> Responder<F> {
         A: Buffer + Default,
         O: Buffer + Default,
     {
-        let mut small = [0u8; CounterStreamResponse::MAX_ENCODED_LEN];
         let name = |c: BlerpcCommand| c.name();
         match work {
             Work::Echo { tid, len, text } => {
                 let message = core::str::from_utf8(text.get(..len).unwrap_or(&[])).unwrap_or("");
                 let reply = crate::noalloc::EchoResponse { message };
-                self.stats.responses += 1;
+                self.stats.responses = self.stats.responses.saturating_add(1);
                 p.respond_with(
                     now,
                     tid,
@@ -202,7 +201,7 @@ impl<F: Flash> Responder<F> {
             }
             Work::FlashRead { tid, request } => match self.service.flash_read(request) {
                 Ok(reply) => {
-                    self.stats.responses += 1;
+                    self.stats.responses = self.stats.responses.saturating_add(1);
                     let n = reply.encoded_len();
                     p.respond_with(now, tid, name(BlerpcCommand::FlashRead), n, |out| {
                         let _ = reply.encode(out);
@@ -212,14 +211,11 @@ impl<F: Flash> Responder<F> {
             },
             Work::DataWrite { tid, length } => {
                 let reply = crate::noalloc::DataWriteResponse { length };
-                let n = reply.encode(&mut small).unwrap_or(0);
-                self.stats.responses += 1;
-                p.respond(
-                    now,
-                    tid,
-                    name(BlerpcCommand::DataWrite),
-                    small.get(..n).unwrap_or(&[]),
-                )
+                self.stats.responses = self.stats.responses.saturating_add(1);
+                let n = reply.encoded_len();
+                p.respond_with(now, tid, name(BlerpcCommand::DataWrite), n, |out| {
+                    let _ = reply.encode(out);
+                })
             }
             Work::CounterStream { tid, request } => {
                 let items = match self.service.counter_stream(request) {
@@ -241,12 +237,14 @@ impl<F: Flash> Responder<F> {
                 let reply = self
                     .service
                     .counter_upload(core::mem::take(&mut self.uploaded));
-                let n = reply.encode(&mut small).unwrap_or(0);
-                self.stats.responses += 1;
+                // Sized by the message's own bound: the encoding cannot fall short.
+                let mut buf = [0u8; crate::noalloc::CounterUploadResponse::MAX_ENCODED_LEN];
+                let n = reply.encode(&mut buf).unwrap_or(0);
+                self.stats.responses = self.stats.responses.saturating_add(1);
                 p.respond_upload(
                     now,
                     name(BlerpcCommand::CounterUpload),
-                    small.get(..n).unwrap_or(&[]),
+                    buf.get(..n).unwrap_or(&[]),
                 )
             }
             Work::Refuse { tid, code } => self.refuse(now, p, tid, code),
@@ -267,7 +265,7 @@ impl<F: Flash> Responder<F> {
         A: Buffer + Default,
         O: Buffer + Default,
     {
-        self.stats.refused += 1;
+        self.stats.refused = self.stats.refused.saturating_add(1);
         p.respond_error(now, tid, code)
     }
 

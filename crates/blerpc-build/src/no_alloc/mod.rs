@@ -221,6 +221,12 @@ fn field(
             );
         }
     };
+    if f.label() == Label::Required {
+        return refuse("proto2 `required` fields are not supported");
+    }
+    if f.default_value.is_some() {
+        return refuse("proto2 `[default = …]` values are not supported");
+    }
     let explicit =
         f.proto3_optional() || (file.syntax() != "proto3" && f.label() == Label::Optional);
     let number = u32::try_from(f.number()).unwrap_or(0);
@@ -411,6 +417,12 @@ fn message(out: &mut String, m: &Message) {
         out.push_str("        let mut n = 0;\n");
         for f in &m.fields {
             let (cond, value) = presence(f);
+            // A fixed-width field's length does not depend on its value.
+            let cond = if f.optional && matches!(f.wire, Wire::Fixed32 | Wire::Fixed64) {
+                format!("if self.{}.is_some()", f.ident)
+            } else {
+                cond
+            };
             let len = match f.wire {
                 Wire::Varint => format!(
                     "codec::varint_field_len({}, {})",
@@ -460,12 +472,14 @@ fn message(out: &mut String, m: &Message) {
 fn presence(f: &Field) -> (String, String) {
     let this = format!("self.{}", f.ident);
     if f.optional {
-        let value = if matches!(f.wire, Wire::Str | Wire::Bytes) {
-            "v"
-        } else {
-            "*v"
+        return match f.wire {
+            // `v: &&str`, which the writer takes as it is.
+            Wire::Str => (format!("if let Some(v) = &{this}"), "v".to_owned()),
+            // `v: &B`: `*v` is the field, borrowed again where it is written.
+            Wire::Bytes => (format!("if let Some(v) = &{this}"), "*v".to_owned()),
+            // Scalars are `Copy`.
+            _ => (format!("if let Some(v) = {this}"), "v".to_owned()),
         };
-        return (format!("if let Some(v) = &{this}"), value.to_owned());
     }
     let cond = match (f.wire, f.proto) {
         (Wire::Str, _) => format!("if !{this}.is_empty()"),

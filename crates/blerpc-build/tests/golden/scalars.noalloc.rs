@@ -22,6 +22,9 @@ pub struct Scalars<'a, B> {
     /// Explicit presence: written even at 0.
     pub maybe: Option<u32>,
     pub maybe_text: Option<&'a str>,
+    pub maybe_real: Option<f32>,
+    pub maybe_wide: Option<f64>,
+    pub maybe_blob: Option<B>,
     /// A large field number (a two-byte key).
     pub far: u32,
 }
@@ -50,6 +53,9 @@ impl<'a> Scalars<'a, &'a [u8]> {
                 (16, codec::Value::Bytes(b)) => m.blob = b,
                 (17, codec::Value::Varint(v)) => m.maybe = Some(v as u32),
                 (18, codec::Value::Bytes(b)) => m.maybe_text = Some(codec::str_value(b)?),
+                (19, codec::Value::Fixed32(v)) => m.maybe_real = Some(f32::from_bits(v)),
+                (20, codec::Value::Fixed64(v)) => m.maybe_wide = Some(f64::from_bits(v)),
+                (21, codec::Value::Bytes(b)) => m.maybe_blob = Some(b),
                 (300, codec::Value::Varint(v)) => m.far = v as u32,
                 _ => {}
             }
@@ -110,11 +116,20 @@ impl<'a, B: codec::BytesField> Scalars<'a, B> {
         if codec::BytesField::field_len(&self.blob) != 0 {
             n += codec::len_field_len(16, codec::BytesField::field_len(&self.blob));
         }
-        if let Some(v) = &self.maybe {
-            n += codec::varint_field_len(17, u64::from(*v));
+        if let Some(v) = self.maybe {
+            n += codec::varint_field_len(17, u64::from(v));
         }
         if let Some(v) = &self.maybe_text {
             n += codec::len_field_len(18, v.len());
+        }
+        if self.maybe_real.is_some() {
+            n += codec::key_len(19) + 4;
+        }
+        if self.maybe_wide.is_some() {
+            n += codec::key_len(20) + 8;
+        }
+        if let Some(v) = &self.maybe_blob {
+            n += codec::len_field_len(21, codec::BytesField::field_len(&*v));
         }
         if self.far != 0 {
             n += codec::varint_field_len(300, u64::from(self.far));
@@ -179,11 +194,20 @@ impl<'a, B: codec::BytesField> Scalars<'a, B> {
         if codec::BytesField::field_len(&self.blob) != 0 {
             w.bytes_field(16, &self.blob)?;
         }
-        if let Some(v) = &self.maybe {
-            w.varint_field(17, u64::from(*v))?;
+        if let Some(v) = self.maybe {
+            w.varint_field(17, u64::from(v))?;
         }
         if let Some(v) = &self.maybe_text {
             w.str_field(18, v)?;
+        }
+        if let Some(v) = self.maybe_real {
+            w.fixed32_field(19, v.to_bits())?;
+        }
+        if let Some(v) = self.maybe_wide {
+            w.fixed64_field(20, v.to_bits())?;
+        }
+        if let Some(v) = &self.maybe_blob {
+            w.bytes_field(21, &*v)?;
         }
         if self.far != 0 {
             w.varint_field(300, u64::from(self.far))?;

@@ -256,7 +256,10 @@ pub fn config(args: &GatewayArgs) -> anyhow::Result<(GatewayConfig, Schema, Guar
         max_relays: args.max_relays,
         relay_base: args.relay_url.clone(),
         tokens,
-        http_header_timeout: positive_seconds("--http-header-timeout", args.http_header_timeout)?,
+        http_header_timeout: crate::serve::seconds(
+            "--http-header-timeout",
+            args.http_header_timeout,
+        )?,
         max_http_connections: args.http_max_connections.max(1),
         max_http_connections_per_address: args.http_max_per_address.max(1),
         max_event_streams: args.max_event_streams,
@@ -272,14 +275,6 @@ pub fn config(args: &GatewayArgs) -> anyhow::Result<(GatewayConfig, Schema, Guar
         ..GuardConfig::default()
     };
     Ok((config, schema, guard))
-}
-
-/// `value` seconds, which must be positive.
-fn positive_seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
-    if !(value.is_finite() && value > 0.0 && value < 1e9) {
-        bail!("{flag} {value} must be a positive number of seconds");
-    }
-    Ok(Duration::from_secs_f64(value))
 }
 
 /// Serves devices from an acceptor until Ctrl-C or SIGTERM.
