@@ -43,6 +43,12 @@ pub enum Role {
         /// The spec (`gateway::scale::SimSpec` as JSON).
         spec: String,
     },
+    /// The gateway bench's floor: a bare TCP forwarder to `target` (`tcp://HOST:PORT`) that
+    /// prints `listening ADDR`.
+    Splice {
+        /// Where every accepted connection is forwarded.
+        target: String,
+    },
     /// One HTTP call through the gateway, as a one-shot client process (the gateway bench's
     /// command mode): POSTs `body` to `http://ADDR/PATH` with the bearer `token`, prints the
     /// answer, fails unless it is 200.
@@ -66,6 +72,7 @@ pub fn run(role: &Role) -> anyhow::Result<bool> {
         Role::ScaleEcho { port } => crate::scale::echo::run(*port),
         Role::WakeupServer => crate::wakeup::serve().map(|()| true),
         Role::GatewayDevices { spec } => crate::gateway::scale::run_simulator(spec),
+        Role::Splice { target } => crate::gateway::splice::run(target),
         Role::HttpCall {
             addr,
             path,

@@ -640,3 +640,35 @@ async fn durable_calls_survive_a_nats_server_restart_and_a_gateway_restart() {
     assert_eq!(states(&done), ["queued", "sent", "succeeded"]);
     assert_eq!(done["response"]["message"], "kept");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_with_its_limit_of_open_durable_calls_is_refused_more() {
+    let nats = NatsServer::start();
+    let limited = NatsLimits {
+        max_open_durable_per_device: 2,
+        ..limits()
+    };
+    let a = join(&nats, "gw-a", limited).await;
+    let d = Device::new(43);
+    for n in 0..2 {
+        let answer = durable(&a, &d.id, "ttl=60", &format!(r#"{{"message":"{n}"}}"#)).await;
+        assert_eq!(answer.status, 202, "{}", answer.text());
+    }
+    // The limit counts the calls the gateway's watch of the store has seen.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let refused = durable(&a, &d.id, "ttl=60", r#"{"message":"more"}"#).await;
+    assert_eq!(refused.status, 429, "{}", refused.text());
+    let problem = refused.json();
+    assert_eq!(problem["type"], "urn:blerpc:problem:too_many_durable_calls");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("2 durable calls"),
+        "{problem}"
+    );
+    // Another device is not affected.
+    let other = Device::new(44);
+    let answer = durable(&a, &other.id, "ttl=60", r#"{"message":"x"}"#).await;
+    assert_eq!(answer.status, 202, "{}", answer.text());
+}

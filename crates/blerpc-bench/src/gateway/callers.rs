@@ -93,13 +93,6 @@ impl Caller {
         }
     }
 
-    /// Points an HTTP caller at another device (the scale part's random calls).
-    pub(crate) fn set_device(&mut self, id: &str) {
-        if let Caller::Http { path, .. } = self {
-            *path = format!("/v1/devices/{id}/calls/echo");
-        }
-    }
-
     /// One `echo` of `message` (at most 127 bytes), checked; returns its latency.
     pub(crate) async fn echo(&mut self, message: &str) -> anyhow::Result<Duration> {
         let started = Instant::now();
@@ -139,21 +132,41 @@ impl Caller {
 
     /// Posts `body` to an HTTP caller's path: the status, the answer and the latency.
     async fn post(&mut self, body: &str) -> anyhow::Result<(u16, Bytes, Duration)> {
+        let Caller::Http { path, .. } = self else {
+            bail!("not an HTTP caller");
+        };
+        let path = path.clone();
+        self.request(hyper::Method::POST, &path, &[], body).await
+    }
+
+    /// Any request on an HTTP caller's connection (JSON `body`, unless empty, with `headers`
+    /// too): the status, the answer and the latency.
+    pub(crate) async fn request(
+        &mut self,
+        method: hyper::Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> anyhow::Result<(u16, Bytes, Duration)> {
         let Caller::Http {
-            send,
-            path,
-            host,
-            token,
+            send, host, token, ..
         } = self
         else {
             bail!("not an HTTP caller");
         };
         let started = Instant::now();
-        let request = hyper::Request::post(path.as_str())
+        let mut request = hyper::Request::builder()
+            .method(method)
+            .uri(path)
             .header("host", host.as_str())
-            .header("authorization", format!("Bearer {token}"))
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(body.to_string())))?;
+            .header("authorization", format!("Bearer {token}"));
+        if !body.is_empty() {
+            request = request.header("content-type", "application/json");
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(Full::new(Bytes::from(body.to_string())))?;
         send.ready().await?;
         let response = send.send_request(request).await?;
         let status = response.status().as_u16();

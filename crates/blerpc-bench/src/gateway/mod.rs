@@ -16,14 +16,16 @@
 //!   a connection to the gateway and posts (the gateway keeps its own device connection: that is
 //!   what it is for); the relayed call opens the link WebSocket (the device dials its relayed
 //!   connection back), runs setup and its own key exchange with the device, and calls.
-//! - **kept** (for the record): every caller keeps its connection and calls again; here the
-//!   gateway's extra hop (HTTP, or the WebSocket splice) is all that differs, against one
-//!   loopback round trip of ~10 µs.
+//! - **kept**: every caller keeps its connection and calls again; here the gateway's extra hop
+//!   (HTTP, or the WebSocket relay) is all that differs. Any extra hop costs a loopback leg and
+//!   a process in the path, so this mode measures that floor too: **spliced**, the direct
+//!   central through a bare forwarder ([`splice`]: a process that copies bytes between the
+//!   caller's TCP connection and the device's, no parsing).
 //!
-//! Each run measures every variant of both modes in turn (the order rotates from run to run);
+//! Each run measures every variant of every mode in turn (the order rotates from run to run);
 //! the report gives each variant's p50 and p99 per run, and the medians over the runs of p50 and
-//! of p50 over the direct p50 of the same run and mode (targets, command mode: HTTP ≤ 1.5×,
-//! relayed ≤ 1.2×).
+//! of p50 over the direct p50 of the same run and mode. Targets: command mode, HTTP ≤ 1.5× and
+//! relayed ≤ 1.2× direct; kept mode, relayed ≤ 1.1× and HTTP ≤ 1.3× spliced.
 //!
 //! **Scale** (`--devices N`, see [`scale`]): N dialled-in encrypted devices held by the gateway,
 //! its memory per device, and HTTP calls to randomly chosen devices.
@@ -32,6 +34,7 @@ mod callers;
 pub mod fleet;
 mod procs;
 pub mod scale;
+pub mod splice;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -44,7 +47,7 @@ use crate::stats::{median, quantile};
 use crate::table::Table;
 
 /// `blerpc-bench gateway` options.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct GatewayArgs {
     /// Runs (each measures every variant; the order rotates).
     #[arg(long, default_value_t = 3)]
@@ -78,10 +81,31 @@ pub struct GatewayArgs {
     /// The quick profile (`cargo test`): 1 run of 300 calls, 300 devices, the fleet part.
     #[arg(long)]
     pub quick: bool,
+    /// Only these modes (command, connect, kept; repeatable). Default: all three.
+    #[arg(long = "mode", value_name = "MODE")]
+    pub modes: Vec<String>,
     /// Measure the fleet instead: two gateways on a nats-server, calls forwarded over NATS
     /// ([`fleet`]; `--runs` runs of `--calls` calls per variant).
     #[arg(long)]
     pub fleet: bool,
+    /// Measure calls/s through this many gateways of a fleet against one ([`fleet::throughput`];
+    /// `--runs`, `--call-seconds`, `--concurrency`, `--fleet-devices`). 0: not measured.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub gateways: usize,
+    /// Devices in the throughput part.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub fleet_devices: usize,
+    /// Measure failover: this many devices across two gateways of a fleet, one SIGKILLed
+    /// ([`fleet::failover`]). 0: not measured. The documented run uses 100,000.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub failover_devices: usize,
+    /// Measure durable calls: this many to `--durable-devices` offline devices, a gateway
+    /// SIGKILLed midway ([`fleet::durable`]). 0: not measured. The documented run uses 10,000.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub durable_calls: usize,
+    /// Devices of the durable part.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub durable_devices: usize,
     /// Write the results as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -95,7 +119,7 @@ pub struct Sample {
     /// `command` (a process per call), `connect` (a new connection per call) or `kept` (one
     /// connection for every call).
     pub mode: &'static str,
-    /// `direct`, `http` or `relayed`.
+    /// `direct`, `spliced` (kept mode only), `http` or `relayed`.
     pub variant: &'static str,
     /// Median latency (ms).
     pub p50_ms: f64,
@@ -103,10 +127,29 @@ pub struct Sample {
     pub p99_ms: f64,
     /// p50 over the same run's direct p50.
     pub p50_vs_direct: f64,
+    /// p50 over the same run's spliced p50 (kept mode).
+    pub p50_vs_spliced: Option<f64>,
+}
+
+/// The medians over the runs of one mode's variant.
+#[derive(Debug, Serialize)]
+pub struct Median {
+    /// The mode.
+    pub mode: &'static str,
+    /// The variant.
+    pub variant: &'static str,
+    /// Median of the p50s (ms).
+    pub p50_ms: f64,
+    /// Median of the p99s (ms).
+    pub p99_ms: f64,
+    /// Median of p50 × direct.
+    pub p50_vs_direct: f64,
+    /// Median of p50 × spliced (kept mode).
+    pub p50_vs_spliced: Option<f64>,
 }
 
 /// The whole result.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub struct Report {
     /// Calls per variant per run.
     pub calls: usize,
@@ -114,16 +157,41 @@ pub struct Report {
     pub message: usize,
     /// Every run's samples.
     pub samples: Vec<Sample>,
-    /// Medians over the runs, per mode and variant: (mode, variant, p50 ms, p99 ms, p50 × direct).
-    pub medians: Vec<(String, String, f64, f64, f64)>,
+    /// Medians over the runs, per mode and variant.
+    pub medians: Vec<Median>,
     /// The scale part, if run.
     pub scale: Option<scale::ScaleReport>,
     /// The fleet part, if run.
     pub fleet: Option<fleet::FleetReport>,
+    /// The fleet's throughput part, if run.
+    pub throughput: Option<fleet::throughput::ThroughputReport>,
+    /// The fleet's failover part, if run.
+    pub failover: Option<fleet::failover::FailoverReport>,
+    /// The fleet's durable part, if run.
+    pub durable: Option<fleet::durable::DurableReport>,
 }
 
-const VARIANTS: [&str; 3] = ["direct", "http", "relayed"];
 const MODES: [&str; 3] = ["command", "connect", "kept"];
+
+/// The variants a mode measures: the floor of a hop only where connections are kept.
+fn variants(mode: &str) -> &'static [&'static str] {
+    if mode == "kept" {
+        &["direct", "spliced", "http", "relayed"]
+    } else {
+        &["direct", "http", "relayed"]
+    }
+}
+
+/// A mode's target for a variant: (the ratio's base, the bound).
+fn target(mode: &str, variant: &str) -> Option<(&'static str, f64)> {
+    match (mode, variant) {
+        ("command", "http") => Some(("direct", 1.5)),
+        ("command", "relayed") => Some(("direct", 1.2)),
+        ("kept", "http") => Some(("spliced", 1.3)),
+        ("kept", "relayed") => Some(("spliced", 1.1)),
+        _ => None,
+    }
+}
 pub(crate) const TOKEN: &str = "gateway-bench-token-0123456789";
 
 /// Runs the suite; `Ok(false)` if a target was missed or a call failed.
@@ -136,9 +204,10 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
     anyhow::ensure!(args.message <= 120, "--message is at most 120 bytes");
     let dir = tempdir()?;
     std::fs::write(dir.join("tokens"), format!("{TOKEN}\n"))?;
-    if args.fleet && !args.quick {
-        let report = fleet::run(runs, calls, &dir)?;
-        let met = fleet::print(&report);
+    let fleet_scale = args.gateways > 0 || args.failover_devices > 0 || args.durable_calls > 0;
+    if (args.fleet || fleet_scale) && !args.quick {
+        let report = fleet_parts(args, runs, calls, &dir)?;
+        let met = print_report(&report);
         if let Some(path) = &args.json {
             std::fs::write(path, serde_json::to_string_pretty(&report)?)
                 .with_context(|| format!("cannot write {}", path.display()))?;
@@ -155,7 +224,20 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
     let key_file = dir.join("device.key");
     blerpc::identity::store(&key_file, &blerpc::identity::generate(), true)?;
     let (device, listen, key) = procs::device(&dir, &gw.devices, &key_file)?;
+    let (splice, spliced) = splice::start(&listen)?;
     let id = hex::encode(key);
+    let modes: Vec<&'static str> = if args.modes.is_empty() {
+        MODES.to_vec()
+    } else {
+        let mut chosen = Vec::new();
+        for m in &args.modes {
+            let Some(mode) = MODES.iter().find(|k| **k == m.as_str()) else {
+                anyhow::bail!("--mode {m}: not one of {}", MODES.join(", "));
+            };
+            chosen.push(*mode);
+        }
+        chosen
+    };
     let message: String = "m".repeat(args.message);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -170,13 +252,15 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
         let mut all = Vec::new();
         for run in 0..runs {
             eprintln!("gateway: run {} of {runs}", run + 1);
-            for mode in MODES {
+            for &mode in &modes {
                 let mut lat = std::collections::BTreeMap::new();
-                for k in 0..VARIANTS.len() {
-                    let variant = VARIANTS[(k + run) % VARIANTS.len()];
+                let all_variants = variants(mode);
+                for k in 0..all_variants.len() {
+                    let variant = all_variants[(k + run) % all_variants.len()];
                     let connect = || async {
                         match variant {
                             "direct" => callers::direct(&listen, key).await,
+                            "spliced" => callers::direct(&spliced, key).await,
                             "http" => callers::http(gw.http, &id, TOKEN).await,
                             _ => callers::relayed(gw.http, &id, key, TOKEN).await,
                         }
@@ -220,7 +304,8 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
                     lat.insert(variant, ms);
                 }
                 let direct_p50 = quantile(&lat["direct"], 0.5);
-                for v in VARIANTS {
+                let spliced_p50 = lat.get("spliced").map(|ms| quantile(ms, 0.5));
+                for &v in variants(mode) {
                     let p50 = quantile(&lat[v], 0.5);
                     all.push(Sample {
                         run: run + 1,
@@ -229,6 +314,7 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
                         p50_ms: p50,
                         p99_ms: quantile(&lat[v], 0.99),
                         p50_vs_direct: p50 / direct_p50,
+                        p50_vs_spliced: spliced_p50.map(|s| p50 / s),
                     });
                 }
             }
@@ -236,26 +322,27 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
         anyhow::Ok(all)
     })?;
     let mut medians = Vec::new();
-    for mode in MODES {
-        for v in VARIANTS {
-            let of = |f: fn(&Sample) -> f64| {
-                median(
-                    &samples
-                        .iter()
-                        .filter(|s| s.variant == v && s.mode == mode)
-                        .map(f)
-                        .collect::<Vec<_>>(),
-                )
+    for &mode in &modes {
+        for &v in variants(mode) {
+            let of = |f: fn(&Sample) -> Option<f64>| {
+                let values: Vec<f64> = samples
+                    .iter()
+                    .filter(|s| s.variant == v && s.mode == mode)
+                    .filter_map(f)
+                    .collect();
+                (!values.is_empty()).then(|| median(&values))
             };
-            medians.push((
-                mode.to_string(),
-                v.to_string(),
-                of(|s| s.p50_ms),
-                of(|s| s.p99_ms),
-                of(|s| s.p50_vs_direct),
-            ));
+            medians.push(Median {
+                mode,
+                variant: v,
+                p50_ms: of(|s| Some(s.p50_ms)).unwrap_or(f64::NAN),
+                p99_ms: of(|s| Some(s.p99_ms)).unwrap_or(f64::NAN),
+                p50_vs_direct: of(|s| Some(s.p50_vs_direct)).unwrap_or(f64::NAN),
+                p50_vs_spliced: of(|s| s.p50_vs_spliced),
+            });
         }
     }
+    drop(splice);
     drop(device);
     drop(gw);
     let scale = if args.devices > 0 || args.quick {
@@ -264,7 +351,14 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
         None
     };
     let fleet = if args.quick {
-        Some(fleet::run(runs, calls, &dir)?)
+        let quick = GatewayArgs {
+            failover_devices: 200,
+            durable_calls: 60,
+            durable_devices: 12,
+            concurrency: 8,
+            ..args.clone()
+        };
+        Some(fleet_parts(&quick, runs, calls, &dir)?)
     } else {
         None
     };
@@ -274,7 +368,7 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
         samples,
         medians,
         scale,
-        fleet,
+        ..fleet.unwrap_or_default()
     };
     let met = print_report(&report);
     // The quick profile (`cargo test`) checks that everything answered right, not the timings
@@ -284,6 +378,13 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
             .scale
             .as_ref()
             .is_none_or(|s| s.connected == s.devices && s.call_errors == 0)
+            && report.failover.as_ref().is_none_or(|f| {
+                f.before.failed() == 0 && f.before.wrong + f.during.wrong + f.sweeps.wrong == 0
+            })
+            && report
+                .durable
+                .as_ref()
+                .is_none_or(|d| d.violation_count == 0)
     } else {
         met
     };
@@ -397,64 +498,129 @@ fn tempdir() -> anyhow::Result<PathBuf> {
 }
 
 fn print_report(r: &Report) -> bool {
-    println!(
-        "gateway: echo of {} bytes on loopback, one call at a time; command: a process per call \
-         (`blerpc call`, or a one-shot HTTP client); connect: a new connection per call; kept: {} \
-         calls on one connection",
-        r.message, r.calls
-    );
-    let mut t = Table::new(["run", "mode", "variant", "p50 ms", "p99 ms", "p50 × direct"]);
-    for s in &r.samples {
-        t.row([
-            s.run.to_string(),
-            s.mode.to_string(),
-            s.variant.to_string(),
-            format!("{:.3}", s.p50_ms),
-            format!("{:.3}", s.p99_ms),
-            format!("{:.2}", s.p50_vs_direct),
-        ]);
-    }
-    print!("{}", t.plain(""));
-    let runs = r.samples.len() / (VARIANTS.len() * MODES.len());
-    println!("medians over {runs} runs:");
-    let mut t = Table::new([
-        "mode",
-        "variant",
-        "p50 ms",
-        "p99 ms",
-        "p50 × direct",
-        "target",
-        "met",
-    ]);
     let mut ok = true;
-    for (mode, v, p50, p99, ratio) in &r.medians {
-        let target = match (mode.as_str(), v.as_str()) {
-            ("command", "http") => Some(1.5),
-            ("command", "relayed") => Some(1.2),
-            _ => None,
-        };
-        let met = target.map(|t| *ratio <= t);
-        ok &= met.unwrap_or(true);
-        t.row([
-            mode.clone(),
-            v.clone(),
-            format!("{p50:.3}"),
-            format!("{p99:.3}"),
-            format!("{ratio:.2}"),
-            target.map_or("—".into(), |t| format!("≤ {t}")),
-            met.map_or("—".into(), |m| if m { "yes" } else { "NO" }.to_string()),
+    if !r.samples.is_empty() {
+        println!(
+            "gateway: echo of {} bytes on loopback, one call at a time; command: a process per call \
+             (`blerpc call`, or a one-shot HTTP client); connect: a new connection per call; kept: {} \
+             calls on one connection",
+            r.message, r.calls
+        );
+        let spliced = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.2}"));
+        let mut t = Table::new([
+            "run",
+            "mode",
+            "variant",
+            "p50 ms",
+            "p99 ms",
+            "p50 × direct",
+            "p50 × spliced",
         ]);
+        for s in &r.samples {
+            t.row([
+                s.run.to_string(),
+                s.mode.to_string(),
+                s.variant.to_string(),
+                format!("{:.3}", s.p50_ms),
+                format!("{:.3}", s.p99_ms),
+                format!("{:.2}", s.p50_vs_direct),
+                spliced(s.p50_vs_spliced),
+            ]);
+        }
+        print!("{}", t.plain(""));
+        let runs = r.samples.iter().map(|s| s.run).max().unwrap_or(0);
+        println!("medians over {runs} runs:");
+        let mut t = Table::new([
+            "mode",
+            "variant",
+            "p50 ms",
+            "p99 ms",
+            "p50 × direct",
+            "p50 × spliced",
+            "target",
+            "met",
+        ]);
+        for m in &r.medians {
+            let target = target(m.mode, m.variant);
+            let met = target.map(|(base, bound)| {
+                let ratio = if base == "spliced" {
+                    m.p50_vs_spliced.unwrap_or(f64::INFINITY)
+                } else {
+                    m.p50_vs_direct
+                };
+                ratio <= bound
+            });
+            ok &= met.unwrap_or(true);
+            t.row([
+                m.mode.to_string(),
+                m.variant.to_string(),
+                format!("{:.3}", m.p50_ms),
+                format!("{:.3}", m.p99_ms),
+                format!("{:.2}", m.p50_vs_direct),
+                spliced(m.p50_vs_spliced),
+                target.map_or("—".into(), |(base, t)| format!("≤ {t} × {base}")),
+                met.map_or("—".into(), |m| if m { "yes" } else { "NO" }.to_string()),
+            ]);
+        }
+        print!("{}", t.plain(""));
+        println!(
+            "p50 × direct: the variant's median latency over the direct call's in the same run and \
+             mode (direct: the runtime's central over TCP straight to the device, encrypted); \
+             p50 × spliced: over the direct central's through a bare TCP forwarder (kept mode)"
+        );
     }
-    print!("{}", t.plain(""));
-    println!(
-        "p50 × direct: the variant's median latency over the direct call's in the same run and \
-         mode (direct: the runtime's central over TCP straight to the device, encrypted)"
-    );
     if let Some(s) = &r.scale {
         ok &= scale::print(s);
     }
     if let Some(f) = &r.fleet {
         ok &= fleet::print(f);
     }
+    if let Some(t) = &r.throughput {
+        ok &= fleet::throughput::print(t);
+    }
+    if let Some(f) = &r.failover {
+        ok &= fleet::failover::print(f);
+    }
+    if let Some(d) = &r.durable {
+        ok &= fleet::durable::print(d);
+    }
     ok
+}
+
+/// The fleet's parts that `args` ask for (all but throughput in the quick profile).
+fn fleet_parts(
+    args: &GatewayArgs,
+    runs: usize,
+    calls: usize,
+    dir: &std::path::Path,
+) -> anyhow::Result<Report> {
+    let fleet = if args.fleet || args.quick {
+        Some(fleet::run(runs, calls, dir)?)
+    } else {
+        None
+    };
+    let throughput = if args.gateways > 0 {
+        Some(fleet::throughput::run(args, dir)?)
+    } else {
+        None
+    };
+    let failover = if args.failover_devices > 0 {
+        Some(fleet::failover::run(args, dir, args.failover_devices)?)
+    } else {
+        None
+    };
+    let durable = if args.durable_calls > 0 {
+        Some(fleet::durable::run(args, dir)?)
+    } else {
+        None
+    };
+    Ok(Report {
+        calls,
+        message: args.message,
+        fleet,
+        throughput,
+        failover,
+        durable,
+        ..Report::default()
+    })
 }

@@ -56,6 +56,17 @@ impl Proc {
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// Every stdout line that has arrived, without waiting.
+    pub(crate) fn lines_so_far(&mut self) -> Vec<String> {
+        self.lines.try_iter().collect()
+    }
+
+    /// SIGKILLs the process (its workers follow: they die with their parent).
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl Drop for Proc {
@@ -80,8 +91,25 @@ pub(crate) fn gateway(
     known: Option<&Path>,
     extra: &[&str],
 ) -> anyhow::Result<GatewayProc> {
+    gateway_on(dir, known, extra, None)
+}
+
+/// [`gateway`], its process (and its workers) kept to CPU `cpu` if given (`taskset`).
+pub(crate) fn gateway_on(
+    dir: &Path,
+    known: Option<&Path>,
+    extra: &[&str],
+    cpu: Option<usize>,
+) -> anyhow::Result<GatewayProc> {
     let exe = std::env::current_exe().context("cannot find the blerpc-bench executable")?;
-    let mut cmd = Command::new(exe);
+    let mut cmd = match cpu {
+        Some(cpu) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", &cpu.to_string()]).arg(exe);
+            c
+        }
+        None => Command::new(exe),
+    };
     cmd.args([
         "serve-gateway",
         "--worker-subcommand",
@@ -123,6 +151,31 @@ pub(crate) fn gateway(
             bail!("unexpected gateway line {line:?}");
         }
     }
+}
+
+/// The CPU time (user and system, seconds) of `pid` and every live process below it.
+pub(crate) fn tree_cpu(pid: u32) -> f64 {
+    let children =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    own_cpu(pid)
+        + children
+            .split_whitespace()
+            .filter_map(|c| c.parse::<u32>().ok())
+            .map(tree_cpu)
+            .sum::<f64>()
+}
+
+/// The CPU time (user and system, seconds) of process `pid` alone, from `/proc/PID/stat`
+/// (ticks of 1/100 s, Linux's `USER_HZ`).
+pub(crate) fn own_cpu(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let fields: Vec<&str> = stat.rsplit_once(") ")?.1.split_whitespace().collect();
+            let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
+            Some((ticks(11)? + ticks(12)?) as f64 / 100.0)
+        })
+        .unwrap_or(0.0)
 }
 
 /// A device: `blerpc serve` dialling the gateway and listening on TCP too (for the direct

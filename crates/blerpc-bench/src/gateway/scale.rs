@@ -10,6 +10,7 @@
 //! RSS before, per device; target ≤ 16 KiB), and `--concurrency` HTTP callers on keep-alive
 //! connections calling `echo` on random devices for `--call-seconds`: calls/s, p50, p99, errors.
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
@@ -27,11 +28,11 @@ use crate::stats::quantile;
 use crate::table::Table;
 
 /// Devices one simulator process holds.
-const PER_SIMULATOR: usize = 12_500;
+pub(crate) const PER_SIMULATOR: usize = 12_500;
 /// Devices each simulator brings up per second.
 const RATE: u64 = 1000;
 /// Devices one gateway worker is sized for.
-const PER_WORKER: usize = 15_000;
+pub(crate) const PER_WORKER: usize = 15_000;
 
 /// What the scale part measured.
 #[derive(Debug, Serialize)]
@@ -73,10 +74,59 @@ pub struct SimSpec {
     pub count: usize,
     /// The source address of every connection.
     pub source: Ipv4Addr,
-    /// The gateway's device listener.
-    pub gateway: SocketAddr,
+    /// The gateways' device listeners: device `i` dials `gateways[i % len]` first and, when
+    /// that fails or its connection ends, the next one at once (as `blerpc serve --dial A,B`
+    /// does), waiting (capped exponential backoff with jitter) only after a whole round failed.
+    pub gateways: Vec<SocketAddr>,
     /// The per-run salt of the identity seeds (hex).
     pub salt: String,
+    /// Print `ran MESSAGE` for every `echo` whose message starts with `dur-` (the durable
+    /// part counts how often each call ran on a device).
+    #[serde(default)]
+    pub witness: bool,
+}
+
+/// The demo service, printing `ran MESSAGE` before it runs an `echo` of a durable call.
+struct Witness<D>(D);
+
+/// The message of an `EchoRequest` (field 1, a string shorter than 128 bytes).
+fn echo_message(request: &[u8]) -> Option<&str> {
+    match request {
+        [0x0a, len, rest @ ..] if usize::from(*len) == rest.len() => std::str::from_utf8(rest).ok(),
+        _ => None,
+    }
+}
+
+impl<D: blerpc::server::Dispatch> blerpc::server::Dispatch for Witness<D> {
+    fn kind(&self, name: &str) -> Option<blerpc::server::CallKind> {
+        self.0.kind(name)
+    }
+    fn unary(
+        &self,
+        name: &str,
+        request: bytes::Bytes,
+    ) -> blerpc::server::BoxFuture<Result<Vec<u8>, blerpc::server::Status>> {
+        if name == "echo"
+            && let Some(m) = echo_message(&request).filter(|m| m.starts_with("dur-"))
+        {
+            println!("ran {m}");
+        }
+        self.0.unary(name, request)
+    }
+    fn server_stream(
+        &self,
+        name: &str,
+        request: bytes::Bytes,
+    ) -> blerpc::server::BoxStream<Result<Vec<u8>, blerpc::server::Status>> {
+        self.0.server_stream(name, request)
+    }
+    fn client_stream(
+        &self,
+        name: &str,
+        items: blerpc::server::BoxStream<bytes::Bytes>,
+    ) -> blerpc::server::BoxFuture<Result<Vec<u8>, blerpc::server::Status>> {
+        self.0.client_stream(name, items)
+    }
 }
 
 /// Device `i`'s identity seed: its index and the run's salt.
@@ -109,8 +159,17 @@ pub fn run_simulator(spec: &str) -> anyhow::Result<bool> {
             blerpc_demo::FlashImage::synthetic(4096),
             blerpc_demo::DemoLimits::default(),
         );
-        let dispatch: Arc<dyn blerpc::server::Dispatch> =
-            Arc::new(blerpc_demo::pb::BlerpcServer::new(service));
+        let demo = blerpc_demo::pb::BlerpcServer::new(service);
+        let dispatch: Arc<dyn blerpc::server::Dispatch> = if spec.witness {
+            Arc::new(Witness(demo))
+        } else {
+            Arc::new(demo)
+        };
+        anyhow::ensure!(
+            !spec.gateways.is_empty(),
+            "the simulator spec names no gateway"
+        );
+        let gateways: Arc<[SocketAddr]> = spec.gateways.clone().into();
         let connected = Arc::new(AtomicUsize::new(0));
         let failed = Arc::new(AtomicUsize::new(0));
         for (n, i) in (spec.first..spec.first + spec.count as u64).enumerate() {
@@ -122,17 +181,21 @@ pub fn run_simulator(spec: &str) -> anyhow::Result<bool> {
             config.peripheral.setup_timeout = Some(Duration::from_secs(120));
             let server = Server::new(dispatch.clone(), config)?;
             let (connected, failed) = (connected.clone(), failed.clone());
-            let (source, gateway) = (spec.source, spec.gateway);
-            // Like `blerpc serve --dial`: connect, serve, and after a failure or a close wait
-            // (capped exponential backoff with jitter) and dial again.
+            let (source, gateways) = (spec.source, gateways.clone());
+            // Like `blerpc serve --dial A,B`: connect, serve; after a failure or a close try
+            // the next gateway at once, and wait (capped exponential backoff with jitter) only
+            // once every gateway failed in a row.
             tokio::spawn(async move {
                 let mut backoff = blerpc::backoff::Backoff::new(
                     Duration::from_millis(500),
                     Duration::from_secs(5),
                 );
                 let mut first = true;
+                let mut at = i as usize % gateways.len();
+                let mut failures = 0;
                 loop {
-                    let link = match crate::scale::client::connect_from(source, gateway).await {
+                    let link = match crate::scale::client::connect_from(source, gateways[at]).await
+                    {
                         Ok(stream) => TcpLink::from_stream(stream, &TcpOptions::default()),
                         Err(e) => Err(e),
                     };
@@ -142,14 +205,25 @@ pub fn run_simulator(spec: &str) -> anyhow::Result<bool> {
                                 connected.fetch_add(1, Ordering::Relaxed);
                                 first = false;
                             }
+                            failures = 0;
                             let _ = server.serve_link(link).await;
                         }
-                        Err(_) if first => {
-                            failed.fetch_add(1, Ordering::Relaxed);
+                        Err(_) => {
+                            failures += 1;
+                            if first && failures == gateways.len() {
+                                failed.fetch_add(1, Ordering::Relaxed);
+                            }
                         }
-                        Err(_) => {}
                     }
-                    tokio::time::sleep(backoff.next_wait()).await;
+                    at = (at + 1) % gateways.len();
+                    if failures > 0 && failures % gateways.len() == 0 {
+                        tokio::time::sleep(backoff.next_wait()).await;
+                    } else if failures == 0 {
+                        // A connection that ended: straight to the next gateway, jittered a
+                        // little so that a dead gateway's devices do not all arrive at once.
+                        let jitter = rand_core::RngCore::next_u32(&mut rand_core::OsRng) % 200;
+                        tokio::time::sleep(Duration::from_millis(u64::from(jitter))).await;
+                    }
                 }
             });
             // Devices come up at RATE per second from each simulator, as a fleet whose gateway
@@ -177,7 +251,7 @@ pub fn run_simulator(spec: &str) -> anyhow::Result<bool> {
 }
 
 /// The RSS of `pid` and every process below it (bytes).
-fn tree_rss(pid: u32) -> u64 {
+pub(crate) fn tree_rss(pid: u32) -> u64 {
     let mut total = crate::process::rss_bytes(pid).unwrap_or(0);
     let children =
         std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
@@ -191,7 +265,7 @@ fn tree_rss(pid: u32) -> u64 {
 }
 
 /// `blerpc_gateway_devices_connected` from the gateway's metrics.
-async fn connected(http: SocketAddr) -> anyhow::Result<usize> {
+pub(crate) async fn connected(http: SocketAddr) -> anyhow::Result<usize> {
     use http_body_util::BodyExt as _;
     let stream = tokio::net::TcpStream::connect(http).await?;
     let (mut send, conn) =
@@ -232,38 +306,17 @@ pub fn run(args: &GatewayArgs, dir: &Path) -> anyhow::Result<ScaleReport> {
         .workers
         .unwrap_or_else(|| n.div_ceil(PER_WORKER))
         .max(1);
-    let mut salt = [0u8; 24];
-    rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut salt);
-    eprintln!("gateway scale: deriving {n} device keys");
-    let mut allow = std::collections::BTreeMap::new();
-    for i in 0..n as u64 {
-        let public = blerpc::identity::public_key(&seed(&salt, i))?;
-        allow.insert(format!("d{i}"), hex::encode(public));
-    }
-    let known = dir.join("allow.json");
-    std::fs::write(&known, serde_json::to_string(&allow)?)?;
-    let ids: Vec<String> = (0..n).map(|i| allow[&format!("d{i}")].clone()).collect();
-    drop(allow);
+    let keys = DeviceKeys::derive(n, dir)?;
     let tokens = dir.join("tokens");
     let workers_arg = workers.to_string();
-    let gw = procs::gateway(
-        dir,
-        Some(&known),
-        &[
-            "--tokens",
-            tokens.to_str().context("temp path")?,
-            "--workers",
-            &workers_arg,
-            "--max-connection-rate",
-            "0",
-            "--max-pending-setups",
-            "16384",
-            "--setup-timeout",
-            "60",
-            "--max-queued",
-            "1024",
-        ],
-    )?;
+    let mut options = vec![
+        "--tokens",
+        tokens.to_str().context("temp path")?,
+        "--workers",
+        &workers_arg,
+    ];
+    options.extend(GATEWAY_AT_SCALE);
+    let gw = procs::gateway(dir, Some(&keys.allow), &options)?;
     let gateway_processes = workers + usize::from(workers > 1);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -276,25 +329,9 @@ pub fn run(args: &GatewayArgs, dir: &Path) -> anyhow::Result<ScaleReport> {
         .strip_prefix("tcp://")
         .context("the gateway's device URL")?
         .parse()?;
-    let sims = n.div_ceil(PER_SIMULATOR);
-    let mut simulators = Vec::new();
     let started = Instant::now();
-    for k in 0..sims {
-        let first = (k * PER_SIMULATOR) as u64;
-        let count = PER_SIMULATOR.min(n - k * PER_SIMULATOR);
-        let spec = SimSpec {
-            first,
-            count,
-            source: Ipv4Addr::new(127, 0, 2, k as u8 + 1),
-            gateway: devices_addr,
-            salt: hex::encode(salt),
-        };
-        let mut cmd =
-            crate::process::command(&["gateway-devices", &serde_json::to_string(&spec)?])?;
-        // Every device's server logs its own closes: only errors, or the log is the bottleneck.
-        cmd.env("RUST_LOG", "error");
-        simulators.push(procs::Proc::spawn(cmd, "device simulator")?);
-    }
+    let simulators = keys.simulators(&[devices_addr], false)?;
+    let sims = simulators.len();
     eprintln!("gateway scale: {n} devices from {sims} simulators, {workers} gateway workers");
     let mut all = 0;
     let limit = Duration::from_secs(60 + n as u64 / 500);
@@ -316,12 +353,13 @@ pub fn run(args: &GatewayArgs, dir: &Path) -> anyhow::Result<ScaleReport> {
     std::thread::sleep(Duration::from_secs(3));
     let rss_after = tree_rss(gw.proc.pid());
     eprintln!("gateway scale: calling random devices for {call_seconds} s");
-    let (latencies, errors, first_error) = rt.block_on(random_calls(
-        gw.http,
-        Arc::new(ids),
+    let tally = rt.block_on(calls(
+        &[gw.http],
+        Arc::new(keys.ids),
         args.concurrency.max(1),
-        Duration::from_secs(call_seconds),
+        Plan::Random(Duration::from_secs(call_seconds)),
     ))?;
+    let (latencies, errors, first_error) = (&tally.latencies, tally.failed(), tally.first_failure);
     drop(simulators);
     drop(gw);
     let calls = latencies.len() + errors;
@@ -337,58 +375,239 @@ pub fn run(args: &GatewayArgs, dir: &Path) -> anyhow::Result<ScaleReport> {
         call_errors: errors,
         first_error,
         calls_per_second: latencies.len() as f64 / call_seconds as f64,
-        p50_ms: quantile(&latencies, 0.5),
-        p99_ms: quantile(&latencies, 0.99),
+        p50_ms: quantile(latencies, 0.5),
+        p99_ms: quantile(latencies, 0.99),
     })
 }
 
-async fn random_calls(
-    http: SocketAddr,
+/// The options a gateway holding many devices runs with: no connection-rate penalty (the
+/// simulators dial from few addresses), room for many setups at once.
+pub(crate) const GATEWAY_AT_SCALE: [&str; 8] = [
+    "--max-connection-rate",
+    "0",
+    "--max-pending-setups",
+    "16384",
+    "--setup-timeout",
+    "60",
+    "--max-queued",
+    "1024",
+];
+
+/// N devices' identities: the salt of their seeds, their ids (public keys, hex) and the
+/// allow-list file naming them.
+pub(crate) struct DeviceKeys {
+    salt: [u8; 24],
+    /// Device `i`'s id.
+    pub(crate) ids: Vec<String>,
+    /// The allow-list (`--known-devices`).
+    pub(crate) allow: std::path::PathBuf,
+}
+
+impl DeviceKeys {
+    /// Derives `n` identities and writes their allow-list into `dir`.
+    pub(crate) fn derive(n: usize, dir: &Path) -> anyhow::Result<DeviceKeys> {
+        let mut salt = [0u8; 24];
+        rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut salt);
+        eprintln!("gateway: deriving {n} device keys");
+        let mut allow = std::collections::BTreeMap::new();
+        let mut ids = Vec::with_capacity(n);
+        for i in 0..n as u64 {
+            let id = hex::encode(blerpc::identity::public_key(&seed(&salt, i))?);
+            allow.insert(format!("d{i}"), id.clone());
+            ids.push(id);
+        }
+        let path = dir.join(format!("allow-{n}.json"));
+        std::fs::write(&path, serde_json::to_string(&allow)?)?;
+        Ok(DeviceKeys {
+            salt,
+            ids,
+            allow: path,
+        })
+    }
+
+    /// Starts simulator processes holding every device, [`PER_SIMULATOR`] each, each from a
+    /// 127.0.2.x source address of its own, dialling `gateways` (device `i` first the
+    /// `i % len`-th); `witness`: they print `ran MESSAGE` for durable calls.
+    pub(crate) fn simulators(
+        &self,
+        gateways: &[SocketAddr],
+        witness: bool,
+    ) -> anyhow::Result<Vec<procs::Proc>> {
+        let n = self.ids.len();
+        let mut simulators = Vec::new();
+        for k in 0..n.div_ceil(PER_SIMULATOR) {
+            let spec = SimSpec {
+                first: (k * PER_SIMULATOR) as u64,
+                count: PER_SIMULATOR.min(n - k * PER_SIMULATOR),
+                source: Ipv4Addr::new(127, 0, 2, k as u8 + 1),
+                gateways: gateways.to_vec(),
+                salt: hex::encode(self.salt),
+                witness,
+            };
+            let mut cmd =
+                crate::process::command(&["gateway-devices", &serde_json::to_string(&spec)?])?;
+            // Every device's server logs its own closes: only errors, or the log is the
+            // bottleneck.
+            cmd.env("RUST_LOG", "error");
+            simulators.push(procs::Proc::spawn(cmd, "device simulator")?);
+        }
+        Ok(simulators)
+    }
+}
+
+/// What a set of HTTP callers saw.
+#[derive(Debug, Default, Serialize)]
+pub struct Tally {
+    /// Latencies of the calls answered right (ms, sorted).
+    #[serde(skip)]
+    pub latencies: Vec<f64>,
+    /// Calls answered right.
+    pub ok: usize,
+    /// Failed calls by what they were answered: `HTTP 503 not_connected`… (the status and
+    /// the problem's kind, from its `type`), or `transport` (no answer).
+    pub failures: BTreeMap<String, usize>,
+    /// Calls answered 200 with another call's answer (must be 0).
+    pub wrong: usize,
+    /// The first failure's answer, for people.
+    pub first_failure: Option<String>,
+    /// The devices whose calls failed.
+    #[serde(skip)]
+    pub failed_ids: Vec<String>,
+}
+
+impl Tally {
+    /// Failed calls of every kind.
+    pub fn failed(&self) -> usize {
+        self.failures.values().sum::<usize>() + self.wrong
+    }
+
+    fn merge(&mut self, other: Tally) {
+        self.latencies.extend(other.latencies);
+        self.ok += other.ok;
+        for (k, n) in other.failures {
+            *self.failures.entry(k).or_default() += n;
+        }
+        self.wrong += other.wrong;
+        self.failed_ids.extend(other.failed_ids);
+        if self.first_failure.is_none() {
+            self.first_failure = other.first_failure;
+        }
+    }
+
+    /// One `echo` of a message of its own through `caller` to `id`, counted.
+    async fn call(&mut self, caller: &mut Option<callers::Caller>, http: SocketAddr, id: &str) {
+        let failed = self.failed();
+        self.call_once(caller, http, id).await;
+        if self.failed() > failed {
+            self.failed_ids.push(id.to_string());
+        }
+    }
+
+    async fn call_once(
+        &mut self,
+        caller: &mut Option<callers::Caller>,
+        http: SocketAddr,
+        id: &str,
+    ) {
+        if caller.is_none() {
+            *caller = callers::http(http, "", TOKEN).await.ok();
+        }
+        let Some(c) = caller.as_mut() else {
+            *self.failures.entry("transport".into()).or_default() += 1;
+            return;
+        };
+        // A message of its own per call, so that a wrong answer cannot pass.
+        let body = format!(r#"{{"message":"c{}-{}"}}"#, self.ok, self.failed());
+        let path = format!("/v1/devices/{id}/calls/echo");
+        match c.request(hyper::Method::POST, &path, &[], &body).await {
+            Ok((200, answer, took)) if answer == body.as_bytes() => {
+                self.ok += 1;
+                self.latencies.push(took.as_secs_f64() * 1e3);
+            }
+            Ok((200, answer, _)) => {
+                self.wrong += 1;
+                self.first_failure
+                    .get_or_insert_with(|| format!("wrong answer {answer:?} to {body}"));
+            }
+            Ok((status, answer, _)) => {
+                let code = serde_json::from_slice::<serde_json::Value>(&answer)
+                    .ok()
+                    .and_then(|v| Some(v.get("type")?.as_str()?.rsplit(':').next()?.to_string()))
+                    .unwrap_or_else(|| "no problem type".into());
+                *self
+                    .failures
+                    .entry(format!("HTTP {status} {code}"))
+                    .or_default() += 1;
+                self.first_failure.get_or_insert_with(|| {
+                    format!("HTTP {status}: {}", String::from_utf8_lossy(&answer))
+                });
+            }
+            Err(e) => {
+                *self.failures.entry("transport".into()).or_default() += 1;
+                self.first_failure.get_or_insert_with(|| e.to_string());
+                *caller = None;
+            }
+        }
+    }
+}
+
+/// Which devices callers call.
+#[derive(Clone)]
+pub(crate) enum Plan {
+    /// Random devices until this much time has passed.
+    Random(Duration),
+    /// Random devices until the flag is set.
+    RandomUntil(Arc<std::sync::atomic::AtomicBool>),
+    /// Every device once (split among the callers).
+    Each,
+}
+
+/// `concurrency` HTTP callers on keep-alive connections, caller `t` through gateway
+/// `gateways[t % len]`, each calling `echo` on the devices of `ids` as `plan` says.
+pub(crate) async fn calls(
+    gateways: &[SocketAddr],
     ids: Arc<Vec<String>>,
     concurrency: usize,
-    duration: Duration,
-) -> anyhow::Result<(Vec<f64>, usize, Option<String>)> {
-    let end = Instant::now() + duration;
+    plan: Plan,
+) -> anyhow::Result<Tally> {
+    let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for t in 0..concurrency {
         let ids = ids.clone();
+        let http = gateways[t % gateways.len()];
+        let plan = plan.clone();
         tasks.spawn(async move {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(t as u64);
-            let (mut ms, mut errors, mut first) = (Vec::new(), 0usize, None);
+            let mut tally = Tally::default();
             let mut caller = None;
-            while Instant::now() < end {
-                let id = &ids[(rand_core::RngCore::next_u64(&mut rng) % ids.len() as u64) as usize];
-                if caller.is_none() {
-                    caller = callers::http(http, "", TOKEN).await.ok();
+            match plan {
+                Plan::Random(duration) => {
+                    while started.elapsed() < duration {
+                        let i = rand_core::RngCore::next_u64(&mut rng) % ids.len() as u64;
+                        tally.call(&mut caller, http, &ids[i as usize]).await;
+                    }
                 }
-                let Some(c) = caller.as_mut() else {
-                    errors += 1;
-                    continue;
-                };
-                c.set_device(id);
-                match c.echo("random").await {
-                    Ok(d) => ms.push(d.as_secs_f64() * 1e3),
-                    Err(e) => {
-                        errors += 1;
-                        first.get_or_insert(e.to_string());
-                        caller = None;
+                Plan::RandomUntil(stop) => {
+                    while !stop.load(Ordering::Relaxed) {
+                        let i = rand_core::RngCore::next_u64(&mut rng) % ids.len() as u64;
+                        tally.call(&mut caller, http, &ids[i as usize]).await;
+                    }
+                }
+                Plan::Each => {
+                    for id in ids.iter().skip(t).step_by(concurrency) {
+                        tally.call(&mut caller, http, id).await;
                     }
                 }
             }
-            (ms, errors, first)
+            tally
         });
     }
-    let (mut all, mut errors, mut first) = (Vec::new(), 0, None);
+    let mut all = Tally::default();
     while let Some(r) = tasks.join_next().await {
-        let (ms, e, f) = r?;
-        all.extend(ms);
-        errors += e;
-        if first.is_none() {
-            first = f;
-        }
+        all.merge(r?);
     }
-    all.sort_by(f64::total_cmp);
-    Ok((all, errors, first))
+    all.latencies.sort_by(f64::total_cmp);
+    Ok(all)
 }
 
 /// Prints the scale table; `false` if a target was missed.

@@ -159,6 +159,17 @@ pub enum DurableError {
     /// The store failed (503).
     #[error("the durable call store: {0}")]
     Store(String),
+    /// The device has as many calls queued or sent as it may (429).
+    #[error(
+        "device {device} has {limit} durable calls not yet ended, the most a device may have: \
+         wait for some to end or cancel some"
+    )]
+    Full {
+        /// The device.
+        device: String,
+        /// The limit (`NatsLimits::max_open_durable_per_device`).
+        limit: usize,
+    },
 }
 
 impl DurableError {
@@ -175,6 +186,11 @@ impl DurableError {
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store_unavailable",
                 "Durable call store unavailable",
+            ),
+            DurableError::Full { .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_durable_calls",
+                "Too many durable calls",
             ),
         };
         Problem::new(status, kind, title, self.to_string())
@@ -233,6 +249,17 @@ impl Durable {
             .map_err(|e| DurableError::Bad(e.to_string()))?;
         let json: serde_json::Value =
             serde_json::from_str(request).map_err(|e| DurableError::Bad(e.to_string()))?;
+        let limit = self.inner.ctx.limits.max_open_durable_per_device;
+        let open = lock(&self.open)
+            .values()
+            .filter(|r| r.device == device)
+            .count();
+        if open >= limit {
+            return Err(DurableError::Full {
+                device: device.to_string(),
+                limit,
+            });
+        }
         let id = {
             let mut b = [0u8; 12];
             rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut b);
@@ -287,37 +314,36 @@ impl Durable {
         if !is_id(device) {
             return Err(DurableError::Bad(format!("{device:?} is not a device id")));
         }
-        // A device without calls has no history to wait for: its subjects say so at once.
+        // The stream names the device's keys (one subject each); each record is then read by
+        // its key (a direct get). No consumer is made: listing often must not pile them up.
         let mut subjects = self
             .store
             .stream
             .info_with_subjects(format!("{}{device}.*", self.store.prefix))
             .await
             .map_err(|e| DurableError::Store(e.to_string()))?;
-        let mut stored = 0usize;
-        while let Some(Ok((_, n))) = subjects.next().await {
-            stored += n;
+        let mut keys = Vec::new();
+        while let Some(subject) = subjects.next().await {
+            let (subject, _) = subject.map_err(|e| DurableError::Store(e.to_string()))?;
+            if let Some(key) = subject.strip_prefix(self.store.prefix.as_str()) {
+                keys.push(key.to_string());
+            }
+            if keys.len() >= 1000 {
+                break;
+            }
         }
-        if stored == 0 {
-            return Ok(Vec::new());
-        }
-        let mut watch = self
-            .store
-            .watch_with_history(format!("{device}.*"))
-            .await
-            .map_err(|e| DurableError::Store(e.to_string()))?;
-        let mut records = Vec::new();
-        // The history ends where the entry with no more pending ones arrives.
-        loop {
-            let next = tokio::time::timeout(Duration::from_secs(2), watch.next()).await;
-            let Ok(Some(Ok(entry))) = next else { break };
-            if entry.operation == kv::Operation::Put
+        let mut records = Vec::with_capacity(keys.len());
+        for key in keys {
+            let entry = self
+                .store
+                .entry(&key)
+                .await
+                .map_err(|e| DurableError::Store(e.to_string()))?;
+            if let Some(entry) = entry
+                && entry.operation == kv::Operation::Put
                 && let Ok(r) = serde_json::from_slice::<CallRecord>(&entry.value)
             {
                 records.push(r);
-            }
-            if entry.delta == 0 || records.len() >= 1000 {
-                break;
             }
         }
         records.sort_by_key(|r| r.created_ms);

@@ -86,6 +86,9 @@ pub struct NatsLimits {
     /// How long joining waits for NATS and JetStream (a cluster electing its leader). Default
     /// 30 s.
     pub join_timeout: Duration,
+    /// Durable calls not yet ended (queued or sent) one device may have; beyond, a new one is
+    /// refused with 429. Default 1,000.
+    pub max_open_durable_per_device: usize,
 }
 
 impl Default for NatsLimits {
@@ -101,6 +104,7 @@ impl Default for NatsLimits {
             heartbeat: Duration::from_secs(1),
             node_timeout: Duration::from_secs(5),
             join_timeout: Duration::from_secs(30),
+            max_open_durable_per_device: 1000,
         }
     }
 }

@@ -13,6 +13,13 @@
 //!
 //! Each run measures the variants in rotating order; the report gives each variant's p50 and
 //! p99 per run and the medians over the runs.
+//!
+//! The fleet at scale is in the submodules: [`throughput`] (`--gateways N`), [`failover`]
+//! (`--failover-devices N`) and [`durable`] (`--durable-calls N`).
+
+pub mod durable;
+pub mod failover;
+pub mod throughput;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -71,7 +78,7 @@ fn nats_binary() -> PathBuf {
 }
 
 /// A nats-server with JetStream on `dir`, on a free loopback port: its URL.
-fn nats_server(dir: &Path) -> anyhow::Result<(procs::Proc, String)> {
+pub(crate) fn nats_server(dir: &Path) -> anyhow::Result<(procs::Proc, String)> {
     let store = dir.join("nats");
     std::fs::create_dir_all(&store)?;
     let port = {
@@ -95,26 +102,35 @@ fn nats_server(dir: &Path) -> anyhow::Result<(procs::Proc, String)> {
     bail!("nats-server did not listen on {url} within 5 s")
 }
 
+/// Starts gateway `name` of the fleet on `url` (its files in `dir/name`), admitting the devices
+/// of `known` (or enrolling any), with `extra` options, kept to CPU `cpu` if given.
+pub(crate) fn member(
+    dir: &Path,
+    url: &str,
+    name: &str,
+    known: Option<&Path>,
+    extra: &[&str],
+    cpu: Option<usize>,
+) -> anyhow::Result<procs::GatewayProc> {
+    let own = dir.join(name);
+    std::fs::create_dir_all(&own)?;
+    let tokens = dir.join("tokens");
+    let mut options = vec![
+        "--tokens",
+        tokens.to_str().context("temp path")?,
+        "--nats",
+        url,
+        "--nats-name",
+        name,
+    ];
+    options.extend_from_slice(extra);
+    procs::gateway_on(&own, known, &options, cpu)
+}
+
 /// Runs the fleet part: `runs` runs of `calls` calls per variant.
 pub fn run(runs: usize, calls: usize, dir: &Path) -> anyhow::Result<FleetReport> {
     let (_nats, url) = nats_server(dir)?;
-    let tokens = dir.join("tokens");
-    let member = |name: &str| -> anyhow::Result<procs::GatewayProc> {
-        let own = dir.join(name);
-        std::fs::create_dir_all(&own)?;
-        procs::gateway(
-            &own,
-            None,
-            &[
-                "--tokens",
-                tokens.to_str().context("temp path")?,
-                "--nats",
-                &url,
-                "--nats-name",
-                name,
-            ],
-        )
-    };
+    let member = |name: &str| member(dir, &url, name, None, &[], None);
     let a = member("bench-a")?;
     let b = member("bench-b")?;
     let key_file = dir.join("fleet-device.key");
