@@ -193,6 +193,53 @@ fn host_port(url: &str) -> String {
         .to_string()
 }
 
+/// A backend's own central calls `echo` on device `id` through `http`'s relayed link (pinned
+/// to the device's key); asserts the echo.
+fn relay_echo(http: &str, id: &str, message: &str) {
+    let mut c = blerpc();
+    let request = format!(r#"{{"message":"{message}"}}"#);
+    c.args([
+        "call",
+        "--connect",
+        &format!("ws://{http}/v1/devices/{id}/link"),
+        "--trust-key",
+        id,
+        "--bearer",
+        TOKEN,
+        "echo",
+        &request,
+    ]);
+    let done = run(c, "");
+    assert!(done.status.success(), "{}", done.stderr);
+    assert_eq!(done.stdout.trim(), request);
+}
+
+/// Calls `echo` on `id` through `http` until it answers, within `limit` of `since`; until then
+/// every failure must be a problem that says why (502, 503 or 504).
+fn until_reachable(http: &str, id: &str, since: Instant, limit: Duration) {
+    loop {
+        let r = call(http, id, "echo", r#"{"message":"moved"}"#);
+        if r.status == 200 {
+            assert_eq!(r.json()["message"], "moved");
+            return;
+        }
+        let problem = r.json();
+        assert!(
+            [502, 503, 504].contains(&r.status) && problem["detail"].is_string(),
+            "{} {}",
+            r.status,
+            r.text()
+        );
+        assert!(
+            since.elapsed() < limit,
+            "device {id} not reachable through {http} within {limit:?}: {} {}",
+            r.status,
+            r.text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn devices_dial_in_and_backends_call_them_over_http_and_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
@@ -704,22 +751,7 @@ fn worker_processes_hold_the_devices_behind_one_api() {
     let r = call(&gw.http, &held[0].1, "counter_stream", r#"{"count":4}"#);
     assert_eq!(r.text().lines().count(), 4, "{}", r.text());
     // Relayed end to end through the front and a worker.
-    let id = &held[1].1;
-    let mut c = blerpc();
-    c.args([
-        "call",
-        "--connect",
-        &format!("ws://{}/v1/devices/{id}/link", gw.http),
-        "--trust-key",
-        id,
-        "--bearer",
-        TOKEN,
-        "echo",
-        r#"{"message":"through the front"}"#,
-    ]);
-    let done = run(c, "");
-    assert!(done.status.success(), "{}", done.stderr);
-    assert_eq!(done.stdout.trim(), r#"{"message":"through the front"}"#);
+    relay_echo(&gw.http, &held[1].1, "through the front");
     // Merged metrics; an unknown device and the token still checked at the front.
     let m = http::get(&gw.http, "/metrics", Some(TOKEN)).text();
     assert!(m.contains("blerpc_gateway_devices_connected 6"), "{m}");
@@ -880,28 +912,7 @@ fn a_fleet_on_nats_answers_for_every_device_and_survives_a_killed_gateway() {
     // Gateway A dies; the device redials B, and B answers for it within 10 s.
     let killed = Instant::now();
     drop(a);
-    loop {
-        let r = call(&b.http, &id, "echo", r#"{"message":"moved"}"#);
-        if r.status == 200 {
-            assert_eq!(r.json()["message"], "moved");
-            break;
-        }
-        // Until then every failure says why.
-        let problem = r.json();
-        assert!(
-            [502, 503, 504].contains(&r.status) && problem["detail"].is_string(),
-            "{} {}",
-            r.status,
-            r.text()
-        );
-        assert!(
-            killed.elapsed() < Duration::from_secs(10),
-            "the device was not reachable through B within 10 s: {} {}",
-            r.status,
-            r.text()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    until_reachable(&b.http, &id, killed, Duration::from_secs(10));
     eprintln!(
         "reachable again through gw-b {:?} after gw-a was killed",
         killed.elapsed()
@@ -976,22 +987,7 @@ fn workers_on_nats_are_gateways_of_the_fleet_behind_one_front() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.text().lines().count(), 4, "{}", r.text());
     // A relayed link through the front: the device dials its worker's own port.
-    let id = &held[1].1;
-    let mut c = blerpc();
-    c.args([
-        "call",
-        "--connect",
-        &format!("ws://{}/v1/devices/{id}/link", gw.http),
-        "--trust-key",
-        id,
-        "--bearer",
-        TOKEN,
-        "echo",
-        r#"{"message":"through the fleet"}"#,
-    ]);
-    let done = run(c, "");
-    assert!(done.status.success(), "{}", done.stderr);
-    assert_eq!(done.stdout.trim(), r#"{"message":"through the fleet"}"#);
+    relay_echo(&gw.http, &held[1].1, "through the fleet");
     // The front's /metrics: every gateway of the fleet's, summed (the front holds none).
     let m = http::get(&gw.http, "/metrics", Some(TOKEN)).text();
     let connected = format!("blerpc_gateway_devices_connected {}", held.len());
@@ -1026,26 +1022,7 @@ fn workers_on_nats_are_gateways_of_the_fleet_behind_one_front() {
             .success()
     );
     for (_, id, _) in &held {
-        loop {
-            let r = call(&gw.http, id, "echo", r#"{"message":"moved"}"#);
-            if r.status == 200 {
-                assert_eq!(r.json()["message"], "moved");
-                break;
-            }
-            assert!(
-                [502, 503, 504].contains(&r.status) && r.json()["detail"].is_string(),
-                "{} {}",
-                r.status,
-                r.text()
-            );
-            assert!(
-                killed.elapsed() < Duration::from_secs(10),
-                "device {id} not reachable again within 10 s: {} {}",
-                r.status,
-                r.text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        until_reachable(&gw.http, id, killed, Duration::from_secs(10));
         assert_eq!(holder(id), survivor.as_str());
     }
     eprintln!(

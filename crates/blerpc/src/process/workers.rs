@@ -300,7 +300,9 @@ impl Workers {
                     Ok(Some(status)) => Some((k, status)),
                     Ok(None) | Err(_) => None,
                 })?;
-        let child = self.children.remove(index);
+        let mut child = self.children.remove(index);
+        // Reaped by try_wait already: returns at once.
+        let _ = child.wait();
         if index < self.stdouts.len() {
             self.stdouts.remove(index);
         }
