@@ -15,8 +15,9 @@ use blerpc_test_support::{Proc, blerpc, http, repo, run, venv_python};
 const TOKEN: &str = "test-token-0123456789abcdef";
 
 struct Gateway {
-    /// The process, killed when the value is dropped.
-    _proc: Proc,
+    /// The process, killed when the value is dropped (its lines after `http`: `fleet`,
+    /// `worker`).
+    proc: Proc,
     /// `HOST:PORT` of the HTTP API.
     http: String,
     /// The device listeners' URLs, in the order given.
@@ -37,7 +38,7 @@ fn gateway(args: &[&str]) -> Gateway {
             .or_else(|| line.strip_prefix("http https://"))
         {
             return Gateway {
-                _proc: proc,
+                proc,
                 http: url.to_string(),
                 devices,
             };
@@ -190,6 +191,53 @@ fn host_port(url: &str) -> String {
         .next()
         .unwrap()
         .to_string()
+}
+
+/// A backend's own central calls `echo` on device `id` through `http`'s relayed link (pinned
+/// to the device's key); asserts the echo.
+fn relay_echo(http: &str, id: &str, message: &str) {
+    let mut c = blerpc();
+    let request = format!(r#"{{"message":"{message}"}}"#);
+    c.args([
+        "call",
+        "--connect",
+        &format!("ws://{http}/v1/devices/{id}/link"),
+        "--trust-key",
+        id,
+        "--bearer",
+        TOKEN,
+        "echo",
+        &request,
+    ]);
+    let done = run(c, "");
+    assert!(done.status.success(), "{}", done.stderr);
+    assert_eq!(done.stdout.trim(), request);
+}
+
+/// Calls `echo` on `id` through `http` until it answers, within `limit` of `since`; until then
+/// every failure must be a problem that says why (502, 503 or 504).
+fn until_reachable(http: &str, id: &str, since: Instant, limit: Duration) {
+    loop {
+        let r = call(http, id, "echo", r#"{"message":"moved"}"#);
+        if r.status == 200 {
+            assert_eq!(r.json()["message"], "moved");
+            return;
+        }
+        let problem = r.json();
+        assert!(
+            [502, 503, 504].contains(&r.status) && problem["detail"].is_string(),
+            "{} {}",
+            r.status,
+            r.text()
+        );
+        assert!(
+            since.elapsed() < limit,
+            "device {id} not reachable through {http} within {limit:?}: {} {}",
+            r.status,
+            r.text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]
@@ -703,22 +751,7 @@ fn worker_processes_hold_the_devices_behind_one_api() {
     let r = call(&gw.http, &held[0].1, "counter_stream", r#"{"count":4}"#);
     assert_eq!(r.text().lines().count(), 4, "{}", r.text());
     // Relayed end to end through the front and a worker.
-    let id = &held[1].1;
-    let mut c = blerpc();
-    c.args([
-        "call",
-        "--connect",
-        &format!("ws://{}/v1/devices/{id}/link", gw.http),
-        "--trust-key",
-        id,
-        "--bearer",
-        TOKEN,
-        "echo",
-        r#"{"message":"through the front"}"#,
-    ]);
-    let done = run(c, "");
-    assert!(done.status.success(), "{}", done.stderr);
-    assert_eq!(done.stdout.trim(), r#"{"message":"through the front"}"#);
+    relay_echo(&gw.http, &held[1].1, "through the front");
     // Merged metrics; an unknown device and the token still checked at the front.
     let m = http::get(&gw.http, "/metrics", Some(TOKEN)).text();
     assert!(m.contains("blerpc_gateway_devices_connected 6"), "{m}");
@@ -879,30 +912,147 @@ fn a_fleet_on_nats_answers_for_every_device_and_survives_a_killed_gateway() {
     // Gateway A dies; the device redials B, and B answers for it within 10 s.
     let killed = Instant::now();
     drop(a);
-    loop {
-        let r = call(&b.http, &id, "echo", r#"{"message":"moved"}"#);
-        if r.status == 200 {
-            assert_eq!(r.json()["message"], "moved");
-            break;
-        }
-        // Until then every failure says why.
-        let problem = r.json();
-        assert!(
-            [502, 503, 504].contains(&r.status) && problem["detail"].is_string(),
-            "{} {}",
-            r.status,
-            r.text()
-        );
-        assert!(
-            killed.elapsed() < Duration::from_secs(10),
-            "the device was not reachable through B within 10 s: {} {}",
-            r.status,
-            r.text()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    until_reachable(&b.http, &id, killed, Duration::from_secs(10));
     eprintln!(
         "reachable again through gw-b {:?} after gw-a was killed",
         killed.elapsed()
     );
+}
+
+/// The entry of device `id` in `http`'s listing.
+fn listed(http: &str, id: &str) -> Option<serde_json::Value> {
+    devices(http)["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == id)
+        .cloned()
+}
+
+/// `blerpc gateway --workers 2 --nats`: each worker joins the fleet as a gateway of its own
+/// (`box-w0`, `box-w1`) and holds the devices that dial into the shared port; the front joins
+/// as `box`, holds none, and routes everything through NATS. Calls (unary, a stream, a relayed
+/// link) reach every device through the front, the listing names each device's worker, a
+/// SIGKILLed worker's devices come back through the other, and a durable call for an offline
+/// device runs on the worker it connects to.
+#[test]
+fn workers_on_nats_are_gateways_of_the_fleet_behind_one_front() {
+    let nats = blerpc_test_support::nats::NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let args = enrolling(
+        dir.path(),
+        &["--workers", "2", "--nats", &nats.url, "--nats-name", "box"],
+    );
+    let mut gw = gateway(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(gw.proc.line(), "fleet box");
+    // `worker NAME URL pid PID`, one per worker.
+    let mut pids = std::collections::HashMap::new();
+    for k in 0..2 {
+        let line = gw.proc.line();
+        let parts: Vec<&str> = line.split(' ').collect();
+        assert!(
+            parts.len() == 5 && parts[0] == "worker" && parts[1] == format!("box-w{k}"),
+            "unexpected line: {line}"
+        );
+        assert!(parts[2].starts_with("http://127.0.0.1:") && parts[3] == "pid");
+        pids.insert(parts[1].to_string(), parts[4].parse::<u32>().unwrap());
+    }
+    let holder = |id: &str| listed(&gw.http, id).unwrap()["gateway"].clone();
+    // Devices dial the shared port until both workers hold some (the kernel spreads them).
+    let mut held: Vec<(Proc, String, PathBuf)> = Vec::new();
+    loop {
+        let key = keygen(dir.path(), &format!("d{}.key", held.len()));
+        let (p, id) = dial_device(&gw.devices[0], &key, &[]);
+        wait_status(&gw.http, &id, "online", Duration::from_secs(15));
+        held.push((p, id, key));
+        let workers: std::collections::HashSet<String> = held
+            .iter()
+            .map(|(_, id, _)| holder(id).as_str().unwrap().to_string())
+            .collect();
+        if workers.len() == 2 && held.len() >= 4 {
+            break;
+        }
+        assert!(held.len() < 16, "every device landed on {workers:?}");
+    }
+    // Every device answers through the front, listed with the worker that holds it.
+    for (_, id, _) in &held {
+        let r = call(&gw.http, id, "echo", &format!(r#"{{"message":"{id}"}}"#));
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json()["message"], id.as_str());
+        let worker = holder(id);
+        assert!(pids.contains_key(worker.as_str().unwrap()), "{worker}");
+    }
+    assert_eq!(devices(&gw.http)["connected"], held.len());
+    let r = call(&gw.http, &held[0].1, "counter_stream", r#"{"count":4}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text().lines().count(), 4, "{}", r.text());
+    // A relayed link through the front: the device dials its worker's own port.
+    relay_echo(&gw.http, &held[1].1, "through the fleet");
+    // The front's /metrics: every gateway of the fleet's, summed (the front holds none).
+    let m = http::get(&gw.http, "/metrics", Some(TOKEN)).text();
+    let connected = format!("blerpc_gateway_devices_connected {}", held.len());
+    assert!(m.contains(&connected), "{m}");
+
+    // One device goes offline, and a durable call waits for it.
+    let (gone, gone_id, gone_key) = held.pop().unwrap();
+    drop(gone);
+    wait_status(&gw.http, &gone_id, "offline", Duration::from_secs(10));
+    let r = http::post(
+        &gw.http,
+        &format!("/v1/devices/{gone_id}/calls/echo"),
+        TOKEN,
+        &[
+            ("Content-Type", "application/json"),
+            ("Blerpc-Durable", "ttl=60"),
+        ],
+        r#"{"message":"when back"}"#,
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    let record = r.header("location").unwrap().to_string();
+
+    // A worker dies (SIGKILL): its devices redial the shared port and land on the other.
+    let victim = holder(&held[0].1).as_str().unwrap().to_string();
+    let survivor = pids.keys().find(|n| **n != victim).unwrap().clone();
+    let killed = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &pids[&victim].to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    for (_, id, _) in &held {
+        until_reachable(&gw.http, id, killed, Duration::from_secs(10));
+        assert_eq!(holder(id), survivor.as_str());
+    }
+    eprintln!(
+        "every device of {victim} reachable through {survivor} {:?} after the kill",
+        killed.elapsed()
+    );
+
+    // The offline device comes back: its durable call runs on the worker that holds it.
+    let (_back, back_id) = dial_device(&gw.devices[0], &gone_key, &[]);
+    assert_eq!(back_id, gone_id);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let done = loop {
+        let r = http::get(&gw.http, &record, Some(TOKEN));
+        assert_eq!(r.status, 200, "{}", r.text());
+        let body = r.json();
+        if body["state"] == "succeeded" {
+            break body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the durable call did not run: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(done["response"]["message"], "when back");
+    let sent = done["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["state"] == "sent")
+        .unwrap();
+    assert_eq!(sent["by"], survivor.as_str(), "{done}");
 }

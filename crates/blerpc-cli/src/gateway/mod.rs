@@ -7,6 +7,7 @@
 //! devices tcp://127.0.0.1:40731
 //! http http://127.0.0.1:8080
 //! fleet gw-a          (with --nats: the gateway's name in the fleet)
+//! worker gw-a-w0 http://127.0.0.1:40733 pid 4242   (with --workers and --nats: each worker)
 //! ```
 
 use std::net::SocketAddr;
@@ -120,7 +121,9 @@ pub struct GatewayArgs {
     pub ble: Vec<String>,
     /// Hold devices in N worker processes sharing the device ports (SO_REUSEPORT; Unix), each
     /// on one thread and with its own open-file limit, behind one HTTP API that routes each
-    /// device's calls to its worker. For more devices than one process can hold.
+    /// device's calls to its worker. For more devices than one process can hold. With --nats,
+    /// each worker joins the fleet as NAME-wK (its API on a port of its own at the --http
+    /// address) and the front as NAME, routing through the fleet.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub workers: usize,
     /// A connection to the HTTP API must send a complete request head within this many seconds,
@@ -334,74 +337,144 @@ pub(crate) async fn bind_devices(
 
 /// Runs one gateway process until Ctrl-C or SIGTERM.
 async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
-    let (mut config, schema, guard) = config(args)?;
-    let http = tokio::net::TcpListener::bind(args.http)
-        .await
-        .with_context(|| format!("--http {}: cannot listen", args.http))?;
-    let http_addr = http.local_addr()?;
-    let http_tls = match (&args.http_tls_cert, &args.http_tls_key) {
-        (Some(c), Some(k)) => Some(TlsServerConfig::from_pem_files(c, k)?),
-        _ => None,
-    };
-    let scheme = if http_tls.is_some() { "https" } else { "http" };
-    if config.relay_base.is_none() {
-        let ws = if http_tls.is_some() { "wss" } else { "ws" };
-        config.relay_base = Some(format!("{ws}://{http_addr}"));
-    }
-    if config.tokens.is_empty() && !http_addr.ip().is_loopback() {
-        eprintln!(
-            "blerpc: warning: the HTTP API on {http_addr} has no --tokens: anyone who reaches it can call every device"
-        );
-    }
+    let (config, schema, guard) = config(args)?;
     if args.devices.is_empty() && args.ble.is_empty() {
         bail!("give at least one --devices URL (or --ble NAME) for devices to connect to");
     }
-    let gateway = Gateway::with_schema(config, schema, guard)?;
-    let mut lines: Vec<String> = bind_devices(args, &gateway, false)
+    let bound = Bound::new(args, config, schema, guard).await?;
+    bound.warn_if_open();
+    let mut lines: Vec<String> = bind_devices(args, &bound.gateway, false)
         .await?
         .into_iter()
         .map(|u| format!("devices {u}"))
         .collect();
     for name in &args.ble {
-        let (gateway, name) = (gateway.clone(), name.clone());
+        let (gateway, name) = (bound.gateway.clone(), name.clone());
         tokio::spawn(async move {
             if let Err(e) = keep_ble(gateway, name).await {
                 tracing::error!("{e:#}");
             }
         });
     }
-    lines.push(format!("http {scheme}://{http_addr}"));
-    let fleet = match nats_config(args, http_addr)? {
-        Some(config) => Some(
-            blerpc_gateway::nats::Fleet::join(gateway.clone(), config)
-                .await
-                .context("--nats")?,
-        ),
-        None => None,
-    };
-    let router = match &fleet {
-        Some(f) => blerpc_gateway::http::router_with(gateway.clone(), f.routing()),
-        None => blerpc_gateway::http::router(gateway.clone()),
-    };
+    lines.push(format!("http {}", bound.url()));
+    if let Some(f) = &bound.fleet {
+        lines.push(format!("fleet {}", f.node()));
+    }
     // Installed before the lines that say the gateway is ready.
     let shutdown = shutdown_signal();
-    {
-        use std::io::Write as _;
-        let mut out = std::io::stdout().lock();
-        for l in &lines {
-            writeln!(out, "{l}").context("cannot write to stdout")?;
-        }
-        if let Some(f) = &fleet {
-            writeln!(out, "fleet {}", f.node()).context("cannot write to stdout")?;
-        }
-        out.flush().context("cannot write to stdout")?;
+    print_lines(&lines)?;
+    bound.serve(shutdown).await
+}
+
+/// Writes `lines` to stdout and flushes: what says a gateway is ready.
+pub(crate) fn print_lines(lines: &[String]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    for l in lines {
+        writeln!(out, "{l}").context("cannot write to stdout")?;
     }
-    let tls = http_tls.map(|t| t.rustls().clone());
-    let served = blerpc_gateway::http::serve_router(router, &gateway, http, tls, shutdown).await;
-    if let Some(f) = fleet {
-        f.leave().await;
+    out.flush().context("cannot write to stdout")
+}
+
+/// A gateway with its HTTP port bound and, with `--nats`, in its fleet: what a single gateway,
+/// each worker of `--workers` and the front of `--workers --nats` serve.
+pub(crate) struct Bound {
+    /// The gateway.
+    pub gateway: Gateway,
+    /// Its membership of the `--nats` fleet.
+    pub fleet: Option<blerpc_gateway::nats::Fleet>,
+    http: tokio::net::TcpListener,
+    addr: SocketAddr,
+    tls: Option<TlsServerConfig>,
+}
+
+impl Bound {
+    /// Binds `--http` (with `--http-tls-cert`: HTTPS), makes the gateway of `config` (its relay
+    /// base the HTTP address unless `--relay-url` gives one) and joins the `--nats` fleet.
+    pub async fn new(
+        args: &GatewayArgs,
+        mut config: GatewayConfig,
+        schema: Schema,
+        guard: GuardConfig,
+    ) -> anyhow::Result<Bound> {
+        let http = tokio::net::TcpListener::bind(args.http)
+            .await
+            .with_context(|| format!("--http {}: cannot listen", args.http))?;
+        let addr = http.local_addr()?;
+        let tls = match (&args.http_tls_cert, &args.http_tls_key) {
+            (Some(c), Some(k)) => Some(TlsServerConfig::from_pem_files(c, k)?),
+            _ => None,
+        };
+        if config.relay_base.is_none() {
+            let ws = if tls.is_some() { "wss" } else { "ws" };
+            config.relay_base = Some(format!("{ws}://{addr}"));
+        }
+        let gateway = Gateway::with_schema(config, schema, guard)?;
+        let fleet = match nats_config(args, addr)? {
+            Some(config) => Some(
+                blerpc_gateway::nats::Fleet::join(gateway.clone(), config)
+                    .await
+                    .context("--nats")?,
+            ),
+            None => None,
+        };
+        Ok(Bound {
+            gateway,
+            fleet,
+            http,
+            addr,
+            tls,
+        })
     }
-    served.context("the HTTP server failed")
+
+    /// `https` with `--http-tls-cert`, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
+    }
+
+    /// The HTTP API's URL: `http://ADDR` or `https://ADDR`.
+    pub fn url(&self) -> String {
+        format!("{}://{}", self.scheme(), self.addr)
+    }
+
+    /// The HTTP API's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Warns if the API is open (no `--tokens`) beyond loopback.
+    pub fn warn_if_open(&self) {
+        if self.gateway.config().tokens.is_empty() && !self.addr.ip().is_loopback() {
+            eprintln!(
+                "blerpc: warning: the HTTP API on {} has no --tokens: anyone who reaches it can call every device",
+                self.addr
+            );
+        }
+    }
+
+    /// Serves the HTTP API (routing through the fleet, if in one) until `shutdown`, then
+    /// leaves the fleet.
+    pub async fn serve(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let router = match &self.fleet {
+            Some(f) => blerpc_gateway::http::router_with(self.gateway.clone(), f.routing()),
+            None => blerpc_gateway::http::router(self.gateway.clone()),
+        };
+        let served = blerpc_gateway::http::serve_router(
+            router,
+            &self.gateway,
+            self.http,
+            self.tls.map(|t| t.rustls().clone()),
+            shutdown,
+        )
+        .await;
+        if let Some(f) = self.fleet {
+            f.leave().await;
+        }
+        served.context("the HTTP server failed")
+    }
 }
 
 /// The fleet `--nats` joins, if given; the gateway's name defaults to the host name and the

@@ -284,25 +284,38 @@ impl Workers {
         Ok((workers, reports))
     }
 
-    /// The workers' process ids, in the order they were started.
+    /// The workers' process ids, in the order they were started, but for those whose exit
+    /// [`Workers::watch`] has reported.
     pub fn pids(&self) -> Vec<u32> {
         self.children.iter().map(Child::id).collect()
     }
 
-    /// The first worker found to have exited, if any.
+    /// The first worker found to have exited, if any, no longer watched.
     fn exited(&mut self) -> Option<WorkerError> {
-        self.children.iter_mut().find_map(|c| match c.try_wait() {
-            Ok(Some(status)) => Some(WorkerError::Exited {
-                pid: c.id(),
-                status,
-            }),
-            Ok(None) | Err(_) => None,
+        let (index, status) =
+            self.children
+                .iter_mut()
+                .enumerate()
+                .find_map(|(k, c)| match c.try_wait() {
+                    Ok(Some(status)) => Some((k, status)),
+                    Ok(None) | Err(_) => None,
+                })?;
+        let mut child = self.children.remove(index);
+        // Reaped by try_wait already: returns at once.
+        let _ = child.wait();
+        if index < self.stdouts.len() {
+            self.stdouts.remove(index);
+        }
+        Some(WorkerError::Exited {
+            pid: child.id(),
+            status,
         })
     }
 
     /// Waits until `shutdown` completes (`Ok`) or a worker exits ([`WorkerError::Exited`]),
     /// checking on the workers every 200 ms. The workers keep running either way: [`stop`]
-    /// them (or drop this).
+    /// them (or drop this). Each exit is reported once: watching again watches the others (a
+    /// parent whose workers can fail over keeps serving with them).
     ///
     /// [`stop`]: Workers::stop
     pub async fn watch(&mut self, shutdown: impl Future<Output = ()>) -> Result<(), WorkerError> {
