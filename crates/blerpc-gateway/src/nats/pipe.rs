@@ -175,8 +175,10 @@ pub enum Closed {
 
 impl Inbox {
     /// An inbox whose frames wait at most `bound` (+ 4) at once, the frames' receiver, the
-    /// credits the peer grants, and the flag its `cancel` sets.
+    /// credits the peer grants, and the flag its `cancel` sets. A `bound` past [`MAX_WINDOW`]
+    /// is cut to it: a sender never holds more credit than that.
     pub fn new(bound: u32) -> (Inbox, Frames, Arc<Semaphore>, watch::Receiver<bool>) {
+        let bound = bound.min(MAX_WINDOW);
         let (tx, rx) = mpsc::channel(bound as usize + 4);
         let credits = Arc::new(Semaphore::new(0));
         let (cancel, cancelled) = watch::channel(false);
@@ -520,6 +522,8 @@ mod tests {
                 "Blerpc-Credit"
             ))))
         ));
+        let (wide, _, _, _) = Inbox::new(u32::MAX);
+        assert_eq!(wide.bound, MAX_WINDOW);
         frames.close();
         while frames.try_recv().is_ok() {}
         assert_eq!(inbox.take(Some(&data), Bytes::new()), Err(Closed::Gone));
