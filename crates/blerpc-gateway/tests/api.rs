@@ -292,6 +292,31 @@ async fn schema_metrics_and_a_dashboard_snapshot() {
     assert_eq!(first["devices"][0]["id"], d.id.as_str());
 }
 
+/// The dashboard has a section for the chosen device's durable calls, fed by the durable API;
+/// outside a fleet that API says durable calls are unavailable, and the page says they need
+/// `--nats` (the browser test in `tests/dashboard/` sees both, with a real fleet).
+#[tokio::test]
+async fn the_dashboard_shows_durable_calls_or_why_there_are_none() {
+    let d = Device::new(9);
+    let (http, _gateway, _links, _stop) = started(GatewayConfig::default(), &[&d]).await;
+    let page = http.get("/").await.text();
+    for part in [
+        r#"<section id="durable""#,
+        r#"id="durable-calls""#,
+        r#"+ "/events""#,
+        r#"method: "DELETE""#,
+        "durable_unavailable",
+        "run the gateway with --nats",
+    ] {
+        assert!(page.contains(part), "the page has no {part}");
+    }
+    for path in ["durable", "durable/events"] {
+        http.get(&format!("/v1/devices/{}/{path}", d.id))
+            .await
+            .assert_problem(404, "durable_unavailable");
+    }
+}
+
 /// The first snapshot of `GET /v1/events`.
 async fn first_event(http: &Http) -> serde_json::Value {
     http.first_sse_data("/v1/events").await

@@ -23,6 +23,9 @@
 //! | `connection_runtime_limits` | as `connection_peripheral`, the peripheral configured as `blerpc serve` configures it | [`connection`] |
 //! | `serial_deframer` | `[max_pdu u16][read size][mode]` then a line or a program that builds one | [`serial`] |
 //! | `call_table` | `[flags][seed]` then ops: calls, upload items, cancels, time, PDUs both ways | [`table`] |
+//! | `nats_envelope` | `[mode]` then a NATS message's headers, one a line | [`fleet`] |
+//! | `nats_pipe` | `[bound u16][window]` then ops: frames arriving, taken by a body's reader, credits spent | [`fleet`] |
+//! | `nats_records` | `[kind]` then a presence, gateway or call record (after its key) from a fleet bucket | [`fleet`] |
 //! | `gateway_inputs` | `[mode][max_line][4 chunk sizes]` then an NDJSON body, or workers' metrics texts or device lists | [`gateway`] |
 //!
 //! ```
@@ -45,6 +48,7 @@ pub mod codecs;
 pub mod connection;
 pub mod dissector;
 pub mod files;
+pub mod fleet;
 pub mod gateway;
 pub mod handshake;
 pub mod input;
@@ -85,4 +89,7 @@ pub const TARGETS: &[(&str, TargetFn)] = &[
     ("serial_deframer", serial::serial_deframer),
     ("gateway_inputs", gateway::gateway_inputs),
     ("call_table", table::call_table),
+    ("nats_envelope", fleet::nats_envelope),
+    ("nats_pipe", fleet::nats_pipe),
+    ("nats_records", fleet::nats_records),
 ];

@@ -145,6 +145,9 @@ corpus_tests!(
     dissector,
     serial_deframer,
     gateway_inputs,
+    nats_envelope,
+    nats_pipe,
+    nats_records,
 );
 
 /// The seed corpus is real traffic: the echo program checks at least one response.
@@ -258,6 +261,16 @@ fn generate_corpus() {
         s.add(name, input);
     }
     s.write();
+    for target in ["nats_envelope", "nats_pipe", "nats_records"] {
+        let mut s = Seeds::new(target);
+        for (_, name, input) in blerpc_fuzz::fleet::seed_inputs()
+            .into_iter()
+            .filter(|(t, _, _)| *t == target)
+        {
+            s.add(name, input);
+        }
+        s.write();
+    }
 
     let (enc_c2p, enc_p2c) = capture_traffic(true);
     let (pt_c2p, pt_p2c) = capture_traffic(false);

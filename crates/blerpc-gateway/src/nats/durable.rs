@@ -29,7 +29,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use super::presence::Inner;
+use super::presence::{Inner, RecordError, decode_json};
 use super::{lock, now_ms};
 use crate::calls::CallFailure;
 use crate::http::Problem;
@@ -123,7 +123,41 @@ pub struct CallRecord {
 }
 
 impl CallRecord {
-    fn key(&self) -> String {
+    /// The record in `bytes`, the value of `key` in the calls bucket (written by any gateway,
+    /// or by anyone who can write to the bucket): it must name itself (`{device}.{id}` is
+    /// `key`), and a queued call has sends left, so sending it never counts past
+    /// [`MAX_ATTEMPTS`].
+    pub fn decode(key: &str, bytes: &[u8]) -> Result<CallRecord, RecordError> {
+        let r: CallRecord = decode_json(bytes, CALL_VERSION, |r: &CallRecord| r.v)?;
+        let bad = |field, why: String| Err(RecordError::Bad { field, why });
+        if !is_id(&r.device) {
+            return bad("device", format!("{:?} is not a device id", r.device));
+        }
+        if !is_id(&r.id) {
+            return bad("id", format!("{:?} is not a call id", r.id));
+        }
+        if r.key() != key {
+            return bad(
+                "id",
+                format!("the record of {} is stored under {key}", r.key()),
+            );
+        }
+        let most = if r.state == CallState::Queued {
+            MAX_ATTEMPTS - 1
+        } else {
+            MAX_ATTEMPTS
+        };
+        if r.attempts > most {
+            return bad(
+                "attempts",
+                format!("{} sends, more than a {:?} call has", r.attempts, r.state),
+            );
+        }
+        Ok(r)
+    }
+
+    /// Its key in the calls bucket: `{device}.{id}`.
+    pub fn key(&self) -> String {
         format!("{}.{}", self.device, self.id)
     }
 
@@ -300,8 +334,9 @@ impl Durable {
         if !is_id(device) || !is_id(id) {
             return Err(DurableError::NotFound(id.to_string()));
         }
-        match self.store.entry(format!("{device}.{id}")).await {
-            Ok(Some(e)) if e.operation == kv::Operation::Put => serde_json::from_slice(&e.value)
+        let key = format!("{device}.{id}");
+        match self.store.entry(key.as_str()).await {
+            Ok(Some(e)) if e.operation == kv::Operation::Put => CallRecord::decode(&key, &e.value)
                 .map(|r| (r, e.revision))
                 .map_err(|e| DurableError::Store(format!("an unreadable record: {e}"))),
             Ok(_) => Err(DurableError::NotFound(id.to_string())),
@@ -341,7 +376,7 @@ impl Durable {
                 .map_err(|e| DurableError::Store(e.to_string()))?;
             if let Some(entry) = entry
                 && entry.operation == kv::Operation::Put
-                && let Ok(r) = serde_json::from_slice::<CallRecord>(&entry.value)
+                && let Ok(r) = CallRecord::decode(&entry.key, &entry.value)
             {
                 records.push(r);
             }
@@ -425,7 +460,7 @@ impl Durable {
                             lock(&self.open).remove(&entry.key);
                             continue;
                         }
-                        let Ok(record) = serde_json::from_slice::<CallRecord>(&entry.value) else {
+                        let Ok(record) = CallRecord::decode(&entry.key, &entry.value) else {
                             continue;
                         };
                         let device = record.device.clone();
@@ -657,4 +692,57 @@ impl Durable {
 
 fn encode(record: &CallRecord) -> Bytes {
     Bytes::from(serde_json::to_vec(record).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, state: &str, attempts: u32) -> Vec<u8> {
+        format!(
+            r#"{{"v":1,"id":"{id}","device":"ab","command":"echo","request":{{"message":"hi"}},"idempotent":true,"created_ms":1,"expires_ms":2,"state":"{state}","history":[{{"state":"queued","at_ms":1,"by":"gw-a"}}],"attempts":{attempts}}}"#
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn a_call_record_decodes_under_its_own_key() {
+        let r = CallRecord::decode("ab.c1", &record("c1", "queued", 0)).unwrap();
+        assert_eq!(
+            (r.state, r.attempts, r.key()),
+            (CallState::Queued, 0, "ab.c1".into())
+        );
+        // Stored under another key, it would be run and never found again.
+        assert!(matches!(
+            CallRecord::decode("ab.c2", &record("c1", "queued", 0)),
+            Err(RecordError::Bad { field: "id", .. })
+        ));
+        assert!(matches!(
+            CallRecord::decode("ab.c 1", &record("c 1", "queued", 0)),
+            Err(RecordError::Bad { field: "id", .. })
+        ));
+        assert!(matches!(
+            CallRecord::decode("ab.c1", b"{\"v\":1}"),
+            Err(RecordError::Json(_))
+        ));
+    }
+
+    #[test]
+    fn a_record_never_has_more_sends_than_allowed() {
+        // A queued call is sent once more: 4 is the most it may have had.
+        assert!(CallRecord::decode("ab.c1", &record("c1", "queued", 4)).is_ok());
+        for (state, attempts) in [("queued", 5), ("queued", u32::MAX), ("sent", 6)] {
+            assert!(
+                matches!(
+                    CallRecord::decode("ab.c1", &record("c1", state, attempts)),
+                    Err(RecordError::Bad {
+                        field: "attempts",
+                        ..
+                    })
+                ),
+                "{state} {attempts}"
+            );
+        }
+        assert!(CallRecord::decode("ab.c1", &record("c1", "outcome_unknown", 5)).is_ok());
+    }
 }

@@ -318,7 +318,7 @@ impl Frame {
                 if !(100..=599).contains(&status) {
                     return Err(EnvelopeError::Bad {
                         header: header::STATUS,
-                        value: status.to_string(),
+                        value: need(h, header::STATUS)?.to_string(),
                     });
                 }
                 let body = BodyMode::parse(need(h, header::BODY)?)?;
@@ -442,12 +442,16 @@ mod tests {
         ));
         let mut h = HeaderMap::new();
         h.insert(header::FRAME, "head");
-        h.insert(header::STATUS, "99");
+        h.insert(header::STATUS, "0099");
         h.insert(header::BODY, "whole");
-        assert!(matches!(
+        // The value named is the one sent.
+        assert_eq!(
             Frame::decode(Some(&h)),
-            Err(EnvelopeError::Bad { .. })
-        ));
+            Err(EnvelopeError::Bad {
+                header: "Blerpc-Status",
+                value: "0099".into()
+            })
+        );
         h.insert(header::STATUS, "200");
         h.insert(header::BODY, "stream");
         assert_eq!(

@@ -55,7 +55,7 @@ mod serve;
 pub mod subjects;
 
 pub use client::{Answer, FleetCallError, FleetClient};
-pub use presence::{GatewayRecord, PresenceRecord, RECORD_VERSION};
+pub use presence::{GatewayRecord, PresenceRecord, RECORD_VERSION, RecordError};
 pub use subjects::Subjects;
 
 use forwarder::FleetForwarder;

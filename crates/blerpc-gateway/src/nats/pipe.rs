@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::{Client, Message, Subscriber};
+use async_nats::{Client, HeaderMap, Message, Subscriber};
 use axum::body::Body;
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -101,6 +101,22 @@ impl Inflow {
         }
     }
 
+    /// A frame that arrived mid-body: a chunk, the body's end (an `end` with an error fails
+    /// it), or `idle`. Any other frame fails the body.
+    pub fn take(&mut self, frame: Frame, payload: Bytes) -> Result<Taken, PipeError> {
+        match frame {
+            Frame::Data { seq } => self.data(seq).map(|()| Taken::Data(payload)),
+            Frame::End { count, error } => {
+                self.end(count)?;
+                error.map_or(Ok(Taken::End), |e| Err(PipeError::Failed(e)))
+            }
+            Frame::Idle => Ok(Taken::Idle),
+            other => Err(PipeError::Failed(format!(
+                "an unexpected frame mid-body: {other:?}"
+            ))),
+        }
+    }
+
     /// A frame was consumed: the credit to grant now, if any (half a window at a time).
     pub fn consumed(&mut self) -> Option<u32> {
         self.consumed += 1;
@@ -110,6 +126,17 @@ impl Inflow {
             None
         }
     }
+}
+
+/// What a frame mid-body is to its receiver ([`Inflow::take`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Taken {
+    /// The next chunk of the body.
+    Data(Bytes),
+    /// The body ended whole.
+    End,
+    /// Nothing yet, but the body is still open.
+    Idle,
 }
 
 /// The most `data` frames a sender holds credit for at once, whatever its peer announces or
@@ -126,16 +153,70 @@ pub fn grant(credits: &Semaphore, n: u32) {
 /// What a side's inbox delivers, credits aside.
 pub type Frames = mpsc::Receiver<Result<(Frame, Bytes), PipeError>>;
 
-/// Reads `inbox` until it ends or `frames` is dropped: `credit` frames add to `credits`,
-/// `cancel` sets `cancelled`, every other frame goes to the returned channel (at most `bound`
-/// waiting; a peer that overruns it fails the exchange). A "no responders" status arrives as
-/// `Err(None)`: see [`Demuxed`].
+/// The messages of one side's inbox, sorted as they arrive: `credit` frames add to the
+/// sender's credits (at most [`MAX_WINDOW`] held), `cancel` sets `cancelled`, every other
+/// frame waits in a channel of at most `bound + 4` frames for the body's reader.
+#[derive(Debug)]
+pub struct Inbox {
+    tx: mpsc::Sender<Result<(Frame, Bytes), PipeError>>,
+    credits: Arc<Semaphore>,
+    cancel: watch::Sender<bool>,
+    bound: u32,
+}
+
+/// Why an [`Inbox`] takes no more messages.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Closed {
+    /// The exchange fails: the reader gets this error.
+    Failed(PipeError),
+    /// Nobody reads the frames any more.
+    Gone,
+}
+
+impl Inbox {
+    /// An inbox whose frames wait at most `bound` (+ 4) at once, the frames' receiver, the
+    /// credits the peer grants, and the flag its `cancel` sets. A `bound` past [`MAX_WINDOW`]
+    /// is cut to it: a sender never holds more credit than that.
+    pub fn new(bound: u32) -> (Inbox, Frames, Arc<Semaphore>, watch::Receiver<bool>) {
+        let bound = bound.min(MAX_WINDOW);
+        let (tx, rx) = mpsc::channel(bound as usize + 4);
+        let credits = Arc::new(Semaphore::new(0));
+        let (cancel, cancelled) = watch::channel(false);
+        let inbox = Inbox {
+            tx,
+            credits: credits.clone(),
+            cancel,
+            bound,
+        };
+        (inbox, rx, credits, cancelled)
+    }
+
+    /// Sorts one message (its headers and payload); after an error the exchange is over.
+    pub fn take(&self, headers: Option<&HeaderMap>, payload: Bytes) -> Result<(), Closed> {
+        match Frame::decode(headers) {
+            Ok(Frame::Credit { n }) => grant(&self.credits, n),
+            Ok(Frame::Cancel) => {
+                let _ = self.cancel.send(true);
+            }
+            Ok(frame) => match self.tx.try_send(Ok((frame, payload))) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    return Err(Closed::Failed(PipeError::Overrun(self.bound)));
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => return Err(Closed::Gone),
+            },
+            Err(e) => return Err(Closed::Failed(e.into())),
+        }
+        Ok(())
+    }
+}
+
+/// Reads `inbox` until it ends or the frames' receiver is dropped, sorting each message with an
+/// [`Inbox`] of `bound` (a peer that overruns it fails the exchange). A "no responders" status
+/// arrives as `no_responders`: see [`Demuxed`].
 pub fn demux(mut inbox: Subscriber, bound: u32) -> Demuxed {
-    let (tx, rx) = mpsc::channel(bound as usize + 4);
-    let credits = Arc::new(Semaphore::new(0));
-    let (cancel_tx, cancelled) = watch::channel(false);
+    let (sorter, frames, credits, cancelled) = Inbox::new(bound);
     let (status_tx, no_responders) = watch::channel(false);
-    let sem = credits.clone();
     let task = tokio::spawn(async move {
         while let Some(message) = inbox.next().await {
             if message.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
@@ -145,30 +226,20 @@ pub fn demux(mut inbox: Subscriber, bound: u32) -> Demuxed {
             let Message {
                 headers, payload, ..
             } = message;
-            match Frame::decode(headers.as_ref()) {
-                Ok(Frame::Credit { n }) => grant(&sem, n),
-                Ok(Frame::Cancel) => {
-                    let _ = cancel_tx.send(true);
-                }
-                Ok(frame) => match tx.try_send(Ok((frame, payload))) {
-                    Ok(()) => {}
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        let _ = tx.send(Err(PipeError::Overrun(bound))).await;
-                        break;
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => break,
-                },
-                Err(e) => {
-                    let _ = tx.send(Err(e.into())).await;
+            match sorter.take(headers.as_ref(), payload) {
+                Ok(()) => {}
+                Err(Closed::Failed(e)) => {
+                    let _ = sorter.tx.send(Err(e)).await;
                     break;
                 }
+                Err(Closed::Gone) => break,
             }
         }
         // Wakes a sender waiting for credit: the exchange is over.
-        sem.close();
+        sorter.credits.close();
     });
     Demuxed {
-        frames: rx,
+        frames,
         credits,
         cancelled,
         no_responders,
@@ -352,27 +423,17 @@ pub fn receive_body(
                 )),
                 Ok(Some(r)) => r,
             };
-            let item = match next {
-                Ok((Frame::Data { seq }, payload)) => s.flow.data(seq).map(|()| Some(payload)),
-                Ok((Frame::End { count, error }, _)) => s
-                    .flow
-                    .end(count)
-                    .and_then(|()| error.map_or(Ok(None), |e| Err(PipeError::Failed(e)))),
-                Ok((Frame::Idle, _)) => continue,
-                Ok((other, _)) => Err(PipeError::Failed(format!(
-                    "an unexpected frame mid-body: {other:?}"
-                ))),
-                Err(e) => Err(e),
-            };
+            let item = next.and_then(|(frame, payload)| s.flow.take(frame, payload));
             return match item {
-                Ok(Some(payload)) => {
+                Ok(Taken::Idle) => continue,
+                Ok(Taken::Data(payload)) => {
                     if let Some(n) = s.flow.consumed() {
                         let _ =
                             publish(&s.client, &s.peer, &Frame::Credit { n }, Bytes::new()).await;
                     }
                     Some((Ok::<Bytes, PipeError>(payload), s))
                 }
-                Ok(None) => None,
+                Ok(Taken::End) => None,
                 Err(e) => {
                     s.done = true;
                     Some((Err(e), s))
@@ -425,5 +486,81 @@ mod tests {
         assert_eq!(one.consumed(), Some(1));
         let mut zero = Inflow::new(0);
         assert_eq!(zero.consumed(), Some(1));
+    }
+
+    fn frame(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (name, value) in pairs {
+            h.insert(*name, *value);
+        }
+        h
+    }
+
+    #[test]
+    fn an_inbox_sorts_credits_cancels_and_frames_and_bounds_them() {
+        let (inbox, mut frames, credits, cancelled) = Inbox::new(2);
+        let credit = frame(&[("Blerpc-Frame", "credit"), ("Blerpc-Credit", "4294967295")]);
+        inbox.take(Some(&credit), Bytes::new()).unwrap();
+        inbox.take(Some(&credit), Bytes::new()).unwrap();
+        assert_eq!(credits.available_permits(), MAX_WINDOW as usize);
+        inbox
+            .take(Some(&frame(&[("Blerpc-Frame", "cancel")])), Bytes::new())
+            .unwrap();
+        assert!(*cancelled.borrow());
+        let data = frame(&[("Blerpc-Frame", "data"), ("Blerpc-Seq", "0")]);
+        for _ in 0..6 {
+            inbox.take(Some(&data), Bytes::from_static(b"ab")).unwrap();
+        }
+        assert_eq!(
+            inbox.take(Some(&data), Bytes::new()),
+            Err(Closed::Failed(PipeError::Overrun(2)))
+        );
+        assert_eq!(frames.len(), 6);
+        assert!(matches!(
+            inbox.take(Some(&frame(&[("Blerpc-Frame", "credit")])), Bytes::new()),
+            Err(Closed::Failed(PipeError::Envelope(EnvelopeError::Missing(
+                "Blerpc-Credit"
+            ))))
+        ));
+        let (wide, _, _, _) = Inbox::new(u32::MAX);
+        assert_eq!(wide.bound, MAX_WINDOW);
+        frames.close();
+        while frames.try_recv().is_ok() {}
+        assert_eq!(inbox.take(Some(&data), Bytes::new()), Err(Closed::Gone));
+    }
+
+    #[test]
+    fn a_body_takes_chunks_in_order_then_its_end() {
+        let mut f = Inflow::new(2);
+        let chunk = Bytes::from_static(b"\x01\x02");
+        assert_eq!(
+            f.take(Frame::Data { seq: 0 }, chunk.clone()),
+            Ok(Taken::Data(chunk))
+        );
+        assert_eq!(f.take(Frame::Idle, Bytes::new()), Ok(Taken::Idle));
+        assert_eq!(
+            f.take(
+                Frame::End {
+                    count: 1,
+                    error: Some("device disconnected".into())
+                },
+                Bytes::new()
+            ),
+            Err(PipeError::Failed("device disconnected".into()))
+        );
+        assert_eq!(
+            f.take(
+                Frame::End {
+                    count: 1,
+                    error: None
+                },
+                Bytes::new()
+            ),
+            Ok(Taken::End)
+        );
+        assert!(matches!(
+            f.take(Frame::Cancel, Bytes::new()),
+            Err(PipeError::Failed(_))
+        ));
     }
 }

@@ -51,6 +51,70 @@ pub struct GatewayRecord {
     pub at_ms: u64,
 }
 
+/// Why bytes read from a fleet bucket are not a record a gateway acts on (the record is then
+/// skipped, as if absent).
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// Not the JSON of a record.
+    #[error("not a record: {0}")]
+    Json(String),
+    /// Another version of the record format.
+    #[error("record version {0}, not one this gateway reads")]
+    Version(u32),
+    /// A field out of its range, or a key that does not name the record.
+    #[error("the record's {field} is not valid: {why}")]
+    Bad {
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
+/// `bytes` as the JSON of a `T` of format version `expected` (its `v`).
+pub(super) fn decode_json<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    expected: u32,
+    version: impl Fn(&T) -> u32,
+) -> Result<T, RecordError> {
+    let record: T = serde_json::from_slice(bytes).map_err(|e| RecordError::Json(e.to_string()))?;
+    match version(&record) {
+        v if v == expected => Ok(record),
+        v => Err(RecordError::Version(v)),
+    }
+}
+
+/// `node` must be a gateway name (one NATS subject token).
+fn check_node(node: &NodeId) -> Result<(), RecordError> {
+    if super::subjects::is_token(node.as_str()) {
+        Ok(())
+    } else {
+        Err(RecordError::Bad {
+            field: "node",
+            why: format!("{:?} is not a gateway name", node.as_str()),
+        })
+    }
+}
+
+impl PresenceRecord {
+    /// The record in `bytes` (a value of the presence bucket, written by any gateway).
+    pub fn decode(bytes: &[u8]) -> Result<PresenceRecord, RecordError> {
+        let r: PresenceRecord = decode_json(bytes, RECORD_VERSION, |r: &PresenceRecord| r.v)?;
+        check_node(&r.node)?;
+        Ok(r)
+    }
+}
+
+impl GatewayRecord {
+    /// The record in `bytes` (a value of the liveness bucket, written by any gateway).
+    pub fn decode(bytes: &[u8]) -> Result<GatewayRecord, RecordError> {
+        let r: GatewayRecord = decode_json(bytes, RECORD_VERSION, |r: &GatewayRecord| r.v)?;
+        check_node(&r.node)?;
+        Ok(r)
+    }
+}
+
 /// How many times a compare-and-set write to the presence bucket is tried.
 pub(super) const CAS_TRIES: u32 = 12;
 
@@ -305,7 +369,7 @@ impl Inner {
             let value = self.record(epoch, true, since_ms);
             let result = match self.presence.entry(device).await {
                 Ok(Some(e)) if e.operation == kv::Operation::Put => {
-                    if let Ok(r) = serde_json::from_slice::<PresenceRecord>(&e.value)
+                    if let Ok(r) = PresenceRecord::decode(&e.value)
                         && r.epoch > epoch
                     {
                         return true; // The device has connected since, somewhere.
@@ -351,7 +415,7 @@ impl Inner {
                     continue;
                 }
             };
-            let Ok(mut r) = serde_json::from_slice::<PresenceRecord>(&e.value) else {
+            let Ok(mut r) = PresenceRecord::decode(&e.value) else {
                 return true;
             };
             if r.node != *node || r.epoch != epoch || !r.online {
@@ -391,7 +455,7 @@ impl Inner {
                         if entry.operation != kv::Operation::Put {
                             continue;
                         }
-                        let Ok(r) = serde_json::from_slice::<PresenceRecord>(&entry.value) else {
+                        let Ok(r) = PresenceRecord::decode(&entry.value) else {
                             tracing::debug!(key = entry.key, "an unreadable presence record");
                             continue;
                         };
@@ -527,8 +591,7 @@ impl Inner {
                                 .unwrap_or(0);
                         let age = Duration::from_millis(now_ms().saturating_sub(stored_ms));
                         let at = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
-                        let joined = serde_json::from_slice::<GatewayRecord>(&entry.value)
-                            .map_or(0, |r| r.joined_ms);
+                        let joined = GatewayRecord::decode(&entry.value).map_or(0, |r| r.joined_ms);
                         let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
                         if entry.operation == kv::Operation::Put
                             && age < self.ctx.limits.node_timeout
@@ -543,5 +606,54 @@ impl Inner {
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presence_records_of_this_version_with_a_gateway_name_decode() {
+        let r = PresenceRecord::decode(
+            br#"{"v":1,"node":"gw-b","epoch":7,"online":true,"since_ms":5,"seen_ms":6}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (r.node.as_str(), r.epoch, r.online),
+            ("gw-b", Epoch(7), true)
+        );
+        assert_eq!(
+            PresenceRecord::decode(
+                br#"{"v":2,"node":"gw-b","epoch":7,"online":true,"since_ms":5,"seen_ms":6}"#
+            ),
+            Err(RecordError::Version(2))
+        );
+        assert!(matches!(
+            PresenceRecord::decode(
+                br#"{"v":1,"node":"gw b","epoch":7,"online":true,"since_ms":5,"seen_ms":6}"#
+            ),
+            Err(RecordError::Bad { field: "node", .. })
+        ));
+        assert!(matches!(
+            PresenceRecord::decode(b"\xff{"),
+            Err(RecordError::Json(_))
+        ));
+    }
+
+    #[test]
+    fn gateway_records_decode_the_same_way() {
+        let r =
+            GatewayRecord::decode(br#"{"v":1,"node":"gw-a","online":3,"joined_ms":10,"at_ms":11}"#)
+                .unwrap();
+        assert_eq!((r.online, r.joined_ms), (3, 10));
+        assert!(matches!(
+            GatewayRecord::decode(br#"{"v":1,"node":"","online":3,"joined_ms":10,"at_ms":11}"#),
+            Err(RecordError::Bad { field: "node", .. })
+        ));
+        assert!(matches!(
+            GatewayRecord::decode(br#"{"v":1,"node":"a","online":-1,"joined_ms":1,"at_ms":1}"#),
+            Err(RecordError::Json(_))
+        ));
     }
 }

@@ -1,10 +1,13 @@
 // The gateway's dashboard in headless Chromium, against a real `blerpc gateway` with real
 // devices (`blerpc serve --dial`): the page lists them live, a call from its form returns the
-// right JSON, and a device that disconnects turns offline on the page within seconds.
+// right JSON, and a device that disconnects turns offline on the page within seconds. In a
+// fleet (a real `nats-server`), the chosen device's durable calls show with their states as
+// they change, and a queued one is cancelled from the page.
 //
 //   node --test crates/blerpc-gateway/tests/dashboard/   (tools/gateway/dashboard.sh sets it up)
 //
-// $BLERPC_BIN is the `blerpc` binary (default target/debug/blerpc); screenshots go to
+// $BLERPC_BIN is the `blerpc` binary (default target/debug/blerpc); $BLERPC_NATS_SERVER the
+// `nats-server` (default: the reference venv's, $BLERPC_VENV or .venv); screenshots go to
 // $BLERPC_WEB_SCREENSHOTS (default target/web-screenshots).
 
 import { test } from 'node:test';
@@ -42,6 +45,27 @@ function start(args, count, env = {}) {
       clearTimeout(timer);
       fail(new Error(`${args[0]} exited with ${code}: ${stderr}`));
     });
+  });
+}
+
+/** A `nats-server` with JetStream on `dir`; resolves with { child, url } once it listens. */
+function startNats(dir) {
+  const bin = process.env.BLERPC_NATS_SERVER
+    ?? join(process.env.BLERPC_VENV ?? join(ROOT, '.venv'), 'bin/nats-server');
+  return new Promise((ok, fail) => {
+    const child = spawn(bin, ['-a', '127.0.0.1', '-p', '-1', '-js', '-sd', join(dir, 'nats')],
+      { stdio: ['ignore', 'ignore', 'pipe'] });
+    let log = '';
+    const timer = setTimeout(() => fail(new Error(`nats-server: not listening in 20 s: ${log}`)), 20_000);
+    createInterface({ input: child.stderr }).on('line', (l) => {
+      log += l + '\n';
+      const m = l.match(/Listening for client connections on (\S+)/);
+      if (m) {
+        clearTimeout(timer);
+        ok({ child, url: `nats://${m[1]}` });
+      }
+    });
+    child.on('error', (e) => fail(new Error(`${bin}: ${e.message} (bash tools/venv.sh installs it)`)));
   });
 }
 
@@ -85,6 +109,8 @@ test('the dashboard lists devices live, calls from its form, and shows a disconn
       await page.waitForSelector(`tr[data-id="${k.id}"][data-status="online"]`, { timeout: 15_000 });
     }
     assert.equal(await page.textContent('#connected'), '2');
+    // Outside a fleet, the durable calls section says what they need.
+    await page.waitForFunction(() => document.querySelector('#durable-note').textContent.includes('--nats'), null, { timeout: 10_000 });
 
     // A call from the form.
     await page.selectOption('#device', keys[0].id);
@@ -124,6 +150,74 @@ test('the dashboard lists devices live, calls from its form, and shows a disconn
     assert.ok(took < 5_000, `took ${took} ms`);
     assert.equal(await page.textContent('#connected'), '1');
     await screenshot(page, 'gateway-dashboard-offline');
+  } finally {
+    if (chromium) await chromium.close();
+    for (const c of children) c.kill('SIGKILL');
+  }
+});
+
+test('in a fleet, the dashboard follows a device\'s durable calls live and cancels a queued one', { timeout: 120_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'blerpc-dashboard-durable-'));
+  const env = { XDG_CONFIG_HOME: dir };
+  writeFileSync(join(dir, 'tokens'), `${TOKEN}\n`);
+  const children = [];
+  let chromium;
+  try {
+    const nats = await startNats(dir);
+    children.push(nats.child);
+    const gw = await start(
+      ['gateway', '--devices', 'tcp://127.0.0.1:0', '--http', '127.0.0.1:0', '--enroll',
+        '--known-devices', join(dir, 'devices.json'), '--tokens', join(dir, 'tokens'),
+        '--nats', nats.url, '--nats-name', 'gw-a'],
+      3, env);
+    children.push(gw.child);
+    const devicesUrl = gw.lines[0].replace(/^devices /, '');
+    const httpUrl = gw.lines[1].replace(/^http /, '');
+    const keyFile = join(dir, 'porch.key');
+    execFileSync(BIN, ['keygen', '--out', keyFile], { env: { ...process.env, ...env }, stdio: 'ignore' });
+    const dev = await start(['serve', '--dial', devicesUrl, '--identity', keyFile], 1, env);
+    children.push(dev.child);
+    const id = dev.lines[0].split(' ')[3];
+    const auth = { Authorization: `Bearer ${TOKEN}` };
+    const submit = async (message) => {
+      const r = await fetch(`${httpUrl}/v1/devices/${id}/calls/echo`, {
+        method: 'POST', body: JSON.stringify({ message }),
+        headers: { ...auth, 'Content-Type': 'application/json', 'Blerpc-Durable': 'ttl=60' },
+      });
+      assert.equal(r.status, 202, await r.clone().text());
+      return (await r.json()).id;
+    };
+
+    chromium = await launchChromium();
+    const page = chromium.page;
+    await page.addInitScript((t) => sessionStorage.setItem('blerpc-gateway-token', t), TOKEN);
+    await page.goto(`${httpUrl}/`);
+    await page.waitForSelector(`tr[data-id="${id}"][data-status="online"]`, { timeout: 15_000 });
+    await page.waitForSelector('#durable[data-available="true"]', { timeout: 10_000 });
+
+    // A call made through the API while the page is open: it appears and runs to succeeded.
+    const done = await submit('durable, from the API');
+    const row = (call, state) => `#durable-calls tr[data-call="${call}"][data-state="${state}"]`;
+    await page.waitForSelector(row(done, 'succeeded'), { timeout: 15_000 });
+    const cells = await page.$$eval(`${row(done, 'succeeded')} td`, (tds) => tds.map((t) => t.textContent));
+    assert.equal(cells[1], 'echo');
+    assert.equal(cells[5], '1');
+    assert.equal(cells[6], 'gw-a');
+
+    // The device goes away: the next call waits, queued, and is cancelled from the page.
+    dev.child.kill('SIGKILL');
+    await page.waitForSelector(`tr[data-id="${id}"][data-status="offline"]`, { timeout: 10_000 });
+    const waiting = await submit('durable, never sent');
+    await page.click(`${row(waiting, 'queued')} button.cancel`, { timeout: 15_000 });
+    await page.waitForSelector(row(waiting, 'cancelled'), { timeout: 10_000 });
+    const stored = await (await fetch(`${httpUrl}/v1/devices/${id}/durable/${waiting}`, { headers: auth })).json();
+    assert.equal(stored.state, 'cancelled');
+    assert.equal(await page.textContent(`${row(waiting, 'cancelled')} td:nth-child(5)`), 'cancelled by the caller');
+    // A reload lists both from the API.
+    await page.reload();
+    await page.waitForSelector(row(done, 'succeeded'), { timeout: 15_000 });
+    await page.waitForSelector(row(waiting, 'cancelled'), { timeout: 5_000 });
+    await screenshot(page, 'gateway-dashboard-durable');
   } finally {
     if (chromium) await chromium.close();
     for (const c of children) c.kill('SIGKILL');
