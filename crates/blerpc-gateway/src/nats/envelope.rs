@@ -62,6 +62,9 @@ pub mod header {
     pub const ERROR: &str = "Blerpc-Error";
     /// More `data` frames the receiver accepts.
     pub const CREDIT: &str = "Blerpc-Credit";
+    /// On a request to a device's subject: only asks whether the device is connected to the
+    /// gateway that answers (`Blerpc-Status: 200` if it is, `503` if it has just left).
+    pub const PROBE: &str = "Blerpc-Probe";
     /// HTTP headers carried as they are.
     pub const CARRIED: [&str; 3] = ["Content-Type", "Accept", "Blerpc-Deadline-Ms"];
 }

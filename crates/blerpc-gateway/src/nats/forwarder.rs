@@ -86,6 +86,70 @@ impl FleetForwarder {
         let response = forward::exchange(&self.inner.ctx, target, request).await;
         crate::routing::ok_body(node, response).await
     }
+    /// Whether a gateway answers on `subject` that it holds the device now (a probe: no
+    /// responders, or an answer other than 200 within the accept timeout, is no).
+    async fn present(&self, subject: String) -> bool {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(super::envelope::header::PROBE, "1");
+        let asked = self
+            .inner
+            .ctx
+            .client
+            .request_with_headers(subject, headers, Bytes::new());
+        match tokio::time::timeout(self.inner.ctx.limits.accept_timeout, asked).await {
+            Ok(Ok(answer)) => answer.headers.as_ref().is_some_and(|h| {
+                h.get(super::envelope::header::STATUS)
+                    .is_some_and(|v| v.as_str() == "200")
+            }),
+            _ => false,
+        }
+    }
+
+    /// Sends `request` over NATS: to the device's subject if it is `online`, else to `node`
+    /// (which answers for it from what it knows).
+    async fn remote(
+        self,
+        node: NodeId,
+        online: bool,
+        device: Option<String>,
+        request: Request,
+    ) -> Response {
+        let inner = self.inner.clone();
+        let deadline = self.deadline(&request);
+        let not_connected = |id: &str| Problem::from(CallFailure::NotConnected(id.to_string()));
+        let (subject, who, nobody) = match (&device, online) {
+            (Some(id), true) => match inner.subjects.device(id) {
+                Some(s) => (
+                    s,
+                    format!("the gateway holding device {id}"),
+                    not_connected(id),
+                ),
+                None => {
+                    return Problem::from(CallFailure::UnknownDevice(id.clone())).into_response();
+                }
+            },
+            _ => match inner.subjects.node(node.as_str()) {
+                Some(s) => (
+                    s,
+                    format!("gateway {node}"),
+                    device
+                        .as_deref()
+                        .map_or_else(|| node_gone(&node), not_connected),
+                ),
+                None => return unknown_node(&node),
+            },
+        };
+        let target = forward::Target {
+            subject,
+            who: &who,
+            nobody,
+            deadline,
+        };
+        if online && link_device(request.method().as_str(), request.uri().path()).is_some() {
+            return super::link::open(&inner.ctx, target, request).await;
+        }
+        forward::exchange(&inner.ctx, target, request).await
+    }
 }
 
 /// The answer for a request to a gateway that has left the fleet.
@@ -118,47 +182,39 @@ impl Forwarder for FleetForwarder {
             }
             _ => None,
         };
+        // The directory is the fleet's view, and it lags behind connections (a claim is
+        // written, replicated and watched): a device it has offline, or does not know, may be
+        // connected somewhere already. Its subject is the truth: ask there first.
+        let probe = match (&device, to) {
+            (_, _) if held_here => None,
+            (_, Holder::Node { online: true, .. }) => None,
+            (Some(id), _) => self.inner.subjects.device(id),
+            (None, _) => None,
+        };
+        if let Some(subject) = probe {
+            let this = self.clone();
+            let to = to.clone();
+            return Box::pin(async move {
+                if this.present(subject).await {
+                    // Online, wherever it is: the device's subject is what is used.
+                    let node = match &to {
+                        Holder::Node { node, .. } => node.clone(),
+                        Holder::Nobody => this.inner.node.clone(),
+                    };
+                    return this.remote(node, true, device, request).await;
+                }
+                match to {
+                    Holder::Node { node, online } if node != this.inner.node => {
+                        this.remote(node, online, device, request).await
+                    }
+                    _ => this.local.forward(&Holder::Nobody, request).await,
+                }
+            });
+        }
         let Some((node, online)) = remote else {
             return self.local.forward(&Holder::Nobody, request);
         };
-        let inner = self.inner.clone();
-        let deadline = self.deadline(&request);
-        Box::pin(async move {
-            let not_connected = |id: &str| Problem::from(CallFailure::NotConnected(id.to_string()));
-            let (subject, who, nobody) = match (&device, online) {
-                (Some(id), true) => match inner.subjects.device(id) {
-                    Some(s) => (
-                        s,
-                        format!("the gateway holding device {id}"),
-                        not_connected(id),
-                    ),
-                    None => {
-                        return Problem::from(CallFailure::UnknownDevice(id.clone()))
-                            .into_response();
-                    }
-                },
-                _ => match inner.subjects.node(node.as_str()) {
-                    Some(s) => (
-                        s,
-                        format!("gateway {node}"),
-                        device
-                            .as_deref()
-                            .map_or_else(|| node_gone(&node), not_connected),
-                    ),
-                    None => return unknown_node(&node),
-                },
-            };
-            let target = forward::Target {
-                subject,
-                who: &who,
-                nobody,
-                deadline,
-            };
-            if online && link_device(request.method().as_str(), request.uri().path()).is_some() {
-                return super::link::open(&inner.ctx, target, request).await;
-            }
-            forward::exchange(&inner.ctx, target, request).await
-        })
+        Box::pin(self.clone().remote(node, online, device, request))
     }
 
     fn device_page(

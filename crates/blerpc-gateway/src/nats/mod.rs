@@ -271,6 +271,7 @@ impl Fleet {
             within,
         )
         .await?;
+        let (writers, writer_queues) = presence::writer_queues();
         let inner = Arc::new(Inner {
             ctx: Ctx {
                 client,
@@ -288,6 +289,7 @@ impl Fleet {
             joined_ms: now_ms(),
             reconnects,
             pending: Mutex::new(HashMap::new()),
+            writers,
         });
         inner.heartbeat().await;
         let node_subject = inner.subjects.node(inner.node.as_str()).unwrap_or_default();
@@ -319,6 +321,10 @@ impl Fleet {
             spawn(inner.clone().reassert()),
             spawn(inner.clone().retry_pending()),
         ];
+        let mut tasks = tasks;
+        for queue in writer_queues {
+            tasks.push(spawn(inner.clone().writer(queue)));
+        }
         Ok(Fleet {
             inner,
             durable,

@@ -146,6 +146,27 @@ pub(super) struct Inner {
     /// Writes to the presence bucket still to be made, by device (ones that failed, and the
     /// releases of a dead gateway's devices), made by [`Inner::retry_pending`].
     pub(super) pending: Mutex<HashMap<String, Pending>>,
+    /// The presence writers' queues ([`WRITERS`]; a device's writes always go to the same
+    /// one, so they are made in order).
+    pub(super) writers: Vec<tokio::sync::mpsc::Sender<(String, Pending)>>,
+}
+
+/// Presence writers of a gateway: a device's claim and release are written in order by one of
+/// them, the devices of a gateway by all of them at once (each write is two JetStream round
+/// trips; one writer for a gateway holding 15,000 devices took tens of seconds to record them).
+pub(super) const WRITERS: usize = 32;
+
+/// Writes each writer may have queued before the gateway's follower of its registry waits.
+const WRITER_QUEUE: usize = 1024;
+
+/// The writers' queues and what they read from, for [`Inner::writer`] tasks.
+pub(super) fn writer_queues() -> (
+    Vec<tokio::sync::mpsc::Sender<(String, Pending)>>,
+    Vec<tokio::sync::mpsc::Receiver<(String, Pending)>>,
+) {
+    (0..WRITERS)
+        .map(|_| tokio::sync::mpsc::channel(WRITER_QUEUE))
+        .unzip()
 }
 
 /// A write to the presence bucket still to be made.
@@ -294,7 +315,8 @@ impl Inner {
             Err(e) => tracing::warn!(device, "cannot subscribe to {subject}: {e}"),
         }
         self.table.claim(&self.node, device, epoch, since_ms);
-        self.record_claim(device, epoch, since_ms).await;
+        self.queue_write(device, Pending::Claim { epoch, since_ms })
+            .await;
     }
 
     async fn released(&self, device: &str, epoch: Epoch) {
@@ -305,7 +327,44 @@ impl Inner {
             }
         }
         self.table.release(&self.node, device, epoch);
-        self.record_release(device, &self.node, epoch).await;
+        let node = self.node.clone();
+        self.queue_write(device, Pending::Release { node, epoch })
+            .await;
+    }
+
+    /// Hands a write for `device` to its writer.
+    async fn queue_write(&self, device: &str, op: Pending) {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        device.hash(&mut hasher);
+        let Some(writer) = self
+            .writers
+            .get(hasher.finish() as usize % self.writers.len().max(1))
+        else {
+            return;
+        };
+        if let Err(e) = writer.send((device.to_string(), op)).await {
+            // The writers have ended (the fleet is leaving): kept for the retries.
+            let (device, op) = e.0;
+            lock(&self.pending).insert(device, op);
+        }
+    }
+
+    /// One writer: makes the writes queued for it, one after another.
+    pub(super) async fn writer(
+        self: Arc<Self>,
+        mut queue: tokio::sync::mpsc::Receiver<(String, Pending)>,
+    ) {
+        while let Some((device, op)) = queue.recv().await {
+            match op {
+                Pending::Claim { epoch, since_ms } => {
+                    self.record_claim(&device, epoch, since_ms).await;
+                }
+                Pending::Release { node, epoch } => {
+                    self.record_release(&device, &node, epoch).await;
+                }
+            }
+        }
     }
 
     /// Writes this gateway's claim unless the bucket holds a newer one, compare-and-set. A

@@ -24,8 +24,38 @@ pub(super) async fn answer(ctx: Ctx, gateway: Gateway, router: Router, message: 
         tracing::debug!(subject = %message.subject, "a request without a reply subject: ignored");
         return;
     };
+    if message
+        .headers
+        .as_ref()
+        .is_some_and(|h| h.get(super::envelope::header::PROBE).is_some())
+    {
+        answer_probe(&ctx, &gateway, &reply, &message.subject).await;
+        return;
+    }
     if let Err(e) = exchange(&ctx, &gateway, router, &reply, message).await {
         tracing::debug!("answering over NATS: {e}");
+    }
+}
+
+/// Answers a probe on a device's subject: `Blerpc-Status: 200` if the device is connected
+/// here, `503` if not (it left while the probe was on its way).
+async fn answer_probe(ctx: &Ctx, gateway: &Gateway, reply: &str, subject: &str) {
+    let device = subject.rsplit('.').next().unwrap_or_default();
+    let here = gateway
+        .registry()
+        .get(device)
+        .is_some_and(|d| d.connection().is_some());
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(
+        super::envelope::header::STATUS,
+        if here { "200" } else { "503" },
+    );
+    if let Err(e) = ctx
+        .client
+        .publish_with_headers(reply.to_string(), headers, Bytes::new())
+        .await
+    {
+        tracing::debug!("answering a probe over NATS: {e}");
     }
 }
 
