@@ -127,6 +127,11 @@ pub struct GatewayArgs {
     /// from when it connects and between requests on a kept connection; then it is closed.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub http_header_timeout: f64,
+    /// A request body read whole (a call's JSON) must arrive within this many seconds of the
+    /// handler starting to read it; then the call is answered 408 and the connection closed.
+    /// Uploads are bounded by their call's deadline instead.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub http_body_timeout: f64,
     /// HTTP connections open at once; more are closed at accept.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub http_max_connections: usize,
@@ -260,6 +265,7 @@ pub fn config(args: &GatewayArgs) -> anyhow::Result<(GatewayConfig, Schema, Guar
             "--http-header-timeout",
             args.http_header_timeout,
         )?,
+        http_body_timeout: crate::serve::seconds("--http-body-timeout", args.http_body_timeout)?,
         max_http_connections: args.http_max_connections.max(1),
         max_http_connections_per_address: args.http_max_per_address.max(1),
         max_event_streams: args.max_event_streams,

@@ -164,7 +164,7 @@ pub async fn serve(
                         Ok(Ok(tls)) => connection(tls, service, peer, limits, &metrics).await,
                         Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
                         Err(_) => {
-                            metrics.http_timeout();
+                            metrics.http_timeout("tls_handshake");
                             tracing::debug!(%peer, "TLS handshake timed out");
                         }
                     }
@@ -206,7 +206,7 @@ async fn connection<I, S>(
         .await
     {
         if e.is_timeout() {
-            metrics.http_timeout();
+            metrics.http_timeout("head");
         }
         tracing::debug!(%peer, "HTTP connection ended: {e}");
     }
