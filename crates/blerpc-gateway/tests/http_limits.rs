@@ -123,7 +123,10 @@ async fn slow_and_greedy_http_clients_are_cut_off_and_counted() {
     ] {
         assert!(metrics.contains(line), "{line} missing from:\n{metrics}");
     }
-    let timeouts = counter(&metrics, r#"blerpc_gateway_http_timeouts_total{reason="head"}"#);
+    let timeouts = counter(
+        &metrics,
+        r#"blerpc_gateway_http_timeouts_total{reason="head"}"#,
+    );
     assert!(timeouts >= 21, "{timeouts} header timeouts counted");
 }
 
@@ -156,7 +159,11 @@ async fn answer(to: SocketAddr, head: &str, body: &[u8]) -> (String, Duration, b
         .next()
         .unwrap_or_default()
         .to_string();
-    (status, took, closed_within(&mut s, Duration::from_secs(2)).await)
+    (
+        status,
+        took,
+        closed_within(&mut s, Duration::from_secs(2)).await,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -180,7 +187,10 @@ async fn slow_and_oversized_bodies_are_refused_and_the_connection_closed() {
     // Four bytes of twenty, then nothing: 408 at the body timeout, and closed.
     let (status, took, closed) = answer(addr, &post(20), b"{\"me").await;
     assert_eq!(status, "HTTP/1.1 408 Request Timeout");
-    assert!(took >= Duration::from_millis(450) && took < Duration::from_secs(3), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(450) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
     assert!(closed, "the connection of a slow body stayed open");
 
     // A gigabyte announced: 413 before a byte of it is read, and closed.
@@ -217,7 +227,10 @@ async fn slow_and_oversized_bodies_are_refused_and_the_connection_closed() {
 
     let metrics = Http::new(addr).get("/metrics").await.text();
     assert_eq!(
-        counter(&metrics, r#"blerpc_gateway_http_timeouts_total{reason="body"}"#),
+        counter(
+            &metrics,
+            r#"blerpc_gateway_http_timeouts_total{reason="body"}"#
+        ),
         1
     );
 }

@@ -338,12 +338,25 @@ pub(crate) async fn bind_devices(
     Ok(urls)
 }
 
+/// The HTTP API's listener on `addr`, with a listen backlog of 4,096 (as the device ports): a
+/// burst of connections waits to be accepted rather than having its handshakes dropped and
+/// retried seconds later.
+pub(super) fn bind_http(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(4096)
+}
+
 /// Runs one gateway process until Ctrl-C or SIGTERM.
 async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
     let (mut config, schema, guard) = config(args)?;
-    let http = tokio::net::TcpListener::bind(args.http)
-        .await
-        .with_context(|| format!("--http {}: cannot listen", args.http))?;
+    let http =
+        bind_http(args.http).with_context(|| format!("--http {}: cannot listen", args.http))?;
     let http_addr = http.local_addr()?;
     let http_tls = match (&args.http_tls_cert, &args.http_tls_key) {
         (Some(c), Some(k)) => Some(TlsServerConfig::from_pem_files(c, k)?),

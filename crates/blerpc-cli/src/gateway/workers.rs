@@ -88,8 +88,7 @@ pub(super) async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
         );
     }
     let (config, _, _) = super::config(args)?;
-    let http = tokio::net::TcpListener::bind(args.http)
-        .await
+    let http = super::bind_http(args.http)
         .with_context(|| format!("--http {}: cannot listen", args.http))?;
     let http_addr = http.local_addr()?;
     // Every device URL at a fixed port the workers share.

@@ -179,18 +179,27 @@ async fn call_inner(
 }
 
 /// A call's JSON request: the body whole, within `max_json_bytes` and `http_body_timeout`.
-async fn read_json(gateway: &Gateway, headers: &HeaderMap, body: Body) -> Result<String, CallFailure> {
+async fn read_json(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<String, CallFailure> {
     let config = gateway.config();
-    let bytes = super::body::read(headers, body, config.max_json_bytes, config.http_body_timeout)
-        .await
-        .map_err(|e| match e {
-            BodyError::TooLarge { .. } => CallFailure::TooLarge(format!("{e} (max_json_bytes)")),
-            BodyError::Timeout(_) => {
-                gateway.metrics().http_timeout("body");
-                CallFailure::RequestTimeout(e.to_string())
-            }
-            BodyError::Failed(_) => CallFailure::BadRequest(e.to_string()),
-        })?;
+    let bytes = super::body::read(
+        headers,
+        body,
+        config.max_json_bytes,
+        config.http_body_timeout,
+    )
+    .await
+    .map_err(|e| match e {
+        BodyError::TooLarge { .. } => CallFailure::TooLarge(format!("{e} (max_json_bytes)")),
+        BodyError::Timeout(_) => {
+            gateway.metrics().http_timeout("body");
+            CallFailure::RequestTimeout(e.to_string())
+        }
+        BodyError::Failed(_) => CallFailure::BadRequest(e.to_string()),
+    })?;
     String::from_utf8(bytes.to_vec())
         .map_err(|_| CallFailure::BadRequest("the request body is not UTF-8".to_string()))
 }

@@ -91,7 +91,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_growing_past_the_limit_is_refused() {
-        let got = read(&HeaderMap::new(), Body::from(vec![b'a'; 2048]), 1024, Duration::from_secs(1)).await;
+        let got = read(
+            &HeaderMap::new(),
+            Body::from(vec![b'a'; 2048]),
+            1024,
+            Duration::from_secs(1),
+        )
+        .await;
         assert_eq!(got, Err(BodyError::TooLarge { limit: 1024 }));
     }
 
@@ -99,7 +105,13 @@ mod tests {
     async fn a_body_that_stops_is_given_up_at_the_timeout() {
         let first = futures_util::stream::iter([Ok::<_, BodyError>(Bytes::from_static(b"{\"me"))]);
         let stalled = first.chain(futures_util::stream::pending());
-        let got = read(&length("20"), Body::from_stream(stalled), 1024, Duration::from_secs(10)).await;
+        let got = read(
+            &length("20"),
+            Body::from_stream(stalled),
+            1024,
+            Duration::from_secs(10),
+        )
+        .await;
         assert_eq!(got, Err(BodyError::Timeout(Duration::from_secs(10))));
     }
 }
