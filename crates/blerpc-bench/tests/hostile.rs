@@ -20,15 +20,21 @@ fn phase<'a>(report: &'a Value, link: &str, attack: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no phase {link} {attack}"))
 }
 
-/// The count the server gave `reason` during a phase.
-fn reason(p: &Value, reason: &str) -> u64 {
-    p["reasons"]
+/// The count of `key` in a phase's list `field` of `[key, count]` pairs.
+fn tally(p: &Value, field: &str, key: impl Into<Value>) -> u64 {
+    let key = key.into();
+    p[field]
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r[0] == reason)
+        .find(|r| r[0] == key)
         .and_then(|r| r[1].as_u64())
         .unwrap_or(0)
+}
+
+/// The count the server gave `reason` during a phase.
+fn reason(p: &Value, reason: &str) -> u64 {
+    tally(p, "reasons", reason)
 }
 
 #[test]
@@ -85,15 +91,9 @@ fn quick_hostile_run_keeps_the_legitimate_client_served() {
     assert!(silent["log_bytes"].as_u64().unwrap() > 0, "{silent}");
 }
 
-/// The statuses the gateway answered in a phase (0: none), by count.
+/// How many times the gateway answered `status` in a phase (0: closed without an answer).
 fn answers(p: &Value, status: u64) -> u64 {
-    p["statuses"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r[0] == status)
-        .and_then(|r| r[1].as_u64())
-        .unwrap_or(0)
+    tally(p, "statuses", status)
 }
 
 #[test]
