@@ -296,7 +296,8 @@ async fn soak(
         tasks.spawn(attacks::run(
             attack,
             server.addr,
-            sockets,
+            Arc::default(),
+            attack.sockets(sockets, 0, 0),
             hostile.clone(),
             stop_rx.clone(),
         ));

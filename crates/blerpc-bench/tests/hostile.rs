@@ -2,7 +2,8 @@
 //! WebSocket, TLS) while a legitimate client calls. The run itself fails when a legitimate
 //! call fails, a hostile connection outlives the deadlines or the server's memory does not come
 //! back; this test checks that verdict and, from the JSON report, that each attack met the
-//! defence meant for it (by the server's own counters).
+//! defence meant for it (by the server's own counters). The same against a `blerpc gateway`'s
+//! HTTP port (`--link http`), in a test of its own that runs beside it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -19,15 +20,21 @@ fn phase<'a>(report: &'a Value, link: &str, attack: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no phase {link} {attack}"))
 }
 
-/// The count the server gave `reason` during a phase.
-fn reason(p: &Value, reason: &str) -> u64 {
-    p["reasons"]
+/// The count of `key` in a phase's list `field` of `[key, count]` pairs.
+fn tally(p: &Value, field: &str, key: impl Into<Value>) -> u64 {
+    let key = key.into();
+    p[field]
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r[0] == reason)
+        .find(|r| r[0] == key)
         .and_then(|r| r[1].as_u64())
         .unwrap_or(0)
+}
+
+/// The count the server gave `reason` during a phase.
+fn reason(p: &Value, reason: &str) -> u64 {
+    tally(p, "reasons", reason)
 }
 
 #[test]
@@ -82,4 +89,60 @@ fn quick_hostile_run_keeps_the_legitimate_client_served() {
     }
     // Refusals and closes were logged.
     assert!(silent["log_bytes"].as_u64().unwrap() > 0, "{silent}");
+}
+
+/// How many times the gateway answered `status` in a phase (0: closed without an answer).
+fn answers(p: &Value, status: u64) -> u64 {
+    tally(p, "statuses", status)
+}
+
+#[test]
+fn quick_hostile_run_against_the_gateway_keeps_the_http_caller_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("hostile-gateway.json");
+    let mut cmd = blerpc_test_support::bin();
+    cmd.args(["hostile", "--quick", "--link", "http", "--json"])
+        .arg(&json);
+    let out = blerpc_test_support::run_within(cmd, "", Duration::from_secs(120));
+    assert!(
+        out.status.success(),
+        "hostile --quick --link http failed:\n{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(report["failures"].as_array().unwrap().is_empty());
+    assert_eq!(report["phases"].as_array().unwrap().len(), 8);
+    for p in report["phases"].as_array().unwrap() {
+        assert_eq!(p["ok"], p["calls"], "{p}");
+    }
+    let closed = |p: &Value| p["closed_by_server"].as_u64().unwrap();
+    // Half-sent heads and idle kept connections: every one closed at the header deadline
+    // (0.5 s), counted; the gateway counts those the attack stopped waiting for too.
+    for (attack, status) in [("slowloris", 0), ("idle-keep-alive", 200)] {
+        let p = phase(&report, "http", attack);
+        assert!(closed(p) > 0, "{p}");
+        assert_eq!(answers(p, status), closed(p), "{p}");
+        assert!(reason(p, "timeouts:head") >= closed(p), "{p}");
+        assert!(p["max_close_s"].as_f64().unwrap() < 1.5, "{p}");
+    }
+    // Twice the per-address cap from one address: the excess refused at accept.
+    let flood = phase(&report, "http", "address-flood");
+    assert!(reason(flood, "refused:per_address") > 0, "{flood}");
+    // A quarter more event streams than the cap: the cap's worth served, the rest 503.
+    let streams = phase(&report, "http", "event-streams");
+    assert!(reason(streams, "refused:event_streams") > 0, "{streams}");
+    assert!(answers(streams, 503) > 0, "{streams}");
+    assert_eq!(streams["held_past_deadline"], 32, "{streams}");
+    // A trickled body: 408 at the body deadline, counted.
+    let slow = phase(&report, "http", "slow-body");
+    assert!(closed(slow) > 0, "{slow}");
+    assert_eq!(answers(slow, 408), closed(slow), "{slow}");
+    assert!(reason(slow, "timeouts:body") >= closed(slow), "{slow}");
+    // Too large a head or body: refused at once.
+    for (attack, status) in [("oversized-head", 431), ("oversized-body", 413)] {
+        let p = phase(&report, "http", attack);
+        assert!(answers(p, status) > 0, "{p}");
+        assert!(p["max_close_s"].as_f64().unwrap() < 1.0, "{p}");
+    }
 }

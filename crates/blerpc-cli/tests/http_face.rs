@@ -99,7 +99,7 @@ fn two_thousand_stalled_http_connections_are_closed_within_the_header_timeout() 
     let metrics = http::get(&legit, "/metrics", Some(TOKEN)).text();
     let timeouts: u64 = metrics
         .lines()
-        .find_map(|l| l.strip_prefix("blerpc_gateway_http_timeouts_total "))
+        .find_map(|l| l.strip_prefix(r#"blerpc_gateway_http_timeouts_total{reason="head"} "#))
         .unwrap()
         .parse()
         .unwrap();

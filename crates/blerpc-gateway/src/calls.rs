@@ -33,6 +33,9 @@ pub enum CallFailure {
     /// The request is larger than allowed (413).
     #[error("{0}")]
     TooLarge(String),
+    /// The request body did not arrive in time (408).
+    #[error("{0}")]
+    RequestTimeout(String),
     /// No device with this id is known (404).
     #[error("no device {0} is known to this gateway")]
     UnknownDevice(String),
@@ -79,6 +82,7 @@ impl CallFailure {
         match self {
             CallFailure::UnknownCommand(_) | CallFailure::BadRequest(_) => 400,
             CallFailure::TooLarge(_) => 413,
+            CallFailure::RequestTimeout(_) => 408,
             CallFailure::UnknownDevice(_) => 404,
             CallFailure::NotConnected(_) | CallFailure::Disconnected(_) | CallFailure::Busy(_) => {
                 503
@@ -95,6 +99,7 @@ impl CallFailure {
             CallFailure::UnknownCommand(_) => "unknown_command",
             CallFailure::BadRequest(_) => "bad_request",
             CallFailure::TooLarge(_) => "too_large",
+            CallFailure::RequestTimeout(_) => "request_timeout",
             CallFailure::UnknownDevice(_) => "unknown_device",
             CallFailure::NotConnected(_) => "not_connected",
             CallFailure::Disconnected(_) => "disconnected",
@@ -111,6 +116,7 @@ impl CallFailure {
             CallFailure::UnknownCommand(_) => "Unknown command",
             CallFailure::BadRequest(_) => "Bad request",
             CallFailure::TooLarge(_) => "Request too large",
+            CallFailure::RequestTimeout(_) => "Request timeout",
             CallFailure::UnknownDevice(_) => "Unknown device",
             CallFailure::NotConnected(_) => "Device not connected",
             CallFailure::Disconnected(_) => "Device disconnected",

@@ -68,6 +68,11 @@ pub struct GatewayConfig {
     /// A connection to the HTTP API must send a complete request head within this: from when
     /// it connects, and from the end of each answer while it is kept alive (idle). Default 10 s.
     pub http_header_timeout: Duration,
+    /// A request body read whole (a unary or device→caller call's JSON, a durable call's) must
+    /// arrive within this from when the handler starts reading it; then the call is answered
+    /// 408 and the connection closed. Uploads (caller→device streams) are read at the device's
+    /// pace and bounded by the call's deadline instead. Default 10 s.
+    pub http_body_timeout: Duration,
     /// HTTP connections open at once; more are closed at accept. Default 10,000.
     pub max_http_connections: usize,
     /// HTTP connections one IP address may hold open; more are closed at accept. Default 1,000.
@@ -96,6 +101,7 @@ impl Default for GatewayConfig {
             tokens: Vec::new(),
             dashboard_interval: Duration::from_secs(1),
             http_header_timeout: Duration::from_secs(10),
+            http_body_timeout: Duration::from_secs(10),
             max_http_connections: 10_000,
             max_http_connections_per_address: 1_000,
             max_event_streams: 256,

@@ -13,7 +13,7 @@
 //! | `blerpc_gateway_relays_total{outcome}` | relay requests: `opened`, `device_timeout`, `device_refused`, `not_connected`, `unsupported`, `busy` |
 //! | `blerpc_gateway_http_connections` | HTTP connections open now |
 //! | `blerpc_gateway_http_refused_total{reason}` | HTTP connections and event streams refused: `connections`, `per_address`, `event_streams` |
-//! | `blerpc_gateway_http_timeouts_total` | HTTP connections closed for a request head (or TLS handshake) not sent in time |
+//! | `blerpc_gateway_http_timeouts_total{reason}` | HTTP requests and connections cut off for being slow: `head` (a request head, or the next one on a kept connection, not sent in time: the connection is closed), `body` (a request body not sent in time: answered 408, closed), `tls_handshake` |
 //! | `blerpc_connections_*` | the device listeners' own counters (refusals, closes for cause) |
 
 use std::sync::Arc;
@@ -56,7 +56,7 @@ pub struct GatewayMetrics {
     relays: Family<OutcomeLabel, Counter>,
     http_connections: Gauge,
     http_refused: Family<ReasonLabel, Counter>,
-    http_timeouts: Counter,
+    http_timeouts: Family<ReasonLabel, Counter>,
 }
 
 impl GatewayMetrics {
@@ -73,7 +73,7 @@ impl GatewayMetrics {
         let relays = Family::<OutcomeLabel, Counter>::default();
         let http_connections = Gauge::default();
         let http_refused = Family::<ReasonLabel, Counter>::default();
-        let http_timeouts = Counter::default();
+        let http_timeouts = Family::<ReasonLabel, Counter>::default();
         let server = Metrics::with_extra(|registry| {
             let r = registry.sub_registry_with_prefix("gateway");
             r.register(
@@ -116,7 +116,7 @@ impl GatewayMetrics {
             );
             r.register(
                 "http_timeouts",
-                "HTTP connections closed for a request head not sent in time",
+                "HTTP requests and connections cut off for being slow, by what was slow",
                 http_timeouts.clone(),
             );
         });
@@ -181,8 +181,10 @@ impl GatewayMetrics {
             .inc();
     }
 
-    pub(crate) fn http_timeout(&self) {
-        self.http_timeouts.inc();
+    pub(crate) fn http_timeout(&self, reason: &'static str) {
+        self.http_timeouts
+            .get_or_create(&ReasonLabel { reason })
+            .inc();
     }
 
     /// How many calls ended with `status` so far.

@@ -1,7 +1,9 @@
 //! The HTTP face under a slow or greedy client, in process: request heads that never finish and
 //! idle kept connections are closed within the header timeout, an address past its connection
 //! limit is refused at accept, event streams beyond their cap are answered 503, each counted in
-//! `/metrics`; a well-behaved caller from another address is answered throughout.
+//! `/metrics`; a well-behaved caller from another address is answered throughout. A request
+//! body trickled or stopped is answered 408 at the body timeout, one announced or sent over the
+//! size limit 413 at once, and either connection closed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 // Shared with the other suites; this one uses part of it.
@@ -121,11 +123,114 @@ async fn slow_and_greedy_http_clients_are_cut_off_and_counted() {
     ] {
         assert!(metrics.contains(line), "{line} missing from:\n{metrics}");
     }
-    let timeouts: u64 = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("blerpc_gateway_http_timeouts_total "))
-        .unwrap()
-        .parse()
-        .unwrap();
+    let timeouts = counter(
+        &metrics,
+        r#"blerpc_gateway_http_timeouts_total{reason="head"}"#,
+    );
     assert!(timeouts >= 21, "{timeouts} header timeouts counted");
+}
+
+/// The value of the series `name` (with its labels) in a `/metrics` text.
+fn counter(metrics: &str, name: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name} in:\n{metrics}"))
+        .parse()
+        .unwrap()
+}
+
+/// Sends `head` (and `body`) on a new connection: the answer's status line, how long it took,
+/// and whether the gateway then closed the connection (within 2 s).
+async fn answer(to: SocketAddr, head: &str, body: &[u8]) -> (String, Duration, bool) {
+    let mut s = connect_from([127, 0, 0, 5], to).await;
+    let started = Instant::now();
+    s.write_all(head.as_bytes()).await.unwrap();
+    // The gateway may answer (and close) before the body is all sent.
+    let _ = s.write_all(body).await;
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+        .await
+        .expect("no answer within 5 s")
+        .unwrap_or(0);
+    let took = started.elapsed();
+    let status = String::from_utf8_lossy(&buf[..n])
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    (
+        status,
+        took,
+        closed_within(&mut s, Duration::from_secs(2)).await,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_and_oversized_bodies_are_refused_and_the_connection_closed() {
+    let (listener, addr) = util::listener().await;
+    let config = GatewayConfig {
+        http_body_timeout: Duration::from_millis(500),
+        max_json_bytes: 1024,
+        ..GatewayConfig::default()
+    };
+    let gateway = util::gateway(config, addr, "");
+    let _stop = util::serve(gateway.clone(), listener);
+    let post = |length: usize| {
+        format!(
+            "POST /v1/devices/ab/calls/echo HTTP/1.1\r\nHost: g\r\nAuthorization: Bearer {}\r\n\
+             Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n",
+            util::TOKEN
+        )
+    };
+
+    // Four bytes of twenty, then nothing: 408 at the body timeout, and closed.
+    let (status, took, closed) = answer(addr, &post(20), b"{\"me").await;
+    assert_eq!(status, "HTTP/1.1 408 Request Timeout");
+    assert!(
+        took >= Duration::from_millis(450) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    assert!(closed, "the connection of a slow body stayed open");
+
+    // A gigabyte announced: 413 before a byte of it is read, and closed.
+    let (status, took, closed) = answer(addr, &post(1 << 30), &[]).await;
+    assert_eq!(status, "HTTP/1.1 413 Payload Too Large");
+    assert!(took < Duration::from_millis(400), "{took:?}");
+    assert!(closed, "the connection of an oversized body stayed open");
+
+    // A body sent in chunks past the limit (no length announced): 413 when it passes it.
+    let chunked = format!(
+        "POST /v1/devices/ab/calls/echo HTTP/1.1\r\nHost: g\r\nAuthorization: Bearer {}\r\n\
+         Transfer-Encoding: chunked\r\n\r\n",
+        util::TOKEN
+    );
+    let mut body = Vec::new();
+    for _ in 0..4 {
+        body.extend_from_slice(b"200\r\n");
+        body.extend_from_slice(&[b'a'; 0x200]);
+        body.extend_from_slice(b"\r\n");
+    }
+    let (status, _, closed) = answer(addr, &chunked, &body).await;
+    assert_eq!(status, "HTTP/1.1 413 Payload Too Large");
+    assert!(closed, "the connection of an oversized body stayed open");
+
+    // A request head over hyper's buffer (400 KiB): refused at once, closed.
+    let huge = format!(
+        "GET /healthz HTTP/1.1\r\nHost: g\r\n{}\r\n",
+        "X-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n".repeat(10_000)
+    );
+    let (status, took, closed) = answer(addr, &huge, &[]).await;
+    assert_eq!(status, "HTTP/1.1 431 Request Header Fields Too Large");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert!(closed, "the connection of an oversized head stayed open");
+
+    let metrics = Http::new(addr).get("/metrics").await.text();
+    assert_eq!(
+        counter(
+            &metrics,
+            r#"blerpc_gateway_http_timeouts_total{reason="body"}"#
+        ),
+        1
+    );
 }

@@ -30,9 +30,9 @@
 //! **Scale** (`--devices N`, see [`scale`]): N dialled-in encrypted devices held by the gateway,
 //! its memory per device, and HTTP calls to randomly chosen devices.
 
-mod callers;
+pub(crate) mod callers;
 pub mod fleet;
-mod procs;
+pub(crate) mod procs;
 pub mod scale;
 pub mod splice;
 

@@ -1,6 +1,8 @@
 //! The attacks: each opens its sockets from several 127.x source addresses (so per-address
-//! limits and the open-file limit are exercised as from many hosts) and runs until stopped,
-//! counting what it did and when the server closed each socket.
+//! limits and the open-file limit are exercised as from many hosts; the address flood from one)
+//! and runs until stopped, counting what it did and when the server closed each socket. Those
+//! on `blerpc serve`'s device port are here; those on the gateway's HTTP port in
+//! [`super::http_attacks`].
 //!
 //! The containers are written byte by byte here (an attacker's bytes, not a peer's): the header
 //! is `tid, seq, flags, …` as `../shared/spec/wire.md` §3 gives it.
@@ -15,6 +17,8 @@ use serde::Serialize;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::watch;
+
+use super::http_attacks::HttpTarget;
 
 /// One attack of the suite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -36,10 +40,25 @@ pub enum Attack {
     ManyTids,
     /// Connect, send a TIMEOUT request, close, again, as fast as possible.
     ReopenStorm,
+    /// HTTP: half a request head, then a header line a second, never its end (reconnecting
+    /// when closed, as every HTTP attack does).
+    Slowloris,
+    /// HTTP: one whole request (`GET /healthz`), then the kept connection idles.
+    IdleKeepAlive,
+    /// HTTP: silent connections from one address, twice its per-address cap.
+    AddressFlood,
+    /// HTTP: dashboard event streams (`GET /v1/events`), a quarter more than their cap.
+    EventStreams,
+    /// HTTP: a call whose 1,000-byte body comes a byte a second.
+    SlowBody,
+    /// HTTP: a request head sent without end, as fast as taken.
+    OversizedHead,
+    /// HTTP: a call announcing a 1 GiB body, sent as fast as taken.
+    OversizedBody,
 }
 
 impl Attack {
-    /// Every attack, in the order the suite runs them.
+    /// Every attack on the device port, in the order the suite runs them.
     pub const ALL: [Attack; 7] = [
         Attack::Silent,
         Attack::PreAuthMemory,
@@ -48,6 +67,17 @@ impl Attack {
         Attack::RandomBytes,
         Attack::ManyTids,
         Attack::ReopenStorm,
+    ];
+
+    /// Every attack on the gateway's HTTP port, in the order the suite runs them.
+    pub const HTTP: [Attack; 7] = [
+        Attack::Slowloris,
+        Attack::IdleKeepAlive,
+        Attack::AddressFlood,
+        Attack::EventStreams,
+        Attack::SlowBody,
+        Attack::OversizedHead,
+        Attack::OversizedBody,
     ];
 
     /// The name in tables and JSON.
@@ -60,16 +90,32 @@ impl Attack {
             Attack::RandomBytes => "random-bytes",
             Attack::ManyTids => "many-tids",
             Attack::ReopenStorm => "reopen-storm",
+            Attack::Slowloris => "slowloris",
+            Attack::IdleKeepAlive => "idle-keep-alive",
+            Attack::AddressFlood => "address-flood",
+            Attack::EventStreams => "event-streams",
+            Attack::SlowBody => "slow-body",
+            Attack::OversizedHead => "oversized-head",
+            Attack::OversizedBody => "oversized-body",
         }
     }
 
+    /// Whether it attacks the gateway's HTTP port.
+    pub fn is_http(self) -> bool {
+        Attack::HTTP.contains(&self)
+    }
+
     /// Sockets the attack holds for `sockets` in the profile (floods and storms use fewer,
-    /// busier ones).
-    pub fn sockets(self, sockets: usize) -> usize {
+    /// busier ones), against a gateway that allows `per_address` connections from one address
+    /// and `event_streams` streams.
+    pub fn sockets(self, sockets: usize, per_address: usize, event_streams: usize) -> usize {
         match self {
             Attack::KxFlood | Attack::ReopenStorm => (sockets / 50).clamp(2, 64),
             Attack::PreAuthMemory => (sockets / 10).clamp(4, 256),
             Attack::RandomBytes => (sockets / 10).clamp(4, 512),
+            Attack::OversizedHead | Attack::OversizedBody => (sockets / 100).clamp(2, 16),
+            Attack::AddressFlood => 2 * per_address,
+            Attack::EventStreams => event_streams + event_streams / 4,
             _ => sockets,
         }
     }
@@ -96,6 +142,8 @@ pub struct Tally {
     /// The connections still open (not closed by the server), by local address, with when each
     /// was opened (not for reopen storms).
     pub live: std::sync::Mutex<std::collections::HashMap<SocketAddr, Instant>>,
+    /// HTTP attacks: the answers' statuses, counted (0: closed without an answer).
+    pub statuses: std::sync::Mutex<std::collections::BTreeMap<u16, u64>>,
 }
 
 impl Tally {
@@ -121,6 +169,13 @@ impl Tally {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// Counts an HTTP answer's status (`None`: closed without one).
+    pub(super) fn answered(&self, status: Option<u16>) {
+        if let Ok(mut s) = self.statuses.lock() {
+            *s.entry(status.unwrap_or(0)).or_default() += 1;
+        }
     }
 
     fn closed(&self, since: Instant, local: Option<SocketAddr>) {
@@ -152,20 +207,22 @@ async fn connect_from(block: u8, n: usize, target: SocketAddr) -> std::io::Resul
     socket.connect(target).await
 }
 
-/// Runs `attack` with `sockets` connections against `target` until `stop` turns true.
+/// Runs `attack` with `sockets` connections against `target` (for the HTTP attacks, at
+/// `http`) until `stop` turns true.
 pub async fn run(
     attack: Attack,
     target: SocketAddr,
+    http: Arc<HttpTarget>,
     sockets: usize,
     tally: Arc<Tally>,
     stop: watch::Receiver<bool>,
 ) {
     let mut tasks = tokio::task::JoinSet::new();
     let block = 1 + NEXT_BLOCK.fetch_add(1, Ordering::Relaxed) % 250;
-    for n in 0..attack.sockets(sockets) {
-        let (tally, mut stop) = (tally.clone(), stop.clone());
+    for n in 0..sockets {
+        let (tally, mut stop, http) = (tally.clone(), stop.clone(), http.clone());
         tasks.spawn(async move {
-            let work = one(attack, block, n, target, tally);
+            let work = one(attack, block, n, target, &http, tally);
             tokio::select! {
                 () = work => {}
                 _ = stop.wait_for(|s| *s) => {}
@@ -180,9 +237,18 @@ pub async fn run(
 }
 
 /// One socket's part (or, for floods and storms, one worker's loop).
-async fn one(attack: Attack, block: u8, n: usize, target: SocketAddr, tally: Arc<Tally>) {
+async fn one(
+    attack: Attack,
+    block: u8,
+    n: usize,
+    target: SocketAddr,
+    http: &HttpTarget,
+    tally: Arc<Tally>,
+) {
+    // The address flood comes from one address.
+    let source = if attack == Attack::AddressFlood { 0 } else { n };
     loop {
-        let Ok(mut s) = connect_from(block, n, target).await else {
+        let Ok(mut s) = connect_from(block, source, target).await else {
             tally.connect_errors.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
@@ -197,6 +263,18 @@ async fn one(attack: Attack, block: u8, n: usize, target: SocketAddr, tally: Arc
             if let (Some(local), Ok(mut l)) = (local, tally.live.lock()) {
                 l.insert(local, since);
             }
+        }
+        if attack.is_http() {
+            // Until the gateway closes it; then again, after a pause.
+            super::http_attacks::one(attack, &mut s, http, &tally).await;
+            tally.closed(since, local);
+            let pause = if attack == Attack::AddressFlood {
+                100
+            } else {
+                10
+            };
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+            continue;
         }
         let again = match attack {
             Attack::Silent => {
@@ -236,6 +314,7 @@ async fn one(attack: Attack, block: u8, n: usize, target: SocketAddr, tally: Arc
                 tokio::task::yield_now().await;
                 continue;
             }
+            _ => false,
         };
         tally.closed(since, local);
         if !again {

@@ -1,11 +1,17 @@
-//! `blerpc-bench hostile`: attacks on a real `blerpc serve` process while a legitimate client
-//! keeps calling.
+//! `blerpc-bench hostile`: attacks on a real `blerpc serve` process, or on a real `blerpc
+//! gateway`'s HTTP port, while a legitimate client keeps calling.
 //!
 //! For each link (TCP, WebSocket, TLS) a server process starts (this binary's `serve`, the
 //! CLI's code, with its metrics endpoint). A baseline phase measures the legitimate client
 //! alone; then each attack ([`attacks::Attack`]) runs for a phase while the client calls. The
 //! client opens a new connection for every call (connect, setup, key exchange, `echo`, close),
 //! as the users who found the server unreachable did, every `--interval-ms`.
+//!
+//! `--link http` attacks a gateway instead (this binary's `serve-gateway`, one device dialled
+//! in): its HTTP attacks ([`attacks::Attack::HTTP`], written in [`http_attacks`]) against its
+//! HTTP port, while the legitimate caller posts `echo` to `/v1/devices/{id}/calls/echo`, on a
+//! new connection for every call, from 127.0.0.1 (the attackers come from 127.B.0.x, so the
+//! per-address cap they run into is not the caller's).
 //!
 //! Per attack it reports the client's calls (all must succeed) with p50/p99 beside the
 //! baseline's, the server's RSS (peak during, and after the attack stopped) and CPU, what the
@@ -16,9 +22,12 @@
 //! ```text
 //! blerpc-bench hostile --quick
 //! blerpc-bench hostile --json docs/benchmarks/hostile.json
+//! blerpc-bench hostile --link http --runs 3 --json docs/benchmarks/hostile-gateway.json
 //! ```
 
 pub mod attacks;
+pub mod http_attacks;
+mod report;
 pub(crate) mod server;
 
 use std::sync::Arc;
@@ -34,9 +43,9 @@ use clap::Args;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::table::{Align, Table};
 use attacks::{Attack, Tally};
-use server::{Server, ServerOptions};
+use http_attacks::HttpTarget;
+use server::{GatewayOptions, Server, ServerOptions};
 
 /// `blerpc-bench hostile` options.
 #[derive(Clone, Debug, Args)]
@@ -46,10 +55,10 @@ pub struct HostileArgs {
     #[arg(long)]
     pub quick: bool,
     /// Hostile sockets per attack (floods and storms use fewer, busier ones). Default 10,000
-    /// (300 with --quick).
+    /// against `serve`, 2,000 against the gateway (300 with --quick).
     #[arg(long, value_name = "N")]
     pub sockets: Option<usize>,
-    /// Seconds each phase runs. Default 15 (3 with --quick).
+    /// Seconds each phase runs. Default 15 (3 with --quick; 2 against the gateway).
     #[arg(long, value_name = "SECS")]
     pub phase: Option<f64>,
     /// The server's setup deadline (`serve --setup-timeout`). Default 10 (2 with --quick).
@@ -62,7 +71,8 @@ pub struct HostileArgs {
     /// Milliseconds between the legitimate client's calls.
     #[arg(long, value_name = "MS", default_value_t = 50)]
     pub interval_ms: u64,
-    /// Only these links (tcp, ws, tls; repeatable). Default: all three.
+    /// Only these links (tcp, ws, tls, http; repeatable). Default: tcp, ws and tls (`blerpc
+    /// serve`); http attacks a `blerpc gateway`'s HTTP port instead.
     #[arg(long, value_name = "LINK")]
     pub link: Vec<String>,
     /// Only these attacks (by name; repeatable). Default: all of them.
@@ -75,6 +85,10 @@ pub struct HostileArgs {
     /// each phase's medians over the runs. Default 1.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub runs: usize,
+    /// The gateway's request head (and idle keep-alive) and request body deadlines
+    /// (`--http-header-timeout`, `--http-body-timeout`). Default 10 (0.5 with --quick).
+    #[arg(long, value_name = "SECS")]
+    pub header_timeout: Option<f64>,
     /// One more argument for every `blerpc serve` the suite starts (repeatable), e.g.
     /// `--serve-arg=--penalty=0` to measure without the address penalty.
     #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
@@ -100,6 +114,49 @@ pub struct Profile {
     pub runs: usize,
     /// The extra `blerpc serve` arguments.
     pub serve_args: Vec<String>,
+    /// Hostile sockets per attack against the gateway.
+    pub http_sockets: usize,
+    /// Seconds per phase against the gateway.
+    pub http_phase_s: f64,
+    /// The gateway's header (and idle, and body) deadline.
+    pub header_timeout_s: f64,
+    /// The gateway's connections per address (`--http-max-per-address`).
+    pub max_per_address: usize,
+    /// The gateway's event streams (`--max-event-streams`).
+    pub max_event_streams: usize,
+    /// Seconds the gateway is given to settle after an attack stops (`serve`: 1.5).
+    pub settle_s: f64,
+}
+
+impl Profile {
+    /// The phase's length on `link`.
+    fn phase_s(&self, link: &str) -> f64 {
+        if link == "http" {
+            self.http_phase_s
+        } else {
+            self.phase_s
+        }
+    }
+
+    /// How long after it opened the server must have closed a hostile connection on `link`:
+    /// its deadline and some slack.
+    fn deadline_s(&self, link: &str) -> f64 {
+        if link == "http" {
+            self.header_timeout_s + 1.0
+        } else {
+            self.setup_timeout_s + 2.0
+        }
+    }
+
+    /// Hostile sockets `attack` opens.
+    fn sockets(&self, attack: Attack) -> usize {
+        let n = if attack.is_http() {
+            self.http_sockets
+        } else {
+            self.sockets
+        };
+        attack.sockets(n, self.max_per_address, self.max_event_streams)
+    }
 }
 
 impl HostileArgs {
@@ -116,6 +173,13 @@ impl HostileArgs {
             max_handshakes: if q { 128 } else { 256 },
             runs: self.runs.max(1),
             serve_args: self.serve_arg.clone(),
+            http_sockets: self.sockets.unwrap_or(if q { 300 } else { 2_000 }),
+            http_phase_s: self.phase.unwrap_or(if q { 2.0 } else { 15.0 }),
+            header_timeout_s: self.header_timeout.unwrap_or(if q { 0.5 } else { 10.0 }),
+            // Below the attacks' sockets from one address, so that the flood runs into it.
+            max_per_address: if q { 100 } else { 1_000 },
+            max_event_streams: if q { 32 } else { 256 },
+            settle_s: if q { 0.5 } else { 1.5 },
         }
     }
 }
@@ -125,7 +189,7 @@ impl HostileArgs {
 pub struct Phase {
     /// Which run of the suite (from 0).
     pub run: usize,
-    /// `tcp`, `ws` or `tls`.
+    /// `tcp`, `ws`, `tls` or `http` (the gateway).
     pub link: String,
     /// The attack, or `none` for the baseline.
     pub attack: String,
@@ -161,6 +225,10 @@ pub struct Phase {
     pub closed_by_server: u64,
     /// The longest a hostile connection stayed open before the server closed it, seconds.
     pub max_close_s: f64,
+    /// The mean time a hostile connection stayed open before the server closed it, seconds.
+    pub mean_close_s: f64,
+    /// HTTP attacks: the gateway's answers by status (0: closed without one).
+    pub statuses: Vec<(u16, u64)>,
     /// Bytes the attack sent.
     pub attack_bytes: u64,
     /// Connections opened at least the setup deadline + 2 s before the attack stopped (the
@@ -219,7 +287,12 @@ pub struct Median {
     pub rss_growth: u64,
     /// The median of the server's CPU seconds in the phase.
     pub server_cpu_s: f64,
+    /// Whether the median p99 over the baseline is within the target (2×).
+    pub target_met: bool,
 }
+
+/// The target: a legitimate call's p99 under attack within this many times its baseline.
+pub const TARGET: f64 = 2.0;
 
 fn medians(phases: &[Phase]) -> Vec<Median> {
     let mut keys: Vec<(String, String)> = Vec::new();
@@ -247,6 +320,7 @@ fn medians(phases: &[Phase]) -> Vec<Median> {
                 p50_ms: med(&|p| p.p50_ms),
                 p99_ms: med(&|p| p.p99_ms),
                 p99_vs_baseline: med(&|p| p.p99_vs_baseline),
+                target_met: med(&|p| p.p99_vs_baseline) <= TARGET,
                 rss_growth: med(&|p| p.rss_peak.saturating_sub(p.rss_before) as f64) as u64,
                 server_cpu_s: med(&|p| p.server_cpu_s),
                 link,
@@ -259,7 +333,7 @@ fn medians(phases: &[Phase]) -> Vec<Median> {
 /// Runs the suite; `Ok(false)` if a check failed.
 pub fn run(args: &HostileArgs) -> anyhow::Result<bool> {
     let report = run_report(args)?;
-    print_report(&report);
+    report::print(&report);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -297,9 +371,22 @@ async fn run_async(args: &HostileArgs, profile: Profile) -> anyhow::Result<Repor
     blerpc::identity::store(&key, &blerpc::identity::generate(), true)?;
     let pki = blerpc::link::local_ca::LocalPki::generate()?;
     pki.write_to(&dir)?;
-    let links: Vec<&str> = ["tcp", "ws", "tls"]
+    if let Some(l) = args
+        .link
+        .iter()
+        .find(|l| !["tcp", "ws", "tls", "http"].contains(&l.as_str()))
+    {
+        anyhow::bail!("no link {l:?}: tcp, ws, tls or http");
+    }
+    let links: Vec<&str> = ["tcp", "ws", "tls", "http"]
         .into_iter()
-        .filter(|l| args.link.is_empty() || args.link.iter().any(|a| a == l))
+        .filter(|l| {
+            if args.link.is_empty() {
+                *l != "http"
+            } else {
+                args.link.iter().any(|a| a == l)
+            }
+        })
         .collect();
     let mut phases = Vec::new();
     let mut failures = Vec::new();
@@ -308,29 +395,45 @@ async fn run_async(args: &HostileArgs, profile: Profile) -> anyhow::Result<Repor
     extra.extend(profile.serve_args.iter().map(String::as_str));
     for run in 0..profile.runs {
         for &link in &links {
-            let listen = match link {
-                "tcp" => "tcp://127.0.0.1:0",
-                "ws" => "ws://127.0.0.1:0/blerpc",
-                _ => "tls://127.0.0.1:0",
-            };
-            let mut server = Server::start(&ServerOptions {
-                listen,
-                key: &key,
-                tls: (link == "tls").then_some(dir.as_path()),
-                setup_timeout: Duration::from_secs_f64(profile.setup_timeout_s),
-                container_timeout: Duration::from_secs_f64(profile.container_timeout_s),
-                dir: &dir,
-                extra: &extra,
-            })?;
-            let client = Legit {
-                address: server.url.parse()?,
-                options: ConnectOptions {
-                    tls: (link == "tls")
-                        .then(|| TlsClientConfig::with_ca_pem(pki.ca_pem.as_bytes()))
-                        .transpose()?,
-                    ..Default::default()
-                },
-                identity: server.identity,
+            let (mut server, client) = if link == "http" {
+                let server = Server::gateway(&GatewayOptions {
+                    dir: &dir,
+                    header_timeout: Duration::from_secs_f64(profile.header_timeout_s),
+                    max_per_address: profile.max_per_address,
+                    max_event_streams: profile.max_event_streams,
+                })
+                .await?;
+                let client = Legit::Http {
+                    gateway: server.addr,
+                    device: hex::encode(server.identity),
+                };
+                (server, client)
+            } else {
+                let listen = match link {
+                    "tcp" => "tcp://127.0.0.1:0",
+                    "ws" => "ws://127.0.0.1:0/blerpc",
+                    _ => "tls://127.0.0.1:0",
+                };
+                let server = Server::start(&ServerOptions {
+                    listen,
+                    key: &key,
+                    tls: (link == "tls").then_some(dir.as_path()),
+                    setup_timeout: Duration::from_secs_f64(profile.setup_timeout_s),
+                    container_timeout: Duration::from_secs_f64(profile.container_timeout_s),
+                    dir: &dir,
+                    extra: &extra,
+                })?;
+                let client = Legit::Device {
+                    address: server.url.parse()?,
+                    options: ConnectOptions {
+                        tls: (link == "tls")
+                            .then(|| TlsClientConfig::with_ca_pem(pki.ca_pem.as_bytes()))
+                            .transpose()?,
+                        ..Default::default()
+                    },
+                    identity: server.identity,
+                };
+                (server, client)
             };
             eprintln!(
                 "hostile: run {} of {}: {link} server at {}",
@@ -345,9 +448,14 @@ async fn run_async(args: &HostileArgs, profile: Profile) -> anyhow::Result<Repor
             phases.push(baseline);
             // On WebSocket and TLS the attack that matters is on their handshake slots: silent
             // sockets; the protocol attacks behind the handshake are the TCP ones.
-            let attacks: Vec<Attack> = Attack::ALL
+            let all = if link == "http" {
+                Attack::HTTP
+            } else {
+                Attack::ALL
+            };
+            let attacks: Vec<Attack> = all
                 .into_iter()
-                .filter(|a| link == "tcp" || *a == Attack::Silent)
+                .filter(|a| link == "tcp" || link == "http" || *a == Attack::Silent)
                 .filter(|a| args.attack.is_empty() || args.attack.iter().any(|n| n == a.name()))
                 .collect();
             for attack in attacks {
@@ -384,25 +492,32 @@ fn check(p: &Phase, profile: &Profile, failures: &mut Vec<String>) {
             p.first_error.as_deref().unwrap_or("none")
         ));
     }
-    let deadline = profile.setup_timeout_s + 2.0;
-    let must_close = matches!(
-        p.attack.as_str(),
-        "silent" | "pre-auth-memory" | "slow-container" | "many-tids"
-    ) && p.link == "tcp"
-        && profile.phase_s > deadline;
+    let deadline = profile.deadline_s(&p.link);
+    let must_close = if p.link == "http" {
+        // The event streams the gateway admitted are served for as long as they are read.
+        p.attack != "event-streams" && p.attack != "none"
+    } else {
+        matches!(
+            p.attack.as_str(),
+            "silent" | "pre-auth-memory" | "slow-container" | "many-tids"
+        ) && p.link == "tcp"
+    } && profile.phase_s(&p.link) > deadline;
     if must_close && p.held_past_deadline > 0 {
         failures.push(format!(
-            "{what} (run {}): the server still held {} hostile connections opened more than the \
-             setup deadline + 2 s before the attack stopped",
+            "{what} (run {}): the server still held {} hostile connections opened more than \
+             their deadline + slack ({deadline:.1} s) before the attack stopped",
             p.run + 1,
             p.held_past_deadline
         ));
     }
     if must_close && p.max_close_s > deadline {
         failures.push(format!(
-            "{what}: a hostile connection stayed open {:.1} s (setup deadline {:.1} s)",
-            p.max_close_s, profile.setup_timeout_s
+            "{what}: a hostile connection stayed open {:.1} s (deadline + slack {deadline:.1} s)",
+            p.max_close_s
         ));
+    }
+    if p.link == "http" {
+        check_answers(p, &what, failures);
     }
     // Memory: no attack may cost the server more than 64 MiB at its peak (the attacks that
     // took 256 MiB before cost a few), and it must come back within 16 MiB of where it was.
@@ -419,12 +534,52 @@ fn check(p: &Phase, profile: &Profile, failures: &mut Vec<String>) {
     }
 }
 
+/// What the gateway must answer each HTTP attack (0: closed without an answer, as when its
+/// flood's bytes reset the connection before the answer was read), and checks the answers.
+fn check_answers(p: &Phase, what: &str, failures: &mut Vec<String>) {
+    let due: &[u16] = match p.attack.as_str() {
+        "idle-keep-alive" => &[200],
+        "event-streams" => &[503],
+        "slow-body" => &[408],
+        "oversized-head" => &[431, 0],
+        "oversized-body" => &[413, 0],
+        // Closed unanswered (at the header deadline, or refused at accept).
+        "slowloris" | "address-flood" => &[0],
+        _ => return,
+    };
+    let wrong: Vec<String> = p
+        .statuses
+        .iter()
+        .filter(|(s, _)| !due.contains(s))
+        .map(|(s, n)| format!("{s}×{n}"))
+        .collect();
+    if !wrong.is_empty() || (p.calls > 0 && p.statuses.is_empty()) {
+        failures.push(format!(
+            "{what} (run {}): the gateway answered {} where {due:?} was due",
+            p.run + 1,
+            if wrong.is_empty() {
+                "nothing".to_string()
+            } else {
+                wrong.join(" ")
+            }
+        ));
+    }
+}
+
 /// The legitimate client.
 #[derive(Clone)]
-struct Legit {
-    address: LinkUrl,
-    options: ConnectOptions,
-    identity: [u8; 32],
+enum Legit {
+    /// A central calling a `blerpc serve`.
+    Device {
+        address: LinkUrl,
+        options: ConnectOptions,
+        identity: [u8; 32],
+    },
+    /// An HTTP caller posting `echo` to a gateway's device.
+    Http {
+        gateway: std::net::SocketAddr,
+        device: String,
+    },
 }
 
 /// `EchoRequest { message: "hello" }`: field 1, length 5.
@@ -466,12 +621,27 @@ impl Legit {
     /// One call on a new connection: its latency, or what failed.
     async fn call(&self) -> Result<f64, String> {
         let start = Instant::now();
-        let config = ClientConfig {
-            pinning: PinPolicy::Trust(self.identity),
-            ..Default::default()
-        };
         let work = async {
-            let client = connect(&self.address, &self.options, config)
+            let (address, options, identity) = match self {
+                Legit::Device {
+                    address,
+                    options,
+                    identity,
+                } => (address, options, identity),
+                Legit::Http { gateway, device } => {
+                    let mut caller =
+                        crate::gateway::callers::http(*gateway, device, crate::gateway::TOKEN)
+                            .await
+                            .map_err(|e| format!("{e:#}"))?;
+                    caller.echo("hello").await.map_err(|e| format!("{e:#}"))?;
+                    return Ok(());
+                }
+            };
+            let config = ClientConfig {
+                pinning: PinPolicy::Trust(*identity),
+                ..Default::default()
+            };
+            let client = connect(address, options, config)
                 .await
                 .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
             let reply = client
@@ -505,12 +675,17 @@ async fn phase(
     let (rss_before, cpu_before, log_before) = (server.rss(), server.cpu(), server.log_bytes());
     let tally = Arc::new(Tally::default());
     let (stop_tx, stop_rx) = watch::channel(false);
-    let sockets = attack.map_or(0, |a| a.sockets(profile.sockets));
+    let sockets = attack.map_or(0, |a| profile.sockets(a));
+    let http = Arc::new(HttpTarget {
+        device: hex::encode(server.identity),
+        token: crate::gateway::TOKEN.to_string(),
+    });
     let attack_task = attack.map(|a| {
         tokio::spawn(attacks::run(
             a,
             server.addr,
-            profile.sockets,
+            http,
+            sockets,
             tally.clone(),
             stop_rx.clone(),
         ))
@@ -527,7 +702,7 @@ async fn phase(
     // this one and must not delay its calls (they still share the machine's CPUs with it).
     let legit = client.clone();
     let (duration, interval) = (
-        Duration::from_secs_f64(profile.phase_s),
+        Duration::from_secs_f64(profile.phase_s(link)),
         Duration::from_millis(profile.interval_ms),
     );
     let calling = tokio::task::spawn_blocking(move || legit.run(duration, interval));
@@ -537,7 +712,7 @@ async fn phase(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let (timed_calls, calls, first_error) = calling.await.context("the legitimate client")??;
-    let cutoff = Instant::now() - Duration::from_secs_f64(profile.setup_timeout_s + 2.0);
+    let cutoff = Instant::now() - Duration::from_secs_f64(profile.deadline_s(link));
     let early = tally.opened_before(cutoff);
     // Of the hostile sockets still open that were opened before the cutoff, the ones the
     // server's side still has (the rest it never completed: it holds nothing for them).
@@ -551,7 +726,12 @@ async fn phase(
     }
     let cpu = server.cpu() - cpu_before;
     // The attack's sockets are closed now: let the server notice and give memory back.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let settle = if link == "http" {
+        profile.settle_s
+    } else {
+        1.5
+    };
+    tokio::time::sleep(Duration::from_secs_f64(settle)).await;
     let rss_after = server.rss();
     let counters = server.counters()?;
     server.check_alive()?;
@@ -561,6 +741,11 @@ async fn phase(
     slowest.sort_by(|a, b| b.1.total_cmp(&a.1));
     slowest.truncate(5);
     let closed = tally.closed_by_server.load(Ordering::Relaxed);
+    let statuses = tally
+        .statuses
+        .lock()
+        .map(|s| s.iter().map(|(k, v)| (*k, *v)).collect())
+        .unwrap_or_default();
     Ok(Phase {
         run: 0,
         link: link.to_string(),
@@ -584,10 +769,18 @@ async fn phase(
         held_past_deadline,
         never_completed,
         max_close_s: tally.close_us_max.load(Ordering::Relaxed) as f64 / 1e6,
+        mean_close_s: tally.close_us_sum.load(Ordering::Relaxed) as f64
+            / 1e6
+            / closed.max(1) as f64,
+        statuses,
         attack_bytes: tally.sent.load(Ordering::Relaxed),
         reasons: counters.delta(&before),
         log_bytes: server.log_bytes().saturating_sub(log_before),
-        open_after: counters.gauge("blerpc_connections_open") as u64,
+        open_after: counters.gauge(if link == "http" {
+            "blerpc_gateway_http_connections"
+        } else {
+            "blerpc_connections_open"
+        }) as u64,
     })
 }
 
@@ -595,143 +788,4 @@ fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
     let dir = std::env::temp_dir().join(format!("blerpc-hostile-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
-}
-
-fn mib(bytes: u64) -> String {
-    format!("{:.1}", bytes as f64 / (1 << 20) as f64)
-}
-
-fn print_report(r: &Report) {
-    let p = &r.profile;
-    println!(
-        "hostile peers against blerpc serve: {} sockets per attack, {:.0} s phases, setup \
-         deadline {:.1} s, container deadline {:.1} s, {} handshake slots; the legitimate client \
-         makes a new connection per call every {} ms",
-        p.sockets,
-        p.phase_s,
-        p.setup_timeout_s,
-        p.container_timeout_s,
-        p.max_handshakes,
-        p.interval_ms
-    );
-    let mut t = Table::new([
-        "run",
-        "link",
-        "attack",
-        "sockets",
-        "calls ok",
-        "p50 ms",
-        "p99 ms",
-        "×base",
-        "RSS MiB",
-        "peak",
-        "after",
-        "CPU s",
-        "closed",
-        "max s",
-        "held late",
-        "half-open",
-    ]);
-    for i in 3..16 {
-        t = t.align(i, Align::Right);
-    }
-    for ph in &r.phases {
-        t.row([
-            (ph.run + 1).to_string(),
-            ph.link.clone(),
-            ph.attack.clone(),
-            ph.sockets.to_string(),
-            format!("{}/{}", ph.ok, ph.calls),
-            format!("{:.1}", ph.p50_ms),
-            format!("{:.1}", ph.p99_ms),
-            format!("{:.2}", ph.p99_vs_baseline),
-            mib(ph.rss_before),
-            mib(ph.rss_peak),
-            mib(ph.rss_after),
-            format!("{:.2}", ph.server_cpu_s),
-            format!("{}/{}", ph.closed_by_server, ph.opened),
-            format!("{:.1}", ph.max_close_s),
-            ph.held_past_deadline.to_string(),
-            ph.never_completed.to_string(),
-        ]);
-    }
-    print!("{}", t.plain(""));
-    println!(
-        "calls ok: legitimate calls that succeeded; ×base: p99 over the same link's baseline \
-         (no attack) p99; RSS: before the phase, peak during it, after the attack stopped; \
-         closed: hostile connections the server closed / opened; max s: the longest one stayed; \
-         held late: hostile connections the server still held a setup deadline + 2 s after they \
-         opened (must be 0); half-open: ones that old the kernel completed on the attacker's side \
-         only (the listen backlog was full; the server holds nothing for them)"
-    );
-    let mut reasons = Table::new([
-        "run",
-        "link",
-        "attack",
-        "server counters (by reason)",
-        "log bytes",
-    ])
-    .align(4, Align::Right);
-    for ph in r.phases.iter().filter(|p| !p.reasons.is_empty()) {
-        let list: Vec<String> = ph.reasons.iter().map(|(r, n)| format!("{r}={n}")).collect();
-        reasons.row([
-            (ph.run + 1).to_string(),
-            ph.link.clone(),
-            ph.attack.clone(),
-            list.join(" "),
-            ph.log_bytes.to_string(),
-        ]);
-    }
-    if !reasons.is_empty() {
-        print!("{}", reasons.plain(""));
-    }
-    let mut slow = Table::new([
-        "run",
-        "link",
-        "attack",
-        "slowest calls (s into the phase: ms)",
-    ]);
-    for ph in &r.phases {
-        let list: Vec<String> = ph
-            .slowest
-            .iter()
-            .map(|(at, ms)| format!("{at:.1}: {ms:.1}"))
-            .collect();
-        slow.row([
-            (ph.run + 1).to_string(),
-            ph.link.clone(),
-            ph.attack.clone(),
-            list.join(", "),
-        ]);
-    }
-    print!("{}", slow.plain(""));
-    if p.runs > 1 {
-        println!("medians over {} runs:", p.runs);
-        let mut m = Table::new([
-            "link",
-            "attack",
-            "calls ok",
-            "p50 ms",
-            "p99 ms",
-            "×base",
-            "RSS growth MiB",
-            "CPU s",
-        ]);
-        for i in 2..8 {
-            m = m.align(i, Align::Right);
-        }
-        for x in &r.medians {
-            m.row([
-                x.link.clone(),
-                x.attack.clone(),
-                format!("{}/{}", x.ok, x.calls),
-                format!("{:.1}", x.p50_ms),
-                format!("{:.1}", x.p99_ms),
-                format!("{:.2}", x.p99_vs_baseline),
-                mib(x.rss_growth),
-                format!("{:.2}", x.server_cpu_s),
-            ]);
-        }
-        print!("{}", m.plain(""));
-    }
 }

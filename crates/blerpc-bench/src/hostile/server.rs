@@ -1,5 +1,7 @@
 //! The hostile bench's servers: `blerpc serve` processes (this binary's `serve`), one per
-//! link under attack, each with its metrics endpoint and its log in a file.
+//! link under attack, each with its metrics endpoint and its log in a file; for `--link http`
+//! a `blerpc gateway` (this binary's `serve-gateway`, started as the gateway bench starts it)
+//! with one device (`blerpc serve --dial`) dialled in, its `/metrics` on its HTTP port.
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
@@ -9,17 +11,40 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
 
-/// One `blerpc serve` process.
+/// What runs: a `blerpc serve`, or a gateway and its device.
+enum Process {
+    Serve(Child),
+    Gateway {
+        gateway: crate::gateway::procs::GatewayProc,
+        device: crate::gateway::procs::Proc,
+    },
+}
+
+/// One `blerpc serve` process, or one `blerpc gateway` with its device.
 pub(crate) struct Server {
-    child: Child,
+    process: Process,
     /// `tcp://…`, `ws://…/blerpc` or `tls://…`.
     pub(crate) url: String,
     /// Where the link listens.
     pub(crate) addr: SocketAddr,
-    /// The identity key centrals pin.
+    /// The identity key centrals pin (the gateway's device's).
     pub(crate) identity: [u8; 32],
     metrics: SocketAddr,
-    log: PathBuf,
+    /// The bearer token `/metrics` needs (the gateway's).
+    token: Option<&'static str>,
+    /// Where the server logs (the gateway logs to this process's stderr).
+    log: Option<PathBuf>,
+}
+
+/// What the gateway is started with (`blerpc gateway` options).
+pub(crate) struct GatewayOptions<'a> {
+    pub(crate) dir: &'a std::path::Path,
+    /// `--http-header-timeout` and `--http-body-timeout`.
+    pub(crate) header_timeout: Duration,
+    /// `--http-max-per-address`.
+    pub(crate) max_per_address: usize,
+    /// `--max-event-streams`.
+    pub(crate) max_event_streams: usize,
 }
 
 /// What the server is started with.
@@ -96,13 +121,59 @@ impl Server {
             url: url.to_string(),
             identity,
             metrics,
-            log,
-            child,
+            token: None,
+            log: Some(log),
+            process: Process::Serve(child),
+        })
+    }
+
+    /// Starts a gateway (its HTTP port on 127.0.0.1) and one device dialled in, and waits
+    /// until the device answers through it.
+    pub(crate) async fn gateway(o: &GatewayOptions<'_>) -> anyhow::Result<Server> {
+        use crate::gateway::{TOKEN, procs};
+        let tokens = o.dir.join("tokens");
+        std::fs::write(&tokens, format!("{TOKEN}\n"))?;
+        let timeout = o.header_timeout.as_secs_f64().to_string();
+        let (per_address, streams) = (
+            o.max_per_address.to_string(),
+            o.max_event_streams.to_string(),
+        );
+        let gateway = procs::gateway(
+            o.dir,
+            None,
+            &[
+                "--tokens",
+                tokens.to_str().context("temp path")?,
+                "--http-header-timeout",
+                &timeout,
+                "--http-body-timeout",
+                &timeout,
+                "--http-max-per-address",
+                &per_address,
+                "--max-event-streams",
+                &streams,
+            ],
+        )?;
+        let key_file = o.dir.join("device.key");
+        blerpc::identity::store(&key_file, &blerpc::identity::generate(), true)?;
+        let (device, _, identity) = procs::device(o.dir, &gateway.devices, &key_file)?;
+        crate::gateway::wait_online(gateway.http, &hex::encode(identity)).await?;
+        Ok(Server {
+            url: format!("http://{}", gateway.http),
+            addr: gateway.http,
+            identity,
+            metrics: gateway.http,
+            token: Some(TOKEN),
+            log: None,
+            process: Process::Gateway { gateway, device },
         })
     }
 
     pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
+        match &self.process {
+            Process::Serve(child) => child.id(),
+            Process::Gateway { gateway, .. } => gateway.proc.pid(),
+        }
     }
 
     /// Resident memory now.
@@ -115,9 +186,13 @@ impl Server {
         crate::process::cpu_seconds(self.pid()).unwrap_or(0.0)
     }
 
-    /// Bytes the server has logged so far.
+    /// Bytes the server has logged so far (0 for the gateway, which logs to this process's
+    /// stderr).
     pub(crate) fn log_bytes(&self) -> u64 {
-        std::fs::metadata(&self.log).map_or(0, |m| m.len())
+        self.log
+            .as_ref()
+            .and_then(|log| std::fs::metadata(log).ok())
+            .map_or(0, |m| m.len())
     }
 
     /// The counters of `/metrics`: `blerpc_connections_closed_total{reason="x"} 3` as
@@ -125,9 +200,13 @@ impl Server {
     pub(crate) fn counters(&self) -> anyhow::Result<Counters> {
         let mut s = TcpStream::connect_timeout(&self.metrics, Duration::from_secs(5))?;
         s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let auth = self
+            .token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
         write!(
             s,
-            "GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            "GET /metrics HTTP/1.1\r\nHost: {}\r\n{auth}Connection: close\r\n\r\n",
             self.metrics
         )?;
         let mut text = String::new();
@@ -137,12 +216,25 @@ impl Server {
 
     /// Fails if the server process has exited.
     pub(crate) fn check_alive(&mut self) -> anyhow::Result<()> {
-        if let Some(status) = self.child.try_wait()? {
-            bail!(
-                "blerpc serve {} exited ({status}); its log: {}",
-                self.url,
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
+        match &mut self.process {
+            Process::Serve(child) => {
+                if let Some(status) = child.try_wait()? {
+                    let log = self.log.as_ref().map(std::fs::read_to_string);
+                    bail!(
+                        "blerpc serve {} exited ({status}); its log: {}",
+                        self.url,
+                        log.and_then(Result::ok).unwrap_or_default()
+                    );
+                }
+            }
+            Process::Gateway { gateway, device } => {
+                if let Some(status) = gateway.proc.child.try_wait()? {
+                    bail!("blerpc gateway {} exited ({status})", self.url);
+                }
+                if let Some(status) = device.child.try_wait()? {
+                    bail!("the gateway's device exited ({status})");
+                }
+            }
         }
         Ok(())
     }
@@ -150,8 +242,11 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // The gateway's processes end with their `Proc`s.
+        if let Process::Serve(child) = &mut self.process {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -187,11 +282,22 @@ impl Counters {
                     .trim_end_matches('}')
                     .strip_prefix("reason=\"")
                     .map(|r| r.trim_end_matches('"').to_string());
-                let kind = metric
+                let serve = metric
                     .strip_prefix("blerpc_connections_")
                     .and_then(|k| k.strip_suffix("_total"));
-                if let (Some(kind), Some(reason)) = (kind, reason) {
-                    c.by_reason.push((kind.to_string(), reason, value));
+                // The gateway's HTTP face: `refused:per_address`, `timeouts:head`, …
+                let http = metric
+                    .strip_prefix("blerpc_gateway_http_")
+                    .and_then(|k| k.strip_suffix("_total"));
+                match (serve, http, reason) {
+                    (Some(kind), _, Some(reason)) => {
+                        c.by_reason.push((kind.to_string(), reason, value));
+                    }
+                    (_, Some(kind), Some(reason)) => {
+                        c.by_reason
+                            .push((kind.to_string(), format!("{kind}:{reason}"), value));
+                    }
+                    _ => {}
                 }
             } else {
                 c.gauges.push((name.to_string(), value));
@@ -255,5 +361,24 @@ mod tests {
         let before =
             Counters::parse("blerpc_connections_closed_total{reason=\"setup_timeout\"} 2\n");
         assert_eq!(c.delta(&before), vec![("setup_timeout".to_string(), 6)]);
+    }
+
+    #[test]
+    fn counters_parse_the_gateways_http_series() {
+        let text = "blerpc_gateway_http_refused_total{reason=\"per_address\"} 12\n\
+                    blerpc_gateway_http_timeouts_total{reason=\"head\"} 2000\n\
+                    blerpc_gateway_calls_total{status=\"ok\"} 5\n\
+                    blerpc_gateway_http_connections 4\n";
+        let c = Counters::parse(text);
+        assert_eq!(c.count("refused:per_address"), 12.0);
+        assert_eq!(c.count("timeouts:head"), 2000.0);
+        assert_eq!(c.gauge("blerpc_gateway_http_connections"), 4.0);
+        assert_eq!(
+            c.delta(&Counters::default()),
+            vec![
+                ("refused:per_address".to_string(), 12),
+                ("timeouts:head".to_string(), 2000)
+            ]
+        );
     }
 }

@@ -130,6 +130,11 @@ pub struct GatewayArgs {
     /// from when it connects and between requests on a kept connection; then it is closed.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub http_header_timeout: f64,
+    /// A request body read whole (a call's JSON) must arrive within this many seconds of the
+    /// handler starting to read it; then the call is answered 408 and the connection closed.
+    /// Uploads are bounded by their call's deadline instead.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub http_body_timeout: f64,
     /// HTTP connections open at once; more are closed at accept.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub http_max_connections: usize,
@@ -263,6 +268,7 @@ pub fn config(args: &GatewayArgs) -> anyhow::Result<(GatewayConfig, Schema, Guar
             "--http-header-timeout",
             args.http_header_timeout,
         )?,
+        http_body_timeout: crate::serve::seconds("--http-body-timeout", args.http_body_timeout)?,
         max_http_connections: args.http_max_connections.max(1),
         max_http_connections_per_address: args.http_max_per_address.max(1),
         max_event_streams: args.max_event_streams,
@@ -335,6 +341,20 @@ pub(crate) async fn bind_devices(
     Ok(urls)
 }
 
+/// The HTTP API's listener on `addr`, with a listen backlog of 4,096 (as the device ports): a
+/// burst of connections waits to be accepted rather than having its handshakes dropped and
+/// retried seconds later.
+pub(super) fn bind_http(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(4096)
+}
+
 /// Runs one gateway process until Ctrl-C or SIGTERM.
 async fn run(args: &GatewayArgs) -> anyhow::Result<()> {
     let (config, schema, guard) = config(args)?;
@@ -397,9 +417,8 @@ impl Bound {
         schema: Schema,
         guard: GuardConfig,
     ) -> anyhow::Result<Bound> {
-        let http = tokio::net::TcpListener::bind(args.http)
-            .await
-            .with_context(|| format!("--http {}: cannot listen", args.http))?;
+        let http =
+            bind_http(args.http).with_context(|| format!("--http {}: cannot listen", args.http))?;
         let addr = http.local_addr()?;
         let tls = match (&args.http_tls_cert, &args.http_tls_key) {
             (Some(c), Some(k)) => Some(TlsServerConfig::from_pem_files(c, k)?),

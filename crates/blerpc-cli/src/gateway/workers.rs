@@ -170,8 +170,7 @@ async fn http_front(
     mut lines: Vec<String>,
     config: blerpc_gateway::GatewayConfig,
 ) -> anyhow::Result<()> {
-    let http = tokio::net::TcpListener::bind(args.http)
-        .await
+    let http = super::bind_http(args.http)
         .with_context(|| format!("--http {}: cannot listen", args.http))?;
     let http_addr = http.local_addr()?;
     let internal = {

@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use blerpc_schema::{CallKind, Method};
 use futures_util::{Stream, StreamExt};
 
+use super::body::BodyError;
 use super::{Api, Problem, json_response};
 use crate::Gateway;
 use crate::calls::{CallFailure, Slot};
@@ -151,7 +152,7 @@ async fn call_inner(
     match method.kind() {
         CallKind::ClientStream => upload(gateway, id, &method, body, started, deadline).await,
         kind => {
-            let json = read_json(gateway, body).await.map_err(count)?;
+            let json = read_json(gateway, headers, body).await.map_err(count)?;
             let request = method
                 .encode_request(&json)
                 .map_err(|e| count(CallFailure::BadRequest(e.to_string())))?;
@@ -177,12 +178,27 @@ async fn call_inner(
     }
 }
 
-async fn read_json(gateway: &Gateway, body: Body) -> Result<String, CallFailure> {
-    let limit = gateway.config().max_json_bytes;
-    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
-        CallFailure::TooLarge(format!(
-            "the request body is larger than {limit} bytes (max_json_bytes)"
-        ))
+/// A call's JSON request: the body whole, within `max_json_bytes` and `http_body_timeout`.
+async fn read_json(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<String, CallFailure> {
+    let config = gateway.config();
+    let bytes = super::body::read(
+        headers,
+        body,
+        config.max_json_bytes,
+        config.http_body_timeout,
+    )
+    .await
+    .map_err(|e| match e {
+        BodyError::TooLarge { .. } => CallFailure::TooLarge(format!("{e} (max_json_bytes)")),
+        BodyError::Timeout(_) => {
+            gateway.metrics().http_timeout("body");
+            CallFailure::RequestTimeout(e.to_string())
+        }
+        BodyError::Failed(_) => CallFailure::BadRequest(e.to_string()),
     })?;
     String::from_utf8(bytes.to_vec())
         .map_err(|_| CallFailure::BadRequest("the request body is not UTF-8".to_string()))

@@ -93,8 +93,13 @@ pub(super) async fn submit(
         Ok(p) => p,
         Err(e) => return e.problem().into_response(),
     };
-    let json = match axum::body::to_bytes(body, 64 * 1024).await {
+    let json = match super::body::read(headers, body, 64 * 1024, api.body_timeout).await {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e @ super::body::BodyError::Timeout(_)) => {
+            api.metrics.http_timeout("body");
+            return Problem::from(crate::calls::CallFailure::RequestTimeout(e.to_string()))
+                .into_response();
+        }
         Err(_) => {
             return DurableError::Bad("a durable call's request is at most 64 KiB".into())
                 .problem()

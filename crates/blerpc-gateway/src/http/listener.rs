@@ -1,7 +1,8 @@
 //! The HTTP listener, hardened as the device port is: every connection must send a complete
 //! request head within [`HttpLimits::header_timeout`] (from when it connects, and from the end
 //! of each answer while it is kept alive), at most [`HttpLimits::max_connections`] are open at
-//! once and [`HttpLimits::max_per_address`] from one IP address; what is refused or timed out is
+//! once and [`HttpLimits::max_per_address`] from one IP address, a head is at most
+//! [`HttpLimits::max_head_bytes`]; what is refused or timed out is
 //! counted in `/metrics` (`blerpc_gateway_http_*`). Plain HTTP and HTTPS share the loop.
 
 use std::collections::HashMap;
@@ -30,6 +31,10 @@ pub struct HttpLimits {
     pub max_per_address: usize,
     /// A TLS handshake must finish within this. 10 s.
     pub tls_handshake_timeout: Duration,
+    /// A request head's bytes at most (hyper's read buffer); a longer head is answered 431 and
+    /// the connection closed. 32 KiB: hyper parses the whole head again at each read, so its
+    /// default (about 400 KiB) let one client cost milliseconds of CPU per request.
+    pub max_head_bytes: usize,
 }
 
 impl HttpLimits {
@@ -40,6 +45,7 @@ impl HttpLimits {
             max_connections: config.max_http_connections,
             max_per_address: config.max_http_connections_per_address,
             tls_handshake_timeout: Duration::from_secs(10),
+            max_head_bytes: 32 << 10,
         }
     }
 }
@@ -164,7 +170,7 @@ pub async fn serve(
                         Ok(Ok(tls)) => connection(tls, service, peer, limits, &metrics).await,
                         Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
                         Err(_) => {
-                            metrics.http_timeout();
+                            metrics.http_timeout("tls_handshake");
                             tracing::debug!(%peer, "TLS handshake timed out");
                         }
                     }
@@ -199,14 +205,15 @@ async fn connection<I, S>(
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout);
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(limits.max_head_bytes);
     if let Err(e) = builder
         .serve_connection(TokioIo::new(io), hyper_service)
         .with_upgrades()
         .await
     {
         if e.is_timeout() {
-            metrics.http_timeout();
+            metrics.http_timeout("head");
         }
         tracing::debug!(%peer, "HTTP connection ended: {e}");
     }

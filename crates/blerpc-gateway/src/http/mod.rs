@@ -3,7 +3,8 @@
 //! `/v1/openapi.yaml`.
 //!
 //! Every error is `application/problem+json` (RFC 9457) with a status of its own: 400 bad
-//! request or unknown command, 401 missing or wrong token, 404 unknown device, 413 too large,
+//! request or unknown command, 401 missing or wrong token, 404 unknown device, 408 the request
+//! body did not arrive within `http_body_timeout`, 413 too large,
 //! 429 too many calls queued for the device, 502 the device failed the call, 503 the device is
 //! not connected (or went away, or is busy), 504 deadline.
 //!
@@ -35,6 +36,7 @@ use crate::routing::local::LocalForwarder;
 use crate::routing::{Holder, NodeId, Routing};
 
 pub(crate) mod api;
+pub mod body;
 mod dashboard;
 pub mod durable;
 pub mod internal;
@@ -108,6 +110,15 @@ impl IntoResponse for Problem {
             r.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
+        // A body too large or too slow may still be on its way: the connection ends with this
+        // answer, so none of the rest is read.
+        if matches!(
+            self.status,
+            StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT
+        ) {
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         if matches!(
             self.status,
             StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
@@ -147,8 +158,10 @@ pub struct Api {
     dashboard_interval: Duration,
     /// Event streams that may still open (`GatewayConfig::max_event_streams`).
     event_streams: Arc<tokio::sync::Semaphore>,
-    /// Where refused event streams are counted.
+    /// Where refused event streams (and slow bodies) are counted.
     metrics: crate::GatewayMetrics,
+    /// How long a request body read whole may take (`GatewayConfig::http_body_timeout`).
+    body_timeout: Duration,
 }
 
 impl Api {
@@ -163,12 +176,14 @@ impl Api {
                 crate::GatewayConfig::default().max_event_streams,
             )),
             metrics: crate::GatewayMetrics::new(),
+            body_timeout: crate::GatewayConfig::default().http_body_timeout,
         }
     }
 
     /// The API with `gateway`'s limit on event streams (`GET /v1/events`; more are answered
-    /// 503), counting refusals in its metrics.
+    /// 503) and its body timeout, counting refusals in its metrics.
     pub fn for_gateway(mut self, gateway: &Gateway) -> Api {
+        self.body_timeout = gateway.config().http_body_timeout;
         self.event_streams = Arc::new(tokio::sync::Semaphore::new(
             gateway.config().max_event_streams,
         ));
