@@ -148,7 +148,7 @@ pub(super) struct Inner {
     pub(super) pending: Mutex<HashMap<String, Pending>>,
     /// The presence writers' queues ([`WRITERS`]; a device's writes always go to the same
     /// one, so they are made in order).
-    pub(super) writers: Vec<tokio::sync::mpsc::Sender<(String, Pending)>>,
+    pub(super) writers: Vec<tokio::sync::mpsc::Sender<Write>>,
 }
 
 /// Presence writers of a gateway: a device's claim and release are written in order by one of
@@ -159,10 +159,13 @@ pub(super) const WRITERS: usize = 32;
 /// Writes each writer may have queued before the gateway's follower of its registry waits.
 const WRITER_QUEUE: usize = 1024;
 
+/// A write for a device, queued for its writer.
+pub(super) type Write = (String, Pending);
+
 /// The writers' queues and what they read from, for [`Inner::writer`] tasks.
 pub(super) fn writer_queues() -> (
-    Vec<tokio::sync::mpsc::Sender<(String, Pending)>>,
-    Vec<tokio::sync::mpsc::Receiver<(String, Pending)>>,
+    Vec<tokio::sync::mpsc::Sender<Write>>,
+    Vec<tokio::sync::mpsc::Receiver<Write>>,
 ) {
     (0..WRITERS)
         .map(|_| tokio::sync::mpsc::channel(WRITER_QUEUE))
@@ -353,7 +356,7 @@ impl Inner {
     /// One writer: makes the writes queued for it, one after another.
     pub(super) async fn writer(
         self: Arc<Self>,
-        mut queue: tokio::sync::mpsc::Receiver<(String, Pending)>,
+        mut queue: tokio::sync::mpsc::Receiver<Write>,
     ) {
         while let Some((device, op)) = queue.recv().await {
             match op {
