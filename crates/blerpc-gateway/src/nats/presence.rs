@@ -354,10 +354,7 @@ impl Inner {
     }
 
     /// One writer: makes the writes queued for it, one after another.
-    pub(super) async fn writer(
-        self: Arc<Self>,
-        mut queue: tokio::sync::mpsc::Receiver<Write>,
-    ) {
+    pub(super) async fn writer(self: Arc<Self>, mut queue: tokio::sync::mpsc::Receiver<Write>) {
         while let Some((device, op)) = queue.recv().await {
             match op {
                 Pending::Claim { epoch, since_ms } => {
