@@ -7,7 +7,7 @@
 //! sweep of all of them, as long as calling every device takes here); the calls that failed
 //! meanwhile by what they were answered, and the wrong answers (every call carries a message
 //! of its own; target 0). Each gateway runs enough worker processes to hold every device alone
-//! ([`PER_WORKER`] each: the open-file limit is 20,000 per process).
+//! (15,000 each: the open-file limit is 20,000 per process).
 
 use std::net::SocketAddr;
 use std::path::Path;
