@@ -294,9 +294,20 @@ async fn a_device_held_nowhere_is_503_at_once_and_strangers_404() {
     let request = axum::http::Request::post(format!("/v1/devices/{}/calls/echo", d.id))
         .body(axum::body::Body::from(r#"{"message":"x"}"#))
         .unwrap();
-    // Wait until gateway A has let the subject go.
+    // Wait until gateway A has let the subject go: a probe on it finds no responders.
+    let client = async_nats::connect(&nats.url).await.unwrap();
+    let subject = blerpc_gateway::nats::Subjects::new(&NatsConfig::new(&nats.url, "probe").prefix)
+        .unwrap()
+        .device(&d.id)
+        .unwrap();
     for _ in 0..1000 {
-        if a.gateway.registry().online() == 0 {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Blerpc-Probe", "1");
+        let asked = client.request_with_headers(subject.clone(), headers, bytes::Bytes::new());
+        if matches!(
+            tokio::time::timeout(Duration::from_secs(2), asked).await,
+            Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders
+        ) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -553,8 +553,8 @@ pub(super) async fn serve_until(
     // Unsubscribes, and ends the stream once the server has confirmed: what it delivered
     // before is answered (for at most 5 s, should NATS be gone).
     if let Err(e) = sub.drain().await {
+        // What was delivered before is answered all the same: its requesters wait for it.
         tracing::debug!("unsubscribing: {e}");
-        return;
     }
     let until = tokio::time::Instant::now() + Duration::from_secs(5);
     while let Ok(Some(message)) = tokio::time::timeout_at(until, sub.next()).await {
