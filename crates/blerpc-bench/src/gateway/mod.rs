@@ -379,7 +379,8 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
             .as_ref()
             .is_none_or(|s| s.connected == s.devices && s.call_errors == 0)
             && report.failover.as_ref().is_none_or(|f| {
-                f.before.failed() == 0 && f.before.wrong + f.during.wrong + f.sweeps.wrong == 0
+                f.before.failed() == 0
+                    && f.before.wrong + f.during.wrong + f.sample.wrong + f.sweeps.wrong == 0
             })
             && report
                 .durable

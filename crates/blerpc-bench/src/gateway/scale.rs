@@ -481,7 +481,8 @@ impl Tally {
         self.failures.values().sum::<usize>() + self.wrong
     }
 
-    fn merge(&mut self, other: Tally) {
+    /// Adds `other`'s calls to these.
+    pub(crate) fn merge(&mut self, other: Tally) {
         self.latencies.extend(other.latencies);
         self.ok += other.ok;
         for (k, n) in other.failures {

@@ -44,8 +44,37 @@ pub struct FailoverReport {
     pub reachable_seconds: f64,
     /// Random calls through B from the SIGKILL until every device was reachable.
     pub during: Tally,
-    /// The sweeps through B after the kill, until every device answered.
+    /// The sample's calls through B after the kill, until each had answered.
+    pub sample: Tally,
+    /// The sweeps of every device through B after the kill, until every one answered.
     pub sweeps: Tally,
+}
+
+/// Calls each of `ids` through `http`, round after round (the ones that failed, after a short
+/// pause), until every one has answered; every call counted. An error once `deadline` has
+/// passed with some still unanswered.
+async fn until_answered(
+    http: SocketAddr,
+    ids: Arc<Vec<String>>,
+    concurrency: usize,
+    deadline: Instant,
+) -> anyhow::Result<Tally> {
+    let mut all = Tally::default();
+    let mut remaining = ids;
+    while !remaining.is_empty() {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{} devices did not answer through B in time",
+            remaining.len()
+        );
+        let mut round = scale::calls(&[http], remaining, concurrency, Plan::Each).await?;
+        remaining = Arc::new(std::mem::take(&mut round.failed_ids));
+        all.merge(round);
+        if !remaining.is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Ok(all)
 }
 
 /// A's devices called again and again after the kill, to time their return.
@@ -90,73 +119,54 @@ pub fn run(args: &GatewayArgs, dir: &Path, devices: usize) -> anyhow::Result<Fai
         Plan::Each,
     ))?;
     eprintln!("gateway failover: SIGKILL gateway A");
-    let (reconnected_seconds, sampled, sampled_seconds, reachable_seconds, during, sweeps) = rt
-        .block_on(async {
-            let killed = Instant::now();
-            a.proc.kill();
-            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let (http, random, plan) = (b.http, ids.clone(), Plan::RandomUntil(stop.clone()));
-            let calling = tokio::spawn(async move {
-                scale::calls(&[http], random, concurrency / 2 + 1, plan).await
-            });
-            let limit = Duration::from_secs(60 + devices as u64 / 1000);
-            // A's devices (device i dialled gateway i % 2 first), a sample of them called until
-            // each has answered.
-            let mut remaining: Arc<Vec<String>> =
-                Arc::new(ids.iter().step_by(2).take(SAMPLE).cloned().collect());
-            let sampled = remaining.len();
-            while !remaining.is_empty() && killed.elapsed() < limit {
-                let sweep = scale::calls(&[b.http], remaining, concurrency, Plan::Each).await?;
-                remaining = Arc::new(sweep.failed_ids);
-                if !remaining.is_empty() {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            }
-            let sampled_seconds = killed.elapsed().as_secs_f64();
-            eprintln!(
-                "gateway failover: {sampled} of A's devices answered by {sampled_seconds:.2} s"
+    let (
+        reconnected_seconds,
+        (sampled, sample, sampled_seconds),
+        reachable_seconds,
+        during,
+        sweeps,
+    ) = rt.block_on(async {
+        let killed = Instant::now();
+        a.proc.kill();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (http, random, plan) = (b.http, ids.clone(), Plan::RandomUntil(stop.clone()));
+        let calling =
+            tokio::spawn(
+                async move { scale::calls(&[http], random, concurrency / 2 + 1, plan).await },
             );
-            let mut reconnected = None;
-            while killed.elapsed() < limit {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                if scale::connected(b.http).await.unwrap_or(0) >= devices {
-                    reconnected = Some(killed.elapsed().as_secs_f64());
-                    break;
-                }
+        let limit = Duration::from_secs(60 + devices as u64 / 1000);
+        // A's devices (device i dialled gateway i % 2 first), a sample of them called until
+        // each has answered.
+        let sample: Arc<Vec<String>> =
+            Arc::new(ids.iter().step_by(2).take(SAMPLE).cloned().collect());
+        let sampled = sample.len();
+        let deadline = killed + limit;
+        let sample = until_answered(b.http, sample, concurrency, deadline).await?;
+        let sampled_seconds = killed.elapsed().as_secs_f64();
+        eprintln!("gateway failover: {sampled} of A's devices answered by {sampled_seconds:.2} s");
+        let mut reconnected = None;
+        while killed.elapsed() < limit {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if scale::connected(b.http).await.unwrap_or(0) >= devices {
+                reconnected = Some(killed.elapsed().as_secs_f64());
+                break;
             }
-            let reconnected = reconnected.with_context(|| {
-                format!("B did not hold all {devices} devices within {limit:?}")
-            })?;
-            eprintln!("gateway failover: B holds every device after {reconnected:.2} s");
-            let mut remaining = ids.clone();
-            let mut sweeps = Tally::default();
-            while !remaining.is_empty() && killed.elapsed() < limit {
-                let mut sweep = scale::calls(&[b.http], remaining, concurrency, Plan::Each).await?;
-                remaining = Arc::new(std::mem::take(&mut sweep.failed_ids));
-                sweeps.ok += sweep.ok;
-                for (k, n) in sweep.failures {
-                    *sweeps.failures.entry(k).or_default() += n;
-                }
-                sweeps.wrong += sweep.wrong;
-                sweeps.first_failure = sweeps.first_failure.or(sweep.first_failure);
-            }
-            anyhow::ensure!(
-                remaining.is_empty(),
-                "{} devices were not reachable through B within {limit:?}",
-                remaining.len()
-            );
-            let reachable = killed.elapsed().as_secs_f64();
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            let during = calling.await??;
-            anyhow::Ok((
-                reconnected,
-                sampled,
-                sampled_seconds,
-                reachable,
-                during,
-                sweeps,
-            ))
-        })?;
+        }
+        let reconnected = reconnected
+            .with_context(|| format!("B did not hold all {devices} devices within {limit:?}"))?;
+        eprintln!("gateway failover: B holds every device after {reconnected:.2} s");
+        let sweeps = until_answered(b.http, ids.clone(), concurrency, deadline).await?;
+        let reachable = killed.elapsed().as_secs_f64();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let during = calling.await??;
+        anyhow::Ok((
+            reconnected,
+            (sampled, sample, sampled_seconds),
+            reachable,
+            during,
+            sweeps,
+        ))
+    })?;
     drop(simulators);
     Ok(FailoverReport {
         devices,
@@ -166,6 +176,7 @@ pub fn run(args: &GatewayArgs, dir: &Path, devices: usize) -> anyhow::Result<Fai
         reconnected_seconds,
         sampled,
         sampled_seconds,
+        sample,
         reachable_seconds,
         during,
         sweeps,
@@ -190,7 +201,7 @@ pub fn print(r: &FailoverReport) -> bool {
                 .join(", ")
         }
     };
-    let wrong = r.before.wrong + r.during.wrong + r.sweeps.wrong;
+    let wrong = r.before.wrong + r.during.wrong + r.sample.wrong + r.sweeps.wrong;
     let reachable = r.sampled_seconds <= 10.0;
     let mut t = Table::new(["measure", "value", "target", "met"]);
     t.row([
@@ -228,7 +239,7 @@ pub fn print(r: &FailoverReport) -> bool {
             .map(|(_, n)| n)
             .sum::<usize>()
     };
-    let explained = unexplained(&r.during) + unexplained(&r.sweeps) == 0;
+    let explained = unexplained(&r.during) + unexplained(&r.sample) + unexplained(&r.sweeps) == 0;
     t.row([
         "random calls meanwhile".into(),
         format!("{} answered; failed: {}", r.during.ok, kinds(&r.during)),
