@@ -683,3 +683,29 @@ async fn a_device_with_its_limit_of_open_durable_calls_is_refused_more() {
     let answer = durable(&a, &other.id, "ttl=60", r#"{"message":"x"}"#).await;
     assert_eq!(answer.status, 202, "{}", answer.text());
 }
+
+/// A gateway cut off from NATS (its server gone) still leaves the fleet, within its
+/// `leave_timeout`, instead of waiting on a request timeout for each of its devices.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_without_nats_still_leaves_in_time() {
+    let mut nats = NatsServer::start();
+    let a = join(
+        &nats,
+        "gw-a",
+        NatsLimits {
+            leave_timeout: Duration::from_millis(500),
+            ..limits()
+        },
+    )
+    .await;
+    let devices: Vec<Device> = (41..49).map(Device::new).collect();
+    let mut links = Vec::new();
+    for d in &devices {
+        links.push(d.attach(&a.gateway).await);
+        sees(&a, &d.id, "gw-a", true).await;
+    }
+    nats.kill();
+    // One after another, each release alone took about 4 s of tries without NATS.
+    let left = tokio::time::timeout(Duration::from_secs(15), a.fleet.leave()).await;
+    assert!(left.is_ok(), "leaving without NATS hung");
+}

@@ -89,6 +89,10 @@ pub struct NatsLimits {
     /// Durable calls not yet ended (queued or sent) one device may have; beyond, a new one is
     /// refused with 429. Default 1,000.
     pub max_open_durable_per_device: usize,
+    /// How long leaving the fleet (on shutdown) may take to record this gateway's devices
+    /// offline; past it (NATS unreachable), the gateway stops anyway and the others see its
+    /// devices offline once its heartbeat is older than `node_timeout`. Default 5 s.
+    pub leave_timeout: Duration,
 }
 
 impl Default for NatsLimits {
@@ -104,6 +108,7 @@ impl Default for NatsLimits {
             heartbeat: Duration::from_secs(1),
             node_timeout: Duration::from_secs(5),
             join_timeout: Duration::from_secs(30),
+            leave_timeout: Duration::from_secs(5),
             max_open_durable_per_device: 1000,
         }
     }
@@ -282,6 +287,7 @@ impl Fleet {
             live: RwLock::new(BTreeMap::new()),
             node: config.node,
             subjects,
+            device_router: crate::http::device_router(gateway.clone()),
             gateway,
             presence,
             gateways,
@@ -366,19 +372,30 @@ impl Fleet {
 
     /// Leaves the fleet now: stops serving, records this gateway's devices offline, and removes
     /// its heartbeat.
+    /// Takes at most [`NatsLimits::leave_timeout`]: a gateway cut off from NATS still stops.
     pub async fn leave(&self) {
         lock(&self.tasks).clear();
         let held: Vec<(String, Epoch)> = lock(&self.inner.held)
             .drain()
             .map(|(d, h)| (d, h.epoch))
             .collect();
-        for (device, epoch) in held {
-            self.inner
-                .record_release(&device, &self.inner.node, epoch)
+        let inner = &self.inner;
+        let records = async {
+            futures_util::stream::iter(held)
+                .for_each_concurrent(presence::WRITERS, |(device, epoch)| async move {
+                    inner.record_release(&device, &inner.node, epoch).await;
+                })
                 .await;
+            let _ = inner.gateways.delete(inner.node.as_str()).await;
+            let _ = inner.ctx.client.flush().await;
+        };
+        let limit = inner.ctx.limits.leave_timeout;
+        if tokio::time::timeout(limit, records).await.is_err() {
+            tracing::warn!(
+                "leaving the fleet: NATS did not take this gateway's releases within {limit:?}; \
+                 the other gateways see its devices offline once its heartbeat is stale"
+            );
         }
-        let _ = self.inner.gateways.delete(self.inner.node.as_str()).await;
-        let _ = self.inner.ctx.client.flush().await;
     }
 }
 

@@ -133,6 +133,9 @@ pub(super) struct Inner {
     pub(super) subjects: Subjects,
     pub(super) node: NodeId,
     pub(super) gateway: Gateway,
+    /// What a held device's subject answers: one router for every device (a router per
+    /// device cost 5 KiB each).
+    pub(super) device_router: axum::Router,
     pub(super) table: Arc<ClaimTable>,
     /// Gateways heard from: when, and when each joined (a restarted gateway joins anew).
     pub(super) live: RwLock<BTreeMap<NodeId, (Instant, u64)>>,
@@ -296,7 +299,7 @@ impl Inner {
             .await
         {
             Ok(sub) => {
-                let router = crate::http::device_router(self.gateway.clone());
+                let router = self.device_router.clone();
                 let (serving, stop) = tokio::sync::oneshot::channel::<()>();
                 tokio::spawn(serve_until(
                     self.ctx.clone(),
