@@ -106,6 +106,10 @@ pub struct GatewayArgs {
     /// Devices of the durable part.
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub durable_devices: usize,
+    /// Measure how many devices the fleet holds: this many across two gateways of a fleet,
+    /// memory, sockets and CPU per device on each side ([`fleet::hold`]). 0: not measured.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub hold_devices: usize,
     /// Write the results as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -169,6 +173,8 @@ pub struct Report {
     pub failover: Option<fleet::failover::FailoverReport>,
     /// The fleet's durable part, if run.
     pub durable: Option<fleet::durable::DurableReport>,
+    /// The fleet's hold part, if run.
+    pub hold: Option<fleet::hold::HoldReport>,
 }
 
 const MODES: [&str; 3] = ["command", "connect", "kept"];
@@ -204,7 +210,10 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
     anyhow::ensure!(args.message <= 120, "--message is at most 120 bytes");
     let dir = tempdir()?;
     std::fs::write(dir.join("tokens"), format!("{TOKEN}\n"))?;
-    let fleet_scale = args.gateways > 0 || args.failover_devices > 0 || args.durable_calls > 0;
+    let fleet_scale = args.gateways > 0
+        || args.failover_devices > 0
+        || args.durable_calls > 0
+        || args.hold_devices > 0;
     if (args.fleet || fleet_scale) && !args.quick {
         let report = fleet_parts(args, runs, calls, &dir)?;
         let met = print_report(&report);
@@ -585,6 +594,9 @@ fn print_report(r: &Report) -> bool {
     if let Some(d) = &r.durable {
         ok &= fleet::durable::print(d);
     }
+    if let Some(h) = &r.hold {
+        ok &= fleet::hold::print(h);
+    }
     ok
 }
 
@@ -615,6 +627,11 @@ fn fleet_parts(
     } else {
         None
     };
+    let hold = if args.hold_devices > 0 {
+        Some(fleet::hold::run(args, dir, args.hold_devices)?)
+    } else {
+        None
+    };
     Ok(Report {
         calls,
         message: args.message,
@@ -622,6 +639,7 @@ fn fleet_parts(
         throughput,
         failover,
         durable,
+        hold,
         ..Report::default()
     })
 }

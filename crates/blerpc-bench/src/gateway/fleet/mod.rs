@@ -19,6 +19,7 @@
 
 pub mod durable;
 pub mod failover;
+pub mod hold;
 pub mod throughput;
 
 use std::path::{Path, PathBuf};
