@@ -933,8 +933,9 @@ fn listed(http: &str, id: &str) -> Option<serde_json::Value> {
 /// (`box-w0`, `box-w1`) and holds the devices that dial into the shared port; the front joins
 /// as `box`, holds none, and routes everything through NATS. Calls (unary, a stream, a relayed
 /// link) reach every device through the front, the listing names each device's worker, a
-/// SIGKILLed worker's devices come back through the other, and a durable call for an offline
-/// device runs on the worker it connects to.
+/// SIGKILLed worker's devices come back through the other, the front starts the dead worker
+/// again and new devices land on it, and a durable call for an offline device runs on the
+/// worker it connects to.
 #[test]
 fn workers_on_nats_are_gateways_of_the_fleet_behind_one_front() {
     let nats = blerpc_test_support::nats::NatsServer::start();
@@ -1023,12 +1024,41 @@ fn workers_on_nats_are_gateways_of_the_fleet_behind_one_front() {
     );
     for (_, id, _) in &held {
         until_reachable(&gw.http, id, killed, Duration::from_secs(10));
-        assert_eq!(holder(id), survivor.as_str());
+        // On the survivor, or on the victim once the front has started it again.
+        let now = holder(id);
+        assert!(now == survivor.as_str() || now == victim.as_str(), "{now}");
     }
     eprintln!(
-        "every device of {victim} reachable through {survivor} {:?} after the kill",
+        "every device of {victim} reachable again {:?} after the kill",
         killed.elapsed()
     );
+    // The front starts the dead worker again (`--worker-restarts`), under its own name, and
+    // new devices land on it too.
+    let line = gw.proc.line();
+    let parts: Vec<&str> = line.split(' ').collect();
+    assert!(
+        parts.len() == 6 && parts[0] == "worker" && parts[1] == victim && parts[5] == "restarted",
+        "unexpected line: {line}"
+    );
+    let restarted: u32 = parts[4].parse().unwrap();
+    assert_ne!(restarted, pids[&victim]);
+    assert!(Path::new(&format!("/proc/{restarted}")).exists());
+    let mut extra: Vec<Proc> = Vec::new();
+    loop {
+        let key = keygen(dir.path(), &format!("e{}.key", extra.len()));
+        let (p, id) = dial_device(&gw.devices[0], &key, &[]);
+        wait_status(&gw.http, &id, "online", Duration::from_secs(15));
+        extra.push(p);
+        if holder(&id) == victim.as_str() {
+            let r = call(&gw.http, &id, "echo", r#"{"message":"restarted"}"#);
+            assert_eq!(r.status, 200, "{}", r.text());
+            break;
+        }
+        assert!(
+            extra.len() < 16,
+            "no device landed on the restarted {victim}"
+        );
+    }
 
     // The offline device comes back: its durable call runs on the worker that holds it.
     let (_back, back_id) = dial_device(&gw.devices[0], &gone_key, &[]);
@@ -1054,5 +1084,5 @@ fn workers_on_nats_are_gateways_of_the_fleet_behind_one_front() {
         .iter()
         .find(|t| t["state"] == "sent")
         .unwrap();
-    assert_eq!(sent["by"], survivor.as_str(), "{done}");
+    assert_eq!(sent["by"], holder(&back_id), "{done}");
 }

@@ -67,15 +67,18 @@ mod unix {
         std::process::ExitCode::SUCCESS
     }
 
+    /// A worker's first line: `ready` and the configuration it decoded.
+    fn ready(_: usize, line: &str) -> Result<Config, ()> {
+        let json = line.strip_prefix("ready ").ok_or(())?;
+        serde_json::from_str::<Config>(json).map_err(|_| ())
+    }
+
     fn start(n: usize, mode: &'static str) -> Result<(Workers, Vec<Config>), WorkerError> {
         Workers::start(
             n,
             |_| workers::this_program(["worker", mode]),
             config,
-            |_, line| {
-                let json = line.strip_prefix("ready ").ok_or(())?;
-                serde_json::from_str::<Config>(json).map_err(|_| ())
-            },
+            ready,
             START,
         )
     }
@@ -99,8 +102,8 @@ mod unix {
         assert!(pids.iter().all(|p| gone(*p)), "{pids:?}");
     }
 
-    /// One worker that dies ends the watch with its pid, and the others are stopped when the
-    /// supervisor is dropped.
+    /// One worker that dies ends the watch with its index and pid; it can be started again
+    /// with its own configuration; the others are stopped when the supervisor is dropped.
     pub fn a_dying_worker_is_reported_and_the_others_stop() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -118,11 +121,29 @@ mod unix {
             .await
         });
         match watched {
-            Ok(Err(WorkerError::Exited { pid, .. })) => assert_eq!(pid, victim),
+            Ok(Err(WorkerError::Exited { index, pid, .. })) => {
+                assert_eq!((index, pid), (1, victim));
+            }
             other => panic!("{other:?}"),
         }
+        // Restarted: worker 1 again, with its own configuration, beside worker 0.
+        let again = started
+            .restart(
+                1,
+                |_| workers::this_program(["worker", "serve"]),
+                config,
+                ready,
+                START,
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(again, config(1));
+        let now = started.pids();
+        assert_eq!(now.len(), 2);
+        assert_eq!(now[0], pids[0]);
+        assert_ne!(now[1], victim);
         drop(started);
-        assert!(pids.iter().all(|p| gone(*p)), "{pids:?}");
+        assert!(now.iter().all(|p| gone(*p)), "{now:?}");
+        assert!(gone(victim));
         // A worker that exits right after saying it is ready.
         let (mut started, _) = start(1, "exit").unwrap_or_else(|e| panic!("{e}"));
         let watched = rt.block_on(started.watch(std::future::pending()));

@@ -126,6 +126,11 @@ pub struct GatewayArgs {
     /// address) and the front as NAME, routing through the fleet.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub workers: usize,
+    /// With --workers and --nats: how often one worker that dies is started again within 10
+    /// minutes (each 1 s after its exit); past that it stays down and its devices stay on the
+    /// others. 0: never. Without --nats a worker that dies stops the gateway.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub worker_restarts: usize,
     /// A connection to the HTTP API must send a complete request head within this many seconds,
     /// from when it connects and between requests on a kept connection; then it is closed.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]

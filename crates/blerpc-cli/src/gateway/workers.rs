@@ -45,6 +45,38 @@ use super::{Bound, GatewayArgs};
 /// How long the workers may take, in all, to print their first lines.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long after a worker's exit it is started again (`--worker-restarts`).
+const RESTART_DELAY: Duration = Duration::from_secs(1);
+
+/// The window `--worker-restarts` counts one worker's restarts in.
+const RESTART_WINDOW: Duration = Duration::from_secs(600);
+
+/// Each worker's restarts within the last [`RESTART_WINDOW`], against a limit.
+struct Restarts {
+    limit: usize,
+    at: std::collections::HashMap<usize, Vec<std::time::Instant>>,
+}
+
+impl Restarts {
+    fn new(limit: usize) -> Restarts {
+        Restarts {
+            limit,
+            at: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Whether worker `index` may be started again at `now` (counted if so).
+    fn allow(&mut self, index: usize, now: std::time::Instant) -> bool {
+        let times = self.at.entry(index).or_default();
+        times.retain(|t| now.duration_since(*t) < RESTART_WINDOW);
+        if times.len() >= self.limit {
+            return false;
+        }
+        times.push(now);
+        true
+    }
+}
+
 /// What worker `index` gets on its stdin.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct GatewayWorker {
@@ -229,23 +261,52 @@ async fn fleet_front(
         lines.push(format!("worker {name}-w{k} {scheme}://{addr} pid {pid}"));
     }
     super::print_lines(&lines)?;
+    let front_addr = front.addr();
     let mut serving = tokio::spawn(front.serve(shutdown));
     let mut served = None;
+    let mut restarts = Restarts::new(args.worker_restarts);
     let watched = loop {
         let watched = started
             .watch(async {
                 served = Some((&mut serving).await);
             })
             .await;
-        match watched {
-            // The fleet moves a dead worker's devices to the others.
-            Err(e @ WorkerError::Exited { .. }) if !started.pids().is_empty() => {
-                tracing::error!(
-                    "gateway {e}; its devices redial the shared ports and move to the other {} workers",
-                    started.pids().len()
-                );
-            }
+        let e = match watched {
+            Err(e @ WorkerError::Exited { .. }) => e,
             other => break other,
+        };
+        let WorkerError::Exited { index, .. } = e else {
+            continue;
+        };
+        // The fleet moves a dead worker's devices to the others meanwhile.
+        if !restarts.allow(index, std::time::Instant::now()) {
+            if started.pids().is_empty() {
+                break Err(e);
+            }
+            tracing::error!(
+                "gateway {e}, its restarts used up ({} in {RESTART_WINDOW:?}); its devices stay on the other {} workers",
+                args.worker_restarts,
+                started.pids().len()
+            );
+            continue;
+        }
+        tracing::error!("gateway {e}; starting it again in {RESTART_DELAY:?}");
+        tokio::time::sleep(RESTART_DELAY).await;
+        let again = started.restart(
+            index,
+            |_| workers::this_program([args.worker_subcommand.as_str(), "--worker"]),
+            |k| GatewayWorker::in_fleet(args, k, urls, front_addr, &name),
+            |_, line| worker_http(line),
+            START_TIMEOUT,
+        );
+        match again {
+            Ok(addr) => {
+                let pid = started.pids().last().copied().unwrap_or_default();
+                super::print_lines(&[format!(
+                    "worker {name}-w{index} {scheme}://{addr} pid {pid} restarted"
+                )])?;
+            }
+            Err(e) => tracing::error!("gateway worker {index} did not start again: {e}"),
         }
     };
     started.stop();
@@ -285,6 +346,19 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         gateway: GatewayArgs,
+    }
+
+    /// Each worker has its own count of restarts, which the window forgets; 0 allows none.
+    #[test]
+    fn restarts_are_counted_per_worker_within_the_window() {
+        let t0 = std::time::Instant::now();
+        let mut r = Restarts::new(2);
+        assert!(r.allow(0, t0));
+        assert!(r.allow(0, t0 + Duration::from_secs(1)));
+        assert!(!r.allow(0, t0 + Duration::from_secs(2)));
+        assert!(r.allow(1, t0 + Duration::from_secs(2)));
+        assert!(r.allow(0, t0 + RESTART_WINDOW + Duration::from_secs(1)));
+        assert!(!Restarts::new(0).allow(0, t0));
     }
 
     /// A worker gets every option as the parent parsed it, changed only where its part

@@ -119,8 +119,10 @@ pub enum WorkerError {
     #[error("the workers took longer than {0:?} to start")]
     Timeout(Duration),
     /// A worker exited while it should have been serving.
-    #[error("worker {pid} exited ({status}); stopping the others")]
+    #[error("worker {index} (pid {pid}) exited ({status})")]
     Exited {
+        /// Which worker.
+        index: usize,
         /// Its process id.
         pid: u32,
         /// How it exited.
@@ -211,6 +213,8 @@ pub fn reserve(url: &LinkUrl) -> Result<(Reserved, LinkUrl), WorkerError> {
 #[derive(Debug)]
 pub struct Workers {
     children: Vec<Child>,
+    /// Which worker each child is (its index at [`Workers::start`]).
+    indices: Vec<usize>,
     /// Each worker's stdout after its first line, kept open so a late write by the worker never
     /// meets a closed pipe.
     stdouts: Vec<Option<BufReader<ChildStdout>>>,
@@ -233,55 +237,103 @@ impl Workers {
         let deadline = Instant::now() + timeout;
         let mut workers = Workers {
             children: Vec::with_capacity(n),
+            indices: Vec::with_capacity(n),
             stdouts: Vec::with_capacity(n),
         };
         let mut reports = Vec::with_capacity(n);
         for index in 0..n {
-            let mut c = command(index)?;
-            c.stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit());
-            let mut child = c
-                .spawn()
-                .map_err(|source| WorkerError::Spawn { index, source })?;
-            let pid = child.id();
-            let mut handoff = || -> Result<(), WorkerError> {
-                let json = encode(&config(index))?;
-                let mut stdin = child.stdin.take().ok_or_else(|| WorkerError::Handoff {
-                    index,
-                    pid,
-                    source: io::Error::other("the worker's stdin is not piped"),
-                })?;
-                stdin
-                    .write_all(&json)
-                    .map_err(|source| WorkerError::Handoff { index, pid, source })
-                // The pipe closes here: the worker reads to its end.
-            };
-            let first = handoff().and_then(|()| first_line(&mut child, index, deadline, timeout));
-            let started = first.and_then(|(line, stdout)| {
-                ready(index, line.trim_end())
-                    .map(|report| (report, stdout))
-                    .map_err(|_| WorkerError::NotReady {
-                        index,
-                        pid,
-                        line: line.trim_end().to_string(),
-                    })
-            });
-            match started {
-                Ok((report, stdout)) => {
-                    workers.children.push(child);
-                    workers.stdouts.push(Some(stdout));
-                    reports.push(report);
-                }
+            match workers.spawn(
+                index,
+                &mut command,
+                &mut config,
+                &mut ready,
+                deadline,
+                timeout,
+            ) {
+                Ok(report) => reports.push(report),
                 Err(e) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
                     workers.stop();
                     return Err(e);
                 }
             }
         }
         Ok((workers, reports))
+    }
+
+    /// Starts worker `index` again (after [`Workers::watch`] reported its exit), as
+    /// [`Workers::start`] started it; the others keep running whatever happens.
+    pub fn restart<C: Serialize, R, E>(
+        &mut self,
+        index: usize,
+        mut command: impl FnMut(usize) -> Result<Command, WorkerError>,
+        mut config: impl FnMut(usize) -> C,
+        mut ready: impl FnMut(usize, &str) -> Result<R, E>,
+        timeout: Duration,
+    ) -> Result<R, WorkerError> {
+        let deadline = Instant::now() + timeout;
+        self.spawn(
+            index,
+            &mut command,
+            &mut config,
+            &mut ready,
+            deadline,
+            timeout,
+        )
+    }
+
+    /// Starts worker `index` and waits for its first line; kept only if it is ready.
+    fn spawn<C: Serialize, R, E>(
+        &mut self,
+        index: usize,
+        command: &mut impl FnMut(usize) -> Result<Command, WorkerError>,
+        config: &mut impl FnMut(usize) -> C,
+        ready: &mut impl FnMut(usize, &str) -> Result<R, E>,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<R, WorkerError> {
+        let mut c = command(index)?;
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = c
+            .spawn()
+            .map_err(|source| WorkerError::Spawn { index, source })?;
+        let pid = child.id();
+        let mut handoff = || -> Result<(), WorkerError> {
+            let json = encode(&config(index))?;
+            let mut stdin = child.stdin.take().ok_or_else(|| WorkerError::Handoff {
+                index,
+                pid,
+                source: io::Error::other("the worker's stdin is not piped"),
+            })?;
+            stdin
+                .write_all(&json)
+                .map_err(|source| WorkerError::Handoff { index, pid, source })
+            // The pipe closes here: the worker reads to its end.
+        };
+        let first = handoff().and_then(|()| first_line(&mut child, index, deadline, timeout));
+        let started = first.and_then(|(line, stdout)| {
+            ready(index, line.trim_end())
+                .map(|report| (report, stdout))
+                .map_err(|_| WorkerError::NotReady {
+                    index,
+                    pid,
+                    line: line.trim_end().to_string(),
+                })
+        });
+        match started {
+            Ok((report, stdout)) => {
+                self.children.push(child);
+                self.indices.push(index);
+                self.stdouts.push(Some(stdout));
+                Ok(report)
+            }
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(e)
+            }
+        }
     }
 
     /// The workers' process ids, in the order they were started, but for those whose exit
@@ -306,7 +358,13 @@ impl Workers {
         if index < self.stdouts.len() {
             self.stdouts.remove(index);
         }
+        let worker = if index < self.indices.len() {
+            self.indices.remove(index)
+        } else {
+            index
+        };
         Some(WorkerError::Exited {
+            index: worker,
             pid: child.id(),
             status,
         })
