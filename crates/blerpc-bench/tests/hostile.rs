@@ -147,9 +147,16 @@ fn quick_hostile_run_against_the_gateway_keeps_the_http_caller_served() {
     let slow = phase(&report, "http", "slow-body");
     assert!(closed(slow) > 0, "{slow}");
     assert!(answers(slow, 408) > 0, "{slow}");
-    assert_eq!(answers(slow, 408) + answers(slow, 0), closed(slow), "{slow}");
+    assert_eq!(
+        answers(slow, 408) + answers(slow, 0),
+        closed(slow),
+        "{slow}"
+    );
     assert!(answers(slow, 0) <= refused(slow), "{slow}");
-    assert!(reason(slow, "timeouts:body") >= answers(slow, 408), "{slow}");
+    assert!(
+        reason(slow, "timeouts:body") >= answers(slow, 408),
+        "{slow}"
+    );
     // Too large a head or body: refused at once, and the addresses that keep sending them
     // penalized for their offences.
     for (attack, status) in [("oversized-head", 431), ("oversized-body", 413)] {

@@ -535,9 +535,7 @@ pub(crate) fn connection_rate(
     (burst_flag, burst): (&str, f64),
 ) -> anyhow::Result<Option<blerpc::server::ConnectionRate>> {
     if !(per_second.is_finite() && per_second >= 0.0) {
-        bail!(
-            "{rate_flag} {per_second} must be a number of connections per second (0: no limit)"
-        );
+        bail!("{rate_flag} {per_second} must be a number of connections per second (0: no limit)");
     }
     if !(burst.is_finite() && burst >= 1.0) {
         bail!("{burst_flag} {burst} must be a number of connections, at least 1");

@@ -318,10 +318,7 @@ async fn an_address_over_its_rate_or_erring_is_refused_until_its_penalty_ends() 
     }
     let refused_at = Instant::now();
     let earned = (started.elapsed().as_secs_f64() * 20.0).ceil() as usize;
-    assert!(
-        (5..=5 + earned).contains(&answered),
-        "{answered} answered"
-    );
+    assert!((5..=5 + earned).contains(&answered), "{answered} answered");
     // Penalized: refused (on Linux, its connection attempts not even completed).
     assert_eq!(try_health(fast, addr).await, None);
     // Another address is served meanwhile.

@@ -589,7 +589,10 @@ fn check_answers(p: &Phase, what: &str, failures: &mut Vec<String>) {
     let wrong: Vec<String> = p
         .statuses
         .iter()
-        .filter(|(s, n)| !due.contains(s) && !(*s == 0 && *n <= refused_by_guard))
+        .filter(|(s, n)| {
+            let unanswered_by_guard = *s == 0 && *n <= refused_by_guard;
+            !(due.contains(s) || unanswered_by_guard)
+        })
         .map(|(s, n)| format!("{s}×{n}"))
         .collect();
     if !wrong.is_empty() || (p.calls > 0 && p.statuses.is_empty()) {
