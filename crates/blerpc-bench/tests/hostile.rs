@@ -117,32 +117,52 @@ fn quick_hostile_run_against_the_gateway_keeps_the_http_caller_served() {
         assert_eq!(p["ok"], p["calls"], "{p}");
     }
     let closed = |p: &Value| p["closed_by_server"].as_u64().unwrap();
+    // Connections the address guard refused at accept (closed unanswered).
+    let refused = |p: &Value| reason(p, "refused:rate") + reason(p, "refused:penalized");
     // Half-sent heads and idle kept connections: every one closed at the header deadline
-    // (0.5 s), counted; the gateway counts those the attack stopped waiting for too.
+    // (0.5 s), counted, or refused at accept; the gateway counts those the attack stopped
+    // waiting for too. An idle kept connection is no offence: none is refused.
     for (attack, status) in [("slowloris", 0), ("idle-keep-alive", 200)] {
         let p = phase(&report, "http", attack);
         assert!(closed(p) > 0, "{p}");
         assert_eq!(answers(p, status), closed(p), "{p}");
-        assert!(reason(p, "timeouts:head") >= closed(p), "{p}");
+        assert!(reason(p, "timeouts:head") + refused(p) >= closed(p), "{p}");
         assert!(p["max_close_s"].as_f64().unwrap() < 1.5, "{p}");
     }
-    // Twice the per-address cap from one address: the excess refused at accept.
+    let idle = phase(&report, "http", "idle-keep-alive");
+    assert_eq!(refused(idle), 0, "{idle}");
+    // Twice the per-address cap from one address: the excess refused at accept, and the
+    // address penalized (for its rate, or for its silent connections' late heads).
     let flood = phase(&report, "http", "address-flood");
     assert!(reason(flood, "refused:per_address") > 0, "{flood}");
+    let penalties = reason(flood, "penalties:rate") + reason(flood, "penalties:offences");
+    assert!(penalties > 0, "{flood}");
     // A quarter more event streams than the cap: the cap's worth served, the rest 503.
     let streams = phase(&report, "http", "event-streams");
     assert!(reason(streams, "refused:event_streams") > 0, "{streams}");
     assert!(answers(streams, 503) > 0, "{streams}");
     assert_eq!(streams["held_past_deadline"], 32, "{streams}");
-    // A trickled body: 408 at the body deadline, counted.
+    // A trickled body: 408 at the body deadline, counted (or refused at accept once its
+    // address's 408s ran its bucket dry).
     let slow = phase(&report, "http", "slow-body");
     assert!(closed(slow) > 0, "{slow}");
-    assert_eq!(answers(slow, 408), closed(slow), "{slow}");
-    assert!(reason(slow, "timeouts:body") >= closed(slow), "{slow}");
-    // Too large a head or body: refused at once.
+    assert!(answers(slow, 408) > 0, "{slow}");
+    assert_eq!(
+        answers(slow, 408) + answers(slow, 0),
+        closed(slow),
+        "{slow}"
+    );
+    assert!(answers(slow, 0) <= refused(slow), "{slow}");
+    assert!(
+        reason(slow, "timeouts:body") >= answers(slow, 408),
+        "{slow}"
+    );
+    // Too large a head or body: refused at once, and the addresses that keep sending them
+    // penalized for their offences.
     for (attack, status) in [("oversized-head", 431), ("oversized-body", 413)] {
         let p = phase(&report, "http", attack);
         assert!(answers(p, status) > 0, "{p}");
         assert!(p["max_close_s"].as_f64().unwrap() < 1.0, "{p}");
+        assert!(reason(p, "penalties:offences") > 0, "{p}");
     }
 }

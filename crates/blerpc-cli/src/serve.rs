@@ -328,12 +328,7 @@ fn build_servers(args: &ServeArgs, seed: Option<[u8; 32]>) -> anyhow::Result<Bui
             args.setup_spread
         );
     }
-    if !(args.offence_cost.is_finite() && args.offence_cost >= 0.0) {
-        anyhow::bail!(
-            "--offence-cost {} must be a number of connections (0: offences cost nothing extra)",
-            args.offence_cost
-        );
-    }
+    offence_cost("--offence-cost", args.offence_cost)?;
     if !(args.penalty.is_finite() && args.penalty >= 0.0) {
         anyhow::bail!(
             "--penalty {} must be a number of seconds (0: no penalty)",
@@ -360,8 +355,8 @@ fn build_servers(args: &ServeArgs, seed: Option<[u8; 32]>) -> anyhow::Result<Bui
         max_unproven_per_address: args.max_unproven_per_address,
         max_connections_per_address: args.max_connections_per_address,
         connection_rate_per_address: connection_rate(
-            args.max_connection_rate,
-            args.connection_burst,
+            ("--max-connection-rate", args.max_connection_rate),
+            ("--connection-burst", args.connection_burst),
         )?,
         address_penalty: Duration::from_secs_f64(args.penalty),
         address_probation: Duration::from_secs_f64(args.probation),
@@ -533,19 +528,28 @@ fn start_dialing(
 }
 
 /// `--max-connection-rate`: `None` for 0, else the rate with bursts of twice as many.
-fn connection_rate(
-    per_second: f64,
-    burst: f64,
+/// A per-address connection rate from its flag (`(name, value)`: 0 for no limit) and its
+/// burst's.
+pub(crate) fn connection_rate(
+    (rate_flag, per_second): (&str, f64),
+    (burst_flag, burst): (&str, f64),
 ) -> anyhow::Result<Option<blerpc::server::ConnectionRate>> {
     if !(per_second.is_finite() && per_second >= 0.0) {
-        bail!(
-            "--max-connection-rate {per_second} must be a number of connections per second (0: no limit)"
-        );
+        bail!("{rate_flag} {per_second} must be a number of connections per second (0: no limit)");
     }
     if !(burst.is_finite() && burst >= 1.0) {
-        bail!("--connection-burst {burst} must be a number of connections, at least 1");
+        bail!("{burst_flag} {burst} must be a number of connections, at least 1");
     }
     Ok((per_second > 0.0).then_some(blerpc::server::ConnectionRate { per_second, burst }))
+}
+
+/// What an offence costs its address, in connections; an error naming `flag` unless finite
+/// and not negative.
+pub(crate) fn offence_cost(flag: &str, value: f64) -> anyhow::Result<f64> {
+    if !(value.is_finite() && value >= 0.0) {
+        bail!("{flag} {value} must be a number of connections (0: offences cost nothing extra)");
+    }
+    Ok(value)
 }
 
 /// `value` seconds as a duration; an error naming `flag` unless positive and finite.
@@ -557,7 +561,7 @@ pub(crate) fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
 }
 
 /// As [`seconds`], with 0 meaning off.
-fn off_or_seconds(flag: &str, value: f64) -> anyhow::Result<Option<Duration>> {
+pub(crate) fn off_or_seconds(flag: &str, value: f64) -> anyhow::Result<Option<Duration>> {
     if value == 0.0 {
         return Ok(None);
     }

@@ -20,11 +20,13 @@ fn two_thousand_stalled_http_connections_are_closed_within_the_header_timeout() 
         &[
             "--http-header-timeout",
             "2",
-            // The per-address cap is tested in process (blerpc-gateway's tests/http_limits.rs):
-            // here one address makes the 2,000 and the caller's thousands of one-shot
-            // connections.
+            // The per-address cap and rate are tested in process (blerpc-gateway's
+            // tests/http_limits.rs): here one address makes the 2,000 and the caller's
+            // thousands of one-shot connections a second.
             "--http-max-per-address",
             "100000",
+            "--http-max-connection-rate",
+            "0",
         ],
     );
     let mut cmd = blerpc();

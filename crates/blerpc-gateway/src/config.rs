@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use blerpc::link::guard::{GuardConfig, Rate};
+
 /// Who may connect as a device.
 #[derive(Clone, Debug)]
 pub enum Admission {
@@ -79,7 +81,38 @@ pub struct GatewayConfig {
     pub max_http_connections_per_address: usize,
     /// Event streams (`GET /v1/events`) open at once; more are answered 503. Default 256.
     pub max_event_streams: usize,
+    /// The HTTP face's per-address connection rate and penalties (its own, not the device
+    /// listeners'): a connection beyond its address's rate, or from a penalized address, is
+    /// closed at accept (and on Linux a penalized address's connection attempts are dropped in
+    /// the kernel). Besides the token each connection takes, a request head too large (431)
+    /// or malformed (400), a connection that sends no complete head within
+    /// `http_header_timeout`, a body too large (413) or too slow (408) and a failed TLS
+    /// handshake each cost [`GuardConfig::offence_cost`] tokens. Default
+    /// [`default_http_guard`]: 1,000 new connections a second from one address in bursts of
+    /// 2,000, a protocol error costing 100 (ten a second), a 10 s penalty.
+    pub http_guard: GuardConfig,
 }
+
+/// The HTTP face's default guard ([`GatewayConfig::http_guard`]): generous to a backend that
+/// opens a connection per call from one address (hundreds a second), ten protocol errors a
+/// second from one address at most.
+pub fn default_http_guard() -> GuardConfig {
+    GuardConfig {
+        rate: Some(DEFAULT_HTTP_RATE),
+        offence_cost: DEFAULT_HTTP_OFFENCE_COST,
+        ..GuardConfig::default()
+    }
+}
+
+/// The HTTP face's default per-address connection rate: 1,000 a second, bursts of 2,000.
+pub const DEFAULT_HTTP_RATE: Rate = Rate {
+    per_second: 1000.0,
+    burst: 2000.0,
+};
+
+/// What an HTTP protocol error costs its address by default, in connections: with
+/// [`DEFAULT_HTTP_RATE`], ten a second.
+pub const DEFAULT_HTTP_OFFENCE_COST: f64 = 100.0;
 
 impl Default for GatewayConfig {
     fn default() -> Self {
@@ -105,6 +138,7 @@ impl Default for GatewayConfig {
             max_http_connections: 10_000,
             max_http_connections_per_address: 1_000,
             max_event_streams: 256,
+            http_guard: default_http_guard(),
         }
     }
 }

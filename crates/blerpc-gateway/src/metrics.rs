@@ -12,7 +12,8 @@
 //! | `blerpc_gateway_relays_open` | relayed links open now |
 //! | `blerpc_gateway_relays_total{outcome}` | relay requests: `opened`, `device_timeout`, `device_refused`, `not_connected`, `unsupported`, `busy` |
 //! | `blerpc_gateway_http_connections` | HTTP connections open now |
-//! | `blerpc_gateway_http_refused_total{reason}` | HTTP connections and event streams refused: `connections`, `per_address`, `event_streams` |
+//! | `blerpc_gateway_http_refused_total{reason}` | HTTP connections and event streams refused: `connections`, `per_address`, `event_streams`; by the address guard at accept: `rate` (beyond the address's rate: it is penalized), `penalized` (from a penalized address, past the kernel's filter) |
+//! | `blerpc_gateway_http_penalties_total{reason}` | addresses penalized by the HTTP face's guard: `rate` (their connections ran the bucket dry), `offences` (their protocol errors did) |
 //! | `blerpc_gateway_http_timeouts_total{reason}` | HTTP requests and connections cut off for being slow: `head` (a request head, or the next one on a kept connection, not sent in time: the connection is closed), `body` (a request body not sent in time: answered 408, closed), `tls_handshake` |
 //! | `blerpc_connections_*` | the device listeners' own counters (refusals, closes for cause) |
 
@@ -56,6 +57,7 @@ pub struct GatewayMetrics {
     relays: Family<OutcomeLabel, Counter>,
     http_connections: Gauge,
     http_refused: Family<ReasonLabel, Counter>,
+    http_penalties: Family<ReasonLabel, Counter>,
     http_timeouts: Family<ReasonLabel, Counter>,
 }
 
@@ -73,6 +75,7 @@ impl GatewayMetrics {
         let relays = Family::<OutcomeLabel, Counter>::default();
         let http_connections = Gauge::default();
         let http_refused = Family::<ReasonLabel, Counter>::default();
+        let http_penalties = Family::<ReasonLabel, Counter>::default();
         let http_timeouts = Family::<ReasonLabel, Counter>::default();
         let server = Metrics::with_extra(|registry| {
             let r = registry.sub_registry_with_prefix("gateway");
@@ -115,6 +118,11 @@ impl GatewayMetrics {
                 http_refused.clone(),
             );
             r.register(
+                "http_penalties",
+                "Addresses penalized by the HTTP face's guard, by cause",
+                http_penalties.clone(),
+            );
+            r.register(
                 "http_timeouts",
                 "HTTP requests and connections cut off for being slow, by what was slow",
                 http_timeouts.clone(),
@@ -132,6 +140,7 @@ impl GatewayMetrics {
             relays,
             http_connections,
             http_refused,
+            http_penalties,
             http_timeouts,
         }
     }
@@ -179,6 +188,20 @@ impl GatewayMetrics {
         self.http_refused
             .get_or_create(&ReasonLabel { reason })
             .inc();
+    }
+
+    /// An address penalized by the HTTP face's guard for `reason`: counted and logged (at most
+    /// a few lines a second).
+    pub(crate) fn http_penalty(&self, reason: &'static str, ip: std::net::IpAddr) {
+        self.http_penalties
+            .get_or_create(&ReasonLabel { reason })
+            .inc();
+        let what = match reason {
+            "rate" => "penalized: its HTTP connections ran its connection-rate bucket dry",
+            _ => "penalized: its HTTP protocol errors ran its connection-rate bucket dry",
+        };
+        self.server
+            .warn_line("http_address_penalty", what, &ip.to_string());
     }
 
     pub(crate) fn http_timeout(&self, reason: &'static str) {

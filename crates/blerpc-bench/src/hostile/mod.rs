@@ -11,7 +11,11 @@
 //! in): its HTTP attacks ([`attacks::Attack::HTTP`], written in [`http_attacks`]) against its
 //! HTTP port, while the legitimate caller posts `echo` to `/v1/devices/{id}/calls/echo`, on a
 //! new connection for every call, from 127.0.0.1 (the attackers come from 127.B.0.x, so the
-//! per-address cap they run into is not the caller's).
+//! per-address cap they run into is not the caller's). The gateway runs with its address
+//! guard's limits given explicitly (`--http-max-connection-rate` and the rest, at their
+//! defaults; `--http-rate 0` measures without the guard): an attacking address that opens
+//! connections too fast, or whose connections end in protocol errors, is penalized and its
+//! connection attempts dropped.
 //!
 //! Per attack it reports the client's calls (all must succeed) with p50/p99 beside the
 //! baseline's, the server's RSS (peak during, and after the attack stopped) and CPU, what the
@@ -89,6 +93,10 @@ pub struct HostileArgs {
     /// (`--http-header-timeout`, `--http-body-timeout`). Default 10 (0.5 with --quick).
     #[arg(long, value_name = "SECS")]
     pub header_timeout: Option<f64>,
+    /// The gateway's per-address HTTP connection rate (`--http-max-connection-rate`; 0: no
+    /// guard, to measure without it). Default: the gateway's (1,000 a second).
+    #[arg(long, value_name = "N")]
+    pub http_rate: Option<f64>,
     /// One more argument for every `blerpc serve` the suite starts (repeatable), e.g.
     /// `--serve-arg=--penalty=0` to measure without the address penalty.
     #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
@@ -126,6 +134,15 @@ pub struct Profile {
     pub max_event_streams: usize,
     /// Seconds the gateway is given to settle after an attack stops (`serve`: 1.5).
     pub settle_s: f64,
+    /// The gateway's address guard: new connections per second from one address
+    /// (`--http-max-connection-rate`; 0: none).
+    pub http_rate: f64,
+    /// Its burst (`--http-connection-burst`).
+    pub http_burst: f64,
+    /// What a protocol error costs its address, in connections (`--http-offence-cost`).
+    pub http_offence_cost: f64,
+    /// Seconds an address that ran its bucket dry is refused (`--http-penalty`).
+    pub http_penalty_s: f64,
 }
 
 impl Profile {
@@ -180,6 +197,15 @@ impl HostileArgs {
             max_per_address: if q { 100 } else { 1_000 },
             max_event_streams: if q { 32 } else { 256 },
             settle_s: if q { 0.5 } else { 1.5 },
+            // The gateway's defaults, given explicitly.
+            http_rate: self
+                .http_rate
+                .unwrap_or(blerpc_gateway::config::DEFAULT_HTTP_RATE.per_second),
+            http_burst: blerpc_gateway::config::DEFAULT_HTTP_RATE.burst,
+            http_offence_cost: blerpc_gateway::config::DEFAULT_HTTP_OFFENCE_COST,
+            http_penalty_s: blerpc_gateway::config::default_http_guard()
+                .penalty
+                .as_secs_f64(),
         }
     }
 }
@@ -401,6 +427,12 @@ async fn run_async(args: &HostileArgs, profile: Profile) -> anyhow::Result<Repor
                     header_timeout: Duration::from_secs_f64(profile.header_timeout_s),
                     max_per_address: profile.max_per_address,
                     max_event_streams: profile.max_event_streams,
+                    guard: [
+                        profile.http_rate,
+                        profile.http_burst,
+                        profile.http_offence_cost,
+                        profile.http_penalty_s,
+                    ],
                 })
                 .await?;
                 let client = Legit::Http {
@@ -535,7 +567,8 @@ fn check(p: &Phase, profile: &Profile, failures: &mut Vec<String>) {
 }
 
 /// What the gateway must answer each HTTP attack (0: closed without an answer, as when its
-/// flood's bytes reset the connection before the answer was read), and checks the answers.
+/// flood's bytes reset the connection before the answer was read), and checks the answers;
+/// besides, as many connections as the address guard refused at accept go unanswered.
 fn check_answers(p: &Phase, what: &str, failures: &mut Vec<String>) {
     let due: &[u16] = match p.attack.as_str() {
         "idle-keep-alive" => &[200],
@@ -547,10 +580,19 @@ fn check_answers(p: &Phase, what: &str, failures: &mut Vec<String>) {
         "slowloris" | "address-flood" => &[0],
         _ => return,
     };
+    let refused_by_guard: u64 = p
+        .reasons
+        .iter()
+        .filter(|(r, _)| r == "refused:rate" || r == "refused:penalized")
+        .map(|(_, n)| n)
+        .sum();
     let wrong: Vec<String> = p
         .statuses
         .iter()
-        .filter(|(s, _)| !due.contains(s))
+        .filter(|(s, n)| {
+            let unanswered_by_guard = *s == 0 && *n <= refused_by_guard;
+            !(due.contains(s) || unanswered_by_guard)
+        })
         .map(|(s, n)| format!("{s}×{n}"))
         .collect();
     if !wrong.is_empty() || (p.calls > 0 && p.statuses.is_empty()) {

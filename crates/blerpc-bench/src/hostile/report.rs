@@ -37,6 +37,16 @@ pub(super) fn print(r: &Report) {
             p.max_event_streams,
             p.interval_ms
         );
+        if p.http_rate > 0.0 {
+            println!(
+                "the gateway's address guard: {:.0} new connections a second from one address \
+                 in bursts of {:.0}, a protocol error costing {:.0}, a {:.0} s penalty \
+                 (counters refused:rate, refused:penalized, penalties:rate, penalties:offences)",
+                p.http_rate, p.http_burst, p.http_offence_cost, p.http_penalty_s
+            );
+        } else {
+            println!("the gateway's address guard: off (--http-rate 0)");
+        }
     }
     let mut t = Table::new([
         "run",

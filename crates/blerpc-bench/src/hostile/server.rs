@@ -45,6 +45,9 @@ pub(crate) struct GatewayOptions<'a> {
     pub(crate) max_per_address: usize,
     /// `--max-event-streams`.
     pub(crate) max_event_streams: usize,
+    /// `--http-max-connection-rate`, `--http-connection-burst`, `--http-offence-cost` and
+    /// `--http-penalty`.
+    pub(crate) guard: [f64; 4],
 }
 
 /// What the server is started with.
@@ -138,6 +141,7 @@ impl Server {
             o.max_per_address.to_string(),
             o.max_event_streams.to_string(),
         );
+        let [rate, burst, cost, penalty] = o.guard.map(|v| v.to_string());
         let gateway = procs::gateway(
             o.dir,
             None,
@@ -152,6 +156,14 @@ impl Server {
                 &per_address,
                 "--max-event-streams",
                 &streams,
+                "--http-max-connection-rate",
+                &rate,
+                "--http-connection-burst",
+                &burst,
+                "--http-offence-cost",
+                &cost,
+                "--http-penalty",
+                &penalty,
             ],
         )?;
         let key_file = o.dir.join("device.key");
@@ -366,17 +378,23 @@ mod tests {
     #[test]
     fn counters_parse_the_gateways_http_series() {
         let text = "blerpc_gateway_http_refused_total{reason=\"per_address\"} 12\n\
+                    blerpc_gateway_http_refused_total{reason=\"rate\"} 3\n\
+                    blerpc_gateway_http_penalties_total{reason=\"offences\"} 2\n\
                     blerpc_gateway_http_timeouts_total{reason=\"head\"} 2000\n\
                     blerpc_gateway_calls_total{status=\"ok\"} 5\n\
                     blerpc_gateway_http_connections 4\n";
         let c = Counters::parse(text);
         assert_eq!(c.count("refused:per_address"), 12.0);
+        assert_eq!(c.count("refused:rate"), 3.0);
+        assert_eq!(c.count("penalties:offences"), 2.0);
         assert_eq!(c.count("timeouts:head"), 2000.0);
         assert_eq!(c.gauge("blerpc_gateway_http_connections"), 4.0);
         assert_eq!(
             c.delta(&Counters::default()),
             vec![
+                ("penalties:offences".to_string(), 2),
                 ("refused:per_address".to_string(), 12),
+                ("refused:rate".to_string(), 3),
                 ("timeouts:head".to_string(), 2000)
             ]
         );

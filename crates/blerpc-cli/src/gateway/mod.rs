@@ -18,6 +18,7 @@ use anyhow::{Context as _, bail};
 use blerpc::link::guard::GuardConfig;
 use blerpc::link::tcp::TcpOptions;
 use blerpc::link::tls::TlsServerConfig;
+use blerpc_gateway::config::{DEFAULT_HTTP_OFFENCE_COST, DEFAULT_HTTP_RATE, default_http_guard};
 use blerpc_gateway::{Admission, Gateway, GatewayConfig};
 use blerpc_schema::Schema;
 use clap::Args;
@@ -29,6 +30,7 @@ use blerpc::link::url::LinkUrl;
 use blerpc::process::shutdown_signal;
 
 use crate::links::listen_error;
+use crate::serve::{connection_rate, off_or_seconds};
 
 mod workers;
 
@@ -146,6 +148,22 @@ pub struct GatewayArgs {
     /// HTTP connections one IP address may hold open; more are closed at accept.
     #[arg(long, value_name = "N", default_value_t = 1_000)]
     pub http_max_per_address: usize,
+    /// New HTTP connections one IP address may open per second, in bursts of
+    /// --http-connection-burst; beyond it the address is refused for --http-penalty (on Linux
+    /// its connection attempts are dropped in the kernel). 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_HTTP_RATE.per_second)]
+    pub http_max_connection_rate: f64,
+    /// New HTTP connections one IP address may open at once.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_HTTP_RATE.burst)]
+    pub http_connection_burst: f64,
+    /// What an HTTP protocol error (a request head too large, malformed or not sent in time, a
+    /// body too large or too slow, a failed TLS handshake) counts against its address's
+    /// --http-max-connection-rate, in connections.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_HTTP_OFFENCE_COST)]
+    pub http_offence_cost: f64,
+    /// Seconds an address that ran its HTTP rate dry is refused. 0: no penalty.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub http_penalty: f64,
     /// Event streams (GET /v1/events, the dashboard) open at once; more are answered 503.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_event_streams: usize,
@@ -277,15 +295,26 @@ pub fn config(args: &GatewayArgs) -> anyhow::Result<(GatewayConfig, Schema, Guar
         max_http_connections: args.http_max_connections.max(1),
         max_http_connections_per_address: args.http_max_per_address.max(1),
         max_event_streams: args.max_event_streams,
+        http_guard: GuardConfig {
+            rate: connection_rate(
+                ("--http-max-connection-rate", args.http_max_connection_rate),
+                ("--http-connection-burst", args.http_connection_burst),
+            )?,
+            penalty: off_or_seconds("--http-penalty", args.http_penalty)?.unwrap_or_default(),
+            offence_cost: crate::serve::offence_cost(
+                "--http-offence-cost",
+                args.http_offence_cost,
+            )?,
+            ..default_http_guard()
+        },
         ..GatewayConfig::default()
     };
-    let rate = (args.max_connection_rate > 0.0).then_some(blerpc::link::guard::Rate {
-        per_second: args.max_connection_rate,
-        burst: args.connection_burst.max(1.0),
-    });
     let guard = GuardConfig {
-        rate,
-        penalty: Duration::from_secs_f64(args.penalty.max(0.0)),
+        rate: connection_rate(
+            ("--max-connection-rate", args.max_connection_rate),
+            ("--connection-burst", args.connection_burst),
+        )?,
+        penalty: off_or_seconds("--penalty", args.penalty)?.unwrap_or_default(),
         ..GuardConfig::default()
     };
     Ok((config, schema, guard))

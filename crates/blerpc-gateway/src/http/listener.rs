@@ -4,13 +4,26 @@
 //! once and [`HttpLimits::max_per_address`] from one IP address, a head is at most
 //! [`HttpLimits::max_head_bytes`]; what is refused or timed out is
 //! counted in `/metrics` (`blerpc_gateway_http_*`). Plain HTTP and HTTPS share the loop.
+//!
+//! Each address's connection rate is guarded as the device listeners' is, by the runtime's
+//! [`AddressGuard`] on a [`GuardedListener`] ([`HttpLimits::guard`]): a connection beyond its
+//! address's rate penalizes the address, and a penalized address's connections are closed at
+//! accept, before hyper sees them (on Linux its connection attempts are dropped in the
+//! kernel). A connection that ends in a protocol error (a head too large or malformed, no
+//! complete head in time, a body too large or too slow: 431, 400, 413, 408; a failed TLS
+//! handshake) is an offence, costing its address [`GuardConfig::offence_cost`] tokens more.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::http::StatusCode;
+use blerpc::link::guard::{AddressGuard, GuardConfig, Refusal};
+use blerpc::link::listener::{Accepted, GuardedListener};
+use blerpc::link::tcp::TcpOptions;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
@@ -20,7 +33,7 @@ use crate::GatewayConfig;
 use crate::metrics::GatewayMetrics;
 
 /// The HTTP listener's limits (from [`GatewayConfig`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HttpLimits {
     /// A connection must send a complete request head within this: from when it connects, and
     /// from the end of each answer while it is kept alive (idle). Default 10 s.
@@ -35,6 +48,9 @@ pub struct HttpLimits {
     /// the connection closed. 32 KiB: hyper parses the whole head again at each read, so its
     /// default (about 400 KiB) let one client cost milliseconds of CPU per request.
     pub max_head_bytes: usize,
+    /// Each address's connection rate, the cost of its protocol errors and its penalty
+    /// ([`GatewayConfig::http_guard`]).
+    pub guard: GuardConfig,
 }
 
 impl HttpLimits {
@@ -46,6 +62,7 @@ impl HttpLimits {
             max_per_address: config.max_http_connections_per_address,
             tls_handshake_timeout: Duration::from_secs(10),
             max_head_bytes: 32 << 10,
+            guard: config.http_guard,
         }
     }
 }
@@ -129,15 +146,23 @@ pub async fn serve(
     });
     let mut app = router.into_make_service_with_connect_info::<SocketAddr>();
     let open = Arc::new(Open::default());
+    let guard = AddressGuard::new(limits.guard);
+    let mut listener = GuardedListener::new(listener);
+    listener.set_guard(guard.clone());
+    // Small answers go out at once (without it, a relayed container can wait for a delayed
+    // ACK).
+    let tcp_options = TcpOptions {
+        nodelay: true,
+        ..TcpOptions::default()
+    };
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
             () = &mut shutdown => return Ok(()),
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::debug!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
+            accepted = listener.accept_next(&tcp_options) => match accepted {
+                Accepted::Admitted(tcp, peer) => (tcp, peer),
+                Accepted::Refused(why, peer) => {
+                    refused(&metrics, &limits.guard, why, peer);
                     continue;
                 }
             },
@@ -150,26 +175,31 @@ pub async fn serve(
                 continue;
             }
         };
-        // Small answers go out at once (without it, a relayed container can wait for a
-        // delayed ACK).
-        let _ = tcp.set_nodelay(true);
         let service = match app.call(peer).await {
             Ok(s) => s,
             Err(never) => match never {},
         };
         let acceptor = acceptor.clone();
         let metrics = metrics.clone();
+        let guard = guard.clone();
         tokio::spawn(async move {
             let _admitted = admitted;
+            let strike = || offence(&guard, &metrics, peer);
             match acceptor {
-                None => connection(tcp, service, peer, limits, &metrics).await,
+                None => connection(tcp, service, peer, limits, &metrics, &guard).await,
                 Some(acceptor) => {
                     match tokio::time::timeout(limits.tls_handshake_timeout, acceptor.accept(tcp))
                         .await
                     {
-                        Ok(Ok(tls)) => connection(tls, service, peer, limits, &metrics).await,
-                        Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
+                        Ok(Ok(tls)) => {
+                            connection(tls, service, peer, limits, &metrics, &guard).await;
+                        }
+                        Ok(Err(e)) => {
+                            strike();
+                            tracing::debug!(%peer, "TLS handshake failed: {e}");
+                        }
                         Err(_) => {
+                            strike();
                             metrics.http_timeout("tls_handshake");
                             tracing::debug!(%peer, "TLS handshake timed out");
                         }
@@ -180,13 +210,43 @@ pub async fn serve(
     }
 }
 
-/// Serves one connection's requests (HTTP/1.1, upgrades for the relay).
+/// Counts a connection the guard refused, and the penalty a `Rate` refusal imposed.
+fn refused(metrics: &GatewayMetrics, guard: &GuardConfig, why: Refusal, peer: SocketAddr) {
+    match why {
+        Refusal::Rate => {
+            metrics.http_refused("rate");
+            if !guard.penalty.is_zero() {
+                metrics.http_penalty("rate", peer.ip());
+            }
+        }
+        Refusal::Penalized => metrics.http_refused("penalized"),
+    }
+}
+
+/// Charges `peer`'s address an offence in `guard`, counting the penalty it may impose.
+fn offence(guard: &AddressGuard, metrics: &GatewayMetrics, peer: SocketAddr) {
+    if guard.offence(peer.ip(), Instant::now()) {
+        metrics.http_penalty("offences", peer.ip());
+    }
+}
+
+/// Whether an answer with `status` ends its request for cause: a body too large or too slow.
+fn is_offence(status: StatusCode) -> bool {
+    matches!(
+        status,
+        StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT
+    )
+}
+
+/// Serves one connection's requests (HTTP/1.1, upgrades for the relay); its protocol errors
+/// are offences of its address in `guard`.
 async fn connection<I, S>(
     io: I,
     service: S,
     peer: SocketAddr,
     limits: HttpLimits,
     metrics: &GatewayMetrics,
+    guard: &Arc<AddressGuard>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: tower::Service<
@@ -198,10 +258,26 @@ async fn connection<I, S>(
         + 'static,
     S::Future: Send + 'static,
 {
-    let hyper_service = hyper::service::service_fn(move |request| {
-        let mut service = service.clone();
-        async move { service.call(request).await }
-    });
+    // Whether a request has been answered: a head timeout after one is an idle kept
+    // connection, not an offence.
+    let answered = Arc::new(AtomicBool::new(false));
+    let hyper_service = {
+        let (answered, guard, metrics) = (answered.clone(), guard.clone(), metrics.clone());
+        hyper::service::service_fn(move |request| {
+            let mut service = service.clone();
+            let (answered, guard, metrics) = (answered.clone(), guard.clone(), metrics.clone());
+            async move {
+                let response = service.call(request).await;
+                if let Ok(r) = &response
+                    && is_offence(r.status())
+                {
+                    offence(&guard, &metrics, peer);
+                }
+                answered.store(true, Ordering::Relaxed);
+                response
+            }
+        })
+    };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -215,6 +291,33 @@ async fn connection<I, S>(
         if e.is_timeout() {
             metrics.http_timeout("head");
         }
+        // A head too large or malformed (hyper answered 431 or 400), or none in time.
+        let first_head_late = e.is_timeout() && !answered.load(Ordering::Relaxed);
+        if e.is_parse() || e.is_parse_too_large() || first_head_late {
+            offence(guard, metrics, peer);
+        }
         tracing::debug!(%peer, "HTTP connection ended: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_too_large_or_too_slow_is_an_offence_other_answers_are_not() {
+        assert!(is_offence(StatusCode::PAYLOAD_TOO_LARGE));
+        assert!(is_offence(StatusCode::REQUEST_TIMEOUT));
+        for ok in [
+            StatusCode::OK,
+            StatusCode::BAD_REQUEST,
+            StatusCode::UNAUTHORIZED,
+            StatusCode::NOT_FOUND,
+            StatusCode::TOO_MANY_REQUESTS,
+            StatusCode::SERVICE_UNAVAILABLE,
+            StatusCode::GATEWAY_TIMEOUT,
+        ] {
+            assert!(!is_offence(ok), "{ok}");
+        }
     }
 }

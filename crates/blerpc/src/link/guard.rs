@@ -231,19 +231,33 @@ impl AddressGuard {
     /// A connection from `ip` was closed for `reason`: an offence costs its address
     /// [`GuardConfig::offence_cost`] tokens (and a penalty if that empties the bucket).
     pub fn closed(&self, ip: IpAddr, reason: Reason, now: Instant) {
+        if reason.is_offence() {
+            let _ = self.offence(ip, now);
+        }
+    }
+
+    /// A connection from `ip` misbehaved at `now` in a way the caller judges an offence (for
+    /// listeners whose offences are not [`Reason`]s: the gateway's HTTP face counts a request
+    /// head too large or too slow, a body too large or too slow): it costs the address
+    /// [`GuardConfig::offence_cost`] tokens (and a penalty if that empties the bucket).
+    /// `true` if it penalized the address.
+    #[must_use = "a penalty imposed is worth counting"]
+    pub fn offence(&self, ip: IpAddr, now: Instant) -> bool {
         let Some(rate) = self.config.rate else {
-            return;
+            return false;
         };
-        if !reason.is_offence() || self.config.offence_cost <= 0.0 {
-            return;
+        if self.config.offence_cost <= 0.0 {
+            return false;
         }
         let ip = ip.to_canonical();
         let mut state = self.lock();
         let b = Self::bucket(&mut state, ip, rate, now);
         if b.penalized_until.is_some_and(|until| now < until) {
-            return;
+            return false;
         }
-        let _ = self.take(&mut state, ip, rate, now, self.config.offence_cost);
+        self.take(&mut state, ip, rate, now, self.config.offence_cost)
+            .is_err()
+            && !self.config.penalty.is_zero()
     }
 
     /// Takes `cost` tokens from `ip`'s bucket, or penalizes it when there are not enough.
@@ -506,6 +520,38 @@ mod tests {
         g.closed(A, Reason::Framing, t0); // not enough: penalized
         assert!(g.is_penalized(A, t0));
         assert_eq!(g.admit(A, t0), Err(Refusal::Penalized));
+    }
+
+    #[test]
+    fn offences_named_by_the_caller_cost_the_same_and_penalize() {
+        let g = guard(5);
+        let t0 = Instant::now();
+        g.admit(A, t0).unwrap(); // 2 left
+        assert!(!g.offence(A, t0)); // 0 left
+        assert!(!g.is_penalized(A, t0));
+        assert!(!g.offence(B, t0)); // another address: its own bucket (3 - 2)
+        assert!(g.offence(A, t0)); // not enough: penalized
+        assert!(g.is_penalized(A, t0));
+        assert!(!g.is_penalized(B, t0));
+        assert_eq!(g.generation(), 1);
+        assert_eq!(g.admit(A, t0), Err(Refusal::Penalized));
+        // While penalized, more offences change nothing (the penalty is not extended).
+        assert!(!g.offence(A, t0 + Duration::from_secs(1)));
+        assert!(!g.is_penalized(A, t0 + Duration::from_millis(5001)));
+        // Without an offence cost, an offence costs nothing.
+        let free = AddressGuard::new(GuardConfig {
+            offence_cost: 0.0,
+            ..*g.config()
+        });
+        for _ in 0..100 {
+            assert!(!free.offence(A, t0));
+        }
+        assert_eq!(free.admit(A, t0), Ok(()));
+        // Without penalties, an offence that empties the bucket penalizes nothing.
+        let unpenalized = guard(0);
+        assert!(!unpenalized.offence(A, t0));
+        assert!(!unpenalized.offence(A, t0));
+        assert!(!unpenalized.is_penalized(A, t0));
     }
 
     #[test]

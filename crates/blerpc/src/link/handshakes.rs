@@ -18,7 +18,7 @@ use tokio::task::{AbortHandle, Id, JoinSet};
 use tokio::time::Instant;
 
 use super::LinkError;
-use super::listener::{Listener, report};
+use super::listener::{GuardedListener, report};
 use super::tcp::{TcpOptions, timed};
 use crate::metrics::Reason;
 
@@ -53,7 +53,7 @@ impl<L: Send + 'static> Handshakes<L> {
     /// stay here.
     pub(crate) async fn next<F, Fut>(
         &mut self,
-        listener: &mut Listener,
+        listener: &mut GuardedListener,
         options: &TcpOptions,
         handshake: F,
     ) -> L

@@ -1,11 +1,30 @@
-//! The listening socket the TCP, TLS and WebSocket acceptors share: binding (with
-//! `SO_REUSEPORT` and the backlog), accepting (riding out errors that concern one connection or a
-//! full descriptor table), and the server's [`AddressGuard`] applied before any handshake: a
-//! connection beyond its address's rate, or from a penalized address, is closed as soon as it is
-//! accepted, and on Linux the penalized addresses are dropped in the kernel by a classic BPF
-//! socket filter on the listener (their SYNs never complete a handshake, so a flood from them
-//! costs no accept, no descriptor and no task); the addresses on probation after a penalty have
-//! only a share of their SYNs kept, drawn in the kernel.
+//! The listening socket the TCP, TLS and WebSocket acceptors share (and the gateway's HTTP
+//! face): binding (with `SO_REUSEPORT` and the backlog), accepting (riding out errors that
+//! concern one connection or a full descriptor table), and an [`AddressGuard`] applied before
+//! any handshake: a connection beyond its address's rate, or from a penalized address, is
+//! closed as soon as it is accepted, and on Linux the penalized addresses are dropped in the
+//! kernel by a classic BPF socket filter on the listener (their SYNs never complete a
+//! handshake, so a flood from them costs no accept, no descriptor and no task); the addresses
+//! on probation after a penalty have only a share of their SYNs kept, drawn in the kernel.
+//!
+//! ```no_run
+//! # async fn run() -> std::io::Result<()> {
+//! use blerpc::link::guard::{AddressGuard, GuardConfig};
+//! use blerpc::link::listener::{Accepted, GuardedListener};
+//! use blerpc::link::tcp::TcpOptions;
+//!
+//! let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! let mut listener = GuardedListener::new(tcp);
+//! listener.set_guard(AddressGuard::new(GuardConfig::default()));
+//! let options = TcpOptions::default();
+//! loop {
+//!     match listener.accept_next(&options).await {
+//!         Accepted::Admitted(_stream, _peer) => { /* serve it */ }
+//!         Accepted::Refused(_why, _peer) => { /* already closed: count it */ }
+//!     }
+//! }
+//! # }
+//! ```
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -14,13 +33,13 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpSocket, TcpStream, ToSocketAddrs};
 
-use super::guard::{AddressGuard, Listed};
+use super::guard::{AddressGuard, Listed, Refusal};
 use super::tcp::{TcpOptions, set_keepalive};
 use crate::metrics::{Metrics, Reason};
 
-/// A bound listener and the guard its acceptor enforces.
+/// A bound TCP listener and the guard it enforces at accept (see the [module docs](self)).
 #[derive(Debug)]
-pub(crate) struct Listener {
+pub struct GuardedListener {
     tcp: TcpListener,
     guard: Option<Arc<AddressGuard>>,
     /// The guard's generation the kernel filter was built from.
@@ -34,11 +53,14 @@ pub(crate) struct Listener {
 }
 
 /// Binds a listener, with `SO_REUSEPORT` if configured.
-pub(crate) async fn bind(addr: impl ToSocketAddrs, options: &TcpOptions) -> io::Result<Listener> {
+pub(crate) async fn bind(
+    addr: impl ToSocketAddrs,
+    options: &TcpOptions,
+) -> io::Result<GuardedListener> {
     let mut last = None;
     for addr in tokio::net::lookup_host(addr).await? {
         match bind_one(addr, options) {
-            Ok(l) => return Ok(Listener::new(l)),
+            Ok(l) => return Ok(GuardedListener::new(l)),
             Err(e) => last = Some(e),
         }
     }
@@ -76,9 +98,20 @@ fn bind_one(addr: SocketAddr, options: &TcpOptions) -> io::Result<TcpListener> {
     socket.listen(options.listen_backlog.max(1))
 }
 
-impl Listener {
-    pub(crate) fn new(tcp: TcpListener) -> Listener {
-        Listener {
+/// What [`GuardedListener::accept_next`] took from the listen queue.
+#[derive(Debug)]
+pub enum Accepted {
+    /// A connection the guard admitted (with `TCP_NODELAY` and keepalive set as the options
+    /// say).
+    Admitted(TcpStream, SocketAddr),
+    /// A connection the guard refused: already closed.
+    Refused(Refusal, SocketAddr),
+}
+
+impl GuardedListener {
+    /// Accepts on `tcp` (without a guard until [`set_guard`](Self::set_guard)).
+    pub fn new(tcp: TcpListener) -> GuardedListener {
+        GuardedListener {
             tcp,
             guard: None,
             applied: None,
@@ -89,25 +122,39 @@ impl Listener {
     }
 
     /// The address the listener is bound to.
-    pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.tcp.local_addr()
     }
 
     /// Enforces `guard` from the next accept on.
-    pub(crate) fn set_guard(&mut self, guard: Arc<AddressGuard>) {
+    pub fn set_guard(&mut self, guard: Arc<AddressGuard>) {
         self.guard = Some(guard);
         self.applied = None;
     }
 
-    /// The guard, for the handshakes to report their failures to.
-    pub(crate) fn guard(&self) -> Option<&Arc<AddressGuard>> {
+    /// The guard, for the handshakes (or requests) to report their offences to.
+    pub fn guard(&self) -> Option<&Arc<AddressGuard>> {
         self.guard.as_ref()
     }
 
-    /// Accepts the next TCP connection the guard admits. Errors that concern one connection
-    /// (reset before accept) are skipped; others (out of file descriptors) are logged and
-    /// retried after a pause, so a server rides them out instead of stopping. Cancel-safe.
+    /// Accepts the next TCP connection the guard admits; those it refuses are counted in
+    /// [`TcpOptions::metrics`] (or logged at debug level) and closed. Cancel-safe.
     pub(crate) async fn accept(&mut self, options: &TcpOptions) -> (TcpStream, SocketAddr) {
+        loop {
+            match self.accept_next(options).await {
+                Accepted::Admitted(stream, addr) => return (stream, addr),
+                Accepted::Refused(why, addr) => {
+                    report(options.metrics.as_deref(), why.into(), &addr.to_string());
+                }
+            }
+        }
+    }
+
+    /// Accepts the next TCP connection and has the guard judge it: admitted, or refused (and
+    /// closed). Errors that concern one connection (reset before accept) are skipped; others
+    /// (out of file descriptors) are logged and retried after a pause, so a server rides them
+    /// out instead of stopping. Of `options`, `nodelay` and `keepalive` apply. Cancel-safe.
+    pub async fn accept_next(&mut self, options: &TcpOptions) -> Accepted {
         loop {
             let guard = self.guard.clone();
             let mut changed = std::pin::pin!(guard.as_deref().map(AddressGuard::changed));
@@ -142,14 +189,14 @@ impl Listener {
                     if let Some(guard) = &guard
                         && let Err(why) = guard.admit(addr.ip(), std::time::Instant::now())
                     {
-                        report(options.metrics.as_deref(), why.into(), &addr.to_string());
-                        continue; // dropping the stream closes it
+                        drop(stream); // closes it
+                        return Accepted::Refused(why, addr);
                     }
                     if let Err(e) = stream.set_nodelay(options.nodelay) {
                         tracing::debug!(%addr, "TCP_NODELAY: {e}");
                     }
                     set_keepalive(&stream, options);
-                    return (stream, addr);
+                    return Accepted::Admitted(stream, addr);
                 }
                 Err(e)
                     if matches!(

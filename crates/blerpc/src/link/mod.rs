@@ -26,7 +26,7 @@ pub mod guard;
 pub(crate) mod handshakes;
 pub mod listen;
 #[cfg(feature = "tcp")]
-mod listener;
+pub mod listener;
 #[cfg(feature = "local-ca")]
 pub mod local_ca;
 pub mod mem;

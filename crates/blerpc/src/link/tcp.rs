@@ -55,7 +55,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
 
 use super::guard::AddressGuard;
-use super::listener::{self, Listener};
+use super::listener::{self, GuardedListener};
 use super::{DEFAULT_STREAM_ATT_MTU, Link, LinkError, LinkRx, LinkTx};
 use crate::metrics::Metrics;
 
@@ -681,7 +681,7 @@ impl<R> StreamRx<R> {
 /// Accepts bleRPC connections over TCP: the server side of the TCP link.
 #[derive(Debug)]
 pub struct TcpAcceptor {
-    listener: Listener,
+    listener: GuardedListener,
     options: TcpOptions,
 }
 
@@ -697,7 +697,7 @@ impl TcpAcceptor {
     /// Uses an already bound listener.
     pub fn from_listener(listener: TcpListener, options: TcpOptions) -> TcpAcceptor {
         TcpAcceptor {
-            listener: Listener::new(listener),
+            listener: GuardedListener::new(listener),
             options,
         }
     }

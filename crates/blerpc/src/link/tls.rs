@@ -449,7 +449,7 @@ impl Link for TlsLink {
 /// logged at debug level and skipped.
 #[derive(Debug)]
 pub struct TlsAcceptor {
-    listener: super::listener::Listener,
+    listener: super::listener::GuardedListener,
     tls: TlsServerConfig,
     options: TcpOptions,
     pending: super::handshakes::Handshakes<TlsLink>,

@@ -641,7 +641,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> LinkRx for WsRx<S> {
 /// logged at debug level and skipped.
 #[derive(Debug)]
 pub struct WsAcceptor {
-    listener: super::listener::Listener,
+    listener: super::listener::GuardedListener,
     options: WsOptions,
     #[cfg(feature = "tls")]
     tls: Option<super::tls::TlsServerConfig>,
