@@ -23,10 +23,10 @@ enum Command {
     /// client), and print a PASS/FAIL table.
     Demo(blerpc_cli::demo::DemoArgs),
     /// Serve the demo service (echo, flash_read, data_write, counter_stream, counter_upload).
-    Serve(blerpc_cli::serve::ServeArgs),
+    Serve(Box<blerpc_cli::serve::ServeArgs>),
     /// Run a device gateway: devices dial in (or are reached over BLE), backends call them over
     /// HTTP/JSON or end to end through a relayed link; a dashboard shows them.
-    Gateway(blerpc_cli::gateway::GatewayArgs),
+    Gateway(Box<blerpc_cli::gateway::GatewayArgs>),
     /// Call a command on a peripheral; the request and the response are JSON.
     Call(blerpc_cli::call::CallArgs),
     /// Upload a central→peripheral stream: one JSON item per line of stdin.
