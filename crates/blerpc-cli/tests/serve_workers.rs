@@ -124,7 +124,8 @@ fn workers_share_a_port_with_the_parents_options_and_stop_together() {
     assert_eq!(status.code(), Some(2));
     let stderr = server.stop();
     assert!(
-        stderr.contains(&format!("worker {victim} exited")),
+        stderr.contains(&format!("(pid {victim}) exited"))
+            && stderr.contains("the other workers were stopped"),
         "{stderr}"
     );
     wait_gone(&pids);

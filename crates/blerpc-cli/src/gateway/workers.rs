@@ -231,7 +231,7 @@ async fn http_front(
         })
         .await;
     started.stop();
-    result.map_err(|e| anyhow!("gateway {e}"))
+    result.map_err(|e| anyhow!("gateway {e}; the other workers were stopped"))
 }
 
 /// The front of `--workers --nats`: a gateway of the fleet holding no device, which routes

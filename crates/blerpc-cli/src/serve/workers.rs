@@ -100,7 +100,7 @@ pub(super) async fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let result = started.watch(shutdown).await;
     started.stop();
     drop(reserved);
-    Ok(result?)
+    result.map_err(|e| anyhow::anyhow!("{e}; the other workers were stopped"))
 }
 
 #[cfg(test)]
