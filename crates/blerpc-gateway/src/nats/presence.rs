@@ -159,6 +159,10 @@ pub(super) struct Inner {
 /// trips; one writer for a gateway holding 15,000 devices took tens of seconds to record them).
 pub(super) const WRITERS: usize = 32;
 
+/// Heartbeats between two scans of the fleet's table for claims of gateways not alive, while
+/// the gateways alive stay the same (a change scans at once).
+const RESCAN_BEATS: u32 = 10;
+
 /// Writes each writer may have queued before the gateway's follower of its registry waits.
 const WRITER_QUEUE: usize = 1024;
 
@@ -590,6 +594,8 @@ impl Inner {
     pub(super) async fn beat(self: Arc<Self>) {
         let mut tick = tokio::time::interval(self.ctx.limits.heartbeat);
         let started = Instant::now();
+        // The gateways alive at the last scan of the table, and the heartbeats since.
+        let mut scanned: Option<(HashSet<NodeId>, u32)> = None;
         loop {
             tick.tick().await;
             self.heartbeat().await;
@@ -620,14 +626,32 @@ impl Inner {
                     .cloned()
                     .collect();
                 alive.insert(self.node.clone());
-                // The bucket is corrected off the heartbeat's path (a dead gateway may have held
-                // many devices): by the task that retries pending writes.
-                let released = self.table.release_nodes_but(&alive);
-                let mut pending = lock(&self.pending);
-                for (device, node, epoch) in released {
-                    pending
-                        .entry(device)
-                        .or_insert(Pending::Release { node, epoch });
+                // The table is scanned (every device of the fleet) when the gateways alive
+                // change, and at least every RESCAN_BEATS heartbeats for claims of gateways
+                // never heard from: not at every heartbeat of every gateway process.
+                let due = match &mut scanned {
+                    Some((seen, beats)) if *seen == alive && *beats < RESCAN_BEATS => {
+                        *beats += 1;
+                        false
+                    }
+                    _ => true,
+                };
+                if due {
+                    let released = self.table.release_nodes_but(&alive);
+                    // The bucket is corrected off the heartbeat's path (a dead gateway may have
+                    // held many devices), by the task that retries pending writes, and by one
+                    // gateway only (the first alive by name), not by each of them again: a
+                    // record left online at a dead gateway is released by every gateway's
+                    // table anyway.
+                    if alive.iter().min() == Some(&self.node) {
+                        let mut pending = lock(&self.pending);
+                        for (device, node, epoch) in released {
+                            pending
+                                .entry(device)
+                                .or_insert(Pending::Release { node, epoch });
+                        }
+                    }
+                    scanned = Some((alive, 0));
                 }
             }
         }
