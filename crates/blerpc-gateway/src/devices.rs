@@ -212,9 +212,15 @@ impl Gateway {
         acceptor.set_guard(self.inner.guard.clone());
         tokio::pin!(shutdown);
         loop {
+            // Outside tokio's cooperative budget: each time this task runs it empties the
+            // listen queue (the guard and `max_pending_setups` still bound what is taken).
+            // Within the budget it took 128 connections a turn, and a turn came only after
+            // every setup task queued before it: when tens of thousands of devices redialled
+            // at once (a gateway of the fleet lost), the kernel's queue overflowed and the
+            // devices whose handshakes it dropped waited 1 s or more to try again.
             let link = tokio::select! {
                 () = &mut shutdown => return Ok(()),
-                link = acceptor.accept() => link?,
+                link = tokio::task::unconstrained(acceptor.accept()) => link?,
             };
             let Ok(permit) = self.inner.setups.clone().try_acquire_owned() else {
                 self.inner.metrics.device_refused(
