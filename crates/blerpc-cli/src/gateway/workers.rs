@@ -271,12 +271,9 @@ async fn fleet_front(
                 served = Some((&mut serving).await);
             })
             .await;
-        let e = match watched {
-            Err(e @ WorkerError::Exited { .. }) => e,
+        let (index, e) = match watched {
+            Err(e @ WorkerError::Exited { index, .. }) => (index, e),
             other => break other,
-        };
-        let WorkerError::Exited { index, .. } = e else {
-            continue;
         };
         // The fleet moves a dead worker's devices to the others meanwhile.
         if !restarts.allow(index, std::time::Instant::now()) {
@@ -325,7 +322,15 @@ pub(super) async fn run_worker(worker: GatewayWorker) -> anyhow::Result<()> {
     let GatewayWorker { args, index, token } = worker;
     let (mut config, schema, guard) = super::config(&args)?;
     if let Some(token) = token {
+        // Behind the HTTP front: its API is on loopback, called only by the front with this
+        // token. The front guards the backends' addresses; here every call comes from the
+        // front's one address, which a backend's errors must not get penalized.
         config.tokens = vec![token];
+        config.http_guard = blerpc::link::guard::GuardConfig {
+            rate: None,
+            penalty: Duration::ZERO,
+            ..config.http_guard
+        };
     }
     let bound = Bound::new(&args, config, schema, guard).await?;
     super::bind_devices(&args, &bound.gateway, true).await?;
