@@ -612,26 +612,18 @@ fn fleet_parts(
     } else {
         None
     };
-    let throughput = if args.gateways > 0 {
-        Some(fleet::throughput::run(args, dir)?)
-    } else {
-        None
-    };
-    let failover = if args.failover_devices > 0 {
-        Some(fleet::failover::run(args, dir, args.failover_devices)?)
-    } else {
-        None
-    };
-    let durable = if args.durable_calls > 0 {
-        Some(fleet::durable::run(args, dir)?)
-    } else {
-        None
-    };
-    let hold = if args.hold_devices > 0 {
-        Some(fleet::hold::run(args, dir, args.hold_devices)?)
-    } else {
-        None
-    };
+    let throughput = (args.gateways > 0)
+        .then(|| fleet::throughput::run(args, dir))
+        .transpose()?;
+    let failover = (args.failover_devices > 0)
+        .then(|| fleet::failover::run(args, dir, args.failover_devices))
+        .transpose()?;
+    let durable = (args.durable_calls > 0)
+        .then(|| fleet::durable::run(args, dir))
+        .transpose()?;
+    let hold = (args.hold_devices > 0)
+        .then(|| fleet::hold::run(args, dir, args.hold_devices))
+        .transpose()?;
     Ok(Report {
         calls,
         message: args.message,

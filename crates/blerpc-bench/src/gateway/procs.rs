@@ -153,16 +153,23 @@ pub(crate) fn gateway_on(
     }
 }
 
-/// The CPU time (user and system, seconds) of `pid` and every live process below it.
-pub(crate) fn tree_cpu(pid: u32) -> f64 {
+/// `pid` and every live process below it.
+pub(crate) fn tree(pid: u32) -> Vec<u32> {
     let children =
         std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-    own_cpu(pid)
-        + children
-            .split_whitespace()
-            .filter_map(|c| c.parse::<u32>().ok())
-            .map(tree_cpu)
-            .sum::<f64>()
+    let mut all = vec![pid];
+    for c in children
+        .split_whitespace()
+        .filter_map(|c| c.parse::<u32>().ok())
+    {
+        all.extend(tree(c));
+    }
+    all
+}
+
+/// The CPU time (user and system, seconds) of `pid` and every live process below it.
+pub(crate) fn tree_cpu(pid: u32) -> f64 {
+    tree(pid).into_iter().map(own_cpu).sum()
 }
 
 /// The CPU time (user and system, seconds) of process `pid` alone, from `/proc/PID/stat`

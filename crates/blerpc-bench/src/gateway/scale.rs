@@ -252,16 +252,10 @@ pub fn run_simulator(spec: &str) -> anyhow::Result<bool> {
 
 /// The RSS of `pid` and every process below it (bytes).
 pub(crate) fn tree_rss(pid: u32) -> u64 {
-    let mut total = crate::process::rss_bytes(pid).unwrap_or(0);
-    let children =
-        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-    for c in children
-        .split_whitespace()
-        .filter_map(|c| c.parse::<u32>().ok())
-    {
-        total += tree_rss(c);
-    }
-    total
+    procs::tree(pid)
+        .into_iter()
+        .map(|p| crate::process::rss_bytes(p).unwrap_or(0))
+        .sum()
 }
 
 /// `blerpc_gateway_devices_connected` from the gateway's metrics.
@@ -476,6 +470,18 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// The failures by kind, `3 HTTP 503 not_connected, 1 transport`, or `none`.
+    pub fn failures_text(&self) -> String {
+        if self.failures.is_empty() {
+            return "none".to_string();
+        }
+        self.failures
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// Failed calls of every kind.
     pub fn failed(&self) -> usize {
         self.failures.values().sum::<usize>() + self.wrong

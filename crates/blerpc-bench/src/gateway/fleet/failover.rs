@@ -190,17 +190,6 @@ pub fn print(r: &FailoverReport) -> bool {
          s; gateway A SIGKILLed",
         r.devices, r.workers, r.connect_seconds
     );
-    let kinds = |t: &Tally| {
-        if t.failures.is_empty() {
-            "none".to_string()
-        } else {
-            t.failures
-                .iter()
-                .map(|(k, n)| format!("{n} {k}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    };
     let wrong = r.before.wrong + r.during.wrong + r.sample.wrong + r.sweeps.wrong;
     let reachable = r.sampled_seconds <= 10.0;
     let mut t = Table::new(["measure", "value", "target", "met"]);
@@ -242,13 +231,21 @@ pub fn print(r: &FailoverReport) -> bool {
     let explained = unexplained(&r.during) + unexplained(&r.sample) + unexplained(&r.sweeps) == 0;
     t.row([
         "random calls meanwhile".into(),
-        format!("{} answered; failed: {}", r.during.ok, kinds(&r.during)),
+        format!(
+            "{} answered; failed: {}",
+            r.during.ok,
+            r.during.failures_text()
+        ),
         "each failure says why".into(),
         if explained { "yes" } else { "NO" }.into(),
     ]);
     t.row([
         "sweeps after".into(),
-        format!("{} answered; failed: {}", r.sweeps.ok, kinds(&r.sweeps)),
+        format!(
+            "{} answered; failed: {}",
+            r.sweeps.ok,
+            r.sweeps.failures_text()
+        ),
         "—".into(),
         "—".into(),
     ]);

@@ -117,20 +117,6 @@ fn sockstat() -> (u64, u64) {
     (field("inuse"), field("mem"))
 }
 
-/// `pid` and every process below it.
-fn tree(pid: u32) -> Vec<u32> {
-    let children =
-        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-    let mut all = vec![pid];
-    for c in children
-        .split_whitespace()
-        .filter_map(|c| c.parse::<u32>().ok())
-    {
-        all.extend(tree(c));
-    }
-    all
-}
-
 /// Open descriptors of `pid`.
 fn descriptors(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
@@ -164,7 +150,7 @@ pub fn run(args: &GatewayArgs, dir: &Path, devices: usize) -> anyhow::Result<Hol
     }
     let a = super::member(&own, &url, "gw-a", Some(&keys.allow), &options, None)?;
     let b = super::member(&own, &url, "gw-b", Some(&keys.allow), &options, None)?;
-    let gateway_pids = || [tree(a.proc.pid()), tree(b.proc.pid())].concat();
+    let gateway_pids = || [procs::tree(a.proc.pid()), procs::tree(b.proc.pid())].concat();
     // Settle (every worker joined and loaded the allow-list), then the baseline.
     std::thread::sleep(Duration::from_secs(3));
     let (gw_before, gw_cpu_before) = usage(&gateway_pids());
@@ -338,19 +324,11 @@ pub fn print(r: &HoldReport) -> bool {
     );
     let mut ok = true;
     for (name, tally) in [("A", &r.through_a), ("B", &r.through_b)] {
-        let failures = if tally.failures.is_empty() {
-            "none".to_string()
-        } else {
-            tally
-                .failures
-                .iter()
-                .map(|(k, n)| format!("{n} {k}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
         println!(
-            "sample through {name}: {} answered, failed: {failures}, wrong: {}",
-            tally.ok, tally.wrong
+            "sample through {name}: {} answered, failed: {}, wrong: {}",
+            tally.ok,
+            tally.failures_text(),
+            tally.wrong
         );
         ok &= tally.failed() == 0 && tally.wrong == 0;
     }
