@@ -114,11 +114,25 @@ async fn any_gateway_answers_for_a_device_another_holds() {
     assert_eq!(forwarded.content_type(), direct_echo.content_type());
     assert_eq!(forwarded.body, direct_echo.body);
 
+    // Many at once share B's one reply subscription: each gets its own answer.
+    let answers = futures_util::future::join_all((0..64).map(|i| {
+        let (http, id) = (&b.http, &d.id);
+        async move {
+            let body = format!(r#"{{"message":"call {i}"}}"#);
+            (i, http.call(id, "echo", &body).await)
+        }
+    }))
+    .await;
+    for (i, answer) in answers {
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        assert_eq!(answer.json()["message"], format!("call {i}"));
+    }
+
     // The device's record, from its holder.
     let view = b.http.get(&format!("/v1/devices/{}", d.id)).await;
     assert_eq!(view.status, 200, "{}", view.text());
     assert_eq!(view.json()["status"], "online");
-    assert_eq!(view.json()["calls"], 2);
+    assert_eq!(view.json()["calls"], 66);
 
     // A bad request is the holder's 400, problem and all.
     let bad = b.http.call(&d.id, "echo", "{not json").await;

@@ -43,8 +43,8 @@ pub(super) fn too_many_streams() -> Response {
 
 /// `GET /v1/events`: at most `GatewayConfig::max_event_streams` at once; more are answered 503.
 pub(super) async fn events(State(api): State<Api>) -> Response {
-    let Ok(permit) = api.event_streams.clone().try_acquire_owned() else {
-        api.metrics.http_refused("event_streams");
+    let Ok(permit) = api.state.event_streams.clone().try_acquire_owned() else {
+        api.state.metrics.http_refused("event_streams");
         return too_many_streams();
     };
     stream(api, permit).into_response()
@@ -54,7 +54,7 @@ fn stream(
     api: Api,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let interval = api.dashboard_interval;
+    let interval = api.state.dashboard_interval;
     let changes = api.routing().directory.changes();
     let stream = futures_util::stream::unfold(
         (api, changes, true, permit),

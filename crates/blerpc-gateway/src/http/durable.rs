@@ -93,10 +93,10 @@ pub(super) async fn submit(
         Ok(p) => p,
         Err(e) => return e.problem().into_response(),
     };
-    let json = match super::body::read(headers, body, 64 * 1024, api.body_timeout).await {
+    let json = match super::body::read(headers, body, 64 * 1024, api.state.body_timeout).await {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
         Err(e @ super::body::BodyError::Timeout(_)) => {
-            api.metrics.http_timeout("body");
+            api.state.metrics.http_timeout("body");
             return Problem::from(crate::calls::CallFailure::RequestTimeout(e.to_string()))
                 .into_response();
         }
@@ -139,8 +139,8 @@ pub(super) async fn events(State(api): State<Api>, Path(id): Path<String>) -> Re
     let Some(durable) = store(&api) else {
         return unavailable();
     };
-    let Ok(permit) = api.event_streams.clone().try_acquire_owned() else {
-        api.metrics.http_refused("event_streams");
+    let Ok(permit) = api.state.event_streams.clone().try_acquire_owned() else {
+        api.state.metrics.http_refused("event_streams");
         return super::dashboard::too_many_streams();
     };
     let subscriber = match durable.follow(&id).await {

@@ -150,9 +150,15 @@ pub fn token_matches(tokens: &[String], presented: &[u8]) -> bool {
     any.into()
 }
 
-/// The API's state: how it routes, and whom it serves.
+/// The API's state: how it routes, and whom it serves. A clone (one per request) is one
+/// reference count.
 #[derive(Clone, Debug)]
 pub struct Api {
+    state: Arc<ApiState>,
+}
+
+#[derive(Clone, Debug)]
+struct ApiState {
     routing: Routing,
     tokens: Arc<[String]>,
     dashboard_interval: Duration,
@@ -168,7 +174,7 @@ impl Api {
     /// The API over `routing`, for backends presenting one of `tokens` (none: open), with a
     /// dashboard snapshot every `dashboard_interval`.
     pub fn new(routing: Routing, tokens: Vec<String>, dashboard_interval: Duration) -> Api {
-        Api {
+        let state = ApiState {
             routing,
             tokens: tokens.into(),
             dashboard_interval,
@@ -177,17 +183,21 @@ impl Api {
             )),
             metrics: crate::GatewayMetrics::new(),
             body_timeout: crate::GatewayConfig::default().http_body_timeout,
+        };
+        Api {
+            state: Arc::new(state),
         }
     }
 
     /// The API with `gateway`'s limit on event streams (`GET /v1/events`; more are answered
     /// 503) and its body timeout, counting refusals in its metrics.
     pub fn for_gateway(mut self, gateway: &Gateway) -> Api {
-        self.body_timeout = gateway.config().http_body_timeout;
-        self.event_streams = Arc::new(tokio::sync::Semaphore::new(
+        let state = Arc::make_mut(&mut self.state);
+        state.body_timeout = gateway.config().http_body_timeout;
+        state.event_streams = Arc::new(tokio::sync::Semaphore::new(
             gateway.config().max_event_streams,
         ));
-        self.metrics = gateway.metrics().clone();
+        state.metrics = gateway.metrics().clone();
         self
     }
 
@@ -208,7 +218,7 @@ impl Api {
 
     /// The routing.
     pub fn routing(&self) -> &Routing {
-        &self.routing
+        &self.state.routing
     }
 }
 
@@ -246,7 +256,7 @@ async fn authenticate(
 /// The router of a single gateway (and of a worker, for its front): the API with the
 /// gateway's own routing, and the node requests under `/internal/v1/`.
 pub fn router(gateway: Gateway) -> Router {
-    let routing = Api::local(&gateway).routing;
+    let routing = Api::local(&gateway).state.routing.clone();
     router_with(gateway, routing)
 }
 
@@ -260,7 +270,7 @@ pub fn router_with(gateway: Gateway, routing: Routing) -> Router {
     )
     .for_gateway(&gateway);
     let internal = internal::router(gateway).route_layer(middleware::from_fn_with_state(
-        api.tokens.clone(),
+        api.state.tokens.clone(),
         authenticate,
     ));
     api_router(api).merge(internal)
@@ -283,7 +293,7 @@ pub fn api_router(api: Api) -> Router {
         .route("/v1/events", get(dashboard::events))
         .route("/metrics", get(api::metrics))
         .route_layer(middleware::from_fn_with_state(
-            api.tokens.clone(),
+            api.state.tokens.clone(),
             authenticate,
         ));
     Router::new()
@@ -340,12 +350,13 @@ async fn to_device(
             return durable::submit(&api, &id, &command, &parts.headers, body).await;
         }
     }
-    api.routing.to_device(&id, request).await
+    api.state.routing.to_device(&id, request).await
 }
 
 /// A request any node answers (the first, on a box).
 async fn to_any(State(api): State<Api>, request: Request) -> Response {
-    api.routing
+    api.state
+        .routing
         .forwarder
         .forward(&Holder::Nobody, request)
         .await
@@ -366,7 +377,7 @@ async fn to_node(
         node: NodeId::new(&node),
         online: true,
     };
-    api.routing.forwarder.forward(&to, request).await
+    api.state.routing.forwarder.forward(&to, request).await
 }
 
 async fn openapi() -> Response {

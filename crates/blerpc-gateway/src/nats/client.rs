@@ -64,11 +64,7 @@ impl FleetClient {
     ) -> Result<FleetClient, super::subjects::BadPrefix> {
         Ok(FleetClient {
             subjects: Subjects::new(prefix)?,
-            ctx: Ctx {
-                client,
-                forwarded: std::sync::Arc::new(tokio::sync::Semaphore::new(0)),
-                limits,
-            },
+            ctx: Ctx::new(client, 0, limits),
         })
     }
 

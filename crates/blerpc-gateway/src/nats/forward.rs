@@ -109,8 +109,8 @@ pub(super) fn unexpected(target: &Target<'_>, got: Next, wait: Duration) -> Resp
     }
 }
 
-/// Subscribes an inbox, sends the request, and waits for the holder's `accepted`: its peer
-/// inbox and window.
+/// Opens an inbox, sends the request, and waits for the holder's `accepted`: its peer inbox
+/// and window.
 pub(super) async fn start(
     ctx: &Ctx,
     target: &Target<'_>,
@@ -118,13 +118,11 @@ pub(super) async fn start(
     payload: Bytes,
 ) -> Result<(Demuxed, (Option<String>, u32)), Response> {
     let limits = &ctx.limits;
-    let inbox = ctx.client.new_inbox();
-    let sub = ctx
-        .client
-        .subscribe(inbox.clone())
+    let (inbox, mut demuxed) = ctx
+        .replies
+        .open(limits.window)
         .await
         .map_err(|e| unavailable(target, &e))?;
-    let mut demuxed = pipe::demux(sub, limits.window);
     ctx.client
         .publish_with_reply_and_headers(target.subject.clone(), inbox, head.encode(), payload)
         .await

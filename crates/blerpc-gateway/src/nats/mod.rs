@@ -51,6 +51,7 @@ mod forwarder;
 mod link;
 pub mod pipe;
 mod presence;
+mod replies;
 mod serve;
 pub mod subjects;
 
@@ -193,6 +194,21 @@ pub(crate) struct Ctx {
     limits: NatsLimits,
     /// Requests from other gateways being answered.
     forwarded: Arc<Semaphore>,
+    /// The inboxes of this connection's exchanges.
+    replies: replies::Replies,
+}
+
+impl Ctx {
+    /// What exchanges on `client` share, answering at most `forwarded` requests from other
+    /// gateways at once, within `limits`.
+    pub(crate) fn new(client: async_nats::Client, forwarded: usize, limits: NatsLimits) -> Ctx {
+        Ctx {
+            replies: replies::Replies::new(client.clone()),
+            client,
+            forwarded: Arc::new(Semaphore::new(forwarded)),
+            limits,
+        }
+    }
 }
 
 /// A gateway's membership of a fleet (see the [module docs](self)). Dropping it stops the
@@ -278,11 +294,7 @@ impl Fleet {
         .await?;
         let (writers, writer_queues) = presence::writer_queues();
         let inner = Arc::new(Inner {
-            ctx: Ctx {
-                client,
-                forwarded: Arc::new(Semaphore::new(limits.max_forwarded)),
-                limits,
-            },
+            ctx: Ctx::new(client, limits.max_forwarded, limits),
             table: Arc::new(ClaimTable::new(Some(config.node.clone()))),
             live: RwLock::new(BTreeMap::new()),
             node: config.node,

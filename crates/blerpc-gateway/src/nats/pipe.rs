@@ -1,7 +1,8 @@
 //! Bodies as `data` frames with credit-based flow control, both directions (see
 //! [`envelope`](super::envelope)).
 //!
-//! Each side of an exchange reads its inbox on one task ([`demux`]): credits go to the sender's
+//! Each side of an exchange has an inbox on the gateway's one reply subscription
+//! ([`replies`](super::replies)), sorted by an [`Inbox`]: credits go to the sender's
 //! [`Semaphore`], everything else into a channel bounded by the window (a peer that sends past
 //! its credit fails the exchange instead of growing memory). [`send_body`] sends a body within
 //! the credit it holds; [`Inflow`] checks the order of what arrives and says when to grant more.
@@ -9,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::{Client, HeaderMap, Message, Subscriber};
+use async_nats::{Client, HeaderMap};
 use axum::body::Body;
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -179,7 +180,8 @@ impl Inbox {
     /// is cut to it: a sender never holds more credit than that.
     pub fn new(bound: u32) -> (Inbox, Frames, Arc<Semaphore>, watch::Receiver<bool>) {
         let bound = bound.min(MAX_WINDOW);
-        let (tx, rx) = mpsc::channel(bound as usize + 4);
+        // The last place is kept for the error that ends the exchange.
+        let (tx, rx) = mpsc::channel(bound as usize + 5);
         let credits = Arc::new(Semaphore::new(0));
         let (cancel, cancelled) = watch::channel(false);
         let inbox = Inbox {
@@ -198,6 +200,9 @@ impl Inbox {
             Ok(Frame::Cancel) => {
                 let _ = self.cancel.send(true);
             }
+            Ok(_) if self.tx.capacity() <= 1 && !self.tx.is_closed() => {
+                return Err(Closed::Failed(PipeError::Overrun(self.bound)));
+            }
             Ok(frame) => match self.tx.try_send(Ok((frame, payload))) {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(_)) => {
@@ -209,45 +214,24 @@ impl Inbox {
         }
         Ok(())
     }
-}
 
-/// Reads `inbox` until it ends or the frames' receiver is dropped, sorting each message with an
-/// [`Inbox`] of `bound` (a peer that overruns it fails the exchange). A "no responders" status
-/// arrives as `no_responders`: see [`Demuxed`].
-pub fn demux(mut inbox: Subscriber, bound: u32) -> Demuxed {
-    let (sorter, frames, credits, cancelled) = Inbox::new(bound);
-    let (status_tx, no_responders) = watch::channel(false);
-    let task = tokio::spawn(async move {
-        while let Some(message) = inbox.next().await {
-            if message.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
-                let _ = status_tx.send(true);
-                break;
-            }
-            let Message {
-                headers, payload, ..
-            } = message;
-            match sorter.take(headers.as_ref(), payload) {
-                Ok(()) => {}
-                Err(Closed::Failed(e)) => {
-                    let _ = sorter.tx.send(Err(e)).await;
-                    break;
-                }
-                Err(Closed::Gone) => break,
-            }
-        }
-        // Wakes a sender waiting for credit: the exchange is over.
-        sorter.credits.close();
-    });
-    Demuxed {
-        frames,
-        credits,
-        cancelled,
-        no_responders,
-        task,
+    /// Ends the exchange with `error`: its reader gets it after the frames before it, and a
+    /// sender waiting for credit wakes.
+    pub fn fail(&self, error: PipeError) {
+        // `take` keeps a place for it.
+        let _ = self.tx.try_send(Err(error));
+        self.close();
+    }
+
+    /// Ends the exchange: a sender waiting for credit wakes.
+    pub fn close(&self) {
+        self.credits.close();
     }
 }
 
-/// One side's inbox, read ([`demux`]).
+/// One side's inbox, read: its frames, the peer's credits, and the flags set by a `cancel`
+/// and by NATS's "no responders" (opened with [`Replies::open`](super::replies::Replies::open)).
+/// Dropping it ends the exchange's route.
 #[derive(Debug)]
 pub struct Demuxed {
     /// Frames other than credits and cancels.
@@ -258,12 +242,24 @@ pub struct Demuxed {
     pub cancelled: watch::Receiver<bool>,
     /// Set when NATS said nobody listens on the subject the request went to.
     pub no_responders: watch::Receiver<bool>,
-    task: tokio::task::JoinHandle<()>,
+    _route: super::replies::Registration,
 }
 
-impl Drop for Demuxed {
-    fn drop(&mut self) {
-        self.task.abort();
+impl Demuxed {
+    pub(super) fn routed(
+        frames: Frames,
+        credits: Arc<Semaphore>,
+        cancelled: watch::Receiver<bool>,
+        no_responders: watch::Receiver<bool>,
+        route: super::replies::Registration,
+    ) -> Demuxed {
+        Demuxed {
+            frames,
+            credits,
+            cancelled,
+            no_responders,
+            _route: route,
+        }
     }
 }
 

@@ -153,14 +153,9 @@ async fn exchange(
     send_response(ctx, reply, response, inbox, head.window).await
 }
 
+/// An inbox for the requester's frames to this side.
 pub(super) async fn open_inbox(ctx: &Ctx) -> Result<(String, Demuxed), pipe::PipeError> {
-    let subject = ctx.client.new_inbox();
-    let sub = ctx
-        .client
-        .subscribe(subject.clone())
-        .await
-        .map_err(|e| pipe::PipeError::Publish(e.to_string()))?;
-    Ok((subject, pipe::demux(sub, ctx.limits.window)))
+    ctx.replies.open(ctx.limits.window).await
 }
 
 fn to_request(head: &RequestHead, body: Body) -> Result<Request, Problem> {
