@@ -88,6 +88,10 @@ pub struct GatewayArgs {
     /// ([`fleet`]; `--runs` runs of `--calls` calls per variant).
     #[arg(long)]
     pub fleet: bool,
+    /// An option for every gateway of the fleet parts (repeatable), e.g.
+    /// `--fleet-gateway-arg=--nats-max-forwarded=100` to compare a setting side by side.
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
+    pub fleet_gateway_arg: Vec<String>,
     /// Measure calls/s through this many gateways of a fleet against one ([`fleet::throughput`];
     /// `--runs`, `--call-seconds`, `--concurrency`, `--fleet-devices`). 0: not measured.
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -608,7 +612,7 @@ fn fleet_parts(
     dir: &std::path::Path,
 ) -> anyhow::Result<Report> {
     let fleet = if args.fleet || args.quick {
-        Some(fleet::run(runs, calls, dir)?)
+        Some(fleet::run(runs, calls, dir, &args.fleet_gateway_arg)?)
     } else {
         None
     };

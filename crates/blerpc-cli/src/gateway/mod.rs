@@ -197,6 +197,13 @@ pub struct GatewayArgs {
     /// cluster).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub nats_replicas: usize,
+    /// Seconds a gateway forwarding a request waits for the holder to acknowledge it; past
+    /// it, 504 forward_timeout saying the call did not start there.
+    #[arg(long, value_name = "SECS", default_value_t = 2.0)]
+    pub nats_accept_timeout: f64,
+    /// Requests from other gateways this one answers at once; more are answered 429.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub nats_max_forwarded: usize,
     /// Internal: run as a worker of `--workers`: the options, the worker's index and the
     /// internal token come from the parent on stdin, not from the command line.
     #[arg(long, hide = true)]
@@ -553,6 +560,9 @@ pub(crate) fn nats_config(
     config.credentials = args.nats_creds.clone();
     config.tls_ca = args.nats_tls_ca.clone();
     config.replicas = args.nats_replicas;
+    config.limits.accept_timeout =
+        crate::serve::seconds("--nats-accept-timeout", args.nats_accept_timeout)?;
+    config.limits.max_forwarded = args.nats_max_forwarded;
     if let Some(path) = &args.nats_nkey {
         let seed = std::fs::read_to_string(path)
             .with_context(|| format!("--nats-nkey {}: cannot read it", path.display()))?;

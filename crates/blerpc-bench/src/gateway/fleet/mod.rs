@@ -129,9 +129,10 @@ pub(crate) fn member(
 }
 
 /// Runs the fleet part: `runs` runs of `calls` calls per variant.
-pub fn run(runs: usize, calls: usize, dir: &Path) -> anyhow::Result<FleetReport> {
+pub fn run(runs: usize, calls: usize, dir: &Path, extra: &[String]) -> anyhow::Result<FleetReport> {
     let (_nats, url) = nats_server(dir)?;
-    let member = |name: &str| member(dir, &url, name, None, &[], None);
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let member = |name: &str| member(dir, &url, name, None, &extra, None);
     let a = member("bench-a")?;
     let b = member("bench-b")?;
     let key_file = dir.join("fleet-device.key");

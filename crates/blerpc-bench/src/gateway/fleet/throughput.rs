@@ -6,7 +6,11 @@
 //! its own (`taskset`, gateway `k` on CPU `k % CPUs`), so one gateway has one CPU and N have N:
 //! the machine split the same way. The devices, the callers and nats-server are not kept to a
 //! CPU and share the machine with the gateways; the CPU time of each is measured (CPU seconds
-//! per second of calls), which says what limits the figure.
+//! per second of calls), which says what limits the figure. Two derived figures say how far
+//! the machine and the gateways are from the target: this machine's ceiling (its CPUs over
+//! one gateway's whole CPU per call, callers and devices included: what N gateways could give
+//! if forwarding cost nothing) and the ratio by gateway CPU per call (what N gateways would
+//! give each on a CPU of its own with nothing else there).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -65,6 +69,17 @@ pub struct ThroughputReport {
     pub samples: Vec<ThroughputSample>,
     /// Median over the runs of N gateways' calls/s over one's in the same run.
     pub ratio: f64,
+    /// The gateways' CPU per call, µs (median over the runs): one gateway.
+    pub gateway_us_per_call_1: f64,
+    /// … N gateways ((N − 1)/N of the calls forwarded).
+    pub gateway_us_per_call_n: f64,
+    /// N gateways over one if each gateway had a CPU to itself and nothing else: N over one
+    /// by gateway CPU per call (what forwarding costs the fleet's gateways).
+    pub ratio_by_gateway_cpu: f64,
+    /// The most N gateways could give over one on this machine if forwarding cost nothing:
+    /// its CPUs over one gateway's CPU per call for everything (callers, devices, gateway),
+    /// against one gateway's calls/s.
+    pub ceiling_here: f64,
 }
 
 /// The CPU seconds this process (the callers) has used, its children left out.
@@ -94,13 +109,15 @@ pub fn run(args: &GatewayArgs, dir: &Path) -> anyhow::Result<ThroughputReport> {
             std::fs::write(own.join("tokens"), format!("{}\n", super::super::TOKEN))?;
             let (nats, url) = super::nats_server(&own)?;
             let mut members = Vec::new();
+            let mut options = scale::GATEWAY_AT_SCALE.to_vec();
+            options.extend(args.fleet_gateway_arg.iter().map(String::as_str));
             for k in 0..gateways {
                 members.push(super::member(
                     &own,
                     &url,
                     &format!("gw-{k}"),
                     Some(&keys.allow),
-                    &scale::GATEWAY_AT_SCALE,
+                    &options,
                     Some(k % cpus),
                 )?);
             }
@@ -186,6 +203,29 @@ pub fn run(args: &GatewayArgs, dir: &Path) -> anyhow::Result<ThroughputReport> {
     let ratios: Vec<f64> = (1..=runs)
         .filter_map(|r| Some(per_run(r, n)? / per_run(r, 1)?))
         .collect();
+    let per_call = |g: usize, cpu: fn(&ThroughputSample) -> f64| {
+        let each: Vec<f64> = samples
+            .iter()
+            .filter(|s| s.gateways == g && s.calls_per_second > 0.0)
+            .map(|s| cpu(s) / s.calls_per_second * 1e6)
+            .collect();
+        median(&each)
+    };
+    let gateway_us_per_call_1 = per_call(1, |s| s.cpu_gateways);
+    let gateway_us_per_call_n = per_call(n, |s| s.cpu_gateways);
+    let all_us_per_call_1 = per_call(1, |s| {
+        s.cpu_gateways + s.cpu_nats + s.cpu_devices + s.cpu_callers
+    });
+    let calls_1 = median(
+        &samples
+            .iter()
+            .filter(|s| s.gateways == 1)
+            .map(|s| s.calls_per_second)
+            .collect::<Vec<_>>(),
+    );
+    let ratio_by_gateway_cpu =
+        (n as f64 / gateway_us_per_call_n) / (1.0 / gateway_us_per_call_1);
+    let ceiling_here = (cpus as f64 / all_us_per_call_1 * 1e6) / calls_1;
     Ok(ThroughputReport {
         gateways: n,
         devices,
@@ -194,6 +234,10 @@ pub fn run(args: &GatewayArgs, dir: &Path) -> anyhow::Result<ThroughputReport> {
         cpus,
         samples,
         ratio: median(&ratios),
+        gateway_us_per_call_1,
+        gateway_us_per_call_n,
+        ratio_by_gateway_cpu,
+        ceiling_here,
     })
 }
 
@@ -262,6 +306,21 @@ pub fn print(r: &ThroughputReport) -> bool {
         format!("{:.2}×", r.ratio),
         "≥ 1.6×".into(),
         if met { "yes" } else { "NO" }.into(),
+    ]);
+    t.row([
+        "… if forwarding cost nothing (this machine's ceiling)".to_string(),
+        format!("{:.2}×", r.ceiling_here),
+        String::new(),
+        String::new(),
+    ]);
+    t.row([
+        format!(
+            "… by gateway CPU per call ({:.1} µs with 1, {:.1} µs with {})",
+            r.gateway_us_per_call_1, r.gateway_us_per_call_n, r.gateways
+        ),
+        format!("{:.2}×", r.ratio_by_gateway_cpu),
+        String::new(),
+        String::new(),
     ]);
     t.row([
         "failed calls".into(),
