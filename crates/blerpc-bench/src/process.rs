@@ -48,6 +48,10 @@ pub enum Role {
     Splice {
         /// Where every accepted connection is forwarded.
         target: String,
+        /// Runtime threads (1: single-threaded), as the gateway's `--threads`. Default: one
+        /// per CPU.
+        #[arg(long, value_name = "N")]
+        threads: Option<u16>,
     },
     /// One HTTP call through the gateway, as a one-shot client process (the gateway bench's
     /// command mode): POSTs `body` to `http://ADDR/PATH` with the bearer `token`, prints the
@@ -72,7 +76,7 @@ pub fn run(role: &Role) -> anyhow::Result<bool> {
         Role::ScaleEcho { port } => crate::scale::echo::run(*port),
         Role::WakeupServer => crate::wakeup::serve().map(|()| true),
         Role::GatewayDevices { spec } => crate::gateway::scale::run_simulator(spec),
-        Role::Splice { target } => crate::gateway::splice::run(target),
+        Role::Splice { target, threads } => crate::gateway::splice::run(target, *threads),
         Role::HttpCall {
             addr,
             path,

@@ -88,6 +88,10 @@ pub struct GatewayArgs {
     /// ([`fleet`]; `--runs` runs of `--calls` calls per variant).
     #[arg(long)]
     pub fleet: bool,
+    /// Runtime threads of the gateway and of the splice in the command, connect and kept
+    /// modes (1: single-threaded). Default: one per CPU, as `blerpc gateway`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub gateway_threads: Option<u16>,
     /// An option for every gateway of the fleet parts (repeatable), e.g.
     /// `--fleet-gateway-arg=--nats-max-forwarded=100` to compare a setting side by side.
     #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
@@ -229,15 +233,16 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
         return Ok(met);
     }
     let tokens = dir.join("tokens");
-    let gw = procs::gateway(
-        &dir,
-        None,
-        &["--tokens", tokens.to_str().context("temp path")?],
-    )?;
+    let threads = args.gateway_threads.map(|n| n.to_string());
+    let mut options = vec!["--tokens", tokens.to_str().context("temp path")?];
+    if let Some(n) = &threads {
+        options.extend(["--threads", n.as_str()]);
+    }
+    let gw = procs::gateway(&dir, None, &options)?;
     let key_file = dir.join("device.key");
     blerpc::identity::store(&key_file, &blerpc::identity::generate(), true)?;
     let (device, listen, key) = procs::device(&dir, &gw.devices, &key_file)?;
-    let (splice, spliced) = splice::start(&listen)?;
+    let (splice, spliced) = splice::start(&listen, args.gateway_threads)?;
     let id = hex::encode(key);
     let modes: Vec<&'static str> = if args.modes.is_empty() {
         MODES.to_vec()

@@ -204,6 +204,11 @@ pub struct GatewayArgs {
     /// Requests from other gateways this one answers at once; more are answered 429.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub nats_max_forwarded: usize,
+    /// Runtime threads of this process (of the front with --workers; each worker runs on
+    /// one). 1: a single-threaded runtime, no hand-offs between threads (the lowest latency
+    /// per call). Default: one per CPU.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
     /// Internal: run as a worker of `--workers`: the options, the worker's index and the
     /// internal token come from the parent on stdin, not from the command line.
     #[arg(long, hide = true)]
@@ -215,7 +220,7 @@ pub struct GatewayArgs {
 }
 
 /// Runs `blerpc gateway` on its runtime: one thread for a worker (which takes its options from
-/// its parent on stdin first), one per CPU otherwise.
+/// its parent on stdin first), `--threads` otherwise (default one per CPU).
 pub fn run_blocking(args: &GatewayArgs) -> anyhow::Result<()> {
     let _ = blerpc::process::raise_nofile_limit();
     if args.worker {
@@ -225,9 +230,18 @@ pub fn run_blocking(args: &GatewayArgs) -> anyhow::Result<()> {
             .build()?
             .block_on(workers::run_worker(worker));
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = match args.threads.map(usize::from) {
+        Some(1) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?,
+        Some(n) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build()?,
+        None => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?,
+    };
     if args.workers > 1 {
         return runtime.block_on(workers::run(args));
     }

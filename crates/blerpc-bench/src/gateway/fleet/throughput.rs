@@ -223,8 +223,7 @@ pub fn run(args: &GatewayArgs, dir: &Path) -> anyhow::Result<ThroughputReport> {
             .map(|s| s.calls_per_second)
             .collect::<Vec<_>>(),
     );
-    let ratio_by_gateway_cpu =
-        (n as f64 / gateway_us_per_call_n) / (1.0 / gateway_us_per_call_1);
+    let ratio_by_gateway_cpu = (n as f64 / gateway_us_per_call_n) / (1.0 / gateway_us_per_call_1);
     let ceiling_here = (cpus as f64 / all_us_per_call_1 * 1e6) / calls_1;
     Ok(ThroughputReport {
         gateways: n,
