@@ -22,7 +22,7 @@ use super::envelope::{BodyMode, Frame, RequestHead};
 use super::forward::{self, Next, Target};
 use super::pipe::{self, Demuxed, Outflow, PipeError};
 use crate::Gateway;
-use crate::http::relay::{self, MAX_RELAY_MESSAGE};
+use crate::http::relay;
 
 /// Whether `head` opens a relayed link: `GET /v1/devices/{id}/link`; the device id if so.
 pub(super) fn link_device(method: &str, path: &str) -> Option<String> {
@@ -192,14 +192,11 @@ pub(super) async fn open(ctx: &Ctx, target: Target<'_>, request: Request) -> Res
     debug_assert_eq!(status, 101);
     pipe::grant(&demuxed.credits, window);
     let ctx = ctx.clone();
-    upgrade
-        .max_message_size(MAX_RELAY_MESSAGE)
-        .max_frame_size(MAX_RELAY_MESSAGE)
-        .on_upgrade(move |ws| async move {
-            if let Err(e) = carry(&ctx, ws, &peer, demuxed).await {
-                tracing::debug!("relaying over NATS: {e}");
-            }
-        })
+    relay::relay_upgrade(upgrade).on_upgrade(move |ws| async move {
+        if let Err(e) = carry(&ctx, ws, &peer, demuxed).await {
+            tracing::debug!("relaying over NATS: {e}");
+        }
+    })
 }
 
 /// Carries the backend's WebSocket `ws` to the holder at `peer` and back until either ends.

@@ -362,12 +362,28 @@ impl Http {
         };
         let client = blerpc::Client::connect(link, config).await.unwrap();
         assert!(client.info().encrypted);
-        let echo = blerpc_demo::pb::BlerpcClient::new(client.clone())
+        let typed = blerpc_demo::pb::BlerpcClient::new(client.clone());
+        let echo = typed
             .echo(blerpc_demo::pb::EchoRequest {
                 message: message.to_string(),
             })
             .await
             .unwrap();
+        // Messages longer than the relay's reads (4 KiB) both ways, whole.
+        let data: Vec<u8> = (0..12_000u32).map(|i| (i % 251) as u8).collect();
+        let written = typed
+            .data_write(blerpc_demo::pb::DataWriteRequest { data: data.into() })
+            .await
+            .unwrap();
+        assert_eq!(written.length, 12_000);
+        let read = typed
+            .flash_read(blerpc_demo::pb::FlashReadRequest {
+                address: 0,
+                length: 8192,
+            })
+            .await
+            .unwrap();
+        assert_eq!(read.data.len(), 8192);
         client.close().await;
         echo.message
     }
