@@ -179,34 +179,39 @@ pub async fn serve(
             Ok(s) => s,
             Err(never) => match never {},
         };
-        let acceptor = acceptor.clone();
         let metrics = metrics.clone();
         let guard = guard.clone();
-        tokio::spawn(async move {
-            let _admitted = admitted;
-            let strike = || offence(&guard, &metrics, peer);
-            match acceptor {
-                None => connection(tcp, service, peer, limits, &metrics, &guard).await,
-                Some(acceptor) => {
-                    match tokio::time::timeout(limits.tls_handshake_timeout, acceptor.accept(tcp))
-                        .await
-                    {
+        // A task per connection, sized for its own kind: a plain connection's task does not
+        // carry room for a TLS session and its handshake.
+        match acceptor.clone() {
+            None => {
+                tokio::spawn(async move {
+                    let _admitted = admitted;
+                    connection(tcp, service, peer, limits, &metrics, &guard).await;
+                });
+            }
+            Some(acceptor) => {
+                tokio::spawn(async move {
+                    let _admitted = admitted;
+                    let handshake =
+                        tokio::time::timeout(limits.tls_handshake_timeout, acceptor.accept(tcp));
+                    match handshake.await {
                         Ok(Ok(tls)) => {
                             connection(tls, service, peer, limits, &metrics, &guard).await;
                         }
                         Ok(Err(e)) => {
-                            strike();
+                            offence(&guard, &metrics, peer);
                             tracing::debug!(%peer, "TLS handshake failed: {e}");
                         }
                         Err(_) => {
-                            strike();
+                            offence(&guard, &metrics, peer);
                             metrics.http_timeout("tls_handshake");
                             tracing::debug!(%peer, "TLS handshake timed out");
                         }
                     }
-                }
+                });
             }
-        });
+        }
     }
 }
 
