@@ -2,7 +2,7 @@
 //! [`envelope`](super::envelope)).
 //!
 //! Each side of an exchange has an inbox on the gateway's one reply subscription
-//! ([`replies`](super::replies)), sorted by an [`Inbox`]: credits go to the sender's
+//! (`_INBOX.{nuid}.*`, one route per exchange), sorted by an [`Inbox`]: credits go to the sender's
 //! [`Semaphore`], everything else into a channel bounded by the window (a peer that sends past
 //! its credit fails the exchange instead of growing memory). [`send_body`] sends a body within
 //! the credit it holds; [`Inflow`] checks the order of what arrives and says when to grant more.
@@ -230,7 +230,7 @@ impl Inbox {
 }
 
 /// One side's inbox, read: its frames, the peer's credits, and the flags set by a `cancel`
-/// and by NATS's "no responders" (opened with [`Replies::open`](super::replies::Replies::open)).
+/// and by NATS's "no responders" (a route on the gateway's reply subscription).
 /// Dropping it ends the exchange's route.
 #[derive(Debug)]
 pub struct Demuxed {
