@@ -172,8 +172,8 @@ fn frame(c: &mut Cursor<'_>) -> Frame {
 /// without headers arrives, 3 the body's reader takes one frame, 4 the sender spends one credit,
 /// 5 the reader takes every frame waiting.
 ///
-/// An [`Inbox`] sorts what arrives, an [`Inflow`] takes the body, as `demux` and `receive_body`
-/// do, against a reference model of both. Invariants: the credits held equal the model's (each
+/// An [`Inbox`] sorts what arrives, an [`Inflow`] takes the body, as the reply subscription
+/// and `receive_body` do, against a reference model of both. Invariants: the credits held equal the model's (each
 /// grant cut at [`MAX_WINDOW`]), never more than it, whatever credit frames say; at most
 /// `min(bound, MAX_WINDOW) + 4` frames wait, and one more fails the exchange with `Overrun`; an
 /// unreadable message fails it with the decoder's error; `cancel` sets the flag; the reader
@@ -207,7 +207,7 @@ pub fn nats_pipe(data: &[u8]) {
         };
         if let Some((headers, payload)) = arrived {
             if !open {
-                continue; // demux has stopped reading.
+                continue; // the route is gone.
             }
             let outcome = inbox.take(headers.as_ref(), payload);
             match Frame::decode(headers.as_ref()) {
