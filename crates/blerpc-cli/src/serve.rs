@@ -399,17 +399,7 @@ pub fn run_blocking(args: &ServeArgs) -> anyhow::Result<()> {
 
 /// The runtime `args` asks for: [`ServeArgs::runtime_threads`] threads.
 fn runtime(args: &ServeArgs) -> anyhow::Result<tokio::runtime::Runtime> {
-    let threads = args.runtime_threads();
-    Ok(if threads <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads)
-            .enable_all()
-            .build()?
-    })
+    Ok(blerpc::process::runtime(Some(args.runtime_threads()))?)
 }
 
 /// Serves with `seed` as the identity until Ctrl-C or SIGTERM.

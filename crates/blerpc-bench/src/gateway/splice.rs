@@ -18,18 +18,7 @@ pub fn run(target: &str, threads: Option<u16>) -> anyhow::Result<bool> {
         .unwrap_or(target)
         .parse()
         .with_context(|| format!("splice target {target:?}: not HOST:PORT"))?;
-    let runtime = match threads.map(usize::from) {
-        Some(0 | 1) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?,
-        Some(n) => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(n)
-            .enable_all()
-            .build()?,
-        None => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?,
-    };
+    let runtime = blerpc::process::runtime(threads.map(usize::from))?;
     runtime.block_on(async move {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         println!("listening {}", listener.local_addr()?);

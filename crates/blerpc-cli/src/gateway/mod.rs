@@ -225,23 +225,9 @@ pub fn run_blocking(args: &GatewayArgs) -> anyhow::Result<()> {
     let _ = blerpc::process::raise_nofile_limit();
     if args.worker {
         let worker: workers::GatewayWorker = blerpc::process::workers::read_config()?;
-        return tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?
-            .block_on(workers::run_worker(worker));
+        return blerpc::process::runtime(Some(1))?.block_on(workers::run_worker(worker));
     }
-    let runtime = match args.threads.map(usize::from) {
-        Some(1) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?,
-        Some(n) => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(n)
-            .enable_all()
-            .build()?,
-        None => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?,
-    };
+    let runtime = blerpc::process::runtime(args.threads.map(usize::from))?;
     if args.workers > 1 {
         return runtime.block_on(workers::run(args));
     }

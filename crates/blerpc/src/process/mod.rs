@@ -1,5 +1,6 @@
 //! Processes (feature `process`): the plumbing of a server that runs as several processes.
 //!
+//! - A runtime of a chosen number of threads ([`runtime`]).
 //! - The open-file limit ([`raise_nofile_limit`]: a server holds a socket per connection),
 //!   dying with the parent ([`die_with_parent`]) and stopping a child ([`terminate`]).
 //! - [`workers`]: N copies of this program started as workers, each given one typed
@@ -12,6 +13,29 @@
 use std::io;
 
 pub mod workers;
+
+/// A tokio runtime (I/O and timers on) of `threads` worker threads: the current thread alone
+/// for 0 or 1 (no hand-offs between threads, the lowest latency per call), one per CPU for
+/// `None`.
+///
+/// ```
+/// let runtime = blerpc::process::runtime(Some(1)).unwrap();
+/// assert_eq!(runtime.block_on(async { 1 + 1 }), 2);
+/// ```
+pub fn runtime(threads: Option<usize>) -> io::Result<tokio::runtime::Runtime> {
+    match threads {
+        Some(0 | 1) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        Some(n) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build(),
+        None => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+    }
+}
 
 /// Raises the soft open-file limit to the hard limit and returns `(soft, hard)` after the change.
 /// The hard limit itself cannot be raised without privileges (and often not at all in a
