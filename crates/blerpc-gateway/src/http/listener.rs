@@ -243,6 +243,15 @@ fn is_offence(status: StatusCode) -> bool {
     )
 }
 
+/// One connection, as its answers are checked: whether a request has been answered (a head
+/// timeout after one is an idle kept connection, not an offence), and where offences go.
+struct Watch {
+    answered: AtomicBool,
+    guard: Arc<AddressGuard>,
+    metrics: GatewayMetrics,
+    peer: SocketAddr,
+}
+
 /// Serves one connection's requests (HTTP/1.1, upgrades for the relay); its protocol errors
 /// are offences of its address in `guard`.
 async fn connection<I, S>(
@@ -263,22 +272,26 @@ async fn connection<I, S>(
         + 'static,
     S::Future: Send + 'static,
 {
-    // Whether a request has been answered: a head timeout after one is an idle kept
-    // connection, not an offence.
-    let answered = Arc::new(AtomicBool::new(false));
+    // What each request's answer is checked against, shared: one reference count per request.
+    let watch = Arc::new(Watch {
+        answered: AtomicBool::new(false),
+        guard: guard.clone(),
+        metrics: metrics.clone(),
+        peer,
+    });
     let hyper_service = {
-        let (answered, guard, metrics) = (answered.clone(), guard.clone(), metrics.clone());
+        let watch = watch.clone();
         hyper::service::service_fn(move |request| {
             let mut service = service.clone();
-            let (answered, guard, metrics) = (answered.clone(), guard.clone(), metrics.clone());
+            let watch = watch.clone();
             async move {
                 let response = service.call(request).await;
                 if let Ok(r) = &response
                     && is_offence(r.status())
                 {
-                    offence(&guard, &metrics, peer);
+                    offence(&watch.guard, &watch.metrics, watch.peer);
                 }
-                answered.store(true, Ordering::Relaxed);
+                watch.answered.store(true, Ordering::Relaxed);
                 response
             }
         })
@@ -297,7 +310,7 @@ async fn connection<I, S>(
             metrics.http_timeout("head");
         }
         // A head too large or malformed (hyper answered 431 or 400), or none in time.
-        let first_head_late = e.is_timeout() && !answered.load(Ordering::Relaxed);
+        let first_head_late = e.is_timeout() && !watch.answered.load(Ordering::Relaxed);
         if e.is_parse() || e.is_parse_too_large() || first_head_late {
             offence(guard, metrics, peer);
         }
