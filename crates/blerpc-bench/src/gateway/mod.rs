@@ -141,6 +141,9 @@ pub struct Sample {
     pub p50_vs_direct: f64,
     /// p50 over the same run's spliced p50 (kept mode).
     pub p50_vs_spliced: Option<f64>,
+    /// The hop's CPU time per call (µs; kept mode): the gateway's for `http` and `relayed`,
+    /// the bare forwarder's for `spliced`, none for `direct`.
+    pub hop_cpu_us: Option<f64>,
 }
 
 /// The medians over the runs of one mode's variant.
@@ -158,6 +161,8 @@ pub struct Median {
     pub p50_vs_direct: f64,
     /// Median of p50 × spliced (kept mode).
     pub p50_vs_spliced: Option<f64>,
+    /// Median of the hop's CPU time per call (µs; kept mode).
+    pub hop_cpu_us: Option<f64>,
 }
 
 /// The whole result.
@@ -272,6 +277,7 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
             eprintln!("gateway: run {} of {runs}", run + 1);
             for &mode in &modes {
                 let mut lat = std::collections::BTreeMap::new();
+                let mut hop_cpu = std::collections::BTreeMap::new();
                 let all_variants = variants(mode);
                 for k in 0..all_variants.len() {
                     let variant = all_variants[(k + run) % all_variants.len()];
@@ -302,8 +308,18 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
                         for _ in 0..200 {
                             caller.echo(&message).await?;
                         }
+                        let hop = match variant {
+                            "direct" => None,
+                            "spliced" => Some(splice.pid()),
+                            _ => Some(gw.proc.pid()),
+                        };
+                        let before = hop.map(procs::run_time);
                         for _ in 0..calls {
                             ms.push(caller.echo(&message).await?.as_secs_f64() * 1e3);
+                        }
+                        if let (Some(pid), Some(before)) = (hop, before) {
+                            let spent = procs::run_time(pid) - before;
+                            hop_cpu.insert(variant, spent / calls.max(1) as f64 * 1e6);
                         }
                         caller.close().await;
                     } else {
@@ -333,6 +349,7 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
                         p99_ms: quantile(&lat[v], 0.99),
                         p50_vs_direct: p50 / direct_p50,
                         p50_vs_spliced: spliced_p50.map(|s| p50 / s),
+                        hop_cpu_us: hop_cpu.get(v).copied(),
                     });
                 }
             }
@@ -357,6 +374,7 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<bool> {
                 p99_ms: of(|s| Some(s.p99_ms)).unwrap_or(f64::NAN),
                 p50_vs_direct: of(|s| Some(s.p50_vs_direct)).unwrap_or(f64::NAN),
                 p50_vs_spliced: of(|s| s.p50_vs_spliced),
+                hop_cpu_us: of(|s| s.hop_cpu_us),
             });
         }
     }
@@ -526,6 +544,7 @@ fn print_report(r: &Report) -> bool {
             r.message, r.calls
         );
         let spliced = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.2}"));
+        let cpu = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.1}"));
         let mut t = Table::new([
             "run",
             "mode",
@@ -534,6 +553,7 @@ fn print_report(r: &Report) -> bool {
             "p99 ms",
             "p50 × direct",
             "p50 × spliced",
+            "hop CPU µs",
         ]);
         for s in &r.samples {
             t.row([
@@ -544,6 +564,7 @@ fn print_report(r: &Report) -> bool {
                 format!("{:.3}", s.p99_ms),
                 format!("{:.2}", s.p50_vs_direct),
                 spliced(s.p50_vs_spliced),
+                cpu(s.hop_cpu_us),
             ]);
         }
         print!("{}", t.plain(""));
@@ -556,6 +577,7 @@ fn print_report(r: &Report) -> bool {
             "p99 ms",
             "p50 × direct",
             "p50 × spliced",
+            "hop CPU µs",
             "target",
             "met",
         ]);
@@ -577,6 +599,7 @@ fn print_report(r: &Report) -> bool {
                 format!("{:.3}", m.p99_ms),
                 format!("{:.2}", m.p50_vs_direct),
                 spliced(m.p50_vs_spliced),
+                cpu(m.hop_cpu_us),
                 target.map_or("—".into(), |(base, t)| format!("≤ {t} × {base}")),
                 met.map_or("—".into(), |m| if m { "yes" } else { "NO" }.to_string()),
             ]);
@@ -585,7 +608,9 @@ fn print_report(r: &Report) -> bool {
         println!(
             "p50 × direct: the variant's median latency over the direct call's in the same run and \
              mode (direct: the runtime's central over TCP straight to the device, encrypted); \
-             p50 × spliced: over the direct central's through a bare TCP forwarder (kept mode)"
+             p50 × spliced: over the direct central's through a bare TCP forwarder (kept mode); \
+             hop CPU µs: the CPU time per call of the process in the middle (the gateway, or the \
+             forwarder for spliced), which a busy neighbour disturbs far less than latency"
         );
     }
     if let Some(s) = &r.scale {

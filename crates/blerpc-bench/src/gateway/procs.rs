@@ -172,6 +172,20 @@ pub(crate) fn tree_cpu(pid: u32) -> f64 {
     tree(pid).into_iter().map(own_cpu).sum()
 }
 
+/// The time every thread of process `pid` has run on a CPU (seconds), from each thread's
+/// `/proc/PID/task/TID/schedstat`: nanoseconds, where `/proc/PID/stat` counts ticks of 10 ms.
+pub(crate) fn run_time(pid: u32) -> f64 {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    threads
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum::<u64>() as f64
+        / 1e9
+}
+
 /// The CPU time (user and system, seconds) of process `pid` alone, from `/proc/PID/stat`
 /// (ticks of 1/100 s, Linux's `USER_HZ`).
 pub(crate) fn own_cpu(pid: u32) -> f64 {
