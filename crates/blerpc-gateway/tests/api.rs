@@ -256,6 +256,52 @@ async fn the_api_needs_a_bearer_token_but_the_page_health_and_spec_do_not() {
     assert!(spec.text().starts_with("openapi: 3"));
 }
 
+/// A call is answered in front of the router (its hot path); a path that needs decoding or is
+/// not a call goes through the router. Both give the same answers.
+#[tokio::test]
+async fn a_call_is_answered_alike_in_front_of_the_router_and_through_it() {
+    let d = Device::new(8);
+    let (mut http, _gateway, _links, _stop) = started(GatewayConfig::default(), &[&d]).await;
+    let hot = http.call(&d.id, "echo", r#"{"message":"hot"}"#).await;
+    assert_eq!(hot.json()["message"], "hot", "{}", hot.text());
+    // Percent-encoded: through the router, decoded by its `Path`.
+    let encoded = http
+        .request(
+            Method::POST,
+            &format!("/v1/devices/{}/calls/ech%6F", d.id),
+            &[],
+            r#"{"message":"routed"}"#.to_string(),
+        )
+        .await;
+    assert_eq!(encoded.status, 200, "{}", encoded.text());
+    assert_eq!(encoded.json()["message"], "routed");
+    // Not a call: another method, a longer path.
+    let get = http
+        .request(
+            Method::GET,
+            &format!("/v1/devices/{}/calls/echo", d.id),
+            &[],
+            String::new(),
+        )
+        .await;
+    assert_eq!(get.status, 405, "{}", get.text());
+    http.call(&d.id, "echo/more", "{}")
+        .await
+        .assert_problem(404, "not_found");
+    // The token is checked on both paths.
+    http.token = Some("not-the-token-0123456789".into());
+    for path in [
+        format!("/v1/devices/{}/calls/echo", d.id),
+        format!("/v1/devices/{}/calls/ech%6F", d.id),
+    ] {
+        let refused = http
+            .request(Method::POST, &path, &[], "{}".to_string())
+            .await;
+        refused.assert_problem(401, "unauthorized");
+        assert_eq!(refused.headers["www-authenticate"], "Bearer", "{path}");
+    }
+}
+
 #[tokio::test]
 async fn schema_metrics_and_a_dashboard_snapshot() {
     let d = Device::new(8);

@@ -124,10 +124,31 @@ pub(super) async fn call(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match call_inner(&gateway, &id, &command, &headers, body).await {
+    call_parts(&gateway, &id, &command, &headers, body).await
+}
+
+/// A call's answer, from its parts.
+pub(super) async fn call_parts(
+    gateway: &Gateway,
+    id: &str,
+    command: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> Response {
+    match call_inner(gateway, id, command, headers, body).await {
         Ok(r) => r,
         Err(f) => Problem::from(f).into_response(),
     }
+}
+
+/// The device and command of a call's path, `/v1/devices/{id}/calls/{command}`, when neither
+/// needs decoding (no `%`): those that do are left to the router's `Path`.
+pub(super) fn call_path(path: &str) -> Option<(&str, &str)> {
+    let rest = path.strip_prefix("/v1/devices/")?;
+    let (id, rest) = rest.split_once('/')?;
+    let command = rest.strip_prefix("calls/")?;
+    let plain = |s: &str| !s.is_empty() && !s.bytes().any(|b| b == b'/' || b == b'%');
+    (plain(id) && plain(command)).then_some((id, command))
 }
 
 async fn call_inner(
@@ -431,4 +452,29 @@ async fn upload_items(
             device: id.clone(),
             reason: e.to_string(),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_path_names_its_device_and_command_when_plain() {
+        assert_eq!(
+            call_path("/v1/devices/ab12/calls/echo"),
+            Some(("ab12", "echo"))
+        );
+        for path in [
+            "/v1/devices/ab12/calls/",
+            "/v1/devices//calls/echo",
+            "/v1/devices/ab12/calls/echo/more",
+            "/v1/devices/ab12/calls/ech%6F",
+            "/v1/devices/a%62/calls/echo",
+            "/v1/devices/ab12/link",
+            "/v1/devices/ab12",
+            "/v2/devices/ab12/calls/echo",
+        ] {
+            assert_eq!(call_path(path), None, "{path}");
+        }
+    }
 }

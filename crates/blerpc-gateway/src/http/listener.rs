@@ -27,7 +27,6 @@ use blerpc::link::tcp::TcpOptions;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tower::Service as _;
 
 use crate::GatewayConfig;
 use crate::metrics::GatewayMetrics;
@@ -144,7 +143,6 @@ pub async fn serve(
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         tokio_rustls::TlsAcceptor::from(Arc::new(config))
     });
-    let mut app = router.into_make_service_with_connect_info::<SocketAddr>();
     let open = Arc::new(Open::default());
     let guard = AddressGuard::new(limits.guard);
     let mut listener = GuardedListener::new(listener);
@@ -175,10 +173,7 @@ pub async fn serve(
                 continue;
             }
         };
-        let service = match app.call(peer).await {
-            Ok(s) => s,
-            Err(never) => match never {},
-        };
+        let service = router.clone();
         let metrics = metrics.clone();
         let guard = guard.clone();
         // A task per connection, sized for its own kind: a plain connection's task does not
@@ -282,10 +277,11 @@ async fn connection<I, S>(
     let hyper_service = {
         let watch = watch.clone();
         hyper::service::service_fn(move |request| {
-            let mut service = service.clone();
+            // A clone of the router is one reference count.
+            let answer = service.clone().call(request);
             let watch = watch.clone();
             async move {
-                let response = service.call(request).await;
+                let response = answer.await;
                 if let Ok(r) = &response
                     && is_offence(r.status())
                 {

@@ -22,12 +22,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, RawPathParams, Request, State};
 use axum::http::{HeaderValue, StatusCode, Uri, header};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
-use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 
 use crate::Gateway;
@@ -36,13 +34,17 @@ use crate::routing::local::LocalForwarder;
 use crate::routing::{Holder, NodeId, Routing};
 
 pub(crate) mod api;
+mod auth;
 pub mod body;
 mod dashboard;
 pub mod durable;
+mod hot;
 pub mod internal;
 pub mod listener;
 pub(crate) mod relay;
 
+use auth::RequireToken;
+pub use auth::token_matches;
 pub use dashboard::MAX_DEVICES_PER_SNAPSHOT;
 
 /// The OpenAPI description of the API.
@@ -140,16 +142,6 @@ pub(crate) fn json_response(status: StatusCode, body: String) -> Response {
     r
 }
 
-/// `true` if `presented` is one of `tokens`. Every token is compared, each in constant time,
-/// so neither the match nor which token matched shows in the time taken.
-pub fn token_matches(tokens: &[String], presented: &[u8]) -> bool {
-    let mut any = subtle::Choice::from(0);
-    for t in tokens {
-        any |= t.as_bytes().ct_eq(presented);
-    }
-    any.into()
-}
-
 /// The API's state: how it routes, and whom it serves. A clone (one per request) is one
 /// reference count.
 #[derive(Clone, Debug)]
@@ -222,37 +214,6 @@ impl Api {
     }
 }
 
-async fn authenticate(
-    State(tokens): State<Arc<[String]>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if tokens.is_empty() {
-        return next.run(request).await;
-    }
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
-    match presented {
-        Some(p) if token_matches(&tokens, p) => next.run(request).await,
-        Some(_) => Problem::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "Unauthorized",
-            "the bearer token is not one this gateway accepts".to_string(),
-        )
-        .into_response(),
-        None => Problem::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "Unauthorized",
-            "this gateway needs `Authorization: Bearer <token>`".to_string(),
-        )
-        .into_response(),
-    }
-}
-
 /// The router of a single gateway (and of a worker, for its front): the API with the
 /// gateway's own routing, and the node requests under `/internal/v1/`.
 pub fn router(gateway: Gateway) -> Router {
@@ -269,10 +230,8 @@ pub fn router_with(gateway: Gateway, routing: Routing) -> Router {
         gateway.config().dashboard_interval,
     )
     .for_gateway(&gateway);
-    let internal = internal::router(gateway).route_layer(middleware::from_fn_with_state(
-        api.state.tokens.clone(),
-        authenticate,
-    ));
+    let internal =
+        internal::router(gateway).route_layer(RequireToken::new(api.state.tokens.clone()));
     api_router(api).merge(internal)
 }
 
@@ -292,11 +251,8 @@ pub fn api_router(api: Api) -> Router {
         .route("/v1/schema", any(to_any))
         .route("/v1/events", get(dashboard::events))
         .route("/metrics", get(api::metrics))
-        .route_layer(middleware::from_fn_with_state(
-            api.state.tokens.clone(),
-            authenticate,
-        ));
-    Router::new()
+        .route_layer(RequireToken::new(api.state.tokens.clone()));
+    let router = Router::new()
         .route("/", get(dashboard::page))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/v1/openapi.yaml", get(openapi))
@@ -304,7 +260,8 @@ pub fn api_router(api: Api) -> Router {
         .route("/{node}/v1/relay/{token}", any(to_node))
         .merge(authenticated)
         .fallback(not_found)
-        .with_state(api)
+        .with_state(api.clone());
+    Router::new().fallback_service(hot::HotPath::new(api, router))
 }
 
 /// What a device's holder serves: the requests for one device, and those any node answers.
@@ -320,6 +277,30 @@ pub(crate) fn device_router(gateway: Gateway) -> Router {
         .with_state(gateway)
 }
 
+/// What a device's holder answers `request` with. A call (`POST
+/// /v1/devices/{id}/calls/{command}`) goes straight to its handler: it is the hot path, and
+/// the API's router in front has already matched it once. Anything else goes through `devices`
+/// ([`device_router`] or [`node_router`]) as it came off the connection: what a router in front
+/// added to it (its path parameters, which `devices` adds its own to) is left behind; only a
+/// pending upgrade goes along.
+pub(crate) async fn on_holder(gateway: &Gateway, devices: Router, request: Request) -> Response {
+    let (mut parts, body) = request.into_parts();
+    if parts.method == axum::http::Method::POST
+        && let Some((id, command)) = api::call_path(parts.uri.path())
+    {
+        return api::call_parts(gateway, id, command, &parts.headers, body).await;
+    }
+    let upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
+    parts.extensions = axum::http::Extensions::new();
+    if let Some(u) = upgrade {
+        parts.extensions.insert(u);
+    }
+    match tower::ServiceExt::oneshot(devices, Request::from_parts(parts, body)).await {
+        Ok(r) => r,
+        Err(never) => match never {},
+    }
+}
+
 /// What a gateway answers other gateways of its fleet on its node subject: the device requests
 /// and the node requests (`/internal/v1/…`); NATS is trusted, so no token.
 pub(crate) fn node_router(gateway: Gateway) -> Router {
@@ -327,30 +308,21 @@ pub(crate) fn node_router(gateway: Gateway) -> Router {
 }
 
 /// `/v1/devices/{id}` and below: to the device's holder.
-async fn to_device(
-    State(api): State<Api>,
-    Path(params): Path<Vec<(String, String)>>,
-    request: Request,
-) -> Response {
-    let id = params
-        .iter()
-        .find_map(|(k, v)| (k == "id").then_some(v.clone()))
-        .unwrap_or_default();
+async fn to_device(State(api): State<Api>, params: RawPathParams, request: Request) -> Response {
+    let param = |name: &str| params.iter().find_map(|(k, v)| (k == name).then_some(v));
+    let id = param("id").unwrap_or_default();
     if request.headers().contains_key(durable::DURABLE_HEADER) {
-        let command = params
-            .iter()
-            .find_map(|(k, v)| (k == "rest").then_some(v.as_str()))
+        let command = param("rest")
             .and_then(|rest| rest.strip_prefix("calls/"))
-            .filter(|c| !c.contains('/'))
-            .map(str::to_string);
+            .filter(|c| !c.contains('/'));
         if let Some(command) = command
             && request.method() == axum::http::Method::POST
         {
             let (parts, body) = request.into_parts();
-            return durable::submit(&api, &id, &command, &parts.headers, body).await;
+            return durable::submit(&api, id, command, &parts.headers, body).await;
         }
     }
-    api.state.routing.to_device(&id, request).await
+    api.state.routing.to_device(id, request).await
 }
 
 /// A request any node answers (the first, on a box).
@@ -449,17 +421,6 @@ pub async fn serve_router(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tokens_match_exactly() {
-        let tokens = vec!["alpha".to_string(), "beta-2".to_string()];
-        assert!(token_matches(&tokens, b"alpha"));
-        assert!(token_matches(&tokens, b"beta-2"));
-        assert!(!token_matches(&tokens, b"alph"));
-        assert!(!token_matches(&tokens, b"alphaa"));
-        assert!(!token_matches(&tokens, b""));
-        assert!(!token_matches(&[], b"alpha"));
-    }
 
     #[test]
     fn failures_become_problems_with_their_status() {

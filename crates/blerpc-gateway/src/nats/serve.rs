@@ -10,7 +10,6 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body_util::BodyExt as _;
-use tower::ServiceExt as _;
 
 use super::Ctx;
 use super::envelope::{BodyMode, Frame, RequestHead};
@@ -146,10 +145,7 @@ async fn exchange(
             return send_response(ctx, reply, problem.into_response(), inbox, head.window).await;
         }
     };
-    let response = match router.oneshot(request).await {
-        Ok(r) => r,
-        Err(never) => match never {},
-    };
+    let response = crate::http::on_holder(gateway, router, request).await;
     send_response(ctx, reply, response, inbox, head.window).await
 }
 

@@ -9,7 +9,6 @@ use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use futures_util::future::{BoxFuture, ready};
 use tokio::sync::watch;
-use tower::ServiceExt as _;
 
 use super::{
     Directory, ForwardError, Forwarder, Holder, ListQuery, MetricSet, NodeId, Page, Presence,
@@ -152,19 +151,6 @@ pub(crate) fn unknown_node(node: &NodeId) -> Response {
     .into_response()
 }
 
-/// `request` as it came off the connection: what the API's router added to it (its path
-/// parameters, which the device router would add its own to) left behind; only the pending
-/// upgrade goes along.
-fn as_received(request: Request) -> Request {
-    let (mut parts, body) = request.into_parts();
-    let upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
-    parts.extensions = axum::http::Extensions::new();
-    if let Some(u) = upgrade {
-        parts.extensions.insert(u);
-    }
-    Request::from_parts(parts, body)
-}
-
 /// Delivers requests in process, through the device API's router.
 #[derive(Clone, Debug)]
 pub struct LocalForwarder {
@@ -202,13 +188,8 @@ impl Forwarder for LocalForwarder {
             return Box::pin(ready(unknown_node(node)));
         }
         let devices = self.devices.clone();
-        let request = as_received(request);
-        Box::pin(async move {
-            match devices.oneshot(request).await {
-                Ok(r) => r,
-                Err(never) => match never {},
-            }
-        })
+        let gateway = self.gateway.clone();
+        Box::pin(async move { crate::http::on_holder(&gateway, devices, request).await })
     }
 
     fn device_page(

@@ -1,0 +1,69 @@
+//! The API's hot path: a call to a device (`POST /v1/devices/{id}/calls/{command}`) is taken in
+//! front of the router, by the same steps its route takes (the token, a durable call's
+//! submission, the routing to the device's holder), without the router's per-request work
+//! (its path parameters, extensions, extractors and boxed handler futures). Everything else,
+//! and a call whose path needs percent-decoding, goes through the router.
+
+use std::convert::Infallible;
+use std::task::{Context, Poll};
+
+use axum::Router;
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use futures_util::future::{BoxFuture, Either};
+
+use super::{Api, api, auth, durable};
+
+/// The router with the hot path in front of it.
+#[derive(Clone, Debug)]
+pub(crate) struct HotPath {
+    api: Api,
+    router: Router,
+}
+
+impl HotPath {
+    /// `router` (the API's) with the hot path of `api` in front.
+    pub(crate) fn new(api: Api, router: Router) -> HotPath {
+        HotPath { api, router }
+    }
+}
+
+impl tower::Service<Request> for HotPath {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<
+        BoxFuture<'static, Result<Response, Infallible>>,
+        <Router as tower::Service<Request>>::Future,
+    >;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let hot = request.method() == axum::http::Method::POST
+            && api::call_path(request.uri().path()).is_some();
+        if !hot {
+            return Either::Right(self.router.call(request));
+        }
+        let api = self.api.clone();
+        Either::Left(Box::pin(async move { Ok(call(&api, request).await) }))
+    }
+}
+
+/// A call's answer, as its route gives it: `/v1/devices/{id}/{*rest}` behind the token.
+async fn call(api: &Api, request: Request) -> Response {
+    if let Some(problem) = auth::refusal(&api.state.tokens, request.headers()) {
+        return problem.into_response();
+    }
+    let Some((id, command)) = api::call_path(request.uri().path()) else {
+        return super::not_found(request).await.into_response();
+    };
+    let id = id.to_string();
+    if request.headers().contains_key(durable::DURABLE_HEADER) {
+        let command = command.to_string();
+        let (parts, body) = request.into_parts();
+        return durable::submit(api, &id, &command, &parts.headers, body).await;
+    }
+    api.state.routing.to_device(&id, request).await
+}
