@@ -41,29 +41,29 @@ impl tower::Service<Request> for HotPath {
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        let hot = request.method() == axum::http::Method::POST
-            && api::call_path(request.uri().path()).is_some();
-        if !hot {
+        let id = (request.method() == axum::http::Method::POST)
+            .then(|| api::call_path(request.uri().path()))
+            .flatten()
+            .map(|(id, _)| id.to_string());
+        let Some(id) = id else {
             return Either::Right(self.router.call(request));
-        }
+        };
         let api = self.api.clone();
-        Either::Left(Box::pin(async move { Ok(call(&api, request).await) }))
+        Either::Left(Box::pin(async move { Ok(call(&api, &id, request).await) }))
     }
 }
 
-/// A call's answer, as its route gives it: `/v1/devices/{id}/{*rest}` behind the token.
-async fn call(api: &Api, request: Request) -> Response {
+/// The answer to a call to device `id` (`request`'s path is that call's: [`api::call_path`]),
+/// as its route gives it: `/v1/devices/{id}/{*rest}` behind the token.
+async fn call(api: &Api, id: &str, request: Request) -> Response {
     if let Some(problem) = auth::refusal(&api.state.tokens, request.headers()) {
         return problem.into_response();
     }
-    let Some((id, command)) = api::call_path(request.uri().path()) else {
-        return super::not_found(request).await.into_response();
-    };
-    let id = id.to_string();
     if request.headers().contains_key(durable::DURABLE_HEADER) {
-        let command = command.to_string();
         let (parts, body) = request.into_parts();
-        return durable::submit(api, &id, &command, &parts.headers, body).await;
+        // The path's last segment, as `call_path` has it: it holds no `/`.
+        let command = parts.uri.path().rsplit('/').next().unwrap_or_default();
+        return durable::submit(api, id, command, &parts.headers, body).await;
     }
-    api.state.routing.to_device(&id, request).await
+    api.state.routing.to_device(id, request).await
 }

@@ -279,7 +279,7 @@ pub(crate) fn device_router(gateway: Gateway) -> Router {
 
 /// What a device's holder answers `request` with. A call (`POST
 /// /v1/devices/{id}/calls/{command}`) goes straight to its handler: it is the hot path, and
-/// the API's router in front has already matched it once. Anything else goes through `devices`
+/// the API in front has already recognised it once. Anything else goes through `devices`
 /// ([`device_router`] or [`node_router`]) as it came off the connection: what a router in front
 /// added to it (its path parameters, which `devices` adds its own to) is left behind; only a
 /// pending upgrade goes along.

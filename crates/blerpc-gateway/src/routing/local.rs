@@ -1,5 +1,5 @@
 //! One process: the gateway's registry is its directory, and a request reaches its device in
-//! process, through the device API's router. The same pieces serve a worker's part of a box
+//! process (a call straight to its handler, the rest through the device API's router). The same pieces serve a worker's part of a box
 //! (its device pages, snapshot and metric families, which its front fetches over HTTP).
 
 use std::sync::LazyLock;
@@ -151,7 +151,8 @@ pub(crate) fn unknown_node(node: &NodeId) -> Response {
     .into_response()
 }
 
-/// Delivers requests in process, through the device API's router.
+/// Delivers requests in process (`http::on_holder`): a call straight to its handler,
+/// anything else through the device API's router.
 #[derive(Clone, Debug)]
 pub struct LocalForwarder {
     gateway: Gateway,

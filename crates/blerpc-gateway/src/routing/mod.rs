@@ -14,7 +14,7 @@
 //!
 //! | deployment | [`Directory`] | [`Forwarder`] |
 //! |---|---|---|
-//! | one process | the gateway's registry ([`local`]) | in process, through the device API's router ([`local::LocalForwarder`]) |
+//! | one process | the gateway's registry ([`local`]) | in process: a call to its handler, the rest through the device API's router ([`local::LocalForwarder`]) |
 //! | one box, worker processes | a [`ClaimTable`] fed by each worker's presence stream ([`crate::cluster`]) | HTTP/1.1 to the worker, upgrades spliced ([`crate::cluster`]) |
 //! | a fleet on NATS (next) | a [`ClaimTable`] fed by a watch of the presence bucket (JetStream KV) | a request on the device's subject; "no responders" is 503 |
 //!
