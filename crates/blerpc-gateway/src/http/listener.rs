@@ -28,6 +28,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
+use super::self_wake::SelfWoken;
 use crate::GatewayConfig;
 use crate::metrics::GatewayMetrics;
 
@@ -182,7 +183,7 @@ pub async fn serve(
             None => {
                 tokio::spawn(async move {
                     let _admitted = admitted;
-                    connection(tcp, service, peer, limits, &metrics, &guard).await;
+                    SelfWoken::new(connection(tcp, service, peer, limits, &metrics, &guard)).await;
                 });
             }
             Some(acceptor) => {
@@ -192,7 +193,8 @@ pub async fn serve(
                         tokio::time::timeout(limits.tls_handshake_timeout, acceptor.accept(tcp));
                     match handshake.await {
                         Ok(Ok(tls)) => {
-                            connection(tls, service, peer, limits, &metrics, &guard).await;
+                            let served = connection(tls, service, peer, limits, &metrics, &guard);
+                            SelfWoken::new(served).await;
                         }
                         Ok(Err(e)) => {
                             offence(&guard, &metrics, peer);

@@ -42,6 +42,7 @@ mod hot;
 pub mod internal;
 pub mod listener;
 pub(crate) mod relay;
+mod self_wake;
 
 use auth::RequireToken;
 pub use auth::token_matches;
