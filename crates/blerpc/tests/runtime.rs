@@ -546,3 +546,23 @@ async fn message_calls_frame_the_request_and_match_byte_calls() {
         prost::Message::encode_to_vec(&message)
     );
 }
+
+/// A deadline given with the call is kept by the connection: the slow handler (50 ms) outlasts
+/// a 10 ms deadline, which fails with the core's timeout; a deadline it meets gets the answer,
+/// and the connection goes on.
+#[tokio::test]
+async fn a_call_past_its_deadline_times_out_and_the_connection_goes_on() {
+    let key = server(true).identity_public().unwrap();
+    let (client, _s) = connect_pair(PinPolicy::Trust(key)).await;
+    let client = client.unwrap();
+    let soon = tokio::time::Instant::now() + Duration::from_millis(10);
+    // The core's own call timeout is seconds away: only the call's deadline can end it.
+    let err = client.call_until("slow", vec![7], soon).await.unwrap_err();
+    assert_eq!(err.call_error(), Some(CallError::Timeout), "{err}");
+    let later = tokio::time::Instant::now() + Duration::from_secs(5);
+    assert_eq!(
+        client.call_until("slow", vec![8], later).await.unwrap(),
+        vec![8]
+    );
+    assert_eq!(client.call("echo", vec![9]).await.unwrap(), vec![9]);
+}

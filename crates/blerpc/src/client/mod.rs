@@ -239,6 +239,8 @@ pub(crate) struct Start {
     /// Where the results go; unary calls get no ticket back (a failure to start goes to the
     /// sink: one round trip through the task per call, not two).
     sink: Sink,
+    /// The caller's deadline for the whole call, kept by the connection's one timer.
+    deadline: Option<tokio::time::Instant>,
 }
 
 pub(crate) struct Finish {
@@ -330,6 +332,7 @@ impl Client {
                 out,
                 started: Some(reply),
             },
+            deadline: None,
         }));
         self.cmds.send(cmd).await.map_err(|_| Error::CLOSED)?;
         // Dropped before it started (a timeout around it): the task reaps the abandoned call,
@@ -346,7 +349,23 @@ impl Client {
     /// A unary call: sends `request` (protobuf bytes) to command `name` and returns the
     /// response's protobuf bytes.
     pub async fn call(&self, name: &str, request: Vec<u8>) -> Result<Vec<u8>, Error> {
-        self.unary(name.to_string(), Request::Data(request)).await
+        self.unary(name.to_string(), Request::Data(request), None)
+            .await
+    }
+
+    /// A unary call, as [`Client::call`], that ends by `deadline`: if its answer has not come
+    /// by then, it fails with the core's timeout ([`Error::call_error`] is
+    /// `Some(CallError::Timeout)`), whether it was still waiting to start or in flight. The
+    /// connection's one timer keeps the deadline (no timer per call, as a
+    /// `tokio::time::timeout` around [`Client::call`] would register).
+    pub async fn call_until(
+        &self,
+        name: &str,
+        request: Vec<u8>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Vec<u8>, Error> {
+        self.unary(name.to_string(), Request::Data(request), Some(deadline))
+            .await
     }
 
     /// A unary call with a protobuf message: encodes `request` straight behind the command
@@ -358,11 +377,16 @@ impl Client {
         name: &str,
         request: &impl prost::Message,
     ) -> Result<Vec<u8>, Error> {
-        self.unary(String::new(), Request::Framed(frame(name, request)?))
+        self.unary(String::new(), Request::Framed(frame(name, request)?), None)
             .await
     }
 
-    async fn unary(&self, name: String, request: Request) -> Result<Vec<u8>, Error> {
+    async fn unary(
+        &self,
+        name: String,
+        request: Request,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<Vec<u8>, Error> {
         let (tx, rx) = oneshot::channel();
         let cmd = Cmd::Start(Box::new(Start {
             name,
@@ -372,6 +396,7 @@ impl Client {
                 out: Out::One(tx),
                 started: None,
             },
+            deadline,
         }));
         self.cmds.send(cmd).await.map_err(|_| Error::CLOSED)?;
         // A failure to start arrives here like a response. If this future is dropped, the task

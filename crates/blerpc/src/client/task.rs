@@ -250,8 +250,11 @@ impl Task {
                     request,
                     kind,
                     sink,
+                    deadline,
                 } = *start;
-                if let Err((e, sink)) = self.table.start(now, &name, request, kind, None, sink) {
+                let deadline = deadline.map(|d| self.clock.at(d));
+                if let Err((e, sink)) = self.table.start(now, &name, request, kind, deadline, sink)
+                {
                     sink.fail(e);
                 }
             }
