@@ -235,8 +235,7 @@ impl Gateway {
             let call = connection.calls.clone().acquire_owned().await;
             (call, stream_permit)
         };
-        let remaining = deadline.saturating_sub(started.elapsed());
-        let got = tokio::time::timeout(remaining, wait).await;
+        let got = tokio::time::timeout_at(until(started, deadline), wait).await;
         connection.queued.fetch_sub(1, Ordering::Relaxed);
         let disconnected = || CallFailure::Disconnected(device.id.clone());
         match got {
@@ -310,14 +309,11 @@ impl Gateway {
             let slot = self
                 .slot(device.clone(), connection.clone(), false, started, deadline)
                 .await?;
-            let remaining = deadline.saturating_sub(started.elapsed());
-            let answer = tokio::time::timeout(remaining, connection.client.call(command, request))
+            // The connection's timer keeps the deadline: its timeout is `Deadline`, in flight.
+            let answer = connection
+                .client
+                .call_until(command, request, until(started, deadline))
                 .await
-                .map_err(|_| CallFailure::Deadline {
-                    device: device.id.clone(),
-                    deadline,
-                    where_: "in flight",
-                })?
                 .map_err(|e| CallFailure::from_client(&device.id, deadline, e));
             drop(slot);
             answer
@@ -326,6 +322,12 @@ impl Gateway {
         self.record(&device, started, result.as_ref().map(|_| ()));
         result
     }
+}
+
+/// When a call that started at `started` with `deadline` ends: no clock is read (a call reads
+/// it once, when it starts, and once, when it ends).
+pub(crate) fn until(started: Instant, deadline: Duration) -> tokio::time::Instant {
+    tokio::time::Instant::from_std(started + deadline)
 }
 
 #[cfg(test)]

@@ -169,9 +169,10 @@ async fn call_inner(
     let deadline = deadline_ms(headers)
         .and_then(|ms| gateway.deadline(ms))
         .map_err(count)?;
-    let started = Instant::now();
     match method.kind() {
-        CallKind::ClientStream => upload(gateway, id, &method, body, started, deadline).await,
+        CallKind::ClientStream => {
+            upload(gateway, id, &method, body, Instant::now(), deadline).await
+        }
         kind => {
             let json = read_json(gateway, headers, body).await.map_err(count)?;
             let request = method
@@ -182,7 +183,7 @@ async fn call_inner(
                     .get(header::ACCEPT)
                     .and_then(|v| v.to_str().ok())
                     .is_some_and(|a| a.contains("text/event-stream"));
-                stream(gateway, id, method, request, started, deadline, sse).await
+                stream(gateway, id, method, request, Instant::now(), deadline, sse).await
             } else {
                 let response = gateway
                     .call_bytes(id, method.name(), request, deadline)
@@ -221,7 +222,7 @@ async fn read_json(
         }
         BodyError::Failed(_) => CallFailure::BadRequest(e.to_string()),
     })?;
-    String::from_utf8(bytes.to_vec())
+    String::from_utf8(Vec::from(bytes))
         .map_err(|_| CallFailure::BadRequest("the request body is not UTF-8".to_string()))
 }
 
@@ -271,7 +272,7 @@ async fn stream(
             return Err(f);
         }
     };
-    let end = tokio::time::Instant::from_std(started + deadline);
+    let end = crate::calls::until(started, deadline);
     struct State {
         gateway: Gateway,
         slot: Slot,
@@ -365,8 +366,8 @@ async fn upload(
     deadline: Duration,
 ) -> Result<Response, CallFailure> {
     let slot = stream_slot(gateway, id, started, deadline).await?;
-    let result = tokio::time::timeout(
-        deadline.saturating_sub(started.elapsed()),
+    let result = tokio::time::timeout_at(
+        crate::calls::until(started, deadline),
         upload_items(gateway, &slot, method, body, deadline),
     )
     .await
