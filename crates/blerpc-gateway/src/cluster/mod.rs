@@ -24,7 +24,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, Uri, header};
@@ -319,7 +318,7 @@ impl Front {
     }
 
     /// The router of the public API (the same as a single gateway's).
-    pub fn router(&self) -> Router {
+    pub fn router(&self) -> crate::http::HotPath {
         crate::http::api_router(Api::new(
             self.routing(),
             self.tokens.clone(),

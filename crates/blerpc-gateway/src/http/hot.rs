@@ -8,15 +8,19 @@ use std::convert::Infallible;
 use std::task::{Context, Poll};
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use futures_util::future::{BoxFuture, Either};
 
 use super::{Api, api, auth, durable};
 
-/// The router with the hot path in front of it.
+/// The API: its routes, with the hot path in front (what [`api_router`](super::api_router)
+/// and [`router`](super::router) give, and the listener serves). A tower service of requests
+/// with any body, as an axum [`Router`] is: the HTTP listener gives it hyper's bodies as they
+/// come, and a test may call it with [`Body`]s.
 #[derive(Clone, Debug)]
-pub(crate) struct HotPath {
+pub struct HotPath {
     api: Api,
     router: Router,
 }
@@ -28,19 +32,23 @@ impl HotPath {
     }
 }
 
-impl tower::Service<Request> for HotPath {
+impl<B> tower::Service<Request<B>> for HotPath
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
     type Response = Response;
     type Error = Infallible;
     type Future = Either<
         BoxFuture<'static, Result<Response, Infallible>>,
-        <Router as tower::Service<Request>>::Future,
+        <Router as tower::Service<Request<B>>>::Future,
     >;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
+    fn call(&mut self, request: Request<B>) -> Self::Future {
         let id = (request.method() == axum::http::Method::POST)
             .then(|| api::call_path(request.uri().path()))
             .flatten()
@@ -49,6 +57,7 @@ impl tower::Service<Request> for HotPath {
             return Either::Right(self.router.call(request));
         };
         let api = self.api.clone();
+        let request = request.map(Body::new);
         Either::Left(Box::pin(async move { Ok(call(&api, &id, request).await) }))
     }
 }

@@ -19,7 +19,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::Router;
 use axum::http::StatusCode;
 use blerpc::link::guard::{AddressGuard, GuardConfig, Refusal};
 use blerpc::link::listener::{Accepted, GuardedListener};
@@ -65,6 +64,32 @@ impl HttpLimits {
             guard: config.http_guard,
         }
     }
+}
+
+/// What the listener serves, one clone per connection: a tower service of hyper's requests (an
+/// axum [`Router`](axum::Router), or the API with its hot path in front, [`HotPath`](super::HotPath)).
+pub trait HttpService:
+    tower::Service<
+        axum::extract::Request<hyper::body::Incoming>,
+        Response = axum::response::Response,
+        Error = std::convert::Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S> HttpService for S where
+    S: tower::Service<
+            axum::extract::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + 'static
+{
 }
 
 /// Connections open, in all and per address.
@@ -132,7 +157,7 @@ impl Open {
 /// Serves `router` on `listener` (HTTPS with `tls`) within `limits` until `shutdown`
 /// completes; connections open then finish on their own.
 pub async fn serve(
-    router: Router,
+    router: impl HttpService,
     listener: TcpListener,
     tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     limits: HttpLimits,
@@ -260,14 +285,7 @@ async fn connection<I, S>(
     guard: &Arc<AddressGuard>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    S: tower::Service<
-            axum::extract::Request<hyper::body::Incoming>,
-            Response = axum::response::Response,
-            Error = std::convert::Infallible,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
+    S: HttpService,
 {
     // What each request's answer is checked against, shared: one reference count per request.
     let watch = Arc::new(Watch {

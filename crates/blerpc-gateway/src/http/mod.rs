@@ -12,7 +12,7 @@
 //! constant time, on everything but the dashboard page itself, `/healthz`, the OpenAPI file and
 //! the device side of a relay (whose one-time token is its credential).
 //!
-//! One router serves every deployment ([`api_router`]): a request for a device goes where the
+//! One API serves every deployment ([`api_router`], a [`HotPath`]): a request for a device goes where the
 //! [`routing`](crate::routing) says its holder is (in process for a single gateway), and the
 //! fleet's views are merged from every node's part. A gateway that holds devices also answers
 //! the node requests of its front under `/internal/v1/` ([`internal`]).
@@ -28,6 +28,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use tokio::net::TcpListener;
 
+pub use self::hot::HotPath;
 use crate::Gateway;
 use crate::calls::CallFailure;
 use crate::routing::local::LocalForwarder;
@@ -217,14 +218,14 @@ impl Api {
 
 /// The router of a single gateway (and of a worker, for its front): the API with the
 /// gateway's own routing, and the node requests under `/internal/v1/`.
-pub fn router(gateway: Gateway) -> Router {
+pub fn router(gateway: Gateway) -> HotPath {
     let routing = Api::local(&gateway).state.routing.clone();
     router_with(gateway, routing)
 }
 
 /// The router of a gateway that routes with `routing` (a fleet's, [`crate::nats::Fleet::routing`]):
 /// the API, and the node requests under `/internal/v1/`.
-pub fn router_with(gateway: Gateway, routing: Routing) -> Router {
+pub fn router_with(gateway: Gateway, routing: Routing) -> HotPath {
     let api = Api::new(
         routing,
         gateway.config().tokens.clone(),
@@ -233,12 +234,19 @@ pub fn router_with(gateway: Gateway, routing: Routing) -> Router {
     .for_gateway(&gateway);
     let internal =
         internal::router(gateway).route_layer(RequireToken::new(api.state.tokens.clone()));
-    api_router(api).merge(internal)
+    let routes = api_routes(&api).merge(internal);
+    HotPath::new(api, routes)
 }
 
 /// The public API over any routing: requests for a device go to its holder, the fleet's views
 /// are merged from every node's part.
-pub fn api_router(api: Api) -> Router {
+pub fn api_router(api: Api) -> HotPath {
+    let routes = api_routes(&api);
+    HotPath::new(api, routes)
+}
+
+/// The API's routes, behind its [`HotPath`].
+fn api_routes(api: &Api) -> Router {
     let authenticated = Router::new()
         .route("/v1/devices", get(api::list_devices))
         .route("/v1/devices/{id}/durable", get(durable::list))
@@ -253,7 +261,7 @@ pub fn api_router(api: Api) -> Router {
         .route("/v1/events", get(dashboard::events))
         .route("/metrics", get(api::metrics))
         .route_layer(RequireToken::new(api.state.tokens.clone()));
-    let router = Router::new()
+    Router::new()
         .route("/", get(dashboard::page))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/v1/openapi.yaml", get(openapi))
@@ -261,8 +269,7 @@ pub fn api_router(api: Api) -> Router {
         .route("/{node}/v1/relay/{token}", any(to_node))
         .merge(authenticated)
         .fallback(not_found)
-        .with_state(api.clone());
-    Router::new().fallback_service(hot::HotPath::new(api, router))
+        .with_state(api.clone())
 }
 
 /// What a device's holder serves: the requests for one device, and those any node answers.
@@ -399,10 +406,10 @@ pub async fn serve_tls(
     .await
 }
 
-/// Serves `router` on `listener` (HTTPS with `tls`) within `gateway`'s HTTP limits, counting in
-/// its metrics, until `shutdown` completes.
+/// Serves `router` (the API's, [`router`], or any axum router) on `listener` (HTTPS with
+/// `tls`) within `gateway`'s HTTP limits, counting in its metrics, until `shutdown` completes.
 pub async fn serve_router(
-    router: Router,
+    router: impl listener::HttpService,
     gateway: &Gateway,
     listener: TcpListener,
     tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
