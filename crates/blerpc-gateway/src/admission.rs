@@ -42,7 +42,7 @@ pub struct KnownDevices {
     enroll: Option<mpsc::UnboundedSender<(String, [u8; 32])>>,
     open: bool,
     /// By key, so in the order of the ids (the keys in hex).
-    names: RwLock<BTreeMap<[u8; 32], String>>,
+    names: RwLock<BTreeMap<[u8; 32], Box<str>>>,
     path: Option<PathBuf>,
 }
 
@@ -67,12 +67,15 @@ impl KnownDevices {
             Admission::Enroll(p) => (Some(p.clone()), true, true),
             Admission::Open => (None, false, true),
         };
-        let mut names = BTreeMap::new();
-        if let Some(p) = &path {
-            for (name, key) in KnownKeysFile::new(p).entries()? {
-                names.insert(key, name);
-            }
-        }
+        // Built in one go from the sorted pins: full nodes, names in their own allocations.
+        let names = match &path {
+            Some(p) => KnownKeysFile::new(p)
+                .pins()?
+                .into_iter()
+                .map(|(name, key)| (key, name.into_boxed_str()))
+                .collect(),
+            None => BTreeMap::new(),
+        };
         let enroll = match (&path, enroll) {
             (Some(p), true) => Some(spawn_recorder(p)),
             _ => None,
@@ -106,7 +109,7 @@ impl KnownDevices {
             .filter(|(id, _)| key.is_some() || after.is_none_or(|a| id.as_str() > a))
             .filter(|(id, _)| keep(id))
             .take(limit)
-            .map(|(id, n)| (id, n.clone()))
+            .map(|(id, n)| (id, n.to_string()))
             .collect()
     }
 
@@ -114,7 +117,7 @@ impl KnownDevices {
     pub fn name_of(&self, id: &str) -> Option<String> {
         let key: [u8; 32] = hex::decode(id).ok()?.try_into().ok()?;
         let names = self.names.read().unwrap_or_else(|e| e.into_inner());
-        names.get(&key).cloned()
+        names.get(&key).map(|n| n.to_string())
     }
 
     /// Devices on the list (allow-listed and enrolled).
@@ -141,7 +144,7 @@ impl KnownDevices {
             .unwrap_or_else(|e| e.into_inner())
             .get(key)
         {
-            return Ok(Some(name.clone()));
+            return Ok(Some(name.to_string()));
         }
         if !self.open {
             return Err(Refusal::NotAllowed);
@@ -155,9 +158,9 @@ impl KnownDevices {
         let name = names.entry(*key).or_insert_with(|| {
             let _ = recorder.send((name.clone(), *key));
             tracing::info!(device = %hex, %name, "enrolled a new device");
-            name
+            name.into_boxed_str()
         });
-        Ok(Some(name.clone()))
+        Ok(Some(name.to_string()))
     }
 }
 
