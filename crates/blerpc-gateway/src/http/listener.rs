@@ -28,6 +28,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
 use super::self_wake::SelfWoken;
+use super::trim::{self, Closed};
 use crate::GatewayConfig;
 use crate::metrics::GatewayMetrics;
 
@@ -97,6 +98,8 @@ impl<S> HttpService for S where
 struct Open {
     by_address: Mutex<HashMap<IpAddr, usize>>,
     total: std::sync::atomic::AtomicUsize,
+    /// Closed since the allocator last gave memory back ([`trim`]).
+    closed: Arc<Closed>,
 }
 
 /// One admitted connection: counted until dropped.
@@ -123,6 +126,7 @@ impl Drop for Admitted {
             }
         }
         self.metrics.http_connection_delta(-1);
+        self.open.closed.one();
     }
 }
 
@@ -170,6 +174,8 @@ pub async fn serve(
         tokio_rustls::TlsAcceptor::from(Arc::new(config))
     });
     let open = Arc::new(Open::default());
+    // Gives back what a burst of closed connections freed; ends with the listener.
+    let _trimming = AbortOnDrop(tokio::spawn(trim::run(open.closed.clone())));
     let guard = AddressGuard::new(limits.guard);
     let mut listener = GuardedListener::new(listener);
     listener.set_guard(guard.clone());
@@ -234,6 +240,15 @@ pub async fn serve(
                 });
             }
         }
+    }
+}
+
+/// A task aborted when the listener that started it returns.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

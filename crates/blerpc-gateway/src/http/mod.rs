@@ -44,6 +44,7 @@ pub mod internal;
 pub mod listener;
 pub(crate) mod relay;
 mod self_wake;
+pub mod trim;
 
 use auth::RequireToken;
 pub use auth::token_matches;
