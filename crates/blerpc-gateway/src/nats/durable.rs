@@ -532,6 +532,11 @@ impl Durable {
     /// is gone (stop running its calls here).
     async fn run_one(&self, queued: &CallRecord) -> bool {
         let node = self.inner.node.as_str();
+        // Never `sent` to a device not connected here (a call its loss just queued again
+        // waits for the device's next claim, here or elsewhere).
+        if self.inner.gateway.route(&queued.device).is_err() {
+            return false;
+        }
         let Ok((mut record, revision)) = self.read(&queued.device, &queued.id).await else {
             lock(&self.open).remove(&queued.key());
             return true;
