@@ -286,15 +286,16 @@ async fn a_server_answers_1000_concurrent_centrals() {
         let (a, b) = mem::pair(247);
         listener_tx.send(b).await.unwrap();
         tasks.push(tokio::spawn(async move {
-            let c = Client::connect(
-                a,
-                ClientConfig {
-                    pinning: PinPolicy::Trust(key),
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap();
+            let mut config = ClientConfig {
+                pinning: PinPolicy::Trust(key),
+                ..Default::default()
+            };
+            // 1,000 key exchanges at once on two threads: without a crypto provider feature a
+            // debug build runs the portable ciphers unoptimised, and the last setups wait
+            // longer than the defaults allow. This test is about answering them all.
+            config.central.setup_timeout = Duration::from_secs(120);
+            config.central.handshake_step_timeout = Duration::from_secs(120);
+            let c = Client::connect(a, config).await.unwrap();
             let req = echo_req(&format!("central {i}"));
             assert_eq!(c.call("echo", req.clone()).await.unwrap(), req);
             c
