@@ -13,6 +13,7 @@ import selectors
 import signal
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, List, TypeVar
@@ -36,8 +37,15 @@ class Server:
     key: str
 
     def stop(self) -> None:
-        """SIGSTOP: the process keeps its socket and answers nothing."""
+        """SIGSTOP: the process keeps its socket and answers nothing. Returns once every
+        thread has stopped (the signal alone only asks them to)."""
         self.proc.send_signal(signal.SIGSTOP)
+        tasks = Path(f"/proc/{self.proc.pid}/task")
+        deadline = time.monotonic() + 5
+        while not all(_state(t) == "T" for t in tasks.iterdir()):
+            if time.monotonic() > deadline:
+                raise RuntimeError("blerpc serve did not stop within 5 s of SIGSTOP")
+            time.sleep(0.001)
 
     def resume(self) -> None:
         self.proc.send_signal(signal.SIGCONT)
@@ -46,6 +54,12 @@ class Server:
         """SIGKILL (a stopped process too, without running it again first)."""
         self.proc.kill()
         self.proc.wait(5)
+
+
+def _state(task: Path) -> str:
+    """A thread's state letter from /proc (`T`: stopped)."""
+    # pid (comm) STATE ...: comm may hold spaces, so split after its closing parenthesis.
+    return (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 def start_server(*args: str) -> Server:

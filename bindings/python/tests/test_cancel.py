@@ -126,6 +126,7 @@ async def test_a_server_killed_mid_call_fails_the_call_promptly(server: Server) 
         await asyncio.wait_for(call, 5)
     assert time.monotonic() - started < 2.0
     assert e.value.code in ("LINK_CLOSED", "LINK_FAILED"), e.value
+    await asyncio.wait_for(conn.wait_closed(), 2)
     assert conn.is_closed()
     with pytest.raises(blerpc.BlerpcError.Connection) as e:
         await asyncio.wait_for(echo(conn, "later"), 2)

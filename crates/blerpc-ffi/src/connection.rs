@@ -158,8 +158,16 @@ impl Connection {
     }
 
     /// Closes the connection: calls in flight fail with `CLOSED`, and so does every later one.
+    /// Returns once it is closed ([`Connection::is_closed`] is then `true`).
     pub async fn disconnect(&self) {
-        self.client.close().await
+        self.client.close().await;
+        self.client.closed().await
+    }
+
+    /// Returns once the connection has closed: by [`Connection::disconnect`], by the
+    /// peripheral, or because the link was lost.
+    pub async fn wait_closed(&self) {
+        self.client.closed().await
     }
 }
 

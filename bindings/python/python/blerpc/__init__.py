@@ -22,10 +22,9 @@ the task that awaits a call cancels the call; the connection stays usable.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Generator, Optional, Type
+from typing import TYPE_CHECKING, ClassVar, Generator, Optional, Type, TypeVar
 
 from ._ffi.blerpc_ffi import (
-    BlerpcError,
     ConnectionInfo,
     ConnectOptions,
     Pinned,
@@ -34,6 +33,37 @@ from ._ffi.blerpc_ffi import Connection as _Connection
 from ._ffi.blerpc_ffi import ResponseStream as _ResponseStream
 from ._ffi.blerpc_ffi import Upload as _Upload
 from ._ffi.blerpc_ffi import connect as _connect
+
+if TYPE_CHECKING:
+    # What type checkers see of the generated error (which builds its subclasses at run time,
+    # hidden from them): `except blerpc.BlerpcError.Call as e` gives `e.code`, `e.peer_code`.
+
+    class BlerpcError(Exception):
+        """Why a bleRPC operation failed: ``code`` (the core's stable code) and ``detail``."""
+
+        code: str
+        detail: str
+        Setup: ClassVar[Type["_SetupError"]]
+        Call: ClassVar[Type["_CallError"]]
+        Connection: ClassVar[Type["_ConnectionError"]]
+        InvalidArgument: ClassVar[Type["_InvalidArgumentError"]]
+
+    class _SetupError(BlerpcError):
+        """Setup failed or the peripheral's identity was refused."""
+
+    class _CallError(BlerpcError):
+        """The call failed; the connection goes on."""
+
+        peer_code: Optional[int]
+
+    class _ConnectionError(BlerpcError):
+        """The connection is closed or its link was lost."""
+
+    class _InvalidArgumentError(BlerpcError):
+        """An argument was refused before anything was sent."""
+
+else:
+    from ._ffi.blerpc_ffi import BlerpcError
 
 __all__ = [
     "BlerpcError",
@@ -47,7 +77,29 @@ __all__ = [
 ]
 
 
-class Connection:
+_S = TypeVar("_S", bound="_Scoped")
+
+
+class _Scoped:
+    """``async with`` for the objects below: the block gives the object itself, and its end
+    calls ``_leave`` (told whether the block raised)."""
+
+    async def _leave(self, failed: bool) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self: _S) -> _S:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        await self._leave(exc is not None)
+
+
+class Connection(_Scoped):
     """A connection to one peripheral (from :func:`connect`).
 
     Calls may run concurrently: up to four in flight (a fifth at once fails with code
@@ -88,15 +140,12 @@ class Connection:
         """Closes the connection; calls in flight and later ones fail with code ``CLOSED``."""
         await self._raw.disconnect()
 
-    async def __aenter__(self) -> "Connection":
-        return self
+    async def wait_closed(self) -> None:
+        """Returns once the connection has closed (either side closed it, or the link was
+        lost)."""
+        await self._raw.wait_closed()
 
-    async def __aexit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
+    async def _leave(self, failed: bool) -> None:
         await self.disconnect()
 
 
@@ -137,7 +186,7 @@ def connect(url: str, options: Optional[ConnectOptions] = None) -> _Connecting:
     return _Connecting(url, options if options is not None else ConnectOptions())
 
 
-class ServerStream:
+class ServerStream(_Scoped):
     """The responses of a peripheral→central stream, as an async iterator of protobuf bytes.
 
     Cancelling a task that waits for an item leaves the stream open; :meth:`aclose`, the end
@@ -171,19 +220,11 @@ class ServerStream:
         if self._raw is not None:
             await self._raw.cancel()
 
-    async def __aenter__(self) -> "ServerStream":
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
+    async def _leave(self, failed: bool) -> None:
         await self.aclose()
 
 
-class Upload:
+class Upload(_Scoped):
     """An open central→peripheral stream (from :meth:`Connection.client_stream`). Leaving an
     ``async with`` block on an exception cancels it."""
 
@@ -202,14 +243,6 @@ class Upload:
         """Abandons the upload; the peripheral is told."""
         await self._raw.cancel()
 
-    async def __aenter__(self) -> "Upload":
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        if exc is not None:
+    async def _leave(self, failed: bool) -> None:
+        if failed:
             await self.cancel()
