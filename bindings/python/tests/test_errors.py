@@ -6,7 +6,7 @@ import socket
 
 import pytest
 from conftest import Server, bounded
-from demo_pb import echo_request
+from demo_pb import counter_stream_request, echo_request
 
 import blerpc
 
@@ -87,6 +87,14 @@ async def test_bad_calls_are_refused_and_the_connection_goes_on(server: Server) 
         with pytest.raises(blerpc.BlerpcError.Call) as e:
             await conn.call("echo", echo_request("x" * 257))
         assert e.value.code == "PEER_ERROR" and e.value.peer_code == 0x04  # DECODE_FAILED
+        # A stream the peripheral refuses (over the demo's 10,000 items) ends with its ERROR,
+        # and stays ended.
+        stream = conn.server_stream("counter_stream", counter_stream_request(10_001))
+        with pytest.raises(blerpc.BlerpcError.Call) as e:
+            async for _ in stream:
+                pass
+        assert e.value.code == "PEER_ERROR"
+        assert [item async for item in stream] == []
         # A deadline out of range for the FFI's u32 is refused by the generated code.
         with pytest.raises((OverflowError, ValueError, TypeError)):
             await conn.call("echo", b"", deadline_ms=-1)

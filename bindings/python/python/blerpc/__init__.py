@@ -206,9 +206,14 @@ class ServerStream(_Scoped):
     async def __anext__(self) -> bytes:
         if self._closed:
             raise StopAsyncIteration
-        if self._raw is None:
-            self._raw = await self._conn.server_stream(self._command, self._request)
-        item = await self._raw.next()
+        try:
+            if self._raw is None:
+                self._raw = await self._conn.server_stream(self._command, self._request)
+            item = await self._raw.next()
+        except BlerpcError:
+            # The stream failed to start or ended with an error: it is over.
+            self._closed = True
+            raise
         if item is None:
             self._closed = True
             raise StopAsyncIteration
