@@ -1,0 +1,253 @@
+"""bleRPC central for Python: the blerpc-rs core (Rust) through UniFFI, with asyncio.
+
+    import blerpc
+
+    options = blerpc.ConnectOptions(trust_key="3b6a27bc…")      # 64 hex digits
+    async with blerpc.connect("tcp://127.0.0.1:40731", options) as conn:
+        reply = await conn.call("echo", EchoRequest(message="hi").SerializeToString())
+        async with conn.server_stream("counter_stream", request) as items:
+            async for item in items:
+                ...
+
+Requests and responses are protobuf bytes: encode your service's messages with your protobuf
+runtime. Every failure is a ``BlerpcError`` (``BlerpcError.Setup``, ``.Call``,
+``.Connection``, ``.InvalidArgument``) with ``code`` (the core's stable code, e.g.
+``"TIMEOUT"``) and ``detail``.
+
+This module is a thin idiomatic layer over the generated one (``blerpc._ffi``): async
+iterators for server streams, ``async with`` for connections, streams and uploads. Cancelling
+the task that awaits a call cancels the call; the connection stays usable.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, ClassVar, Generator, Optional, Type, TypeVar
+
+from ._ffi.blerpc_ffi import (
+    ConnectionInfo,
+    ConnectOptions,
+    Pinned,
+)
+from ._ffi.blerpc_ffi import Connection as _Connection
+from ._ffi.blerpc_ffi import ResponseStream as _ResponseStream
+from ._ffi.blerpc_ffi import Upload as _Upload
+from ._ffi.blerpc_ffi import connect as _connect
+
+if TYPE_CHECKING:
+    # What type checkers see of the generated error (which builds its subclasses at run time,
+    # hidden from them): `except blerpc.BlerpcError.Call as e` gives `e.code`, `e.peer_code`.
+
+    class BlerpcError(Exception):
+        """Why a bleRPC operation failed: ``code`` (the core's stable code) and ``detail``."""
+
+        code: str
+        detail: str
+        Setup: ClassVar[Type["_SetupError"]]
+        Call: ClassVar[Type["_CallError"]]
+        Connection: ClassVar[Type["_ConnectionError"]]
+        InvalidArgument: ClassVar[Type["_InvalidArgumentError"]]
+
+    class _SetupError(BlerpcError):
+        """Setup failed or the peripheral's identity was refused."""
+
+    class _CallError(BlerpcError):
+        """The call failed; the connection goes on."""
+
+        peer_code: Optional[int]
+
+    class _ConnectionError(BlerpcError):
+        """The connection is closed or its link was lost."""
+
+    class _InvalidArgumentError(BlerpcError):
+        """An argument was refused before anything was sent."""
+
+else:
+    from ._ffi.blerpc_ffi import BlerpcError
+
+__all__ = [
+    "BlerpcError",
+    "ConnectOptions",
+    "Connection",
+    "ConnectionInfo",
+    "Pinned",
+    "ServerStream",
+    "Upload",
+    "connect",
+]
+
+
+_S = TypeVar("_S", bound="_Scoped")
+
+
+class _Scoped:
+    """``async with`` for the objects below: the block gives the object itself, and its end
+    calls ``_leave`` (told whether the block raised)."""
+
+    async def _leave(self, failed: bool) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self: _S) -> _S:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        await self._leave(exc is not None)
+
+
+class Connection(_Scoped):
+    """A connection to one peripheral (from :func:`connect`).
+
+    Calls may run concurrently: up to four in flight (a fifth at once fails with code
+    ``TOO_MANY_CALLS``), one stream at a time (``STREAM_ACTIVE``). ``async with``
+    disconnects at the end of the block.
+    """
+
+    def __init__(self, raw: _Connection) -> None:
+        self._raw = raw
+
+    async def call(self, command: str, request: bytes, deadline_ms: Optional[int] = None) -> bytes:
+        """Calls ``command`` (the rpc's wire name, e.g. ``"echo"``) with the request message's
+        protobuf bytes and returns the response's. With ``deadline_ms`` the call fails with
+        code ``TIMEOUT`` if no answer came that many milliseconds from now (without it, the
+        protocol's 5 s call timeout applies)."""
+        return await self._raw.call(command, request, deadline_ms)
+
+    def server_stream(self, command: str, request: bytes) -> "ServerStream":
+        """A peripheral→central stream: ``async for item in conn.server_stream(...)``. The
+        call starts on the first iteration; ``async with`` (or :meth:`ServerStream.aclose`)
+        cancels it if it has not ended."""
+        return ServerStream(self._raw, command, request)
+
+    async def client_stream(self, command: str) -> "Upload":
+        """A central→peripheral stream: ``await upload.send(item)`` for each item, then
+        ``await upload.finish()`` for the response."""
+        return Upload(await self._raw.client_stream(command))
+
+    def info(self) -> ConnectionInfo:
+        """What setup established: encryption, the peer's identity key, MTU and limits."""
+        return self._raw.info()
+
+    def is_closed(self) -> bool:
+        """``True`` once the connection has closed (either side, or the link was lost)."""
+        return self._raw.is_closed()
+
+    async def disconnect(self) -> None:
+        """Closes the connection; calls in flight and later ones fail with code ``CLOSED``."""
+        await self._raw.disconnect()
+
+    async def wait_closed(self) -> None:
+        """Returns once the connection has closed (either side closed it, or the link was
+        lost)."""
+        await self._raw.wait_closed()
+
+    async def _leave(self, failed: bool) -> None:
+        await self.disconnect()
+
+
+class _Connecting:
+    """What :func:`connect` returns: await it for a :class:`Connection`, or use it with
+    ``async with`` to disconnect at the end of the block."""
+
+    def __init__(self, url: str, options: ConnectOptions) -> None:
+        self._url = url
+        self._options = options
+        self._conn: Optional[Connection] = None
+
+    async def _open(self) -> Connection:
+        return Connection(await _connect(self._url, self._options))
+
+    def __await__(self) -> Generator[object, None, Connection]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> Connection:
+        self._conn = await self._open()
+        return self._conn
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        if self._conn is not None:
+            await self._conn.disconnect()
+
+
+def connect(url: str, options: Optional[ConnectOptions] = None) -> _Connecting:
+    """Connects to ``url`` (``tcp://HOST:PORT``, ``tls://HOST:PORT``, ``ws://HOST:PORT/PATH``,
+    ``wss://…``) and runs setup and the key exchange. Without ``options`` the peripheral's
+    key is pinned on first use in the default known-keys file
+    (``$XDG_CONFIG_HOME/blerpc/known_keys.json``) and encryption is required."""
+    return _Connecting(url, options if options is not None else ConnectOptions())
+
+
+class ServerStream(_Scoped):
+    """The responses of a peripheral→central stream, as an async iterator of protobuf bytes.
+
+    Cancelling a task that waits for an item leaves the stream open; :meth:`aclose`, the end
+    of an ``async with`` block, or dropping the object cancels it in the core (the peripheral
+    is told and the next stream can start)."""
+
+    def __init__(self, conn: _Connection, command: str, request: bytes) -> None:
+        self._conn = conn
+        self._command = command
+        self._request = request
+        self._raw: Optional[_ResponseStream] = None
+        self._closed = False
+
+    def __aiter__(self) -> "ServerStream":
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._closed:
+            raise StopAsyncIteration
+        try:
+            if self._raw is None:
+                self._raw = await self._conn.server_stream(self._command, self._request)
+            item = await self._raw.next()
+        except BlerpcError:
+            # The stream failed to start or ended with an error: it is over.
+            self._closed = True
+            raise
+        if item is None:
+            self._closed = True
+            raise StopAsyncIteration
+        return item
+
+    async def aclose(self) -> None:
+        """Cancels the stream unless it has ended."""
+        self._closed = True
+        if self._raw is not None:
+            await self._raw.cancel()
+
+    async def _leave(self, failed: bool) -> None:
+        await self.aclose()
+
+
+class Upload(_Scoped):
+    """An open central→peripheral stream (from :meth:`Connection.client_stream`). Leaving an
+    ``async with`` block on an exception cancels it."""
+
+    def __init__(self, raw: _Upload) -> None:
+        self._raw = raw
+
+    async def send(self, item: bytes) -> None:
+        """Sends one item (its protobuf bytes); waits while the link is congested."""
+        await self._raw.send(item)
+
+    async def finish(self) -> bytes:
+        """Ends the stream and returns the peripheral's response (protobuf bytes)."""
+        return await self._raw.finish()
+
+    async def cancel(self) -> None:
+        """Abandons the upload; the peripheral is told."""
+        await self._raw.cancel()
+
+    async def _leave(self, failed: bool) -> None:
+        if failed:
+            await self.cancel()
