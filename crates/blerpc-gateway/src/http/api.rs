@@ -171,7 +171,8 @@ async fn call_inner(
         .map_err(count)?;
     match method.kind() {
         CallKind::ClientStream => {
-            upload(gateway, id, &method, body, Instant::now(), deadline).await
+            // Boxed, as streams are: a unary call's future does not carry room for them.
+            Box::pin(upload(gateway, id, &method, body, Instant::now(), deadline)).await
         }
         kind => {
             let json = read_json(gateway, headers, body).await.map_err(count)?;
@@ -183,7 +184,16 @@ async fn call_inner(
                     .get(header::ACCEPT)
                     .and_then(|v| v.to_str().ok())
                     .is_some_and(|a| a.contains("text/event-stream"));
-                stream(gateway, id, method, request, Instant::now(), deadline, sse).await
+                Box::pin(stream(
+                    gateway,
+                    id,
+                    method,
+                    request,
+                    Instant::now(),
+                    deadline,
+                    sse,
+                ))
+                .await
             } else {
                 let response = gateway
                     .call_bytes(id, method.name(), request, deadline)

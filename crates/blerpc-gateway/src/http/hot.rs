@@ -72,7 +72,8 @@ async fn call(api: &Api, id: &str, request: Request) -> Response {
         let (parts, body) = request.into_parts();
         // The path's last segment, as `call_path` has it: it holds no `/`.
         let command = parts.uri.path().rsplit('/').next().unwrap_or_default();
-        return durable::submit(api, id, command, &parts.headers, body).await;
+        // Boxed: a call's future (held while its body arrives) does not carry room for it.
+        return Box::pin(durable::submit(api, id, command, &parts.headers, body)).await;
     }
     api.state.routing.to_device(id, request).await
 }
