@@ -5,6 +5,8 @@
 
 package dev.blerpc.test
 
+import dev.blerpc.Connection
+import dev.blerpc.connect
 import kotlin.system.exitProcess
 import kotlin.time.Duration
 import kotlin.time.Duration.Companion.seconds
@@ -40,3 +42,7 @@ fun main(args: Array<String>) {
 /** Runs [body] with a `blerpc serve` on TCP (killed at the end). */
 suspend fun <T> withServer(vararg args: String, body: suspend (Server) -> T): T =
     Server.start(*(if (args.isEmpty()) arrayOf("--listen", "tcp://127.0.0.1:0") else args)).use { body(it) }
+
+/** Runs [body] with a `blerpc serve` on TCP and a connection to it that trusts its key. */
+suspend fun <T> withConnection(body: suspend (Server, Connection) -> T): T =
+    withServer { server -> connect(server.url, pinned(server)).use { body(server, it) } }

@@ -53,14 +53,12 @@ val trustTests = listOf(
             connect("tcp://127.0.0.1:1", ConnectOptions(allowAnyKey = true))
         }
         assertEquals("LINK_FAILED", nobody.code)
-        withServer { server ->
-            connect(server.url, pinned(server)).use { conn ->
-                val e = assertFailsWith<BlerpcException.Call> { conn.call("no_such_command", ByteArray(0)) }
-                assertEquals("PEER_ERROR", e.code)
-                assertTrue(e.peerCode != null)
-                assertFailsWith<IllegalArgumentException> { conn.call("echo", ByteArray(0), deadline = (-1).milliseconds) }
-                assertEquals("still here", echo(conn, "still here"))
-            }
+        withConnection { _, conn ->
+            val e = assertFailsWith<BlerpcException.Call> { conn.call("no_such_command", ByteArray(0)) }
+            assertEquals("PEER_ERROR", e.code)
+            assertTrue(e.peerCode != null)
+            assertFailsWith<IllegalArgumentException> { conn.call("echo", ByteArray(0), deadline = (-1).milliseconds) }
+            assertEquals("still here", echo(conn, "still here"))
         }
     },
 )
