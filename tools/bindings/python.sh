@@ -8,20 +8,18 @@
 #
 #   bash tools/bindings/python.sh [PYTEST ARGS...]
 set -euo pipefail
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$repo"
 VENV="${BLERPC_VENV:-$(bash tools/venv.sh)}"
-export BLERPC_BIN="${BLERPC_BIN:-${CARGO_TARGET_DIR:-$repo/target}/debug/blerpc}"
+export BLERPC_BIN="${BLERPC_BIN:-$target/debug/blerpc}"
 [ -x "$BLERPC_BIN" ] || { echo "error: no blerpc binary at $BLERPC_BIN: run cargo build -p blerpc-cli" >&2; exit 1; }
 
-target="${CARGO_TARGET_DIR:-$repo/target}"
 # maturin runs the `uniffi-bindgen` it finds on PATH (none is a workspace member) to generate
 # the Python module from the built library.
-cargo build --quiet --locked --manifest-path crates/uniffi-bindgen/Cargo.toml --target-dir "$target" \
-  || { echo "error: cannot build crates/uniffi-bindgen" >&2; exit 1; }
+bindgen="$(uniffi_bindgen)"
 bindgen_dir="$(mktemp -d)"
 trap 'rm -rf "$bindgen_dir"' EXIT
-ln -s "$target/debug/uniffi-bindgen" "$bindgen_dir/uniffi-bindgen"
+ln -s "$bindgen" "$bindgen_dir/uniffi-bindgen"
 export PATH="$bindgen_dir:$PATH"
 
 wheels="$target/wheels"

@@ -1,7 +1,8 @@
 //! # blerpc-ffi: bleRPC for other languages, through UniFFI
 //!
-//! The exported API of the Python package `blerpc` (`bindings/python`), and later of the Kotlin
-//! and Swift bindings: a thin shell over the runtime's [`blerpc::Client`]. It holds no protocol
+//! The exported API of the Python package `blerpc` (`bindings/python`) and of the Kotlin
+//! library `dev.blerpc` (`bindings/kotlin`), later of the Swift bindings: a thin shell over the
+//! runtime's [`blerpc::Client`]. It holds no protocol
 //! logic and no call bookkeeping: connecting by URL is [`blerpc::link::connect`], every call
 //! goes to the client's connection task, which drives the core's call table (the same one the
 //! tokio client and the browser central run), and errors carry the core's stable
@@ -23,7 +24,8 @@
 //! The crate owns one tokio runtime ([`runtime`], one worker thread, made on first use): the
 //! links and each connection's task live there. A call is polled on the caller's own thread
 //! (UniFFI polls Rust futures from the foreign event loop, under its tokio compatibility
-//! layer), so cancelling the foreign task (Python's `task.cancel()`, `asyncio.wait_for`) drops
+//! layer), so cancelling the foreign task (Python's `task.cancel()`, `asyncio.wait_for`, a
+//! Kotlin coroutine's `cancel()`, `withTimeout`) drops
 //! the call's future, which cancels the call in the core: the connection stays usable.
 //!
 //! ## Example

@@ -1,6 +1,6 @@
 //! UniFFI's `uniffi-bindgen` at blerpc-ffi's UniFFI version (the generator must match the
-//! scaffolding the library was built with). tools/bindings/python.sh builds it and puts it on
-//! PATH, where maturin finds it; by hand: `cargo run --manifest-path
+//! scaffolding the library was built with). tools/bindings/common.sh builds it: python.sh puts
+//! it on PATH, where maturin finds it, and kotlin.sh runs it with `--language kotlin`; by hand: `cargo run --manifest-path
 //! crates/uniffi-bindgen/Cargo.toml -- generate --library target/debug/libblerpc_ffi.so
 //! --language python --out-dir out`.
 

@@ -1,0 +1,142 @@
+// bleRPC central for Kotlin: the blerpc-rs core (Rust) through UniFFI, with coroutines.
+//
+// A thin idiomatic layer over the generated package `dev.blerpc.ffi` (crates/blerpc-ffi):
+// `suspend` calls with a `Duration` deadline, server streams as a cold `Flow<ByteArray>`, an
+// upload from a `Flow`, and `code`/`detail` on every `BlerpcException`. No protocol logic:
+// every function forwards to the Rust connection, whose task drives the core's call table.
+//
+// Errors are the generated `dev.blerpc.ffi.BlerpcException` (its subclasses are not reachable
+// through a Kotlin typealias, so import it from there): `Setup`, `Call` (with `peerCode`),
+// `Connection`, `InvalidArgument`, each with `code` and `detail`.
+
+package dev.blerpc
+
+import dev.blerpc.ffi.BlerpcException
+import kotlin.time.Duration
+import kotlinx.coroutines.NonCancellable
+import kotlinx.coroutines.flow.Flow
+import kotlinx.coroutines.flow.flow
+import kotlinx.coroutines.withContext
+
+/** How to reach and trust a peripheral; every field has a default (pin on first use). */
+typealias ConnectOptions = dev.blerpc.ffi.ConnectOptions
+
+/** What setup established. */
+typealias ConnectionInfo = dev.blerpc.ffi.ConnectionInfo
+
+/** Whether trust on first use pinned the key now (`FIRST_USE`) or found it (`MATCHED`). */
+typealias Pinned = dev.blerpc.ffi.Pinned
+
+/** An open central→peripheral stream: `send`, then `finish` (or `cancel`). */
+typealias Upload = dev.blerpc.ffi.Upload
+
+/**
+ * Connects to the peripheral at [url] (`tcp://HOST:PORT`, `tls://HOST:PORT`,
+ * `ws://HOST:PORT/PATH`, `wss://…`) and runs setup and the key exchange with the identity
+ * check [options] ask for (the default pins the key on first use in the default known-keys
+ * file and requires encryption). Cancelling the coroutine stops the attempt.
+ *
+ * @throws BlerpcException `Setup` (e.g. `IDENTITY_REJECTED`), `Connection` (`LINK_FAILED`),
+ *   `InvalidArgument` (a bad URL or key).
+ */
+suspend fun connect(url: String, options: ConnectOptions = ConnectOptions()): Connection =
+    Connection(dev.blerpc.ffi.connect(url, options))
+
+/**
+ * A connection to one peripheral. Calls may run concurrently: up to four in flight (a fifth
+ * at once fails with `TOO_MANY_CALLS`), one stream at a time (`STREAM_ACTIVE`). Cancelling a
+ * coroutine mid-call or mid-stream cancels that call in the core; the connection goes on.
+ * [close] frees it (and closes it if still open); `use { }` does that at the end of a block.
+ */
+class Connection internal constructor(private val raw: dev.blerpc.ffi.Connection) : AutoCloseable {
+    /**
+     * Calls [command] (the rpc's wire name, e.g. `echo`) with the request message's protobuf
+     * bytes and returns the response's. With [deadline], the call fails with `TIMEOUT` if no
+     * answer came that long from now (without it, the protocol's 5 s call timeout applies).
+     */
+    suspend fun call(command: String, request: ByteArray, deadline: Duration? = null): ByteArray =
+        raw.call(command, request, deadline?.let(::millis))
+
+    /**
+     * A peripheral→central stream: a cold flow, each collection sends [request] to [command]
+     * and emits the responses' protobuf bytes until the peripheral ends the stream. A failure
+     * (`STREAM_OVERFLOW`, `TIMEOUT`, `PEER_ERROR`, the link lost) is thrown from `collect`.
+     * When collecting stops early (cancelled, `take(n)`, an exception), the stream is
+     * cancelled in the core and the peripheral told.
+     */
+    fun serverStream(command: String, request: ByteArray): Flow<ByteArray> = flow {
+        raw.serverStream(command, request).use { stream ->
+            try {
+                while (true) {
+                    emit(stream.next() ?: break)
+                }
+            } finally {
+                // Also when the collector was cancelled: tell the core now, not when the
+                // object is freed.
+                withContext(NonCancellable) { stream.cancel() }
+            }
+        }
+    }
+
+    /**
+     * A central→peripheral stream to [command]: `send` each item's protobuf bytes, then
+     * `finish()` for the response (`cancel()` abandons it). [close][Upload.close] it when done:
+     * an upload freed unfinished is cancelled.
+     */
+    suspend fun clientStream(command: String): Upload = raw.clientStream(command)
+
+    /**
+     * Uploads every item of [items] to [command] and returns the peripheral's response. If
+     * collecting [items] fails or the coroutine is cancelled, the upload is cancelled.
+     */
+    suspend fun upload(command: String, items: Flow<ByteArray>): ByteArray =
+        clientStream(command).use { upload ->
+            try {
+                items.collect { upload.send(it) }
+                upload.finish()
+            } catch (e: Throwable) {
+                withContext(NonCancellable) { upload.cancel() }
+                throw e
+            }
+        }
+
+    /** What setup established: encryption, the peer's identity key, MTU and limits. */
+    fun info(): ConnectionInfo = raw.info()
+
+    /** `true` once the connection has closed (either side, or the link was lost). */
+    fun isClosed(): Boolean = raw.isClosed()
+
+    /** Closes the connection; calls in flight and later ones fail with `CLOSED`. */
+    suspend fun disconnect() = raw.disconnect()
+
+    /** Returns once the connection has closed (either side closed it, or the link was lost). */
+    suspend fun waitClosed() = raw.waitClosed()
+
+    /** Frees the connection (closing it if open). Later calls throw `IllegalStateException`. */
+    override fun close() = raw.close()
+}
+
+/** The core's stable code (`TIMEOUT`, `PEER_ERROR`, `IDENTITY_REJECTED`, …) of any variant. */
+val BlerpcException.code: String
+    get() = when (this) {
+        is BlerpcException.Setup -> code
+        is BlerpcException.Call -> code
+        is BlerpcException.Connection -> code
+        is BlerpcException.InvalidArgument -> code
+    }
+
+/** What happened, for people (its wording may change; [code] does not). */
+val BlerpcException.detail: String
+    get() = when (this) {
+        is BlerpcException.Setup -> detail
+        is BlerpcException.Call -> detail
+        is BlerpcException.Connection -> detail
+        is BlerpcException.InvalidArgument -> detail
+    }
+
+/** A deadline in whole milliseconds, as the core takes it (0 to 2^32 − 1). */
+private fun millis(deadline: Duration): UInt {
+    val ms = deadline.inWholeMilliseconds
+    require(ms in 0..UInt.MAX_VALUE.toLong()) { "deadline $deadline: must be 0 to ${UInt.MAX_VALUE} ms" }
+    return ms.toUInt()
+}
