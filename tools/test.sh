@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README): formatting, lints, tests, docs, the sans-IO and no_std checks, the
-# reference-vector regeneration check, the Python bindings, the gateway's browser and OpenAPI
-# checks, the browser central and the firmware. Works on a fresh clone: its first step installs
-# what is missing (tools/install.sh; apt needs root), loudly.
+# reference-vector regeneration check, the Python and Kotlin bindings, the gateway's browser and
+# OpenAPI checks, the browser central and the firmware. Works on a fresh clone: its first step
+# installs what is missing (tools/install.sh; apt needs root), loudly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,6 +60,9 @@ export BLERPC_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/blerpc"
 
 step "Python bindings: the wheel (maturin, dev profile, this target dir) and pytest against blerpc serve"
 bash tools/bindings/python.sh
+
+step "Kotlin bindings: kotlinc (npm kotlin-compiler 2.4.20) and JNA, tests on the JVM against blerpc serve"
+bash tools/bindings/kotlin.sh
 
 step "device gateway: the dashboard in headless Chromium, the OpenAPI file against a running gateway (schemathesis)"
 bash tools/gateway/dashboard.sh
