@@ -13,7 +13,7 @@ use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use futures_util::future::{BoxFuture, Either};
 
-use super::{Api, api, auth, durable};
+use super::{Api, api, auth};
 
 /// The API: its routes, with the hot path in front (what [`api_router`](super::api_router)
 /// and [`router`](super::router) give, and the listener serves). A tower service of requests
@@ -68,12 +68,5 @@ async fn call(api: &Api, id: &str, request: Request) -> Response {
     if let Some(problem) = auth::refusal(&api.state.tokens, request.headers()) {
         return problem.into_response();
     }
-    if request.headers().contains_key(durable::DURABLE_HEADER) {
-        let (parts, body) = request.into_parts();
-        // The path's last segment, as `call_path` has it: it holds no `/`.
-        let command = parts.uri.path().rsplit('/').next().unwrap_or_default();
-        // Boxed: a call's future (held while its body arrives) does not carry room for it.
-        return Box::pin(durable::submit(api, id, command, &parts.headers, body)).await;
-    }
-    api.state.routing.to_device(id, request).await
+    super::for_device(api, id, request).await
 }

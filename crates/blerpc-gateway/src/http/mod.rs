@@ -318,20 +318,35 @@ pub(crate) fn node_router(gateway: Gateway) -> Router {
 
 /// `/v1/devices/{id}` and below: to the device's holder.
 async fn to_device(State(api): State<Api>, params: RawPathParams, request: Request) -> Response {
-    let param = |name: &str| params.iter().find_map(|(k, v)| (k == name).then_some(v));
-    let id = param("id").unwrap_or_default();
-    if request.headers().contains_key(durable::DURABLE_HEADER) {
-        let command = param("rest")
-            .and_then(|rest| rest.strip_prefix("calls/"))
-            .filter(|c| !c.contains('/'));
-        if let Some(command) = command
-            && request.method() == axum::http::Method::POST
-        {
-            let (parts, body) = request.into_parts();
-            return durable::submit(&api, id, command, &parts.headers, body).await;
+    let id = params.iter().find_map(|(k, v)| (k == "id").then_some(v));
+    for_device(&api, id.unwrap_or_default(), request).await
+}
+
+/// A request for device `id` (its path under `/v1/devices/{id}`) that passed the token, from
+/// its route or from the hot path: a durable call (`POST …/calls/{command}` with the durable
+/// header) is submitted, anything else goes to the device's holder.
+pub(super) async fn for_device(api: &Api, id: &str, request: Request) -> Response {
+    if request.method() != axum::http::Method::POST
+        || !request.headers().contains_key(durable::DURABLE_HEADER)
+    {
+        return api.state.routing.to_device(id, request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let command = parts
+        .uri
+        .path()
+        .strip_prefix("/v1/devices/")
+        .and_then(|rest| rest.strip_prefix(id))
+        .and_then(|rest| rest.strip_prefix("/calls/"))
+        .filter(|c| !c.contains('/'));
+    match command {
+        // Boxed: a call's future (held while its body arrives) does not carry room for it.
+        Some(command) => Box::pin(durable::submit(api, id, command, &parts.headers, body)).await,
+        None => {
+            let request = Request::from_parts(parts, body);
+            api.state.routing.to_device(id, request).await
         }
     }
-    api.state.routing.to_device(id, request).await
 }
 
 /// A request any node answers (the first, on a box).
