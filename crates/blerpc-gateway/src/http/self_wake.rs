@@ -82,6 +82,8 @@ impl<F: Future> Future for SelfWoken<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let mut this = self.project();
         this.state.task.register(cx.waker());
+        // A wake that raced the end of the last poll woke the task too: this poll is its own.
+        this.state.again.store(false, Ordering::SeqCst);
         let mut inner_cx = Context::from_waker(this.waker);
         for _ in 0..=MAX_REPOLLS {
             this.state.polling.store(true, Ordering::SeqCst);
@@ -138,68 +140,77 @@ mod tests {
         }
     }
 
+    /// A [`WakesItself`] wrapped, polled by a task whose wakes are counted.
+    struct Fixture {
+        f: SelfWoken<WakesItself>,
+        polls: Arc<AtomicUsize>,
+        task_wakes: Arc<Counter>,
+        waker: Waker,
+    }
+
+    impl Fixture {
+        fn new(self_wakes: usize, ready_after: usize) -> Fixture {
+            let polls = Arc::new(AtomicUsize::new(0));
+            let task_wakes = Arc::new(Counter::default());
+            Fixture {
+                f: SelfWoken::new(WakesItself {
+                    polls: polls.clone(),
+                    self_wakes,
+                    ready_after,
+                }),
+                polls,
+                waker: Waker::from(task_wakes.clone()),
+                task_wakes,
+            }
+        }
+
+        fn poll(&mut self) -> Poll<usize> {
+            Pin::new(&mut self.f).poll(&mut Context::from_waker(&self.waker))
+        }
+
+        fn polls(&self) -> usize {
+            self.polls.load(Ordering::SeqCst)
+        }
+
+        fn task_wakes(&self) -> usize {
+            self.task_wakes.0.load(Ordering::SeqCst)
+        }
+    }
+
     #[test]
     fn a_future_that_wakes_itself_is_polled_again_without_waking_its_task() {
-        let polls = Arc::new(AtomicUsize::new(0));
-        let mut f = std::pin::pin!(SelfWoken::new(WakesItself {
-            polls: polls.clone(),
-            self_wakes: 2,
-            ready_after: 3,
-        }));
-        let counter = Arc::new(Counter::default());
-        let waker = Waker::from(counter.clone());
-        assert_eq!(
-            f.as_mut().poll(&mut Context::from_waker(&waker)),
-            Poll::Ready(3)
-        );
-        assert_eq!(counter.0.load(Ordering::SeqCst), 0);
+        let mut f = Fixture::new(2, 3);
+        assert_eq!(f.poll(), Poll::Ready(3));
+        assert_eq!(f.task_wakes(), 0);
     }
 
     #[test]
     fn a_future_that_keeps_waking_itself_yields_after_the_bound() {
-        let polls = Arc::new(AtomicUsize::new(0));
-        let mut f = std::pin::pin!(SelfWoken::new(WakesItself {
-            polls: polls.clone(),
-            self_wakes: usize::MAX,
-            ready_after: usize::MAX,
-        }));
-        let counter = Arc::new(Counter::default());
-        let waker = Waker::from(counter.clone());
-        assert!(
-            f.as_mut()
-                .poll(&mut Context::from_waker(&waker))
-                .is_pending()
-        );
-        assert_eq!(polls.load(Ordering::SeqCst), MAX_REPOLLS + 1);
-        assert_eq!(
-            counter.0.load(Ordering::SeqCst),
-            1,
-            "it yields: its task is woken"
-        );
+        let mut f = Fixture::new(usize::MAX, usize::MAX);
+        assert!(f.poll().is_pending());
+        assert_eq!(f.polls(), MAX_REPOLLS + 1);
+        assert_eq!(f.task_wakes(), 1, "it yields: its task is woken");
     }
 
     #[test]
     fn a_wake_after_the_poll_reaches_the_task() {
-        let polls = Arc::new(AtomicUsize::new(0));
-        let mut f = std::pin::pin!(SelfWoken::new(WakesItself {
-            polls: polls.clone(),
-            self_wakes: 0,
-            ready_after: 2,
-        }));
-        let counter = Arc::new(Counter::default());
-        let waker = Waker::from(counter.clone());
-        assert!(
-            f.as_mut()
-                .poll(&mut Context::from_waker(&waker))
-                .is_pending()
-        );
-        assert_eq!(counter.0.load(Ordering::SeqCst), 0);
+        let mut f = Fixture::new(0, 2);
+        assert!(f.poll().is_pending());
+        assert_eq!(f.task_wakes(), 0);
         // The socket, a device's answer or a timer wakes the inner future's waker later.
-        f.waker.wake_by_ref();
-        assert_eq!(counter.0.load(Ordering::SeqCst), 1);
-        assert_eq!(
-            f.as_mut().poll(&mut Context::from_waker(&waker)),
-            Poll::Ready(2)
-        );
+        f.f.waker.wake_by_ref();
+        assert_eq!(f.task_wakes(), 1);
+        assert_eq!(f.poll(), Poll::Ready(2));
+    }
+
+    #[test]
+    fn a_wake_that_raced_the_end_of_a_poll_costs_no_extra_poll() {
+        let mut f = Fixture::new(0, usize::MAX);
+        assert!(f.poll().is_pending());
+        // What a wake from another thread leaves when it sees the poll end after setting
+        // `again`: the flag, and the task woken.
+        f.f.state.again.store(true, Ordering::SeqCst);
+        assert!(f.poll().is_pending());
+        assert_eq!(f.polls(), 2, "one poll for the one wake");
     }
 }
