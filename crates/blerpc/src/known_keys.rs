@@ -322,7 +322,7 @@ impl<'de> serde::de::Visitor<'de> for PinsVisitor {
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut pins = Vec::with_capacity(map.size_hint().unwrap_or(0));
-        while let Some((id, hex)) = map.next_entry::<String, std::borrow::Cow<'de, str>>()? {
+        while let Some((id, hex)) = map.next_entry::<String, String>()? {
             match parse_key(&hex) {
                 Some(key) => pins.push((id, key)),
                 None => return Ok(Err(id)),
