@@ -5,10 +5,11 @@
 use std::time::Duration;
 
 use blerpc_proto::connection::{CallError, CallKind};
+use blerpc_sim::ble::params::LinkParams;
 use blerpc_sim::harness::msg::*;
 use blerpc_sim::harness::*;
 
-fn run_stream(p: &mut Pair, count: u32) -> Result<Vec<Vec<u8>>, CallError> {
+fn run_stream<W: Wire>(p: &mut Pair<W>, count: u32) -> Result<Vec<Vec<u8>>, CallError> {
     let id = p.start_call(
         "counter_stream",
         &counter_stream_req(count),
@@ -132,4 +133,62 @@ fn a_stalled_stream_fails_with_timeout() {
     p.drive_until(Duration::from_secs(30), |p| p.stream_outcome(id).is_some());
     assert_eq!(p.stream_outcome(id).unwrap(), Err(CallError::Timeout));
     assert_eq!(p.now - start, p.central.config().call_timeout);
+}
+
+/// Items received so far on stream `id`.
+fn items_so_far<W: Wire>(p: &Pair<W>, id: blerpc_proto::connection::CallId) -> usize {
+    p.central_events
+        .iter()
+        .filter(|e| matches!(e, CEv::StreamItem { call, .. } if *call == id))
+        .count()
+}
+
+#[test]
+fn a_stream_cancelled_mid_way_never_feeds_the_next_one() {
+    // Encrypted and plaintext, cancelled after 1 and after 30 items of 200: the peripheral goes
+    // on sending (it never hears the cancel), and the next stream of the command, started at
+    // once, still gets exactly its own items.
+    for (encrypted, after) in [(true, 1), (false, 30)] {
+        // On a BLE link (15 ms connection interval): a stream takes many connection events.
+        let mut p = PairBuilder::encrypted(encrypted)
+            .build_ble(LinkParams::default())
+            .unwrap();
+        p.connect();
+        let first = p
+            .start_call(
+                "counter_stream",
+                &counter_stream_req(200),
+                CallKind::ServerStream,
+            )
+            .unwrap();
+        p.drive_until(Duration::from_secs(10), |p| items_so_far(p, first) >= after);
+        assert_eq!(
+            p.stream_outcome(first).map(|r| r.map(|i| i.len())),
+            None,
+            "encrypted {encrypted}"
+        );
+        p.cancel(first).unwrap();
+        check_items(&run_stream(&mut p, 5).unwrap(), 5);
+        // And a stream past its caller's deadline drains the same way.
+        let late = p
+            .start_call(
+                "counter_stream",
+                &counter_stream_req(200),
+                CallKind::ServerStream,
+            )
+            .unwrap();
+        p.drive_until(Duration::from_secs(10), |p| items_so_far(p, late) >= after);
+        let now = p.now;
+        p.central.set_call_deadline(late, now).unwrap();
+        p.advance(Duration::ZERO);
+        p.flush();
+        assert_eq!(
+            p.stream_outcome(late),
+            Some(Err(CallError::Timeout)),
+            "encrypted {encrypted}"
+        );
+        check_items(&run_stream(&mut p, 7).unwrap(), 7);
+        // Nothing of the abandoned streams surfaced as a stale response.
+        assert!(p.warnings().is_empty(), "{:?}", p.warnings());
+    }
 }

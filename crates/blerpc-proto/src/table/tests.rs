@@ -409,11 +409,18 @@ fn a_stream_reader_that_falls_behind_ends_its_call_with_stream_overflow() {
         ]
     );
     assert!(f.table.is_idle());
-    // Its last items are dropped as stale; a new stream may start.
+    // The peripheral is still sending: its last items are dropped, and a new stream of the
+    // same command waits for the end, or it would receive them.
     f.table.handle_input(T0, &item(5, 3));
     assert_eq!(f.seen(), []);
     f.start("counter_stream", b"\x08\x01", CallKind::ServerStream, 1);
     assert_eq!(f.seen(), [Seen::Started(1)]);
+    assert!(f.sent().is_empty(), "held while the first stream drains");
+    f.table.handle_input(T0, &item(6, 4));
+    // STREAM_END_P2C: CONTROL 0x3, `[tid][seq][0xc0 | 0x3 << 2][payload_len 0]`.
+    f.table.handle_input(T0, &[0x07, 0x00, 0xcc, 0x00]);
+    assert_eq!(f.seen(), [], "the first stream's end is nobody's");
+    assert_eq!(f.sent().len(), 1, "the second stream's request goes out");
 }
 
 #[test]
@@ -467,15 +474,24 @@ fn a_stream_nobody_reads_is_cancelled_quietly_and_an_ended_one_says_so() {
     );
     assert!(f.table.is_idle());
     *f.gone.borrow_mut() = false;
+    // The next stream of the command waits until the peripheral ends the first: its items
+    // carry only the command's name.
     f.start("counter_stream", b"\x08\x01", CallKind::ServerStream, 1);
-    f.sent();
-    f.table.handle_input(T0, &item(4, 0));
+    assert!(f.sent().is_empty(), "held while the first stream drains");
+    for n in 2..5 {
+        f.table.handle_input(T0, &item(2 + n, n));
+    }
     // STREAM_END_P2C: CONTROL 0x3, `[tid][seq][0xc0 | 0x3 << 2][payload_len 0]`.
-    f.table.handle_input(T0, &[0x05, 0x00, 0xcc, 0x00]);
+    f.table.handle_input(T0, &[0x07, 0x00, 0xcc, 0x00]);
     assert_eq!(
         f.seen(),
-        [Seen::Started(1), Seen::Item(1, vec![0x08, 0]), Seen::End(1)]
+        [Seen::Started(1)],
+        "the first stream's rest is nobody's"
     );
+    assert_eq!(f.sent().len(), 1, "the second stream's request goes out");
+    f.table.handle_input(T0, &item(9, 0));
+    f.table.handle_input(T0, &[0x0a, 0x00, 0xcc, 0x00]);
+    assert_eq!(f.seen(), [Seen::Item(1, vec![0x08, 0]), Seen::End(1)]);
     assert!(f.table.is_idle());
 }
 

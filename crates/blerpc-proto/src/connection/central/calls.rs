@@ -27,35 +27,50 @@ pub(super) struct Call<O: Buffer> {
     pub(super) id: CallId,
     pub(super) kind: CallKind,
     /// Transaction id of the (latest attempt of the) request.
-    tid: u8,
+    pub(super) tid: u8,
     /// The plaintext request command (unary / server stream, kept for BUSY retries) or, for a
     /// client stream, a command header carrying just the name.
-    request: O,
-    deadline: Option<Instant>,
+    pub(super) request: O,
+    pub(super) deadline: Option<Instant>,
     /// The caller's deadline ([`Central::set_call_deadline`]): no timer the call restarts
     /// (a stream item, a finish) goes beyond it.
     cap: Option<Instant>,
-    attempts: u8,
-    retry_at: Option<Instant>,
+    pub(super) attempts: u8,
+    pub(super) retry_at: Option<Instant>,
     /// Client stream: tids of the items and of STREAM_END_C2P.
     upload_tids: TidSet,
     finished: bool,
+    /// Server stream: not sent yet, because an earlier stream is still draining ([`Drain`]).
+    pub(super) held: bool,
+    /// The deadline without the caller's cap: how long the peripheral may still be sending if
+    /// the call leaves early (the start of a [`Drain`]).
+    pub(super) idle_until: Option<Instant>,
+}
+
+/// The name in a stored request command's header, as bytes, without validating it again (it
+/// was valid UTF-8 when the call started): for comparisons on every response.
+pub(super) fn name_of(request: &[u8]) -> &[u8] {
+    let len = request.get(1).map_or(0, |l| usize::from(*l));
+    request.get(2..2 + len).unwrap_or(&[])
 }
 
 impl<O: Buffer> Call<O> {
     /// `deadline`, but never after the caller's.
-    fn capped(&self, deadline: Instant) -> Option<Instant> {
+    pub(super) fn capped(&self, deadline: Instant) -> Option<Instant> {
         Some(self.cap.map_or(deadline, |cap| cap.min(deadline)))
     }
 }
 
 impl<O: Buffer> Call<O> {
-    /// The stored command's name as bytes, read from its header without validating it again
-    /// (it was valid UTF-8 when the call started): for comparisons on every response.
+    /// The stored command's name as bytes (see [`name_of`]).
     pub(super) fn name_bytes(&self) -> &[u8] {
-        let request = self.request.as_slice();
-        let len = request.get(1).map_or(0, |l| usize::from(*l));
-        request.get(2..2 + len).unwrap_or(&[])
+        name_of(self.request.as_slice())
+    }
+
+    /// `true` once the request went out and no BUSY retry is pending: the peripheral may be
+    /// answering it.
+    pub(super) fn answering(&self) -> bool {
+        !self.held && self.retry_at.is_none() && self.attempts > 0
     }
 }
 
@@ -200,18 +215,24 @@ where
             retry_at: None,
             upload_tids: TidSet::default(),
             finished: false,
+            held: false,
+            idle_until: None,
         };
         let Some(slot) = self.calls.iter().position(Option::is_none) else {
             let limit = self.config.max_calls_in_flight;
             return Err((CallError::TooManyCalls { limit }, call.request));
         };
-        if kind != CallKind::ClientStream {
+        if kind == CallKind::ServerStream && self.drain.is_some() {
+            // Sent when the drain ends; until then only the caller's deadline runs.
+            call.held = true;
+        } else if kind != CallKind::ClientStream {
             match self.send_request(&mut call.request) {
                 Ok(tid) => call.tid = tid,
                 Err(e) => return Err((e, call.request)),
             }
             call.attempts = 1;
             call.deadline = Some(now + self.config.call_timeout);
+            call.idle_until = call.deadline;
         }
         if let Some(s) = self.calls.get_mut(slot) {
             *s = Some(call);
@@ -299,14 +320,17 @@ where
         Ok(())
     }
 
-    /// Forgets a call. Anything the peripheral still sends for it is dropped as stale.
+    /// Forgets a call. Anything the peripheral still sends for it is dropped as stale. A server
+    /// stream the peripheral may still be sending drains first: its items are dropped, and the
+    /// next server stream is sent once its end arrives (or the peripheral has been silent for
+    /// [`CentralConfig::stream_idle_timeout`](super::CentralConfig::stream_idle_timeout)), so
+    /// that stream never receives this one's items.
     pub fn cancel(&mut self, call: CallId) -> Result<(), CallError> {
         let idx = self.call_index(call).ok_or(CallError::UnknownCall)?;
-        if let Some(slot) = self.calls.get_mut(idx) {
-            *slot = None;
-        }
+        self.retire(idx, None);
         Ok(())
     }
+
     // ----- internals: calls ------------------------------------------------------------------
 
     pub(super) fn check_ready(&self) -> Result<(), CallError> {
@@ -397,9 +421,14 @@ where
         let found = self.calls.iter().position(|c| {
             c.as_ref().is_some_and(|c| match c.kind {
                 CallKind::ClientStream => c.upload_tids.contains(tid),
-                _ => c.tid == tid && c.retry_at.is_none(),
+                _ => c.tid == tid && c.answering(),
             })
         });
+        if found.is_none() && self.drain.as_ref().is_some_and(|d| d.tid == tid) {
+            // The draining stream refused or failed: nothing more comes for it.
+            self.end_drain(now);
+            return;
+        }
         let Some(idx) = found else {
             self.warn(Warning::StaleError { tid, code });
             return;
@@ -461,7 +490,12 @@ where
                     && let Some(idx) = self.unary_index(tid)
                     && let Some(id) = self.calls.get(idx).and_then(|c| c.as_ref()).map(|c| c.id)
                 {
-                    self.fail_call(idx, id, CallError::ResponseTooLarge { len, max });
+                    // A stream's later items may still come: it drains.
+                    self.retire(idx, Some(now + self.config.stream_idle_timeout));
+                    self.push(Record::CallFailed {
+                        call: id,
+                        error: CallError::ResponseTooLarge { len, max },
+                    });
                 }
                 self.warn(Warning::Assembly(e));
             }
@@ -471,7 +505,7 @@ where
     pub(super) fn unary_index(&self, tid: u8) -> Option<usize> {
         self.calls.iter().position(|c| {
             c.as_ref()
-                .is_some_and(|c| c.kind != CallKind::ClientStream && c.tid == tid)
+                .is_some_and(|c| c.kind != CallKind::ClientStream && c.tid == tid && !c.held)
         })
     }
 
@@ -531,7 +565,7 @@ where
             }
             let hit = match call.kind {
                 CallKind::Unary => call.tid == tid && call.retry_at.is_none(),
-                CallKind::ServerStream => true,
+                CallKind::ServerStream => !call.held,
                 CallKind::ClientStream => call.finished,
             };
             if hit {
@@ -539,10 +573,15 @@ where
                 break;
             }
         }
+        if matched.is_none() && self.drains(now, done, name_start..name_start + name_len) {
+            self.ep.assembler.release(done);
+            return;
+        }
         match matched {
             Some((idx, id, CallKind::ServerStream)) => {
                 if let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) {
                     c.deadline = c.capped(now + stream_idle);
+                    c.idle_until = Some(now + stream_idle);
                 }
                 self.push(Record::StreamItem { call: id, msg });
             }
@@ -559,8 +598,12 @@ where
         }
     }
 
-    /// BUSY retries that are due go out again; calls past their deadline fail.
+    /// BUSY retries that are due go out again; calls past their deadline fail; a drain that
+    /// has been silent long enough ends.
     pub(super) fn handle_call_timeouts(&mut self, now: Instant) {
+        if self.drain.as_ref().is_some_and(|d| d.until <= now) {
+            self.end_drain(now);
+        }
         for idx in 0..SLOTS {
             if self.ep.events_free() < 2 {
                 break;
@@ -593,12 +636,18 @@ where
             };
             if call.retry_at.is_none() && call.deadline.is_some_and(|d| d <= now) {
                 let id = call.id;
-                self.fail_call(idx, id, CallError::Timeout);
+                // A stream past the caller's deadline may still be sending.
+                let idle = now + self.config.stream_idle_timeout;
+                self.retire(idx, Some(idle));
+                self.push(Record::CallFailed {
+                    call: id,
+                    error: CallError::Timeout,
+                });
             }
         }
     }
 
-    /// The earliest retry or deadline of a call.
+    /// The earliest retry or deadline of a call, or the end of a drain.
     pub(super) fn next_call_deadline(&self) -> Option<Instant> {
         self.calls
             .iter()
@@ -607,6 +656,7 @@ where
                 Some(r) => Some(r),
                 None => c.deadline,
             })
+            .chain(self.drain.as_ref().map(|d| d.until))
             .min()
     }
 }
@@ -623,7 +673,7 @@ fn enqueue_to_call_error(e: EnqueueError) -> CallError {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
     use core::time::Duration;
 
@@ -639,7 +689,7 @@ mod tests {
     ];
 
     /// The response to it, a RESPONSE (`0x80`) under the same tid.
-    fn response(tid: u8, name: &[u8], data: &[u8]) -> alloc::vec::Vec<u8> {
+    pub(in super::super) fn response(tid: u8, name: &[u8], data: &[u8]) -> alloc::vec::Vec<u8> {
         let len = (2 + name.len() + 2 + data.len()) as u8;
         let mut pdu = alloc::vec![tid, 0x00, 0x00, len, 0x00, len, 0x80, name.len() as u8];
         pdu.extend_from_slice(name);

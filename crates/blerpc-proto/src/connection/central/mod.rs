@@ -6,10 +6,12 @@
 //! | `event.rs` | [`CentralEvent`] and the records events are made of |
 //! | `setup.rs` | TIMEOUT, CAPABILITIES, the key exchange and the identity decision |
 //! | `calls.rs` | calls and streams both ways, BUSY retries, responses matched to calls |
+//! | `drain.rs` | a server stream that left while the peripheral may still send it, and the next one held |
 //! | this file | the [`Central`] type, its accessors, and the sans-IO inputs and outputs |
 
 mod calls;
 mod config;
+mod drain;
 mod event;
 mod setup;
 
@@ -30,6 +32,7 @@ use crate::crypto::CryptoProvider;
 use crate::wire::capabilities::{Capabilities, LargeLimits};
 use crate::wire::container::{ContainerKind, ControlCmd};
 use calls::Call;
+use drain::Drain;
 use event::Record;
 use setup::State;
 
@@ -54,6 +57,8 @@ pub struct Central<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: usiz
     /// Reassembly, outbox, controls and events (the central's controls are all small).
     ep: Endpoint<A, O, Record, SLOTS, 0>,
     calls: [Option<Call<O>>; SLOTS],
+    /// A server stream that left while the peripheral may still be sending it.
+    drain: Option<Drain<O>>,
 }
 
 impl<P, R, A, O, const SLOTS: usize> Central<P, R, A, O, SLOTS>
@@ -107,6 +112,7 @@ where
             identity: None,
             ep: Endpoint::new(assembler, config.max_outbox_bytes),
             calls: core::array::from_fn(|_| None),
+            drain: None,
         };
         if config.skip_timeout_request {
             central.request_capabilities(now);

@@ -4,11 +4,11 @@
 use rand_core::CryptoRngCore;
 use subtle::ConstantTimeEq;
 
+use super::Central;
 #[cfg(doc)]
 use super::CentralEvent;
 use super::config::{MIN_ATT_MTU_FOR_KEY_EXCHANGE, Pinning, SetupPipelining};
 use super::event::Record;
-use super::{CallKind, Central};
 use crate::Direction;
 use crate::Instant;
 use crate::assemble::AssemblerConfig;
@@ -309,6 +309,7 @@ where
 
     pub(super) fn close_with(&mut self, reason: CloseReason) {
         self.state = State::Closed;
+        self.drain = None;
         for idx in 0..SLOTS {
             if let Some(call) = self.calls.get_mut(idx).and_then(Option::take) {
                 self.push(Record::CallFailed {
@@ -369,19 +370,11 @@ where
             ControlMessage::StreamEndP2C => {
                 // The reference sends STREAM_END_P2C with a fresh tid: it ends the active
                 // peripheral→central stream whatever its tid.
-                let active = self
-                    .calls
-                    .iter()
-                    .position(|c| c.as_ref().is_some_and(|c| c.kind == CallKind::ServerStream));
-                match active
-                    .and_then(|i| self.calls.get_mut(i))
-                    .and_then(Option::take)
-                {
-                    Some(call) => self.push(Record::StreamEnd { call: call.id }),
-                    None => self.warn(Warning::UnexpectedControl {
+                if !self.on_stream_end(now) {
+                    self.warn(Warning::UnexpectedControl {
                         tid,
                         cmd: cmd.bits(),
-                    }),
+                    });
                 }
             }
             ControlMessage::Error(code) => self.on_error(now, tid, code),

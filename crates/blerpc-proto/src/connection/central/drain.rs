@@ -1,0 +1,319 @@
+//! A server stream that left while the peripheral may still be sending it: its items dropped,
+//! the next server stream held until it ends.
+
+use core::ops::Range;
+
+use rand_core::CryptoRngCore;
+
+use super::Central;
+use super::calls::name_of;
+use super::config::CallKind;
+use super::event::Record;
+use crate::Instant;
+use crate::assemble::Completed;
+use crate::buf::Buffer;
+use crate::crypto::CryptoProvider;
+
+/// A server stream that left the table while the peripheral may still be sending it (cancelled,
+/// or past its deadline). Stream items carry no transaction id the central chose: they are
+/// matched by the command's name, and STREAM_END_P2C by nothing at all. So until this stream's
+/// end arrives, its peripheral reports an ERROR for it, or it has been silent for the stream
+/// idle timeout, its items are dropped here and no other server stream is sent (a new one is
+/// held), or that stream would receive them.
+pub(crate) struct Drain<O: Buffer> {
+    /// The stream's request command (for its name).
+    pub(super) request: O,
+    /// The tid of its request.
+    pub(super) tid: u8,
+    /// Silent until then: the peripheral is taken to be done.
+    pub(super) until: Instant,
+}
+
+impl<O: Buffer> Drain<O> {
+    fn name_bytes(&self) -> &[u8] {
+        name_of(self.request.as_slice())
+    }
+}
+
+impl<P, R, A, O, const SLOTS: usize> Central<P, R, A, O, SLOTS>
+where
+    P: CryptoProvider,
+    R: CryptoRngCore,
+    A: Buffer + Default,
+    O: Buffer + Default,
+{
+    /// `true` while a cancelled or timed-out server stream drains (see [`Central::cancel`]).
+    pub fn is_draining(&self) -> bool {
+        self.drain.is_some()
+    }
+    /// Takes a call out of its slot. A server stream the peripheral may still be sending becomes
+    /// the [`Drain`], silent until `idle` (its own idle deadline when `None`).
+    pub(super) fn retire(&mut self, idx: usize, idle: Option<Instant>) {
+        let Some(call) = self.calls.get_mut(idx).and_then(Option::take) else {
+            return;
+        };
+        if call.kind == CallKind::ServerStream
+            && call.answering()
+            && let Some(until) = idle.or(call.idle_until)
+        {
+            // At most one stream drains: a new one is held until the drain ends, and only a
+            // sent stream drains.
+            self.drain = Some(Drain {
+                request: call.request,
+                tid: call.tid,
+                until,
+            });
+        }
+    }
+
+    /// The drain is over: a held server stream goes out.
+    pub(super) fn end_drain(&mut self, now: Instant) {
+        self.drain = None;
+        for idx in 0..SLOTS {
+            let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
+                continue;
+            };
+            if !call.held {
+                continue;
+            }
+            call.held = false;
+            let mut request = core::mem::take(&mut call.request);
+            let result = self.send_request(&mut request);
+            let call_timeout = self.config.call_timeout;
+            let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
+                continue;
+            };
+            call.request = request;
+            match result {
+                Ok(tid) => {
+                    call.tid = tid;
+                    call.attempts = 1;
+                    call.deadline = call.capped(now + call_timeout);
+                    call.idle_until = Some(now + call_timeout);
+                }
+                Err(error) => {
+                    let id = call.id;
+                    self.fail_call(idx, id, error);
+                }
+            }
+        }
+    }
+
+    /// The stream that ended with STREAM_END_P2C: the draining one first (its end comes before
+    /// anything of a stream sent after it), else the one in flight.
+    pub(super) fn on_stream_end(&mut self, now: Instant) -> bool {
+        if self.drain.is_some() {
+            self.end_drain(now);
+            return true;
+        }
+        let active = self.calls.iter().position(|c| {
+            c.as_ref()
+                .is_some_and(|c| c.kind == CallKind::ServerStream && !c.held)
+        });
+        match active
+            .and_then(|i| self.calls.get_mut(i))
+            .and_then(Option::take)
+        {
+            Some(call) => {
+                self.push(Record::StreamEnd { call: call.id });
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A response nobody's call matched: an item of the draining stream (the name in
+    /// `name` of message `done`) is dropped, and the drain's silence restarts.
+    pub(super) fn drains(&mut self, now: Instant, done: Completed, name: Range<usize>) -> bool {
+        let idle = self.config.stream_idle_timeout;
+        let Some(drain) = &mut self.drain else {
+            return false;
+        };
+        if self.ep.assembler.message(done).get(name) != Some(drain.name_bytes()) {
+            return false;
+        }
+        drain.until = now + idle;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use core::time::Duration;
+
+    use super::super::CentralEvent;
+    use super::super::calls::tests::response;
+    use super::super::tests::{T0, ready, sent};
+    use super::*;
+    use crate::connection::CallError;
+
+    /// `counter_stream` with `08 05`, then `08 01`: the requests of the two streams below.
+    fn stream_request(tid: u8, count: u8) -> alloc::vec::Vec<u8> {
+        let mut pdu = alloc::vec![tid, 0x00, 0x00, 0x14, 0x00, 0x14, 0x00, 14];
+        pdu.extend_from_slice(b"counter_stream");
+        pdu.extend_from_slice(&[0x02, 0x00, 0x08, count]);
+        pdu
+    }
+
+    /// STREAM_END_P2C under `tid`: `[tid][seq][CONTROL | 3 << 2 = 0xcc][0]`.
+    fn stream_end(tid: u8) -> [u8; 4] {
+        [tid, 0x00, 0xcc, 0x00]
+    }
+
+    #[test]
+    fn a_cancelled_stream_drains_and_the_next_one_waits_for_its_end() {
+        let mut c = ready();
+        let first = c
+            .start_call(T0, "counter_stream", b"\x08\x05", CallKind::ServerStream)
+            .unwrap();
+        assert_eq!(sent(&mut c), [stream_request(2, 5)]);
+        c.handle_input(T0, &response(7, b"counter_stream", b"\x08\x00"))
+            .unwrap();
+        assert_eq!(
+            c.poll_event(),
+            Some(CentralEvent::StreamItem {
+                call: first,
+                data: b"\x08\x00"
+            })
+        );
+        c.cancel(first).unwrap();
+        assert!(c.is_draining());
+        assert_eq!(c.calls_in_flight(), 0);
+        // The peripheral goes on: its items are nobody's, and say nothing.
+        c.handle_input(T0, &response(8, b"counter_stream", b"\x08\x01"))
+            .unwrap();
+        assert_eq!(c.poll_event(), None);
+        // A second stream of the command is held: sent now, it would get the first one's items.
+        let second = c
+            .start_call(T0, "counter_stream", b"\x08\x01", CallKind::ServerStream)
+            .unwrap();
+        assert!(sent(&mut c).is_empty());
+        assert_eq!(c.calls_in_flight(), 1);
+        c.handle_input(T0, &response(9, b"counter_stream", b"\x08\x02"))
+            .unwrap();
+        c.handle_input(T0, &stream_end(10)).unwrap();
+        assert_eq!(
+            c.poll_event(),
+            None,
+            "the first stream's end is nobody's either"
+        );
+        assert!(!c.is_draining());
+        assert_eq!(sent(&mut c), [stream_request(3, 1)]);
+        c.handle_input(T0, &response(11, b"counter_stream", b"\x08\x00"))
+            .unwrap();
+        c.handle_input(T0, &stream_end(12)).unwrap();
+        assert_eq!(
+            c.poll_event(),
+            Some(CentralEvent::StreamItem {
+                call: second,
+                data: b"\x08\x00"
+            })
+        );
+        assert_eq!(
+            c.poll_event(),
+            Some(CentralEvent::StreamEnd { call: second })
+        );
+        assert_eq!(c.calls_in_flight(), 0);
+    }
+
+    #[test]
+    fn a_drain_ends_when_the_peripheral_falls_silent() {
+        let mut c = ready();
+        let first = c
+            .start_call(T0, "counter_stream", b"\x08\x05", CallKind::ServerStream)
+            .unwrap();
+        sent(&mut c);
+        c.cancel(first).unwrap();
+        // No item yet: the call's own timeout (5 s) is how long the peripheral may take.
+        let silent = T0 + Duration::from_secs(5);
+        assert_eq!(c.poll_timeout(), Some(silent));
+        c.handle_input(
+            T0 + Duration::from_secs(1),
+            &response(7, b"counter_stream", b"\x08\x00"),
+        )
+        .unwrap();
+        // An item restarts the stream idle timeout (2 s).
+        let silent = T0 + Duration::from_secs(3);
+        assert_eq!(c.poll_timeout(), Some(silent));
+        c.start_call(T0, "counter_stream", b"\x08\x01", CallKind::ServerStream)
+            .unwrap();
+        assert!(sent(&mut c).is_empty());
+        c.handle_timeout(silent);
+        assert_eq!(c.poll_event(), None);
+        assert_eq!(sent(&mut c), [stream_request(3, 1)]);
+        assert_eq!(c.poll_timeout(), Some(silent + Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn a_stream_past_the_callers_deadline_drains() {
+        let mut c = ready();
+        let id = c
+            .start_call(T0, "counter_stream", b"\x08\x05", CallKind::ServerStream)
+            .unwrap();
+        sent(&mut c);
+        let deadline = T0 + Duration::from_millis(100);
+        c.set_call_deadline(id, deadline).unwrap();
+        c.handle_timeout(deadline);
+        assert_eq!(
+            c.poll_event(),
+            Some(CentralEvent::CallFailed {
+                call: id,
+                error: CallError::Timeout
+            })
+        );
+        assert!(c.is_draining());
+        assert_eq!(c.poll_timeout(), Some(deadline + Duration::from_secs(2)));
+        c.handle_input(deadline, &response(7, b"counter_stream", b"\x08\x00"))
+            .unwrap();
+        assert_eq!(c.poll_event(), None);
+    }
+
+    #[test]
+    fn an_error_for_the_draining_stream_ends_the_drain() {
+        let mut c = ready();
+        let first = c
+            .start_call(T0, "counter_stream", b"\x08\x05", CallKind::ServerStream)
+            .unwrap();
+        sent(&mut c);
+        c.cancel(first).unwrap();
+        c.start_call(T0, "counter_stream", b"\x08\x01", CallKind::ServerStream)
+            .unwrap();
+        // ERROR HANDLER_FAILED (0x04) for tid 2: `[tid][seq][0xd4][1][code]`.
+        c.handle_input(T0, &[0x02, 0x00, 0xd4, 0x01, 0x04]).unwrap();
+        assert_eq!(c.poll_event(), None);
+        assert!(!c.is_draining());
+        assert_eq!(sent(&mut c), [stream_request(3, 1)]);
+    }
+
+    #[test]
+    fn only_a_stream_the_peripheral_may_be_sending_drains() {
+        let mut c = ready();
+        // Refused BUSY, its retry pending: the peripheral is not running it.
+        let busy = c
+            .start_call(T0, "counter_stream", b"\x08\x05", CallKind::ServerStream)
+            .unwrap();
+        sent(&mut c);
+        c.handle_input(T0, &[0x02, 0x00, 0xd4, 0x01, 0x02]).unwrap();
+        c.cancel(busy).unwrap();
+        assert!(!c.is_draining());
+        // A held stream never went out: cancelled, it is gone without a trace.
+        let sent_one = c
+            .start_call(T0, "counter_stream", b"\x08\x05", CallKind::ServerStream)
+            .unwrap();
+        sent(&mut c);
+        c.cancel(sent_one).unwrap();
+        let held = c
+            .start_call(T0, "counter_stream", b"\x08\x01", CallKind::ServerStream)
+            .unwrap();
+        c.cancel(held).unwrap();
+        c.handle_input(T0, &stream_end(9)).unwrap();
+        assert!(!c.is_draining());
+        assert!(sent(&mut c).is_empty(), "nothing left to send");
+        assert_eq!(c.poll_event(), None);
+        // A unary call is never held.
+        c.start_call(T0, "echo", b"\x0a\x02hi", CallKind::Unary)
+            .unwrap();
+        assert_eq!(sent(&mut c).len(), 1);
+    }
+}
