@@ -5,8 +5,8 @@
 use std::process::ExitCode;
 
 use blerpc_bench::{
-    aead, ble, calls, codec, copy, gateway, handshake, hostile, links, loopback, process, scale,
-    serial, soak, suite, wakeup,
+    aead, ble, calls, codec, copy, gateway, handshake, hostile, links, loopback, pipeline, process,
+    scale, serial, soak, suite, wakeup,
 };
 use clap::{Parser, Subcommand};
 
@@ -30,6 +30,9 @@ enum Suite {
     /// The reference functional tests and benchmarks on the simulated BLE link (every platform
     /// profile) or, with --connect, over any real link.
     Ble(Box<ble::BleArgs>),
+    /// Calls in flight on the simulated BLE link: calls/s with 1, 2 and 4 in flight per
+    /// profile, interval and peripheral.
+    Pipeline(Box<pipeline::PipelineArgs>),
     /// The reference functional tests and benchmarks over every link of this build.
     Links(links::LinksArgs),
     /// The loopback DATA→ACK matrix (TCP, TLS) against bare and gRPC baselines.
@@ -76,6 +79,7 @@ fn run(suite: Option<Suite>, out: &std::path::Path) -> anyhow::Result<bool> {
     match suite {
         None => suite::run(out),
         Some(Suite::Ble(a)) => ble::run(&a),
+        Some(Suite::Pipeline(a)) => pipeline::run(&a),
         Some(Suite::Links(a)) => links::run(&a),
         Some(Suite::Loopback(a)) => loopback::run(&a),
         Some(Suite::Scale(a)) => scale::run(&a),

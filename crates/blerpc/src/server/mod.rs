@@ -182,7 +182,9 @@ pub struct ServerConfig {
     /// responses (`peripheral.max_response_len`; the outbox, `peripheral.max_outbox_bytes`, holds
     /// one); other centrals see the classic bytes and limits (65,535 advertised). The
     /// long-container extension is on too (`peripheral.long_containers`), on links that carry
-    /// long containers ([`Link::long_containers`]: TCP, TLS, WebSocket).
+    /// long containers ([`Link::long_containers`]: TCP, TLS, WebSocket). Requests held at once
+    /// (`peripheral.max_pending_requests`) are [`SLOTS`] (4, what a runtime central keeps in
+    /// flight) instead of the core's 2 (the firmware's double buffer): a fifth gets BUSY.
     pub peripheral: PeripheralConfig,
     /// The Ed25519 identity seed. With one, encryption is offered (and required unless
     /// `peripheral.require_encryption` is false); without, the server runs in plaintext and
@@ -258,6 +260,9 @@ impl Default for ServerConfig {
                 max_reassembly_bytes: 2 * blerpc_proto::connection::DEFAULT_MAX_LARGE_MESSAGE_LEN,
                 large_messages: true,
                 long_containers: true,
+                // As many as a runtime central keeps in flight (the core's 2 is the firmware's
+                // double buffer): a pipelining central is not answered BUSY.
+                max_pending_requests: SLOTS,
                 ..Default::default()
             },
             identity: None,
