@@ -6,16 +6,18 @@
 //! | peripheral | what it is here |
 //! |---|---|
 //! | `blerpc` | the runtime's server as `blerpc serve` configures it ([`ServerConfig::default`]): handlers run concurrently |
+//! | `firmware` | the firmware's connection (`firmware/service`: fixed buffers, one reassembly slot, requests answered inline, one at a time) on the simulated link ([`firmware`]) |
 //! | `reference-c` | the same server running one handler at a time and holding at most 2 requests (the C firmware's work queue and double buffer: a third gets BUSY) |
 //! | `reference-python` | the same server holding up to 256 requests, handlers concurrent (the Python peripheral runs each on a thread of its own) |
 //!
 //! Every handler takes `--service-us` of (virtual) time before it answers, for all three alike:
 //! what a request costs the device (decrypting, the handler, encrypting). The reference
 //! peripherals are modelled by that time, their concurrency and their request limit, nothing
-//! else. Each case runs on its own paused-clock runtime (virtual
-//! time, deterministic for a seed) for `--seconds` of link time at the profile's interval from
-//! the start (no interval update), after one warm-up call. The ratio divides a row's calls/s by
-//! the same peripheral's, profile's and interval's with one call in flight, in the same run.
+//! else. Each case runs on its own paused-clock runtime (virtual time) for `--seconds` of link
+//! time at the profile's interval from the start (no interval update), after one warm-up call,
+//! `--runs` times; the row is the run with the median calls/s (runs differ a little: the order
+//! of tasks woken at one instant varies between processes). The ratio divides a row's calls/s
+//! by the same peripheral's, profile's and interval's with one call in flight, in the same run.
 //!
 //! ```
 //! use blerpc_bench::pipeline::{PipelineArgs, run_cases};
@@ -26,6 +28,7 @@
 //!     in_flight: vec![1, 2],
 //!     peripheral: vec!["blerpc".into()],
 //!     workload: vec!["echo".into()],
+//!     runs: 1,
 //!     seconds: 1.0,
 //!     ..PipelineArgs::default()
 //! };
@@ -56,9 +59,14 @@ use tokio::sync::Mutex;
 use crate::ble::selected_profiles;
 use crate::table::{Align, Table};
 
+pub mod firmware;
+
 /// The most calls in flight the runtime's central holds
 /// ([`blerpc::client::MAX_CALLS_IN_FLIGHT`]).
 pub const MAX_IN_FLIGHT: usize = blerpc::client::MAX_CALLS_IN_FLIGHT;
+
+/// The most runs of a case `--runs` accepts.
+pub const MAX_RUNS: u32 = 101;
 
 /// The longest run `--seconds` accepts (virtual time).
 pub const MAX_SECONDS: f64 = 600.0;
@@ -75,14 +83,18 @@ pub struct PipelineArgs {
     /// Calls in flight (comma-separated), each at most the central's 4.
     #[arg(long, value_delimiter = ',', value_name = "N", default_values_t = [1, 2, 4])]
     pub in_flight: Vec<usize>,
-    /// Peripherals (comma-separated): blerpc, reference-c, reference-python.
+    /// Peripherals (comma-separated): blerpc, firmware, reference-c, reference-python.
     #[arg(long, value_delimiter = ',', value_name = "NAMES",
-          default_values_t = ["blerpc".to_string(), "reference-c".into(), "reference-python".into()])]
+          default_values_t = ["blerpc".to_string(), "firmware".into(), "reference-c".into(),
+                              "reference-python".into()])]
     pub peripheral: Vec<String>,
     /// Workloads (comma-separated): echo, data_write (200 bytes).
     #[arg(long, value_delimiter = ',', value_name = "NAMES",
           default_values_t = ["echo".to_string(), "data_write".into()])]
     pub workload: Vec<String>,
+    /// Runs of each case; the row is the median's.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub runs: u32,
     /// Link time each case runs for (virtual seconds).
     #[arg(long, value_name = "S", default_value_t = 10.0)]
     pub seconds: f64,
@@ -109,10 +121,12 @@ impl Default for PipelineArgs {
             in_flight: vec![1, 2, 4],
             peripheral: vec![
                 "blerpc".into(),
+                "firmware".into(),
                 "reference-c".into(),
                 "reference-python".into(),
             ],
             workload: vec!["echo".into(), "data_write".into()],
+            runs: 3,
             seconds: 10.0,
             mtu: 247,
             service_us: 500,
@@ -127,6 +141,8 @@ impl Default for PipelineArgs {
 pub enum Peripheral {
     /// The runtime's server as `blerpc serve` configures it.
     Blerpc,
+    /// The firmware's connection, answering inline.
+    Firmware,
     /// At most 2 requests held: the C firmware's double buffer.
     ReferenceC,
     /// A thread per request: up to 256 held.
@@ -138,6 +154,7 @@ impl Peripheral {
     pub fn name(self) -> &'static str {
         match self {
             Peripheral::Blerpc => "blerpc",
+            Peripheral::Firmware => "firmware",
             Peripheral::ReferenceC => "reference-c",
             Peripheral::ReferencePython => "reference-python",
         }
@@ -146,6 +163,7 @@ impl Peripheral {
     fn parse(name: &str) -> anyhow::Result<Self> {
         Ok(match name {
             "blerpc" => Peripheral::Blerpc,
+            "firmware" => Peripheral::Firmware,
             "reference-c" => Peripheral::ReferenceC,
             "reference-python" => Peripheral::ReferencePython,
             _ => {
@@ -170,7 +188,7 @@ impl Peripheral {
             ..ServerConfig::default()
         };
         match self {
-            Peripheral::Blerpc => {}
+            Peripheral::Blerpc | Peripheral::Firmware => {}
             Peripheral::ReferenceC => config.peripheral.max_pending_requests = 2,
             Peripheral::ReferencePython => config.peripheral.max_pending_requests = 256,
         }
@@ -287,7 +305,8 @@ pub struct Row {
     pub in_flight: usize,
     /// Calls answered (and checked) in the run.
     pub calls: u64,
-    /// Calls that failed (BUSY past the retries, a timeout, a wrong answer).
+    /// Calls that failed (BUSY past the retries, a timeout, a wrong answer), in every run of
+    /// the case.
     pub failed: u64,
     /// Link time from the first call to the last answer.
     pub elapsed: Duration,
@@ -313,6 +332,9 @@ impl Row {
 pub fn validate(args: &PipelineArgs) -> anyhow::Result<()> {
     if !(args.seconds.is_finite() && args.seconds > 0.0 && args.seconds <= MAX_SECONDS) {
         bail!("--seconds {} is outside (0, {MAX_SECONDS}]", args.seconds);
+    }
+    if args.runs == 0 || args.runs > MAX_RUNS {
+        bail!("--runs {} is outside 1 ..= {MAX_RUNS}", args.runs);
     }
     for &n in &args.in_flight {
         if n == 0 || n > MAX_IN_FLIGHT {
@@ -381,7 +403,16 @@ pub fn run_cases(args: &PipelineArgs) -> anyhow::Result<Vec<Row>> {
                             seconds: args.seconds,
                             service: Duration::from_micros(args.service_us),
                         };
-                        let row = run_case(profile, case)?;
+                        let mut runs = (0..args.runs)
+                            .map(|_| run_case(profile, case))
+                            .collect::<anyhow::Result<Vec<_>>>()?;
+                        // Every run's failures count, not only the median's.
+                        let failed = runs.iter().map(|r| r.failed).sum();
+                        let error = runs.iter().find_map(|r| r.error.clone());
+                        runs.sort_by(|a, b| a.calls_per_s().total_cmp(&b.calls_per_s()));
+                        let mut row = runs.swap_remove(runs.len() / 2);
+                        row.failed = failed;
+                        row.error = error;
                         steps.step(row.failed == 0);
                         rows.push(row);
                     }
@@ -419,13 +450,19 @@ fn run_case(profile: &Profile, case: Case) -> anyhow::Result<Row> {
         .build()
         .context("cannot start a tokio runtime")?;
     rt.block_on(async {
-        let server = Server::new(peripheral.dispatch(service), peripheral.config())?;
-        let key = server
-            .identity_public()
-            .context("the server has no identity")?;
         let (central, link) = blerpc_sim::pair(params)?;
         let monitor = central.monitor();
-        tokio::spawn(async move { server.serve_link(link).await });
+        let key = if peripheral == Peripheral::Firmware {
+            tokio::spawn(firmware::serve(link, service));
+            firmware::identity_public()?
+        } else {
+            let server = Server::new(peripheral.dispatch(service), peripheral.config())?;
+            let key = server
+                .identity_public()
+                .context("the server has no identity")?;
+            tokio::spawn(async move { server.serve_link(link).await });
+            key
+        };
         let config = ClientConfig {
             pinning: PinPolicy::Trust(key),
             ..ClientConfig::default()
@@ -540,6 +577,7 @@ pub fn to_json(rows: &[Row], args: &PipelineArgs) -> serde_json::Value {
     json!({
         "suite": "pipeline",
         "seconds": args.seconds,
+        "runs": args.runs,
         "mtu": args.mtu,
         "seed": args.seed,
         "service_us": args.service_us,

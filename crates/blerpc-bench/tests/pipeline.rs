@@ -1,0 +1,59 @@
+//! `blerpc-bench pipeline` on a short run: every peripheral answers every call with 1 and 4 in
+//! flight, and 4 in flight is never slower than one at a time.
+#![allow(clippy::unwrap_used)]
+
+use blerpc_bench::pipeline::{PipelineArgs, run_cases};
+
+#[test]
+fn every_peripheral_answers_calls_in_flight() {
+    let args = PipelineArgs {
+        profile: vec!["android".into()],
+        ci_ms: vec![15.0],
+        in_flight: vec![1, 4],
+        workload: vec!["echo".into(), "data_write".into()],
+        seconds: 2.0,
+        ..PipelineArgs::default()
+    };
+    let rows = run_cases(&args).unwrap();
+    assert_eq!(
+        rows.len(),
+        4 * 2 * 2,
+        "4 peripherals × 2 workloads × 2 depths"
+    );
+    for r in &rows {
+        assert_eq!(r.failed, 0, "{r:?}");
+        assert!(r.calls > 0, "{r:?}");
+    }
+    for pair in rows.chunks(2) {
+        let (one, four) = (&pair[0], &pair[1]);
+        assert_eq!((one.in_flight, four.in_flight), (1, 4));
+        assert!(
+            four.calls_per_s() >= one.calls_per_s(),
+            "{} {}: 4 in flight {:.1}/s below one at a time {:.1}/s",
+            four.peripheral.name(),
+            four.workload.name(),
+            four.calls_per_s(),
+            one.calls_per_s()
+        );
+    }
+}
+
+#[test]
+fn options_outside_their_range_are_refused() {
+    for args in [
+        PipelineArgs {
+            in_flight: vec![5],
+            ..PipelineArgs::default()
+        },
+        PipelineArgs {
+            seconds: 0.0,
+            ..PipelineArgs::default()
+        },
+        PipelineArgs {
+            peripheral: vec!["nordic".into()],
+            ..PipelineArgs::default()
+        },
+    ] {
+        assert!(run_cases(&args).is_err(), "{args:?}");
+    }
+}
