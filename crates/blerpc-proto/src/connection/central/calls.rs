@@ -613,22 +613,8 @@ where
             };
             if call.retry_at.is_some_and(|t| t <= now) {
                 call.retry_at = None;
-                let mut request = core::mem::take(&mut call.request);
-                let result = self.send_request(&mut request);
-                let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
+                if !self.send_again(idx) {
                     continue;
-                };
-                call.request = request;
-                match result {
-                    Ok(tid) => {
-                        call.tid = tid;
-                        call.attempts = call.attempts.saturating_add(1);
-                    }
-                    Err(error) => {
-                        let id = call.id;
-                        self.fail_call(idx, id, error);
-                        continue;
-                    }
                 }
             }
             let Some(call) = self.calls.get(idx).and_then(Option::as_ref) else {
@@ -643,6 +629,32 @@ where
                     call: id,
                     error: CallError::Timeout,
                 });
+            }
+        }
+    }
+
+    /// Sends call `idx`'s stored request (again) under a fresh tid and counts the attempt; a
+    /// request the outbox refuses fails the call. `true` if it went out.
+    pub(super) fn send_again(&mut self, idx: usize) -> bool {
+        let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
+            return false;
+        };
+        let mut request = core::mem::take(&mut call.request);
+        let result = self.send_request(&mut request);
+        let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
+            return false;
+        };
+        call.request = request;
+        match result {
+            Ok(tid) => {
+                call.tid = tid;
+                call.attempts = call.attempts.saturating_add(1);
+                true
+            }
+            Err(error) => {
+                let id = call.id;
+                self.fail_call(idx, id, error);
+                false
             }
         }
     }

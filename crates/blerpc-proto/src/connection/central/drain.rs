@@ -77,24 +77,12 @@ where
                 continue;
             }
             call.held = false;
-            let mut request = core::mem::take(&mut call.request);
-            let result = self.send_request(&mut request);
             let call_timeout = self.config.call_timeout;
-            let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
-                continue;
-            };
-            call.request = request;
-            match result {
-                Ok(tid) => {
-                    call.tid = tid;
-                    call.attempts = 1;
-                    call.deadline = call.capped(now + call_timeout);
-                    call.idle_until = Some(now + call_timeout);
-                }
-                Err(error) => {
-                    let id = call.id;
-                    self.fail_call(idx, id, error);
-                }
+            if self.send_again(idx)
+                && let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut)
+            {
+                call.deadline = call.capped(now + call_timeout);
+                call.idle_until = Some(now + call_timeout);
             }
         }
     }
@@ -144,9 +132,11 @@ mod tests {
 
     use super::super::CentralEvent;
     use super::super::calls::tests::response;
-    use super::super::tests::{T0, ready, sent};
+    use alloc::vec::Vec;
+
+    use super::super::tests::{T0, TestCentral, ready, sent};
     use super::*;
-    use crate::connection::CallError;
+    use crate::connection::{CallError, CallId};
 
     /// `counter_stream` with `08 05`, then `08 01`: the requests of the two streams below.
     fn stream_request(tid: u8, count: u8) -> alloc::vec::Vec<u8> {
@@ -154,6 +144,14 @@ mod tests {
         pdu.extend_from_slice(b"counter_stream");
         pdu.extend_from_slice(&[0x02, 0x00, 0x08, count]);
         pdu
+    }
+
+    /// Starts `counter_stream` for `count` items; what it sent at once.
+    fn stream(c: &mut TestCentral, count: u8) -> (CallId, Vec<Vec<u8>>) {
+        let id = c
+            .start_call(T0, "counter_stream", &[0x08, count], CallKind::ServerStream)
+            .unwrap();
+        (id, sent(c))
     }
 
     /// STREAM_END_P2C under `tid`: `[tid][seq][CONTROL | 3 << 2 = 0xcc][0]`.
@@ -164,10 +162,8 @@ mod tests {
     #[test]
     fn a_cancelled_stream_drains_and_the_next_one_waits_for_its_end() {
         let mut c = ready();
-        let first = c
-            .start_call(T0, "counter_stream", b"\x08\x05", CallKind::ServerStream)
-            .unwrap();
-        assert_eq!(sent(&mut c), [stream_request(2, 5)]);
+        let (first, out) = stream(&mut c, 5);
+        assert_eq!(out, [stream_request(2, 5)]);
         c.handle_input(T0, &response(7, b"counter_stream", b"\x08\x00"))
             .unwrap();
         assert_eq!(
@@ -185,10 +181,8 @@ mod tests {
             .unwrap();
         assert_eq!(c.poll_event(), None);
         // A second stream of the command is held: sent now, it would get the first one's items.
-        let second = c
-            .start_call(T0, "counter_stream", b"\x08\x01", CallKind::ServerStream)
-            .unwrap();
-        assert!(sent(&mut c).is_empty());
+        let (second, out) = stream(&mut c, 1);
+        assert!(out.is_empty());
         assert_eq!(c.calls_in_flight(), 1);
         c.handle_input(T0, &response(9, b"counter_stream", b"\x08\x02"))
             .unwrap();
@@ -220,10 +214,7 @@ mod tests {
     #[test]
     fn a_drain_ends_when_the_peripheral_falls_silent() {
         let mut c = ready();
-        let first = c
-            .start_call(T0, "counter_stream", b"\x08\x05", CallKind::ServerStream)
-            .unwrap();
-        sent(&mut c);
+        let (first, _) = stream(&mut c, 5);
         c.cancel(first).unwrap();
         // No item yet: the call's own timeout (5 s) is how long the peripheral may take.
         let silent = T0 + Duration::from_secs(5);
@@ -236,9 +227,7 @@ mod tests {
         // An item restarts the stream idle timeout (2 s).
         let silent = T0 + Duration::from_secs(3);
         assert_eq!(c.poll_timeout(), Some(silent));
-        c.start_call(T0, "counter_stream", b"\x08\x01", CallKind::ServerStream)
-            .unwrap();
-        assert!(sent(&mut c).is_empty());
+        assert!(stream(&mut c, 1).1.is_empty());
         c.handle_timeout(silent);
         assert_eq!(c.poll_event(), None);
         assert_eq!(sent(&mut c), [stream_request(3, 1)]);
@@ -248,10 +237,7 @@ mod tests {
     #[test]
     fn a_stream_past_the_callers_deadline_drains() {
         let mut c = ready();
-        let id = c
-            .start_call(T0, "counter_stream", b"\x08\x05", CallKind::ServerStream)
-            .unwrap();
-        sent(&mut c);
+        let (id, _) = stream(&mut c, 5);
         let deadline = T0 + Duration::from_millis(100);
         c.set_call_deadline(id, deadline).unwrap();
         c.handle_timeout(deadline);
@@ -272,13 +258,9 @@ mod tests {
     #[test]
     fn an_error_for_the_draining_stream_ends_the_drain() {
         let mut c = ready();
-        let first = c
-            .start_call(T0, "counter_stream", b"\x08\x05", CallKind::ServerStream)
-            .unwrap();
-        sent(&mut c);
+        let (first, _) = stream(&mut c, 5);
         c.cancel(first).unwrap();
-        c.start_call(T0, "counter_stream", b"\x08\x01", CallKind::ServerStream)
-            .unwrap();
+        stream(&mut c, 1);
         // ERROR HANDLER_FAILED (0x04) for tid 2: `[tid][seq][0xd4][1][code]`.
         c.handle_input(T0, &[0x02, 0x00, 0xd4, 0x01, 0x04]).unwrap();
         assert_eq!(c.poll_event(), None);
@@ -290,22 +272,14 @@ mod tests {
     fn only_a_stream_the_peripheral_may_be_sending_drains() {
         let mut c = ready();
         // Refused BUSY, its retry pending: the peripheral is not running it.
-        let busy = c
-            .start_call(T0, "counter_stream", b"\x08\x05", CallKind::ServerStream)
-            .unwrap();
-        sent(&mut c);
+        let (busy, _) = stream(&mut c, 5);
         c.handle_input(T0, &[0x02, 0x00, 0xd4, 0x01, 0x02]).unwrap();
         c.cancel(busy).unwrap();
         assert!(!c.is_draining());
         // A held stream never went out: cancelled, it is gone without a trace.
-        let sent_one = c
-            .start_call(T0, "counter_stream", b"\x08\x05", CallKind::ServerStream)
-            .unwrap();
-        sent(&mut c);
+        let (sent_one, _) = stream(&mut c, 5);
         c.cancel(sent_one).unwrap();
-        let held = c
-            .start_call(T0, "counter_stream", b"\x08\x01", CallKind::ServerStream)
-            .unwrap();
+        let (held, _) = stream(&mut c, 1);
         c.cancel(held).unwrap();
         c.handle_input(T0, &stream_end(9)).unwrap();
         assert!(!c.is_draining());
