@@ -65,6 +65,8 @@
 
 mod connection;
 mod error;
+mod gatt;
+mod keys;
 mod options;
 mod stream;
 
@@ -72,6 +74,10 @@ use std::sync::OnceLock;
 
 pub use connection::{Connection, ConnectionInfo, Pinned, connect};
 pub use error::{BlerpcError, code};
+pub use gatt::{
+    DEFAULT_INBOX_CAPACITY, GattInbox, GattLink, MAX_NOTIFICATION_LEN, connect_gatt, container_len,
+};
+pub use keys::KeyStore;
 pub use options::{ConnectOptions, DEFAULT_CONNECT_TIMEOUT_MS};
 pub use stream::{ResponseStream, Upload};
 
