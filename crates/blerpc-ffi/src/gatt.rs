@@ -144,7 +144,7 @@ struct AppGatt {
 
 /// A foreign failure, as the link's error.
 fn link_error(e: BlerpcError) -> LinkError {
-    LinkError::Transport(e.to_string())
+    LinkError::Transport(format!("GATT write failed: {e}"))
 }
 
 impl GattClient for AppGatt {
@@ -170,10 +170,15 @@ impl GattClient for AppGatt {
     }
 
     async fn write_without_response(&self, pdu: &[u8]) -> Result<(), LinkError> {
-        self.link
-            .write_without_response(pdu.to_vec())
-            .await
-            .map_err(link_error)
+        let written = self.link.write_without_response(pdu.to_vec()).await;
+        written.map_err(|e| {
+            let e = link_error(e);
+            // The link then disconnects, which ends the notifications: this is why.
+            if let Ok(mut failure) = self.failure.lock() {
+                failure.get_or_insert(LinkError::Transport(e.to_string()));
+            }
+            e
+        })
     }
 
     async fn disconnect(&self) -> Result<(), LinkError> {
