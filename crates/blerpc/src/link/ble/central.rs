@@ -119,3 +119,54 @@ impl<G: GattClient> Link for BleCentralLink<G> {
         (tx, rx.with_end_reason(move || ended.end_reason()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::LinkRx;
+    use crate::link::ble::fake::{self, FakeGatt};
+
+    /// A GATT client whose notifications end for a reason of its own (an app's queue that
+    /// overflowed).
+    struct Failing(FakeGatt);
+
+    impl GattClient for Failing {
+        fn att_mtu(&self) -> usize {
+            self.0.att_mtu()
+        }
+        fn peer_id(&self) -> String {
+            self.0.peer_id()
+        }
+        fn take_notifications(&mut self) -> PduStream {
+            self.0.take_notifications()
+        }
+        async fn write_without_response(&self, pdu: &[u8]) -> Result<(), LinkError> {
+            self.0.write_without_response(pdu).await
+        }
+        async fn disconnect(&self) -> Result<(), LinkError> {
+            GattClient::disconnect(&self.0).await
+        }
+        fn end_reason(&self) -> Option<LinkError> {
+            Some(LinkError::Transport("inbox overflow".into()))
+        }
+    }
+
+    #[tokio::test]
+    async fn notifications_that_end_fail_the_link_with_the_clients_reason() {
+        let (central, peripheral) = fake::pair(247);
+        let (_tx, mut rx) = BleCentralLink::new(Failing(central)).split();
+        peripheral.handle().disconnect();
+        match rx.recv().await {
+            Err(LinkError::Transport(text)) => assert_eq!(text, "inbox overflow"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn without_a_reason_the_end_is_a_close() {
+        let (central, peripheral) = fake::pair(247);
+        let (_tx, mut rx) = BleCentralLink::new(central).split();
+        peripheral.handle().disconnect();
+        assert!(matches!(rx.recv().await, Ok(None)));
+    }
+}
