@@ -23,13 +23,9 @@ import kotlin.test.assertTrue
 import kotlin.time.Duration.Companion.milliseconds
 import kotlin.time.Duration.Companion.seconds
 import kotlin.time.TimeSource
-import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.async
-import kotlinx.coroutines.awaitAll
 import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.delay
-import kotlinx.coroutines.flow.toList
-import kotlinx.coroutines.launch
 import kotlinx.coroutines.withTimeout
 
 /** Runs [body] with a connection over a fake GATT link to [server]. */
@@ -83,29 +79,8 @@ val gattTests = listOf(
     Test("GATT: cancelling calls and a stream leaves the connection usable") {
         withServer { server ->
             withGatt(server) { conn, _ ->
-                coroutineScope {
-                    server.stop()
-                    val held = (0 until 4).map { async { echo(conn, "held $it") } }
-                    delay(200.milliseconds)
-                    assertFalse(held.any { it.isCompleted })
-                    held.forEach { it.cancel() }
-                    held.forEach { assertFailsWith<CancellationException> { it.await() } }
-                    server.resume()
-                    val messages = (0 until 4).map { "after $it" }
-                    assertEquals(messages, messages.map { async { echo(conn, it) } }.awaitAll())
-
-                    var got = 0
-                    val reader = launch {
-                        conn.serverStream("counter_stream", counterStreamRequest(1_000)).collect {
-                            got++
-                            delay(10.milliseconds)
-                        }
-                    }
-                    while (got < 3) delay(10.milliseconds)
-                    reader.cancel()
-                    reader.join()
-                    assertEquals("after the stream", echo(conn, "after the stream"))
-                }
+                cancelHeldCalls(server, conn)
+                cancelAStreamMidWay(conn)
             }
         }
     },
