@@ -41,6 +41,10 @@ class FakeBleakClient:
         self.written: List[bytes] = []
         #: Set to make every later write fail, as a stack's write error would.
         self.write_error: Optional[Exception] = None
+        #: Set to make `disconnect` (and `mtu_size`) fail, as on a stack that already lost
+        #: the link.
+        self.disconnect_error: Optional[Exception] = None
+        self.mtu_error: Optional[Exception] = None
 
     @property
     def address(self) -> str:
@@ -48,6 +52,8 @@ class FakeBleakClient:
 
     @property
     def mtu_size(self) -> int:
+        if self.mtu_error is not None:
+            raise self.mtu_error
         return MTU
 
     @property
@@ -59,6 +65,8 @@ class FakeBleakClient:
         self._pump = asyncio.create_task(self._notifications())
 
     async def disconnect(self) -> None:
+        if self.disconnect_error is not None:
+            raise self.disconnect_error
         self._gone()
 
     def drop(self) -> None:

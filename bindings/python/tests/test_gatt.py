@@ -159,6 +159,28 @@ async def test_an_inbox_that_overflows_fails_the_link(server: Server) -> None:
 
 @pytest.mark.asyncio
 @bounded(20)
+async def test_exceptions_from_the_apps_link_are_errors(server: Server) -> None:
+    # A disconnect that raises (the stack had already dropped the link) is logged: the
+    # connection still closes.
+    conn, client = await connect(server)
+    client.disconnect_error = OSError("not connected")
+    await conn.disconnect()
+    assert conn.is_closed()
+    with pytest.raises(blerpc.BlerpcError.Connection) as e:
+        await conn.call("echo", echo_request("late"))
+    assert e.value.code == "CLOSED"
+    # An MTU the stack cannot give fails the connect with its text.
+    inbox = blerpc.GattInbox()
+    client = await bleak_client(server, inbox)
+    client.mtu_error = RuntimeError("no MTU yet")
+    with pytest.raises(blerpc.BlerpcError.Connection) as e:
+        await blerpc.bleak.connect(client, inbox, blerpc.ConnectOptions(trust_key=server.key))
+    assert e.value.code == "LINK_FAILED"
+    assert "no MTU yet" in e.value.detail
+
+
+@pytest.mark.asyncio
+@bounded(20)
 async def test_an_inbox_serves_one_connection(server: Server) -> None:
     inbox = blerpc.GattInbox()
     client = await bleak_client(server, inbox)

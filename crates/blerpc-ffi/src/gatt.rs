@@ -38,24 +38,28 @@ pub const MAX_NOTIFICATION_LEN: usize = 514;
 /// The app's side of a GATT connection to a bleRPC peripheral (service
 /// `12340001-0000-1000-8000-00805f9b34fb`, characteristic `12340002-…`), already connected,
 /// with the MTU negotiated and notifications subscribed. Implemented in Kotlin, Swift or
-/// Python; called on the library's own thread.
+/// Python; called on the library's own thread. Any method may throw (the app's exception
+/// becomes a [`BlerpcError`] with its text, `LINK_FAILED` unless it is one): from `att_mtu`
+/// or `peer_id`, [`connect_gatt`] fails with it; from a write, the link fails; from
+/// `disconnect`, it is logged.
 #[uniffi::export(with_foreign)]
 #[async_trait::async_trait]
 pub trait GattLink: Send + Sync {
     /// The negotiated ATT MTU (Android's `onMtuChanged`, CoreBluetooth's
     /// `maximumWriteValueLength(.withoutResponse) + 3`). bleRPC's encryption needs at least
     /// 136; the reference peripherals settle on 247.
-    fn att_mtu(&self) -> u32;
+    fn att_mtu(&self) -> Result<u32, BlerpcError>;
     /// A stable name for the peripheral (`ble://AA:BB:CC:DD:EE:FF`, or the platform's id):
     /// pins are kept under it unless `device_id` is given.
-    fn peer_id(&self) -> String;
+    fn peer_id(&self) -> Result<String, BlerpcError>;
     /// Writes one PDU to the characteristic as a write without response. Returns once the
     /// stack has taken it; the app paces here (Android: wait for `onCharacteristicWrite`;
     /// CoreBluetooth: for `canSendWriteWithoutResponse`). The library writes one PDU at a
     /// time, in order. An error fails the link.
     async fn write_without_response(&self, pdu: Vec<u8>) -> Result<(), BlerpcError>;
-    /// Ends the GATT connection (called once, when the connection closes).
-    async fn disconnect(&self);
+    /// Ends the GATT connection (called once, when the connection closes, also when the app
+    /// reported the disconnection itself). An error is logged and otherwise ignored.
+    async fn disconnect(&self) -> Result<(), BlerpcError>;
 }
 
 /// Where the app delivers what its BLE stack reports for the connection: each notification of
@@ -144,7 +148,7 @@ struct AppGatt {
 
 /// A foreign failure, as the link's error.
 fn link_error(e: BlerpcError) -> LinkError {
-    LinkError::Transport(format!("GATT write failed: {e}"))
+    LinkError::Transport(e.to_string())
 }
 
 impl GattClient for AppGatt {
@@ -172,7 +176,7 @@ impl GattClient for AppGatt {
     async fn write_without_response(&self, pdu: &[u8]) -> Result<(), LinkError> {
         let written = self.link.write_without_response(pdu.to_vec()).await;
         written.map_err(|e| {
-            let e = link_error(e);
+            let e = LinkError::Transport(format!("GATT write failed: {e}"));
             // The link then disconnects, which ends the notifications: this is why.
             if let Ok(mut failure) = self.failure.lock() {
                 failure.get_or_insert(LinkError::Transport(e.to_string()));
@@ -182,8 +186,7 @@ impl GattClient for AppGatt {
     }
 
     async fn disconnect(&self) -> Result<(), LinkError> {
-        self.link.disconnect().await;
-        Ok(())
+        self.link.disconnect().await.map_err(link_error)
     }
 }
 
@@ -199,8 +202,8 @@ pub async fn connect_gatt(
     options: ConnectOptions,
 ) -> Result<Arc<Connection>, BlerpcError> {
     let resolved = options.resolve()?;
-    let att_mtu = usize::try_from(link.att_mtu()).unwrap_or(usize::MAX);
-    let peer_id = link.peer_id();
+    let att_mtu = usize::try_from(link.att_mtu()?).unwrap_or(usize::MAX);
+    let peer_id = link.peer_id()?;
     let notifications = inbox
         .rx
         .lock()
