@@ -80,6 +80,7 @@ pub struct GattInbox {
 impl GattInbox {
     /// An inbox that holds up to `capacity` notifications the connection has not yet taken
     /// (at least 1; default [`DEFAULT_INBOX_CAPACITY`]).
+    // UniFFI takes the default as a literal: DEFAULT_INBOX_CAPACITY.
     #[uniffi::constructor(default(capacity = 256))]
     pub fn new(capacity: u32) -> Arc<Self> {
         let capacity = usize::try_from(capacity.max(1)).unwrap_or(usize::MAX);
