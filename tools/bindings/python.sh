@@ -4,7 +4,9 @@
 # workspace's own target directory, sharing its dependency builds), installs the wheel into
 # the project venv (tools/venv.sh, which has maturin, pytest and pytest-asyncio) and runs its
 # pytest suite against real `blerpc serve` processes ($BLERPC_BIN, default
-# target/debug/blerpc: `cargo build -p blerpc-cli` makes it).
+# target/debug/blerpc: `cargo build -p blerpc-cli` makes it). The Bumble GATT test
+# (tests/test_bumble.py) needs the firmware's Linux build: tools/bindings/bumble.sh runs it, from
+# the bumble step of tools/firmware/check.sh (which builds that binary); here it is skipped.
 #
 #   bash tools/bindings/python.sh [PYTEST ARGS...]
 set -euo pipefail
@@ -14,22 +16,6 @@ VENV="${BLERPC_VENV:-$(bash tools/venv.sh)}"
 export BLERPC_BIN="${BLERPC_BIN:-$target/debug/blerpc}"
 [ -x "$BLERPC_BIN" ] || { echo "error: no blerpc binary at $BLERPC_BIN: run cargo build -p blerpc-cli" >&2; exit 1; }
 
-# maturin runs the `uniffi-bindgen` it finds on PATH (none is a workspace member) to generate
-# the Python module from the built library.
-bindgen="$(uniffi_bindgen)"
-bindgen_dir="$(mktemp -d)"
-trap 'rm -rf "$bindgen_dir"' EXIT
-ln -s "$bindgen" "$bindgen_dir/uniffi-bindgen"
-export PATH="$bindgen_dir:$PATH"
-
-wheels="$target/wheels"
-rm -f "$wheels"/blerpc-*.whl
-# bindings/python/pyproject.toml names the crate (crates/blerpc-ffi).
-(cd bindings/python && "$VENV/bin/maturin" build --quiet --locked --profile dev --out "$wheels") >&2 \
-  || { echo "error: maturin could not build the blerpc wheel" >&2; exit 1; }
-wheel=$(ls "$wheels"/blerpc-*.whl)
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel" \
-  || { echo "error: pip could not install $wheel" >&2; exit 1; }
-echo "installed $(basename "$wheel") ($(du -h "$wheel" | cut -f1)) into $VENV"
+install_wheel "$VENV"
 cd bindings/python
 timeout 600 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"

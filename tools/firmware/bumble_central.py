@@ -18,17 +18,10 @@ import sys
 import time
 
 import bumble_link  # noqa: F401  (puts tools/interop on the path)
-from bumble.device import Device, Peer
+from bumble.device import Device
 from bumble.hci import Address
 from bumble.transport import open_transport
-from bumble_link import (
-    ATT_MTU,
-    CHARACTERISTIC_UUID,
-    SERVICE_UUID,
-    PduWriter,
-    advertises_service,
-    pdu_reader,
-)
+from bumble_link import ATT_MTU, PduWriter, connect_central, pdu_reader
 from central import Central
 from refnet import int32, pb_bytes, pb_decode, pb_uint
 
@@ -100,19 +93,12 @@ async def run(args) -> int:
         device = Device.with_hci("bumble-central", Address("F0:F1:F2:F3:F4:F5"), hci.source, hci.sink)
         await device.power_on()
 
-        found: asyncio.Future = asyncio.get_running_loop().create_future()
-
-        def on_advertisement(adv) -> None:
-            if not found.done() and advertises_service(adv):
-                found.set_result(adv)
-
-        device.on("advertisement", on_advertisement)
-        await device.start_scanning()
-        adv = await asyncio.wait_for(found, args.timeout)
-        await device.stop_scanning()
-        record("scan: the bleRPC service UUID advertised", None)
-
-        connection = await asyncio.wait_for(device.connect(adv.address), args.timeout)
+        try:
+            link = await connect_central(device, args.timeout)
+        except LookupError as e:
+            record("GATT discovery", str(e))
+            return report(rows)
+        connection, peer, char = link.connection, link.peer, link.characteristic
         connected_at = time.monotonic()
         updates: list[tuple[float, float]] = []
 
@@ -120,20 +106,8 @@ async def run(args) -> int:
             updates.append((time.monotonic() - connected_at, connection.parameters.connection_interval))
 
         connection.on("connection_parameters_update", on_update)
-        peer = Peer(connection)
-        mtu = await peer.request_mtu(ATT_MTU)
-        record("ATT MTU exchange", None if mtu == ATT_MTU else f"ATT MTU {mtu}, want {ATT_MTU}")
-        await peer.discover_services([SERVICE_UUID])
-        services = peer.get_services_by_uuid(SERVICE_UUID)
-        if not services:
-            record("GATT discovery", "no bleRPC service")
-            return report(rows)
-        await services[0].discover_characteristics()
-        chars = services[0].get_characteristics_by_uuid(CHARACTERISTIC_UUID)
-        if not chars:
-            record("GATT discovery", "no bleRPC characteristic")
-            return report(rows)
-        char = chars[0]
+        record("scan: the bleRPC service UUID advertised", None)
+        record("ATT MTU exchange", None if link.mtu == ATT_MTU else f"ATT MTU {link.mtu}, want {ATT_MTU}")
         record("GATT discovery (service, characteristic)", None)
 
         reader = pdu_reader()

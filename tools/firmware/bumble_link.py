@@ -61,3 +61,49 @@ def advertises_service(advertisement) -> bool:
         if SERVICE_UUID in uuids:
             return True
     return False
+
+
+class CentralLink:
+    """A Bumble central's GATT connection to a bleRPC peripheral, from :func:`connect_central`:
+    the connection, its ``Peer``, the bleRPC characteristic and the exchanged ATT MTU. Not yet
+    subscribed (``peer.subscribe(characteristic, on_value)``)."""
+
+    def __init__(self, connection, peer, characteristic, mtu: int):
+        self.connection = connection
+        self.peer = peer
+        self.characteristic = characteristic
+        self.mtu = mtu
+
+
+async def connect_central(device, timeout: float) -> CentralLink:
+    """Scans (on a powered-on Bumble ``device``) for the bleRPC service, connects, exchanges the
+    ATT MTU (asking for 247) and discovers the service and characteristic. Raises
+    ``asyncio.TimeoutError`` if nothing advertises or connects within ``timeout`` seconds, and
+    ``LookupError`` if the peripheral lacks the service or the characteristic."""
+    from bumble.device import Peer
+
+    found: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    def on_advertisement(adv) -> None:
+        if not found.done() and advertises_service(adv):
+            found.set_result(adv)
+
+    device.on("advertisement", on_advertisement)
+    await device.start_scanning()
+    try:
+        adv = await asyncio.wait_for(found, timeout)
+    finally:
+        device.remove_listener("advertisement", on_advertisement)
+        await device.stop_scanning()
+    connection = await asyncio.wait_for(device.connect(adv.address), timeout)
+    peer = Peer(connection)
+    mtu = await peer.request_mtu(ATT_MTU)
+    await peer.discover_services([SERVICE_UUID])
+    services = peer.get_services_by_uuid(SERVICE_UUID)
+    if not services:
+        raise LookupError("no bleRPC service")
+    await services[0].discover_characteristics()
+    chars = services[0].get_characteristics_by_uuid(CHARACTERISTIC_UUID)
+    if not chars:
+        raise LookupError("no bleRPC characteristic")
+    return CentralLink(connection, peer, chars[0], mtu)

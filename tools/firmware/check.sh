@@ -7,7 +7,8 @@
 #   3. both boards' release images (nRF54L15 DK, nRF52840 DK), encrypted and plaintext, and their
 #      flash and RAM split by component (tools/firmware/sizes.py);
 #   4. the Linux build over Bumble's virtual controllers: the 12 functional tests both ways
-#      (tools/firmware/bumble_run.py).
+#      (tools/firmware/bumble_run.py), and the Python bindings' GATT link on Bumble against its
+#      peripheral (tools/bindings/bumble.sh).
 # Each step is timed; any failure stops the script with a message naming the step.
 #
 #   bash tools/firmware/check.sh              # everything
@@ -105,7 +106,10 @@ bumble() {
   local logs="$CARGO_TARGET_DIR/bumble-logs"
   mkdir -p "$logs"
   timeout 900 "$venv/bin/python" "$repo/tools/firmware/bumble_run.py" \
-    --linux-bin "$CARGO_TARGET_DIR/release/blerpc-fw-linux" --logs "$logs"
+    --linux-bin "$CARGO_TARGET_DIR/release/blerpc-fw-linux" --logs "$logs" || return 1
+  # The Python bindings' GATT link on Bumble against the same peripheral binary (built once,
+  # here; the bindings' own step runs before the firmware's and skips this test).
+  BLERPC_VENV="$venv" bash "$repo/tools/bindings/bumble.sh" "$CARGO_TARGET_DIR/release/blerpc-fw-linux"
 }
 
 run_step host host

@@ -10,16 +10,13 @@ import time
 import pytest
 from conftest import Server, bounded
 from demo_pb import counter_stream_request, decode, echo_request
+from functional import echo
 
 import blerpc
 
 
 def pinned(server: Server) -> blerpc.ConnectOptions:
     return blerpc.ConnectOptions(trust_key=server.key)
-
-
-async def echo(conn: blerpc.Connection, message: str) -> str:
-    return bytes(decode(await conn.call("echo", echo_request(message))).get(1, b"")).decode()
 
 
 @pytest.mark.asyncio

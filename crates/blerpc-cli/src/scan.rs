@@ -14,7 +14,7 @@ pub struct ScanArgs {
 #[cfg(feature = "ble-central")]
 pub async fn run(args: &ScanArgs) -> anyhow::Result<()> {
     use anyhow::Context as _;
-    let found = blerpc::link::ble::central::scan(std::time::Duration::from_secs(args.seconds))
+    let found = blerpc::link::ble::btleplug::scan(std::time::Duration::from_secs(args.seconds))
         .await
         .context("BLE scan failed (is Bluetooth on and may this user use it?)")?;
     if found.is_empty() {

@@ -33,26 +33,36 @@ pub async fn connect(url: String, options: ConnectOptions) -> Result<Arc<Connect
         .parse()
         .map_err(|e| BlerpcError::invalid(format!("{e}")))?;
     let resolved = options.resolve()?;
-    let timeout = resolved.timeout;
-    let attempt = crate::runtime()?.spawn(async move {
-        tokio::time::timeout(
-            timeout,
-            connect_url(&link_url, &resolved.link, resolved.config),
-        )
-        .await
-    });
+    open(&url, resolved.timeout, async move {
+        connect_url(&link_url, &resolved.link, resolved.config).await
+    })
+    .await
+}
+
+/// Runs `attempt` (a link's opening and setup) on this crate's runtime, where the connection's
+/// task then lives, within `timeout`; `target` names the peer in errors.
+pub(crate) async fn open<E>(
+    target: &str,
+    timeout: Duration,
+    attempt: impl Future<Output = Result<Client, E>> + Send + 'static,
+) -> Result<Arc<Connection>, BlerpcError>
+where
+    E: Into<BlerpcError> + Send + 'static,
+{
+    let attempt = crate::runtime()?.spawn(tokio::time::timeout(timeout, attempt));
     let client = AbortOnDrop(attempt)
         .await
         .map_err(|e| {
-            BlerpcError::connection(code::LINK_FAILED, format!("connecting to {url}: {e}"))
+            BlerpcError::connection(code::LINK_FAILED, format!("connecting to {target}: {e}"))
         })?
         .map_err(|_| BlerpcError::Setup {
             code: code::SETUP_TIMEOUT.to_string(),
             detail: format!(
-                "no connection to {url} within {} ms (connect_timeout_ms)",
+                "no connection to {target} within {} ms (connect_timeout_ms)",
                 timeout.as_millis()
             ),
-        })??;
+        })?
+        .map_err(Into::into)?;
     Ok(Arc::new(Connection { client }))
 }
 

@@ -159,6 +159,15 @@ impl From<ConnectError> for BlerpcError {
     }
 }
 
+/// An exception the app's code threw in a foreign trait ([`GattLink`](crate::GattLink),
+/// [`KeyStore`](crate::KeyStore)) that is not a [`BlerpcError`]: its text, as a link failure
+/// (for a key store, the runtime refuses the connection with `KEY_STORE` and this text).
+impl From<uniffi::UnexpectedUniFFICallbackError> for BlerpcError {
+    fn from(e: uniffi::UnexpectedUniFFICallbackError) -> Self {
+        BlerpcError::connection(code::LINK_FAILED, e.reason)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use blerpc::blerpc_proto::connection::{CallError, CloseReason};

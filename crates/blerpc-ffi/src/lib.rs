@@ -11,7 +11,8 @@
 //! | item | what |
 //! |---|---|
 //! | [`connect`] | opens `tcp://`, `tls://`, `ws://` or `wss://` and runs setup and the key exchange |
-//! | [`ConnectOptions`] | the identity to trust (a pinned key, a known-keys file: the default, or any key if asked), the connect timeout, TLS trust |
+//! | [`connect_gatt`], [`GattLink`], [`GattInbox`] | the same over a GATT link the app's BLE stack provides (a phone's radio, Bumble, bleak): the app implements [`GattLink`] and feeds a [`GattInbox`] |
+//! | [`ConnectOptions`] | the identity to trust (a pinned key, a known-keys file: the default, an app's [`KeyStore`], or any key if asked), the connect timeout, TLS trust |
 //! | [`Connection`] | `call` (with an optional deadline), `server_stream`, `client_stream`, `info`, `disconnect` |
 //! | [`ResponseStream`], [`Upload`] | the two directions of a stream |
 //! | [`BlerpcError`] | every failure: a variant per kind, with `code` and `detail` |
@@ -65,6 +66,8 @@
 
 mod connection;
 mod error;
+mod gatt;
+mod keys;
 mod options;
 mod stream;
 
@@ -72,6 +75,10 @@ use std::sync::OnceLock;
 
 pub use connection::{Connection, ConnectionInfo, Pinned, connect};
 pub use error::{BlerpcError, code};
+pub use gatt::{
+    DEFAULT_INBOX_CAPACITY, GattInbox, GattLink, MAX_NOTIFICATION_LEN, connect_gatt, container_len,
+};
+pub use keys::KeyStore;
 pub use options::{ConnectOptions, DEFAULT_CONNECT_TIMEOUT_MS};
 pub use stream::{ResponseStream, Upload};
 

@@ -6,6 +6,8 @@
 //! ([`KnownKeysFile::default_path`]) and a different key later is refused. Accepting any key
 //! (`allow_any_key`) or an unencrypted peripheral (`allow_plaintext`) must be asked for.
 
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use blerpc::ClientConfig;
@@ -14,13 +16,31 @@ use blerpc::known_keys::{KnownKeysFile, parse_key};
 use blerpc::link::connect::ConnectOptions as LinkOptions;
 
 use crate::BlerpcError;
+use crate::keys::{AppKeyStore, KeyStore};
+
+impl std::fmt::Debug for ConnectOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectOptions")
+            .field("trust_key", &self.trust_key)
+            .field("known_keys_file", &self.known_keys_file)
+            .field("key_store", &self.key_store.as_ref().map(|_| "app"))
+            .field("device_id", &self.device_id)
+            .field("allow_any_key", &self.allow_any_key)
+            .field("allow_plaintext", &self.allow_plaintext)
+            .field("connect_timeout_ms", &self.connect_timeout_ms)
+            .field("tls_ca_file", &self.tls_ca_file)
+            .field("tls_server_name", &self.tls_server_name)
+            .field("bearer_token", &self.bearer_token.as_ref().map(|_| "…"))
+            .finish()
+    }
+}
 
 /// The connect timeout when none is given: 10 s.
 pub const DEFAULT_CONNECT_TIMEOUT_MS: u32 = 10_000;
 
 /// How to reach and trust a peripheral. Every field has a default: the empty options pin the
 /// peripheral's key on first use in the default known-keys file and require encryption.
-#[derive(Clone, Debug, PartialEq, Eq, uniffi::Record)]
+#[derive(Clone, uniffi::Record)]
 pub struct ConnectOptions {
     /// The peripheral's Ed25519 identity key, 64 hex digits (what `blerpc serve` prints after
     /// `identity`): only this key is accepted (`IDENTITY_REJECTED` otherwise). Excludes
@@ -32,8 +52,13 @@ pub struct ConnectOptions {
     /// (`IDENTITY_CHANGED`). Default: `$XDG_CONFIG_HOME/blerpc/known_keys.json`.
     #[uniffi(default = None)]
     pub known_keys_file: Option<String>,
-    /// The name the pin is kept under in the known-keys file. Default: the link's peer id
-    /// (the URL, `tcp://HOST:PORT`).
+    /// Trust on first use with the pins in this store the app provides (see [`KeyStore`]),
+    /// instead of the known-keys file. Excludes `trust_key`, `known_keys_file` and
+    /// `allow_any_key`.
+    #[uniffi(default = None)]
+    pub key_store: Option<Arc<dyn KeyStore>>,
+    /// The name the pin is kept under in the known-keys file or `key_store`. Default: the
+    /// link's peer id (the URL, `tcp://HOST:PORT`; a GATT link's `peer_id`).
     #[uniffi(default = None)]
     pub device_id: Option<String>,
     /// Accept any identity key, pinning none: an explicit opt-out, open to a man in the
@@ -63,6 +88,7 @@ impl Default for ConnectOptions {
         ConnectOptions {
             trust_key: None,
             known_keys_file: None,
+            key_store: None,
             device_id: None,
             allow_any_key: false,
             allow_plaintext: false,
@@ -84,22 +110,33 @@ pub(crate) struct Resolved {
 impl ConnectOptions {
     /// Checks the options and gives the runtime's; every refusal is `INVALID_ARGUMENT`.
     pub(crate) fn resolve(&self) -> Result<Resolved, BlerpcError> {
-        let pinning = match (&self.trust_key, &self.known_keys_file, self.allow_any_key) {
-            (Some(key), None, false) => PinPolicy::Trust(parse_key(key).ok_or_else(|| {
+        let chosen = [
+            self.trust_key.is_some(),
+            self.known_keys_file.is_some(),
+            self.key_store.is_some(),
+            self.allow_any_key,
+        ];
+        if chosen.into_iter().filter(|&c| c).count() > 1 {
+            return Err(BlerpcError::invalid(
+                "trust_key, known_keys_file, key_store and allow_any_key exclude each other: give one",
+            ));
+        }
+        let pinning = if let Some(key) = &self.trust_key {
+            PinPolicy::Trust(parse_key(key).ok_or_else(|| {
                 BlerpcError::invalid(format!(
                     "trust_key {key:?} is not an identity key: expected 64 hex digits"
                 ))
-            })?),
-            (None, Some(path), false) => PinPolicy::KnownKeys(KnownKeysFile::new(path)),
-            (None, None, false) => {
-                PinPolicy::KnownKeys(KnownKeysFile::new(KnownKeysFile::default_path()))
-            }
-            (None, None, true) => PinPolicy::NoPin,
-            _ => {
-                return Err(BlerpcError::invalid(
-                    "trust_key, known_keys_file and allow_any_key exclude each other: give one",
-                ));
-            }
+            })?)
+        } else if let Some(store) = &self.key_store {
+            PinPolicy::Store(Arc::new(AppKeyStore(store.clone())))
+        } else if self.allow_any_key {
+            PinPolicy::NoPin
+        } else {
+            let path = self
+                .known_keys_file
+                .as_ref()
+                .map_or_else(KnownKeysFile::default_path, PathBuf::from);
+            PinPolicy::KnownKeys(KnownKeysFile::new(path))
         };
         let mut config = ClientConfig {
             pinning,

@@ -64,6 +64,7 @@ pub mod client;
 mod clock;
 mod driver;
 pub mod identity;
+pub mod key_store;
 pub mod known_keys;
 pub mod link;
 pub mod metrics;

@@ -17,22 +17,34 @@ runtime. Every failure is a ``BlerpcError`` (``BlerpcError.Setup``, ``.Call``,
 This module is a thin idiomatic layer over the generated one (``blerpc._ffi``): async
 iterators for server streams, ``async with`` for connections, streams and uploads. Cancelling
 the task that awaits a call cancels the call; the connection stays usable.
+
+A GATT link the app's own BLE stack provides (Bumble, bleak: see ``blerpc.bleak``) connects
+with :func:`connect_gatt`: implement :class:`GattLink`, feed a :class:`GattInbox` from the
+stack's callbacks. Pins can be kept in the app's own :class:`KeyStore`
+(``ConnectOptions(key_store=...)``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from types import TracebackType
-from typing import TYPE_CHECKING, ClassVar, Generator, Optional, Type, TypeVar
+from typing import TYPE_CHECKING, Awaitable, Callable, ClassVar, Generator, Optional, Type, TypeVar
 
 from ._ffi.blerpc_ffi import (
     ConnectionInfo,
     ConnectOptions,
+    GattInbox,
+    GattLink,
+    KeyStore,
     Pinned,
+    container_len,
+    uniffi_set_event_loop,
 )
 from ._ffi.blerpc_ffi import Connection as _Connection
 from ._ffi.blerpc_ffi import ResponseStream as _ResponseStream
 from ._ffi.blerpc_ffi import Upload as _Upload
 from ._ffi.blerpc_ffi import connect as _connect
+from ._ffi.blerpc_ffi import connect_gatt as _connect_gatt
 
 if TYPE_CHECKING:
     # What type checkers see of the generated error (which builds its subclasses at run time,
@@ -70,10 +82,15 @@ __all__ = [
     "ConnectOptions",
     "Connection",
     "ConnectionInfo",
+    "GattInbox",
+    "GattLink",
+    "KeyStore",
     "Pinned",
     "ServerStream",
     "Upload",
     "connect",
+    "connect_gatt",
+    "container_len",
 ]
 
 
@@ -150,16 +167,18 @@ class Connection(_Scoped):
 
 
 class _Connecting:
-    """What :func:`connect` returns: await it for a :class:`Connection`, or use it with
-    ``async with`` to disconnect at the end of the block."""
+    """What :func:`connect` and :func:`connect_gatt` return: await it for a
+    :class:`Connection`, or use it with ``async with`` to disconnect at the end of the block."""
 
-    def __init__(self, url: str, options: ConnectOptions) -> None:
-        self._url = url
-        self._options = options
+    def __init__(self, open: Callable[[], Awaitable[_Connection]]) -> None:
+        self._open_raw = open
         self._conn: Optional[Connection] = None
 
     async def _open(self) -> Connection:
-        return Connection(await _connect(self._url, self._options))
+        # UniFFI runs every await, and a GATT link's async methods (called from the library's
+        # thread), on the event loop set here: the one that opens the connection.
+        uniffi_set_event_loop(asyncio.get_running_loop())
+        return Connection(await self._open_raw())
 
     def __await__(self) -> Generator[object, None, Connection]:
         return self._open().__await__()
@@ -183,7 +202,29 @@ def connect(url: str, options: Optional[ConnectOptions] = None) -> _Connecting:
     ``wss://…``) and runs setup and the key exchange. Without ``options`` the peripheral's
     key is pinned on first use in the default known-keys file
     (``$XDG_CONFIG_HOME/blerpc/known_keys.json``) and encryption is required."""
-    return _Connecting(url, options if options is not None else ConnectOptions())
+    chosen = options if options is not None else ConnectOptions()
+    return _Connecting(lambda: _connect(url, chosen))
+
+
+def connect_gatt(link: GattLink, inbox: GattInbox, options: Optional[ConnectOptions] = None) -> _Connecting:
+    """Connects over a GATT link the app's BLE stack provides, already connected to a bleRPC
+    peripheral with the MTU negotiated and notifications subscribed: ``link`` (a
+    :class:`GattLink` subclass: ``att_mtu()``, ``peer_id()``, ``async
+    write_without_response(pdu)``, ``async disconnect()``) and ``inbox`` (a
+    :class:`GattInbox` the stack's callbacks feed: ``inbox.notification(value)`` for each
+    notification, ``inbox.disconnected(reason)``). Then setup and the key exchange, as
+    :func:`connect` (pinning on first use by default, under ``link.peer_id()``).
+
+    The link's ``async`` methods run on the event loop that opened the connection (the
+    library calls them from its own thread): UniFFI keeps one such loop per process, set by
+    each :func:`connect` and :func:`connect_gatt`, so keep the connections of a process on
+    one event loop."""
+    return _Connecting(lambda: _open_gatt(link, inbox, options))
+
+
+async def _open_gatt(link: GattLink, inbox: GattInbox, options: Optional[ConnectOptions]) -> _Connection:
+    """:func:`connect_gatt`'s connection (also ``blerpc.bleak``'s)."""
+    return await _connect_gatt(link, inbox, options if options is not None else ConnectOptions())
 
 
 class ServerStream(_Scoped):

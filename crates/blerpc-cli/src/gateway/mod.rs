@@ -573,7 +573,8 @@ pub(crate) fn nats_config(
 
 #[cfg(feature = "ble-central")]
 async fn keep_ble(gateway: Gateway, name: String) -> anyhow::Result<()> {
-    use blerpc::link::ble::central::{BleCentralLink, BleCentralOptions};
+    use blerpc::link::ble::btleplug::BleCentralOptions;
+    use blerpc::link::ble::central::BleCentralLink;
     let options = BleCentralOptions::for_peripheral(Some(&name));
     gateway
         .keep_connected(

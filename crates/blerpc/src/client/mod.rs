@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 mod task;
 
 use crate::clock::Clock;
+use crate::key_store::{KeyStore, PinStore};
 use crate::known_keys::KnownKeysFile;
 use crate::link::{Link, LinkError};
 use task::{Out, Reply, Sink, Task, Tokio};
@@ -108,6 +109,9 @@ pub enum PinPolicy {
     /// Trust on first use, pins kept in this file (the default, at
     /// [`KnownKeysFile::default_path`]). A different key later is refused.
     KnownKeys(KnownKeysFile),
+    /// Trust on first use, pins kept in a store the application provides (the bindings'
+    /// foreign key store): the same decisions, another place to keep them.
+    Store(Arc<dyn KeyStore>),
     /// Accept only this Ed25519 public key.
     Trust([u8; 32]),
     /// Accept any key: an explicit opt-out, open to man-in-the-middle attacks.
@@ -188,7 +192,7 @@ pub struct ConnectionInfo {
     pub att_mtu: usize,
     /// The link's peer id.
     pub peer_id: String,
-    /// With [`PinPolicy::KnownKeys`]: whether this connection pinned the identity
+    /// With [`PinPolicy::KnownKeys`] or [`PinPolicy::Store`]: whether this connection pinned the identity
     /// ([`TofuOutcome::FirstUse`]) or found it pinned ([`TofuOutcome::Matched`]); `None` under
     /// the other policies.
     pub pinned: Option<TofuOutcome>,
@@ -272,11 +276,13 @@ impl Client {
             .setup_pipelining
             .unwrap_or_else(|| link.setup_pipelining());
         let peer_id = link.peer_id();
+        let first_use = |store| Trust::FirstUse {
+            store,
+            device_id: config.device_id.clone().unwrap_or_else(|| peer_id.clone()),
+        };
         let trust = match config.pinning {
-            PinPolicy::KnownKeys(store) => Trust::FirstUse {
-                store,
-                device_id: config.device_id.clone().unwrap_or_else(|| peer_id.clone()),
-            },
+            PinPolicy::KnownKeys(file) => first_use(PinStore::File(file)),
+            PinPolicy::Store(app) => first_use(PinStore::App(app)),
             PinPolicy::Trust(key) => Trust::Key(key),
             PinPolicy::NoPin => Trust::Anyone,
         };

@@ -19,7 +19,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::{Cmd, ConnectionInfo, Error, HostTable, Start};
 use crate::clock::Clock;
 use crate::driver::{Driver, Protocol, Turn};
-use crate::known_keys::{KnownKeysFile, to_hex};
+use crate::key_store::PinStore;
+use crate::known_keys::to_hex;
 use crate::link::{LinkError, LinkRx, LinkTx};
 
 /// The tokio shell's types for the call table.
@@ -28,7 +29,7 @@ pub(crate) struct Tokio;
 impl Shell for Tokio {
     type Sink = Sink;
     type Reply = Reply;
-    type Store = KnownKeysFile;
+    type Store = PinStore;
 }
 
 /// Where a call's results go.

@@ -225,7 +225,8 @@ pub async fn open<F: OnLink>(
         }
         #[cfg(feature = "ble-central")]
         LinkUrl::Ble { peripheral } => {
-            use super::ble::central::{BleCentralLink, BleCentralOptions};
+            use super::ble::btleplug::BleCentralOptions;
+            use super::ble::central::BleCentralLink;
             let ble = BleCentralOptions::for_peripheral(peripheral.as_deref());
             let link = BleCentralLink::connect(ble)
                 .await

@@ -27,7 +27,7 @@
 //! ```
 
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -260,7 +260,7 @@ pub(crate) fn report(metrics: Option<&Metrics>, reason: Reason, peer: &str) {
 mod kernel {
     use super::*;
     use socket2::SockFilter;
-    use std::net::{Ipv4Addr, Ipv6Addr};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
     /// IPv4 addresses the filter lists (2 instructions each); more are refused after accept.
     pub(super) const MAX_V4: usize = 1024;

@@ -18,7 +18,7 @@
 //! [`connect`] opens a link and sets up a [`Client`](crate::Client) on it, [`listen`] binds a
 //! listener and serves a [`Server`](crate::Server) on it; both [`trace`] every PDU.
 
-#[cfg(any(feature = "ble-central", feature = "ble-peripheral"))]
+#[cfg(any(feature = "ble-gatt", feature = "ble-peripheral"))]
 pub mod ble;
 pub mod connect;
 pub mod guard;

@@ -179,7 +179,7 @@ impl FakeGatt {
     }
 }
 
-#[cfg(feature = "ble-central")]
+#[cfg(feature = "ble-gatt")]
 impl super::central::GattClient for FakeGatt {
     fn att_mtu(&self) -> usize {
         self.att_mtu

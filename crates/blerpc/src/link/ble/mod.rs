@@ -11,7 +11,7 @@
 //!
 //! | side | trait | adapter | link |
 //! |---|---|---|---|
-//! | central (`ble-central`) | [`central::GattClient`] | btleplug (Linux, macOS, Windows) | [`central::BleCentralLink`] |
+//! | central (`ble-gatt`) | [`central::GattClient`] | btleplug (`ble-central`: Linux, macOS, Windows), or the app's own stack through the bindings (`blerpc-ffi`) | [`central::BleCentralLink`] |
 //! | peripheral (`ble-peripheral`) | [`peripheral::GattServer`] | bluer (Linux, BlueZ) | [`peripheral::BlePeripheralLink`] |
 //!
 //! Both links share the transmit and receive halves [`GattTx`] and [`GattRx`]. Writes go through
@@ -32,6 +32,8 @@ use tokio::sync::mpsc;
 use super::{LinkError, LinkRx, LinkTx, SendQueue};
 
 #[cfg(feature = "ble-central")]
+pub mod btleplug;
+#[cfg(feature = "ble-gatt")]
 pub mod central;
 pub mod fake;
 #[cfg(feature = "ble-peripheral")]
@@ -91,6 +93,7 @@ pub(crate) fn split<S: PduSender>(
         GattRx {
             incoming,
             current: Vec::new(),
+            end_reason: None,
         },
     )
 }
@@ -184,10 +187,27 @@ impl LinkTx for GattTx {
     }
 }
 
+/// Why a link's received PDUs ended (see [`GattRx::with_end_reason`]).
+type EndReason = Box<dyn Fn() -> Option<LinkError> + Send + Sync>;
+
 /// Receive half of a BLE link.
 pub struct GattRx {
     incoming: PduStream,
     current: Vec<u8>,
+    end_reason: Option<EndReason>,
+}
+
+impl GattRx {
+    /// Asks `reason` why the PDUs ended once they have: an error fails the link with it,
+    /// `None` closes it ([`LinkRx::recv`] gives `Ok(None)`).
+    #[cfg(feature = "ble-gatt")]
+    fn with_end_reason(
+        mut self,
+        reason: impl Fn() -> Option<LinkError> + Send + Sync + 'static,
+    ) -> Self {
+        self.end_reason = Some(Box::new(reason));
+        self
+    }
 }
 
 impl std::fmt::Debug for GattRx {
@@ -204,7 +224,10 @@ impl LinkRx for GattRx {
                 self.current = pdu;
                 Ok(Some(&self.current))
             }
-            None => Ok(None),
+            None => match self.end_reason.as_ref().and_then(|reason| reason()) {
+                Some(e) => Err(e),
+                None => Ok(None),
+            },
         }
     }
 }

@@ -33,41 +33,48 @@ fun pinned(server: Server) = ConnectOptions(trustKey = server.key)
 suspend fun echo(conn: Connection, message: String): String =
     bytesOf(decode(conn.call("echo", echoRequest(message))), 1).decodeToString()
 
+/**
+ * The reference's twelve functional tests (echo ×4, flash_read ×2, data_write ×2,
+ * counter_stream ×2 as a Flow, counter_upload ×2) with their checks, on [conn]: over TCP here,
+ * over the fake GATT link in GattTest.kt.
+ */
+suspend fun theTwelveFunctionalTests(conn: Connection) {
+    // echo_basic, echo_empty, echo_max_length, multi_container_echo
+    for (message in listOf("hello", "", "A".repeat(256), "B".repeat(250))) {
+        assertEquals(message, echo(conn, message))
+    }
+    // flash_read_basic, flash_read_8kb
+    for (length in listOf(16, 8192)) {
+        val reply = decode(conn.call("flash_read", flashReadRequest(0, length.toLong())))
+        assertContentEquals(ByteArray(length) { flashByte(it) }, bytesOf(reply, 2))
+    }
+    // data_write_basic, data_write_8kb
+    for (length in listOf(1024, 8192)) {
+        val data = ByteArray(length) { it.toByte() }
+        val reply = decode(conn.call("data_write", dataWriteRequest(data)))
+        assertEquals(length.toLong(), uint(reply, 1))
+    }
+    // counter_stream, counter_stream_large: a Flow
+    for (count in listOf(5, 20)) {
+        val items = conn.serverStream("counter_stream", counterStreamRequest(count.toLong()))
+            .map { decode(it) }
+            .toList()
+        assertEquals((0 until count).map { it.toLong() to it * 10 }, items.map { uint(it, 1) to int32(it, 2) })
+    }
+    // counter_upload, counter_upload_large: send, then finish
+    for (count in listOf(5, 20)) {
+        conn.clientStream("counter_upload").use { upload ->
+            for (seq in 0 until count) {
+                upload.send(counterUploadRequest(seq.toLong(), seq * 10L))
+            }
+            assertEquals(count.toLong(), uint(decode(upload.finish()), 1))
+        }
+    }
+}
+
 val callTests = listOf(
     Test("the twelve functional tests", 30.seconds) {
-        withConnection { _, conn ->
-            // echo_basic, echo_empty, echo_max_length, multi_container_echo
-            for (message in listOf("hello", "", "A".repeat(256), "B".repeat(250))) {
-                assertEquals(message, echo(conn, message))
-            }
-            // flash_read_basic, flash_read_8kb
-            for (length in listOf(16, 8192)) {
-                val reply = decode(conn.call("flash_read", flashReadRequest(0, length.toLong())))
-                assertContentEquals(ByteArray(length) { flashByte(it) }, bytesOf(reply, 2))
-            }
-            // data_write_basic, data_write_8kb
-            for (length in listOf(1024, 8192)) {
-                val data = ByteArray(length) { it.toByte() }
-                val reply = decode(conn.call("data_write", dataWriteRequest(data)))
-                assertEquals(length.toLong(), uint(reply, 1))
-            }
-            // counter_stream, counter_stream_large: a Flow
-            for (count in listOf(5, 20)) {
-                val items = conn.serverStream("counter_stream", counterStreamRequest(count.toLong()))
-                    .map { decode(it) }
-                    .toList()
-                assertEquals((0 until count).map { it.toLong() to it * 10 }, items.map { uint(it, 1) to int32(it, 2) })
-            }
-            // counter_upload, counter_upload_large: send, then finish
-            for (count in listOf(5, 20)) {
-                conn.clientStream("counter_upload").use { upload ->
-                    for (seq in 0 until count) {
-                        upload.send(counterUploadRequest(seq.toLong(), seq * 10L))
-                    }
-                    assertEquals(count.toLong(), uint(decode(upload.finish()), 1))
-                }
-            }
-        }
+        withConnection { _, conn -> theTwelveFunctionalTests(conn) }
     },
     Test("a flash read at an address with a deadline") {
         withConnection { _, conn ->

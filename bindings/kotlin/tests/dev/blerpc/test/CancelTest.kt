@@ -4,6 +4,7 @@
 
 package dev.blerpc.test
 
+import dev.blerpc.Connection
 import dev.blerpc.ffi.BlerpcException
 import dev.blerpc.code
 import dev.blerpc.connect
@@ -25,6 +26,48 @@ import kotlinx.coroutines.launch
 import kotlinx.coroutines.withTimeout
 import kotlinx.coroutines.withTimeoutOrNull
 
+/**
+ * Four calls held in flight on [conn] ([server] paused), all cancelled; then, [server]
+ * resumed, four new calls at once answer (every slot was released).
+ */
+suspend fun cancelHeldCalls(server: Server, conn: Connection) = coroutineScope {
+    server.stop()
+    // The four calls in flight the core allows, all cancelled.
+    val held = (0 until 4).map { async { echo(conn, "held $it") } }
+    delay(200.milliseconds)
+    assertFalse(held.any { it.isCompleted })
+    held.forEach { it.cancel() }
+    held.forEach { assertFailsWith<CancellationException> { it.await() } }
+    server.resume()
+    // Every slot was released: four new calls at once answer.
+    val messages = (0 until 4).map { "after $it" }
+    assertEquals(messages, messages.map { async { echo(conn, it) } }.awaitAll())
+}
+
+/**
+ * A server stream on [conn] read slowly, its collector cancelled after three items; then a
+ * call answers and a new stream starts (the first was cancelled in the core).
+ */
+suspend fun cancelAStreamMidWay(conn: Connection) = coroutineScope {
+    var got = 0
+    // Fewer items than the stream's 1,024-item buffer, read slowly: 10 s in all.
+    val reader = launch {
+        conn.serverStream("counter_stream", counterStreamRequest(1_000)).collect {
+            got++
+            delay(10.milliseconds)
+        }
+    }
+    while (got < 3) delay(10.milliseconds)
+    reader.cancel()
+    reader.join()
+    assertTrue(reader.isCancelled)
+    assertTrue(got in 3 until 1_000, "$got")
+    assertEquals("after", echo(conn, "after"))
+    // The stream was cancelled in the core: a new one can start (else STREAM_ACTIVE).
+    val items = conn.serverStream("counter_stream", counterStreamRequest(3)).toList()
+    assertEquals(listOf(0L, 1L, 2L), items.map { uint(decode(it), 1) })
+}
+
 val cancelTests = listOf(
     Test("a deadline that passes gives TIMEOUT, then the next call answers") {
         withConnection { server, conn ->
@@ -42,21 +85,7 @@ val cancelTests = listOf(
         }
     },
     Test("cancelling coroutines mid-call leaves the connection usable") {
-        withConnection { server, conn ->
-            coroutineScope {
-                server.stop()
-                // The four calls in flight the core allows, all cancelled.
-                val held = (0 until 4).map { async { echo(conn, "held $it") } }
-                delay(200.milliseconds)
-                assertFalse(held.any { it.isCompleted })
-                held.forEach { it.cancel() }
-                held.forEach { assertFailsWith<CancellationException> { it.await() } }
-                server.resume()
-                // Every slot was released: four new calls at once answer.
-                val messages = (0 until 4).map { "after $it" }
-                assertEquals(messages, messages.map { async { echo(conn, it) } }.awaitAll())
-            }
-        }
+        withConnection { server, conn -> cancelHeldCalls(server, conn) }
     },
     Test("withTimeout around a call cancels it") {
         withConnection { server, conn ->
@@ -67,27 +96,7 @@ val cancelTests = listOf(
         }
     },
     Test("cancelling a coroutine mid-stream leaves the connection usable") {
-        withConnection { _, conn ->
-            coroutineScope {
-                var got = 0
-                // Fewer items than the stream's 1,024-item buffer, read slowly: 10 s in all.
-                val reader = launch {
-                    conn.serverStream("counter_stream", counterStreamRequest(1_000)).collect {
-                        got++
-                        delay(10.milliseconds)
-                    }
-                }
-                while (got < 3) delay(10.milliseconds)
-                reader.cancel()
-                reader.join()
-                assertTrue(reader.isCancelled)
-                assertTrue(got in 3 until 1_000, "$got")
-                assertEquals("after", echo(conn, "after"))
-                // The stream was cancelled in the core: a new one can start (else STREAM_ACTIVE).
-                val items = conn.serverStream("counter_stream", counterStreamRequest(3)).toList()
-                assertEquals(listOf(0L, 1L, 2L), items.map { uint(decode(it), 1) })
-            }
-        }
+        withConnection { _, conn -> cancelAStreamMidWay(conn) }
     },
     Test("a reader that falls behind gets STREAM_OVERFLOW") {
         withConnection { _, conn ->

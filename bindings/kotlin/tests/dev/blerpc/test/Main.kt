@@ -20,7 +20,7 @@ class Test(val name: String, val bound: Duration = 20.seconds, val body: suspend
 fun main(args: Array<String>) {
     val known = "--known-issues" in args
     val names = args.filter { it != "--known-issues" }
-    val all = if (known) knownIssues else callTests + cancelTests + trustTests
+    val all = if (known) knownIssues else callTests + cancelTests + trustTests + gattTests
     val chosen = all.filter { t -> names.isEmpty() || names.any { it in t.name } }
     var failed = 0
     for (test in chosen) {
