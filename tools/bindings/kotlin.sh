@@ -8,7 +8,7 @@
 # ($BLERPC_BIN, default target/debug/blerpc: `cargo build -p blerpc-cli` makes it).
 # tools/install.sh installs kotlin-compiler 2.4.20 and libjna-java.
 #
-#   bash tools/bindings/kotlin.sh [--known-issues] [TEST NAME SUBSTRINGS...]
+#   bash tools/bindings/kotlin.sh [TEST NAME SUBSTRINGS...]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$repo"

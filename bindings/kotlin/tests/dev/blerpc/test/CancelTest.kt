@@ -21,6 +21,7 @@ import kotlinx.coroutines.async
 import kotlinx.coroutines.awaitAll
 import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.delay
+import kotlinx.coroutines.flow.take
 import kotlinx.coroutines.flow.toList
 import kotlinx.coroutines.launch
 import kotlinx.coroutines.withTimeout
@@ -97,6 +98,16 @@ val cancelTests = listOf(
     },
     Test("cancelling a coroutine mid-stream leaves the connection usable") {
         withConnection { _, conn -> cancelAStreamMidWay(conn) }
+    },
+    // Stream items and STREAM_END_P2C carry no tid the central chose: the core drains a
+    // stream left while the peripheral still sends it and holds the next one until its end.
+    Test("a stream cancelled while the peripheral sends does not leak into the next") {
+        withConnection { _, conn ->
+            // 10,000 items: the peripheral is still sending when the next stream starts.
+            conn.serverStream("counter_stream", counterStreamRequest(10_000)).take(3).toList()
+            val items = conn.serverStream("counter_stream", counterStreamRequest(2)).toList()
+            assertEquals(listOf(0L, 1L), items.map { uint(decode(it), 1) })
+        }
     },
     Test("a reader that falls behind gets STREAM_OVERFLOW") {
         withConnection { _, conn ->

@@ -1,7 +1,6 @@
 // The test runner: each test is a `suspend` function run in `runBlocking` under `withTimeout`
 // (every test bounded in time), with kotlin.test's asserts. Prints one line per test and
-// `N passed, M failed`; exits 1 on any failure. Arguments: substrings of test names to run;
-// `--known-issues` runs the core's known failures (KnownIssues.kt) instead.
+// `N passed, M failed`; exits 1 on any failure. Arguments: substrings of test names to run.
 
 package dev.blerpc.test
 
@@ -18,9 +17,8 @@ import kotlinx.coroutines.withTimeout
 class Test(val name: String, val bound: Duration = 20.seconds, val body: suspend () -> Unit)
 
 fun main(args: Array<String>) {
-    val known = "--known-issues" in args
-    val names = args.filter { it != "--known-issues" }
-    val all = if (known) knownIssues else callTests + cancelTests + trustTests + gattTests
+    val names = args.toList()
+    val all = callTests + cancelTests + trustTests + gattTests
     val chosen = all.filter { t -> names.isEmpty() || names.any { it in t.name } }
     var failed = 0
     for (test in chosen) {
