@@ -174,6 +174,11 @@ impl Dissector<'_> {
                 }
             }
             ControlMessage::KeyExchange(p) => ControlBody::KeyExchange(self.key_exchange(at, p)?),
+            ControlMessage::Cancel { tid } => {
+                self.check_dir(at, "CANCEL", Dir::C2p);
+                self.extra_bytes(at, "CANCEL", payload, 1);
+                ControlBody::Cancel { request_tid: tid }
+            }
             ControlMessage::Unknown { cmd, payload } => {
                 self.warn(diag(
                     at,

@@ -258,6 +258,12 @@ pub enum ControlBody {
     },
     /// KEY_EXCHANGE (`0x6`): one handshake step.
     KeyExchange(KeyExchangeReport),
+    /// CANCEL (`0x8`, blerpc-rs's cancel extension): the central no longer wants the answer to
+    /// a request.
+    Cancel {
+        /// The cancelled request's transaction id.
+        request_tid: u8,
+    },
     /// NONE (`0x0`) or UNKNOWN (`0x7..=0xF`): unassigned, receivers skip it.
     Unknown {
         /// The 4-bit command.

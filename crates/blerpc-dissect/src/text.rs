@@ -237,6 +237,10 @@ fn control_lines(out: &mut String, control: &ControlReport) {
             kx_lines(out, cmd, kx);
             Ok(())
         }
+        ControlBody::Cancel { request_tid } => writeln!(
+            out,
+            "    {cmd}: the central no longer wants request tid={request_tid} (blerpc-rs extension)"
+        ),
         ControlBody::Unknown {
             cmd_value,
             payload_hex,

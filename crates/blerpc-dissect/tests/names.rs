@@ -14,7 +14,7 @@ use serde_json::json;
 fn every_capability_flag_is_named() {
     // A peripheral's reply per flag (flags u16 LE at payload bytes 4-5), then all four with two
     // reserved bits: the core's names, `BIT_n` for the bits it does not define.
-    let cases: [(&str, &[&str]); 6] = [
+    let cases: [(&str, &[&str]); 7] = [
         ("0100d0060000ffff0100", &["ENCRYPTION_SUPPORTED"]),
         ("0100d0060000ffff0200", &["LARGE_MESSAGES"]),
         ("0100d0060000ffff0400", &["LONG_CONTAINERS"]),
@@ -29,7 +29,8 @@ fn every_capability_flag_is_named() {
                 "BIT_15",
             ],
         ),
-        ("0100d0060000ffff1000", &["BIT_4"]),
+        ("0100d0060000ffff1000", &["CANCEL"]),
+        ("0100d0060000ffff2000", &["BIT_5"]),
     ];
     for (pdu, names) in cases {
         // LARGE_MESSAGES in a reply needs the 8 extension bytes.
@@ -78,7 +79,7 @@ fn every_capability_flag_is_named() {
 fn every_error_code_is_named() {
     use blerpc_proto::wire::error_code::ErrorCode;
     // Every code the core names, written out, then bytes it does not know.
-    let codes: [(u8, &str, &str, bool); 11] = [
+    let codes: [(u8, &str, &str, bool); 12] = [
         (0x01, "RESPONSE_TOO_LARGE", "response too large", true),
         (0x02, "BUSY", "peripheral busy", true),
         (0x03, "UNKNOWN_COMMAND", "unknown command", false),
@@ -90,11 +91,12 @@ fn every_error_code_is_named() {
         (0x09, "KEY_EXCHANGE_FAILED", "key exchange failed", false),
         (0x0a, "HANDLER_FAILED", "handler failed", false),
         (0x0b, "STREAM_LIMIT", "stream limit exceeded", false),
+        (0x0c, "CANCELLED", "cancelled by the central", false),
     ];
     assert_eq!(codes.len(), ErrorCode::NAMED.len(), "a code without a test");
     let unknown = [
         (0x00, "UNKNOWN", "peripheral error", false),
-        (0x0c, "UNKNOWN", "peripheral error", false),
+        (0x0d, "UNKNOWN", "peripheral error", false),
         (0xff, "UNKNOWN", "peripheral error", false),
     ];
     for (code, name, description, reference_code) in codes.into_iter().chain(unknown) {
@@ -126,7 +128,7 @@ fn every_error_code_is_named() {
 fn every_control_command_is_named() {
     // One well-formed container per command (payloads from wire.md §6.1 and §6.5), with the
     // name the container header and the control payload carry, and the body it decodes to.
-    let cases: [(&str, ControlCmd, &str); 10] = [
+    let cases: [(&str, ControlCmd, &str); 11] = [
         ("0300c000", ControlCmd::Reserved0, "NONE"),
         ("0000c4026400", ControlCmd::Timeout, "TIMEOUT"),
         ("0900c800", ControlCmd::StreamEndC2P, "STREAM_END_C2P"),
@@ -143,7 +145,8 @@ fn every_control_command_is_named() {
             "KEY_EXCHANGE",
         ),
         ("0300dc00", ControlCmd::Unknown(7), "UNKNOWN"),
-        ("0300e000", ControlCmd::Unknown(8), "UNKNOWN"),
+        ("0300e00102", ControlCmd::Cancel, "CANCEL"),
+        ("0300e400", ControlCmd::Unknown(9), "UNKNOWN"),
         ("0300fc00", ControlCmd::Unknown(15), "UNKNOWN"),
     ];
     // Every named command has a case (the rest are the unassigned ones).
@@ -171,6 +174,7 @@ fn every_control_command_is_named() {
             }
             ControlCmd::Error => matches!(control(&r, 0), ControlBody::Error { .. }),
             ControlCmd::KeyExchange => matches!(control(&r, 0), ControlBody::KeyExchange(_)),
+            ControlCmd::Cancel => control(&r, 0) == &ControlBody::Cancel { request_tid: 2 },
             ControlCmd::Reserved0 | ControlCmd::Unknown(_) => {
                 matches!(control(&r, 0), ControlBody::Unknown { cmd_value, .. } if *cmd_value == command.bits())
             }

@@ -119,6 +119,8 @@ impl WorldConfig {
                 1 => SetupPipelining::Requests,
                 _ => SetupPipelining::KeyExchange,
             },
+            // The seed's bit 0 (clear): the cancel extension announced (the RNG uses all of it).
+            cancel: self.seed & 1 == 0,
             ..CentralConfig::default()
         }
     }
@@ -141,6 +143,8 @@ impl WorldConfig {
             },
             large_messages: self.limits & 0x40 != 0,
             long_containers: self.mtu & 0x20 != 0,
+            // The seed's bit 1 (clear): the cancel extension agreed to.
+            cancel: self.seed & 2 == 0,
             ..PeripheralConfig::default()
         };
         (config, has_identity)

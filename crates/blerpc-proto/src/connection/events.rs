@@ -18,7 +18,7 @@ pub enum Warning {
         /// Its transaction id.
         tid: u8,
     },
-    /// A control container whose command is unknown (0x0 or 0x7–0xF); ignored.
+    /// A control container whose command is unknown (0x0, 0x7 or 0x9–0xF); ignored.
     UnknownControl {
         /// Its transaction id.
         tid: u8,

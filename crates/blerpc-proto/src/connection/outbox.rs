@@ -20,6 +20,11 @@ use crate::wire::container::{Container, ControlCmd};
 use super::events::Ring;
 
 const KIND_DATA: u8 = 0xFF;
+/// A data entry dropped before it was (fully) sent ([`Outbox::abort`]): skipped.
+const KIND_DEAD: u8 = 0xFE;
+/// A data entry that is an item of the peripheral→central stream ([`Outbox::mark_last_item`]):
+/// sent as data, dropped by [`Outbox::abort_items`].
+const KIND_ITEM: u8 = 0xFD;
 pub(crate) const ENTRY_HEADER_LEN: usize = 6;
 
 /// The outbox could not take an entry.
@@ -36,12 +41,23 @@ pub(crate) enum PushError<E> {
     Fill(E),
 }
 
+/// What [`Outbox::abort`] dropped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Aborted {
+    /// Entries dropped.
+    pub(crate) entries: usize,
+    /// One of them had containers sent already (it was cut short).
+    pub(crate) cut: bool,
+}
+
 #[derive(Debug)]
 pub(crate) struct Outbox<B: Buffer> {
     buf: B,
     head: usize,
     cursor: Option<SplitCursor>,
     limit: usize,
+    /// Where the entry pushed last starts.
+    last: Option<usize>,
 }
 
 impl<B: Buffer + Default> Outbox<B> {
@@ -51,6 +67,7 @@ impl<B: Buffer + Default> Outbox<B> {
             head: 0,
             cursor: None,
             limit,
+            last: None,
         }
     }
 }
@@ -129,6 +146,7 @@ impl<B: Buffer> Outbox<B> {
         }
         self.compact_if_needed(needed);
         let start = self.buf.len();
+        self.last = Some(start);
         let [l0, l1, l2, l3] = len32.to_le_bytes();
         let header = [KIND_DATA, tid, l0, l1, l2, l3];
         let written = self.buf.try_reserve(needed).is_ok()
@@ -179,6 +197,7 @@ impl<B: Buffer> Outbox<B> {
         }
         self.compact_if_needed(needed);
         let start = self.buf.len();
+        self.last = Some(start);
         self.buf
             .try_resize(start + needed)
             .map_err(|_| Full { needed, free })?;
@@ -211,13 +230,76 @@ impl<B: Buffer> Outbox<B> {
     }
 
     fn entry_header(&self) -> Option<(u8, u8, usize)> {
-        let h = self
-            .buf
-            .as_slice()
-            .get(self.head..self.head + ENTRY_HEADER_LEN)?;
+        self.header_at(self.head)
+    }
+
+    fn header_at(&self, at: usize) -> Option<(u8, u8, usize)> {
+        let h = self.buf.as_slice().get(at..at + ENTRY_HEADER_LEN)?;
         let (&kind, &tid) = (h.first()?, h.get(1)?);
         let len = u32::from_le_bytes(h.get(2..6)?.try_into().ok()?) as usize;
         Some((kind, tid, len))
+    }
+
+    /// Drops the data entries queued under `tid`: the one being split stops after the
+    /// containers already sent, the others are never sent.
+    pub(crate) fn abort(&mut self, tid: u8) -> Aborted {
+        let mut at = self.head;
+        let mut aborted = Aborted::default();
+        while let Some((kind, t, len)) = self.header_at(at) {
+            if kind == KIND_DATA && t == tid {
+                if at == self.head && self.cursor.take().is_some() {
+                    aborted.cut = true;
+                }
+                if let Some(k) = self.buf.as_mut_slice().get_mut(at) {
+                    *k = KIND_DEAD;
+                }
+                aborted.entries += 1;
+            }
+            at += ENTRY_HEADER_LEN + len;
+        }
+        aborted
+    }
+
+    /// Marks the data entry pushed last as an item of the peripheral→central stream.
+    pub(crate) fn mark_last_item(&mut self) {
+        if let Some(at) = self.last
+            && self
+                .header_at(at)
+                .is_some_and(|(kind, ..)| kind == KIND_DATA)
+            && let Some(k) = self.buf.as_mut_slice().get_mut(at)
+        {
+            *k = KIND_ITEM;
+        }
+    }
+
+    /// Drops the queued items of the current peripheral→central stream: those after the last
+    /// queued STREAM_END_P2C (earlier ones belong to streams that ended). An item being split
+    /// is finished. Returns how many were dropped.
+    pub(crate) fn abort_items(&mut self) -> usize {
+        let mut at = self.head;
+        let mut first = None;
+        while let Some((kind, _, len)) = self.header_at(at) {
+            if kind == ControlCmd::StreamEndP2C.bits() {
+                first = None;
+            } else if kind == KIND_ITEM && first.is_none() {
+                first = Some(at);
+            }
+            at += ENTRY_HEADER_LEN + len;
+        }
+        let Some(mut at) = first else { return 0 };
+        let mut dropped = 0;
+        while let Some((kind, _, len)) = self.header_at(at) {
+            let in_progress = at == self.head && self.cursor.is_some();
+            if kind == KIND_ITEM
+                && !in_progress
+                && let Some(k) = self.buf.as_mut_slice().get_mut(at)
+            {
+                *k = KIND_DEAD;
+                dropped += 1;
+            }
+            at += ENTRY_HEADER_LEN + len;
+        }
+        dropped
     }
 
     fn pop(&mut self, body_len: usize) {
@@ -244,7 +326,11 @@ impl<B: Buffer> Outbox<B> {
         loop {
             let (kind, tid, len) = self.entry_header()?;
             let body_start = self.head + ENTRY_HEADER_LEN;
-            if kind != KIND_DATA {
+            if kind == KIND_DEAD {
+                self.pop(len);
+                continue;
+            }
+            if kind != KIND_DATA && kind != KIND_ITEM {
                 let body = self.buf.as_slice().get(body_start..body_start + len)?;
                 let c = Container::control(tid, ControlCmd::from_bits(kind), body);
                 let n = c.emit(out).ok();
@@ -302,6 +388,7 @@ impl<B: Buffer> Outbox<B> {
     pub(crate) fn clear(&mut self) {
         self.head = 0;
         self.cursor = None;
+        self.last = None;
         self.buf.release();
     }
 }
@@ -585,6 +672,59 @@ mod tests {
         assert_eq!(&out[..n], &[0x2b, 0x00, 0xc8, 0x00]);
         assert_eq!(ob.poll_transmit(23, false, false, &mut out), None);
         assert!(ob.is_empty());
+    }
+
+    #[test]
+    fn an_aborted_message_stops_where_it_was_and_the_queue_goes_on() {
+        let mut ob: Outbox<ArrayBuf<512>> = Outbox::new(512);
+        let msg: [u8; 40] = core::array::from_fn(|i| i as u8);
+        for tid in [0x2a, 0x2b, 0x2a] {
+            ob.push_data_with::<()>(tid, msg.len(), |b| {
+                b.copy_from_slice(&msg);
+                Ok(())
+            })
+            .unwrap();
+        }
+        ob.push_control(0x2c, ControlCmd::StreamEndP2C, &[])
+            .unwrap();
+        let mut out = [0u8; 20];
+        // MTU 23: the first message's FIRST goes out, then tid 0x2a is aborted.
+        ob.poll_transmit(23, false, false, &mut out).unwrap();
+        assert_eq!(&out[..3], &[0x2a, 0x00, 0x00]);
+        assert_eq!(
+            ob.abort(0x2a),
+            Aborted {
+                entries: 2,
+                cut: true
+            }
+        );
+        // The other message, whole, then the control: nothing more of 0x2a.
+        let n = ob.poll_transmit(23, false, false, &mut out).unwrap();
+        assert_eq!(&out[..6], &[0x2b, 0x00, 0x00, 40, 0, 14]);
+        assert_eq!(n, 20);
+        ob.poll_transmit(23, false, false, &mut out).unwrap();
+        let n = ob.poll_transmit(23, false, false, &mut out).unwrap();
+        assert_eq!(&out[..4], &[0x2b, 0x02, 0x40, 10]);
+        assert_eq!(n, 14);
+        let n = ob.poll_transmit(23, false, false, &mut out).unwrap();
+        assert_eq!(&out[..n], &[0x2c, 0x00, 0xcc, 0x00]);
+        assert_eq!(ob.poll_transmit(23, false, false, &mut out), None);
+        assert!(ob.is_empty());
+        assert_eq!(ob.abort(0x2a), Aborted::default(), "nothing left under it");
+        // A message not started yet goes whole: nothing of it was sent.
+        ob.push_data_with::<()>(0x2d, 4, |b| {
+            b.copy_from_slice(&[1, 2, 3, 4]);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            ob.abort(0x2d),
+            Aborted {
+                entries: 1,
+                cut: false
+            }
+        );
+        assert_eq!(ob.poll_transmit(23, false, false, &mut out), None);
     }
 
     #[test]

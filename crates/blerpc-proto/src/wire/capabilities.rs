@@ -6,8 +6,8 @@
 //!         | max_request | max_response | flags  |      all u16 little-endian
 //!         +-------------+--------------+--------+
 //! flags: bit 0 = ENCRYPTION_SUPPORTED; blerpc-rs extensions: bit 1 = LARGE_MESSAGES,
-//!        bit 2 = LONG_CONTAINERS, bit 3 = RELAY; bits 4..15 reserved (kept, not interpreted,
-//!        named BIT_4 .. BIT_15)
+//!        bit 2 = LONG_CONTAINERS, bit 3 = RELAY, bit 4 = CANCEL; bits 5..15 reserved (kept,
+//!        not interpreted, named BIT_5 .. BIT_15)
 //!
 //! large-message extension (a peripheral's reply with LARGE_MESSAGES set, 14 bytes):
 //! offset  0             2              4        6                  10                 14
@@ -40,11 +40,12 @@ pub const CAPABILITIES_LARGE_LEN: usize = 14;
 /// The protocol names of the defined flag bits, indexed by bit: the one table they live in.
 /// A flag constant is declared through `CapabilityFlags::named_bit`, whose const evaluation fails
 /// (a compile error) for a bit without an entry here.
-const FLAG_NAMES: [&str; 4] = [
+const FLAG_NAMES: [&str; 5] = [
     "ENCRYPTION_SUPPORTED",
     "LARGE_MESSAGES",
     "LONG_CONTAINERS",
     "RELAY",
+    "CANCEL",
 ];
 
 /// The `flags` field of a CAPABILITIES payload. Unknown bits are retained.
@@ -72,6 +73,10 @@ impl CapabilityFlags {
     /// gateway's `blerpc.relay` command, opening a second connection for a relayed end-to-end
     /// session on request. Informational: it changes nothing else on the wire.
     pub const RELAY: Self = Self::named_bit(3);
+    /// Bit 4 (blerpc-rs extension): the sender sends (central) or heeds (peripheral) the
+    /// CANCEL control ([`ControlCmd::Cancel`](crate::wire::container::ControlCmd::Cancel)). In
+    /// force only when both the central's request and the peripheral's reply set it.
+    pub const CANCEL: Self = Self::named_bit(4);
     /// No flag set.
     pub const EMPTY: Self = CapabilityFlags(0);
 
@@ -140,7 +145,7 @@ impl CapabilityFlag {
         CapabilityFlags(1 << self.bit)
     }
     /// The protocol name (`ENCRYPTION_SUPPORTED`, `LARGE_MESSAGES`, `LONG_CONTAINERS`,
-    /// `RELAY`); `None` for a bit this crate does not define.
+    /// `RELAY`, `CANCEL`); `None` for a bit this crate does not define.
     pub fn name(self) -> Option<&'static str> {
         FLAG_NAMES.get(usize::from(self.bit)).copied()
     }
@@ -386,6 +391,7 @@ mod tests {
                 "LONG_CONTAINERS",
             ),
             ([0x08, 0x00], CapabilityFlags::RELAY, "RELAY"),
+            ([0x10, 0x00], CapabilityFlags::CANCEL, "CANCEL"),
         ];
         assert_eq!(defined.len(), FLAG_NAMES.len());
         for (bit, ([lo, hi], flag, name)) in defined.into_iter().enumerate() {
@@ -413,14 +419,14 @@ mod tests {
         // The nRF firmware's flags, a blerpc-rs peripheral's, and reserved bits.
         let nrf = Capabilities::parse(&[0x00, 0x30, 0xff, 0xff, 0x01, 0x00]).unwrap();
         assert_eq!(nrf.flags.to_string(), "ENCRYPTION_SUPPORTED");
-        let rs = Capabilities::parse_classic(&[0, 0, 0, 0, 0x0f, 0x00]).unwrap();
+        let rs = Capabilities::parse_classic(&[0, 0, 0, 0, 0x1f, 0x00]).unwrap();
         assert_eq!(
             rs.flags.to_string(),
-            "ENCRYPTION_SUPPORTED|LARGE_MESSAGES|LONG_CONTAINERS|RELAY"
+            "ENCRYPTION_SUPPORTED|LARGE_MESSAGES|LONG_CONTAINERS|RELAY|CANCEL"
         );
-        assert_eq!(rs.flags.iter().len(), 4);
-        let odd = CapabilityFlags::from_bits_retain(0x8018);
-        assert_eq!(odd.to_string(), "RELAY|BIT_4|BIT_15");
+        assert_eq!(rs.flags.iter().len(), 5);
+        let odd = CapabilityFlags::from_bits_retain(0x8028);
+        assert_eq!(odd.to_string(), "RELAY|BIT_5|BIT_15");
         assert_eq!(CapabilityFlags::EMPTY.to_string(), "");
         assert_eq!(CapabilityFlags::EMPTY.iter().next(), None);
         let all = CapabilityFlags::from_bits_retain(0xffff);

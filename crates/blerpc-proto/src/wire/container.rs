@@ -80,7 +80,12 @@ pub enum ControlCmd {
     Error,
     /// `0x6`: one step of the key exchange.
     KeyExchange,
-    /// `0x7..=0xF`: not assigned. [`ControlCmd::from_bits`] never produces values `0..=6` here.
+    /// `0x8` (blerpc-rs extension, sent only where `CANCEL` is in force): the central no longer
+    /// wants the answer to the request whose tid is the one-byte payload (C→P). `0x7` stays
+    /// unassigned (the reference vectors name it).
+    Cancel,
+    /// `0x7` and `0x9..=0xF`: not assigned. [`ControlCmd::from_bits`] never produces the
+    /// named values here.
     Unknown(u8),
 }
 
@@ -95,6 +100,7 @@ impl ControlCmd {
             0x4 => ControlCmd::Capabilities,
             0x5 => ControlCmd::Error,
             0x6 => ControlCmd::KeyExchange,
+            0x8 => ControlCmd::Cancel,
             other => ControlCmd::Unknown(other),
         }
     }
@@ -109,14 +115,15 @@ impl ControlCmd {
             ControlCmd::Capabilities => 0x4,
             ControlCmd::Error => 0x5,
             ControlCmd::KeyExchange => 0x6,
+            ControlCmd::Cancel => 0x8,
             ControlCmd::Unknown(b) => b & 0x0F,
         }
     }
 
-    /// Every command this crate names, in wire order (`0x0..=0x6`). [`ControlCmd::from_bits`]
-    /// decodes exactly these values to a named command and `0x7..=0xF` to
-    /// [`ControlCmd::Unknown`].
-    pub const NAMED: [ControlCmd; 7] = [
+    /// Every command this crate names, in wire order (`0x0..=0x6`, `0x8`).
+    /// [`ControlCmd::from_bits`] decodes exactly these values to a named command and `0x7`,
+    /// `0x9..=0xF` to [`ControlCmd::Unknown`].
+    pub const NAMED: [ControlCmd; 8] = [
         ControlCmd::Reserved0,
         ControlCmd::Timeout,
         ControlCmd::StreamEndC2P,
@@ -124,11 +131,12 @@ impl ControlCmd {
         ControlCmd::Capabilities,
         ControlCmd::Error,
         ControlCmd::KeyExchange,
+        ControlCmd::Cancel,
     ];
 
     /// The command's protocol name, as the reference's `ControlCmd` spells it: `NONE` (`0x0`),
     /// `TIMEOUT`, `STREAM_END_C2P`, `STREAM_END_P2C`, `CAPABILITIES`, `ERROR`, `KEY_EXCHANGE`,
-    /// and `UNKNOWN` for `0x7..=0xF`.
+    /// blerpc-rs's `CANCEL` (`0x8`), and `UNKNOWN` for `0x7` and `0x9..=0xF`.
     pub const fn as_str(self) -> &'static str {
         match self {
             ControlCmd::Reserved0 => "NONE",
@@ -138,6 +146,7 @@ impl ControlCmd {
             ControlCmd::Capabilities => "CAPABILITIES",
             ControlCmd::Error => "ERROR",
             ControlCmd::KeyExchange => "KEY_EXCHANGE",
+            ControlCmd::Cancel => "CANCEL",
             ControlCmd::Unknown(_) => "UNKNOWN",
         }
     }
@@ -670,7 +679,7 @@ mod tests {
         // The flags byte and the name of every named command, written out (wire.md 1.2): a
         // command added to the enum without a name fails `as_str`'s exhaustive match, and one
         // left out of `NAMED` fails the count below.
-        let expected: [(u8, &str); 7] = [
+        let expected: [(u8, &str); 8] = [
             (0xc0, "NONE"),
             (0xc4, "TIMEOUT"),
             (0xc8, "STREAM_END_C2P"),
@@ -678,6 +687,7 @@ mod tests {
             (0xd0, "CAPABILITIES"),
             (0xd4, "ERROR"),
             (0xd8, "KEY_EXCHANGE"),
+            (0xe0, "CANCEL"),
         ];
         assert_eq!(ControlCmd::NAMED.len(), expected.len());
         for (cmd, (flags, name)) in ControlCmd::NAMED.iter().zip(expected) {
@@ -691,7 +701,7 @@ mod tests {
             .filter(|&b| !matches!(ControlCmd::from_bits(b), ControlCmd::Unknown(_)))
             .count();
         assert_eq!(named, ControlCmd::NAMED.len());
-        // 0x7..=0xF: one name, the value in Display.
+        // 0x7 and 0x9..=0xF: one name, the value in Display.
         let c = Container::parse(&[0, 0, 0xdc, 0]).unwrap();
         let ContainerKind::Control(cmd) = c.kind else {
             panic!("{c:?}")

@@ -57,7 +57,13 @@ pub enum ControlMessage<'a> {
     Error(ErrorCode),
     /// One key-exchange step, undecoded (see [`crate::wire::key_exchange`]).
     KeyExchange(&'a [u8]),
-    /// Command `0x0` or `0x7..=0xF`: receivers skip it.
+    /// blerpc-rs extension (CAPABILITIES flag `CANCEL`): the central no longer wants the answer
+    /// to the request with this tid.
+    Cancel {
+        /// The request's transaction id.
+        tid: u8,
+    },
+    /// Command `0x0`, `0x7` or `0x9..=0xF`: receivers skip it.
     Unknown {
         /// The 4-bit command.
         cmd: u8,
@@ -70,7 +76,7 @@ impl<'a> ControlMessage<'a> {
     /// Decodes the payload of a CONTROL container with command `cmd` sent in direction `dir`.
     ///
     /// Fails only for a TIMEOUT response shorter than 2 bytes, a CAPABILITIES response shorter
-    /// than 4 bytes, and an empty ERROR payload.
+    /// than 4 bytes, and an empty ERROR or CANCEL payload.
     pub fn parse(cmd: ControlCmd, payload: &'a [u8], dir: Direction) -> Result<Self, WireError> {
         use Direction::{CentralToPeripheral as C2P, PeripheralToCentral as P2C};
         Ok(match (cmd, dir) {
@@ -94,6 +100,9 @@ impl<'a> ControlMessage<'a> {
                 ControlMessage::Error(ErrorCode::from_byte(read_u8(payload, 0, "error_code")?))
             }
             (ControlCmd::KeyExchange, _) => ControlMessage::KeyExchange(payload),
+            (ControlCmd::Cancel, _) => ControlMessage::Cancel {
+                tid: read_u8(payload, 0, "cancelled tid")?,
+            },
             (ControlCmd::Reserved0 | ControlCmd::Unknown(_), _) => ControlMessage::Unknown {
                 cmd: cmd.bits(),
                 payload,
@@ -126,6 +135,7 @@ impl<'a> ControlMessage<'a> {
             | ControlMessage::CapabilitiesResponse(_) => ControlCmd::Capabilities,
             ControlMessage::Error(_) => ControlCmd::Error,
             ControlMessage::KeyExchange(_) => ControlCmd::KeyExchange,
+            ControlMessage::Cancel { .. } => ControlCmd::Cancel,
             ControlMessage::Unknown { cmd, .. } => ControlCmd::from_bits(cmd),
         }
     }
@@ -142,7 +152,7 @@ impl<'a> ControlMessage<'a> {
                 advertised: Some(caps),
             }
             | ControlMessage::CapabilitiesResponse(caps) => caps.encoded_len(),
-            ControlMessage::Error(_) => 1,
+            ControlMessage::Error(_) | ControlMessage::Cancel { .. } => 1,
             ControlMessage::KeyExchange(p) | ControlMessage::Unknown { payload: p, .. } => p.len(),
         }
     }
@@ -162,6 +172,7 @@ impl<'a> ControlMessage<'a> {
                 caps.emit(buf)?;
             }
             ControlMessage::Error(code) => buf.copy_from_slice(&[code.to_byte()]),
+            ControlMessage::Cancel { tid } => buf.copy_from_slice(&[tid]),
             ControlMessage::KeyExchange(p) | ControlMessage::Unknown { payload: p, .. } => {
                 buf.copy_from_slice(p)
             }
@@ -326,6 +337,27 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn cancel_names_the_request_tid() {
+        // CANCEL of request tid 2, sent under tid 9: `[09][00][0xc0 | 8 << 2 = 0xe0][01][02]`.
+        let bytes = hex("0900e00102");
+        let (tid, msg) = parse(&bytes, C2P);
+        assert_eq!(tid, 9);
+        let msg = msg.unwrap();
+        assert_eq!(msg, ControlMessage::Cancel { tid: 2 });
+        assert_eq!(msg.cmd(), ControlCmd::Cancel);
+        assert_eq!(emit(&msg, 9), hex("0900e00102"));
+        // Without the tid it names nothing: an error, not a guess.
+        let empty = hex("0900e000");
+        assert!(parse(&empty, C2P).1.is_err());
+        // Extra bytes after it are ignored, as for every control.
+        let longer = hex("0900e0020203");
+        assert_eq!(
+            parse(&longer, C2P).1.unwrap(),
+            ControlMessage::Cancel { tid: 2 }
+        );
     }
 
     #[test]

@@ -41,6 +41,9 @@ pub enum ErrorCode {
     HandlerFailed,
     /// `0x0B`: a stream exceeded its item count or backlog limit.
     StreamLimit,
+    /// `0x0C` (cancel extension): the request was cancelled by the central's CANCEL; nothing
+    /// more comes for it.
+    Cancelled,
     /// Any other byte: a generic peripheral error.
     Unknown(u8),
 }
@@ -60,6 +63,7 @@ impl ErrorCode {
             0x09 => ErrorCode::KeyExchangeFailed,
             0x0A => ErrorCode::HandlerFailed,
             0x0B => ErrorCode::StreamLimit,
+            0x0C => ErrorCode::Cancelled,
             other => ErrorCode::Unknown(other),
         }
     }
@@ -78,13 +82,14 @@ impl ErrorCode {
             ErrorCode::KeyExchangeFailed => 0x09,
             ErrorCode::HandlerFailed => 0x0A,
             ErrorCode::StreamLimit => 0x0B,
+            ErrorCode::Cancelled => 0x0C,
             ErrorCode::Unknown(b) => b,
         }
     }
 
     /// Every code this crate names, in byte order. [`ErrorCode::from_byte`] decodes exactly these
     /// bytes to a named code and every other byte to [`ErrorCode::Unknown`].
-    pub const NAMED: [ErrorCode; 11] = [
+    pub const NAMED: [ErrorCode; 12] = [
         ErrorCode::ResponseTooLarge,
         ErrorCode::Busy,
         ErrorCode::UnknownCommand,
@@ -96,6 +101,7 @@ impl ErrorCode {
         ErrorCode::KeyExchangeFailed,
         ErrorCode::HandlerFailed,
         ErrorCode::StreamLimit,
+        ErrorCode::Cancelled,
     ];
 
     /// The code's protocol name: `RESPONSE_TOO_LARGE` and `BUSY` as the reference names them
@@ -114,6 +120,7 @@ impl ErrorCode {
             ErrorCode::KeyExchangeFailed => "KEY_EXCHANGE_FAILED",
             ErrorCode::HandlerFailed => "HANDLER_FAILED",
             ErrorCode::StreamLimit => "STREAM_LIMIT",
+            ErrorCode::Cancelled => "CANCELLED",
             ErrorCode::Unknown(_) => "UNKNOWN",
         }
     }
@@ -137,6 +144,7 @@ impl ErrorCode {
             ErrorCode::KeyExchangeFailed => "key exchange failed",
             ErrorCode::HandlerFailed => "handler failed",
             ErrorCode::StreamLimit => "stream limit exceeded",
+            ErrorCode::Cancelled => "cancelled by the central",
             ErrorCode::Unknown(_) => "peripheral error",
         }
     }
@@ -186,7 +194,7 @@ mod tests {
             let code = ErrorCode::from_byte(b);
             assert_eq!(code.to_byte(), b);
             assert_eq!(u8::from(ErrorCode::from(b)), b);
-            assert_eq!(matches!(code, ErrorCode::Unknown(_)), b == 0 || b > 0x0B);
+            assert_eq!(matches!(code, ErrorCode::Unknown(_)), b == 0 || b > 0x0C);
         }
     }
 
@@ -205,7 +213,7 @@ mod tests {
         // The wire byte, the name and the description of every named code, written out: a code
         // added to the enum without a name fails `as_str`'s exhaustive match, and one left out
         // of `NAMED` fails the count below.
-        let expected: [(u8, &str, &str); 11] = [
+        let expected: [(u8, &str, &str); 12] = [
             (0x01, "RESPONSE_TOO_LARGE", "response too large"),
             (0x02, "BUSY", "peripheral busy"),
             (0x03, "UNKNOWN_COMMAND", "unknown command"),
@@ -217,6 +225,7 @@ mod tests {
             (0x09, "KEY_EXCHANGE_FAILED", "key exchange failed"),
             (0x0a, "HANDLER_FAILED", "handler failed"),
             (0x0b, "STREAM_LIMIT", "stream limit exceeded"),
+            (0x0c, "CANCELLED", "cancelled by the central"),
         ];
         assert_eq!(ErrorCode::NAMED.len(), expected.len());
         for (code, (byte, name, description)) in ErrorCode::NAMED.iter().zip(expected) {

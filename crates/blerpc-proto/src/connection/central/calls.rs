@@ -38,7 +38,7 @@ pub(super) struct Call<O: Buffer> {
     pub(super) attempts: u8,
     pub(super) retry_at: Option<Instant>,
     /// Client stream: tids of the items and of STREAM_END_C2P.
-    upload_tids: TidSet,
+    pub(super) upload_tids: TidSet,
     finished: bool,
     /// Server stream: not sent yet, because an earlier stream is still draining ([`Drain`]).
     pub(super) held: bool,
@@ -425,8 +425,12 @@ where
             })
         });
         if found.is_none() && self.drain.as_ref().is_some_and(|d| d.tid == tid) {
-            // The draining stream refused or failed: nothing more comes for it.
+            // The draining stream refused, failed or was cancelled: nothing more comes for it.
             self.end_drain(now);
+            return;
+        }
+        if found.is_none() && code == ErrorCode::Cancelled {
+            // The peripheral confirms a CANCEL for a call already forgotten here.
             return;
         }
         let Some(idx) = found else {

@@ -117,6 +117,13 @@ pub struct CentralConfig {
     /// carry such PDUs (TCP, TLS, WebSocket, memory), never BLE. Default `false`; the `blerpc`
     /// runtime turns it on for stream links. The request is then always the 6-byte one.
     pub long_containers: bool,
+    /// Announce the cancel extension (flags bit 4 of the CAPABILITIES request; see
+    /// `docs/protocol.md`): when a call is cancelled or passes its deadline while the peripheral
+    /// may still be answering it, a CANCEL control tells the peripheral to stop. In force only if
+    /// the peripheral announces it too; otherwise the call is forgotten locally (and a server
+    /// stream drains). Default `false`; the `blerpc` runtime turns it on. The request is then
+    /// always the 6-byte one.
+    pub cancel: bool,
 }
 
 impl Default for CentralConfig {
@@ -141,6 +148,7 @@ impl Default for CentralConfig {
             max_outbox_bytes: 128 * 1024,
             large_messages: false,
             long_containers: false,
+            cancel: false,
         }
     }
 }

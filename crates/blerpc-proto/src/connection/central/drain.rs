@@ -6,13 +6,14 @@ use core::ops::Range;
 use rand_core::CryptoRngCore;
 
 use super::Central;
-use super::calls::name_of;
+use super::calls::{Call, name_of};
 use super::config::CallKind;
 use super::event::Record;
 use crate::Instant;
 use crate::assemble::Completed;
 use crate::buf::Buffer;
 use crate::crypto::CryptoProvider;
+use crate::wire::container::ControlCmd;
 
 /// A server stream that left the table while the peripheral may still be sending it (cancelled,
 /// or past its deadline). Stream items carry no transaction id the central chose: they are
@@ -52,6 +53,10 @@ where
         let Some(call) = self.calls.get_mut(idx).and_then(Option::take) else {
             return;
         };
+        if call.answering() && call.kind != CallKind::ClientStream && !self.tell_cancel(&call) {
+            // Never sent after all: nothing to drain.
+            return;
+        }
         if call.kind == CallKind::ServerStream
             && call.answering()
             && let Some(until) = idle.or(call.idle_until)
@@ -64,6 +69,37 @@ where
                 until,
             });
         }
+    }
+
+    /// A call that leaves while the peripheral may be answering it, with the cancel extension in
+    /// force: what is still queued of its request goes, and a CANCEL tells the peripheral to
+    /// stop (it answers ERROR CANCELLED, which ends a stream's drain). `false` when none of the
+    /// request had been sent (nothing to cancel, nothing to drain). Without the extension, or
+    /// when another call still in flight has the same tid (tids wrap after 256; the CANCEL
+    /// would name both), nothing is sent and the call is only forgotten here.
+    fn tell_cancel(&mut self, call: &Call<O>) -> bool {
+        if !self.cancel {
+            return true;
+        }
+        let tid = call.tid;
+        let shared = self.calls.iter().flatten().any(|c| match c.kind {
+            CallKind::ClientStream => c.upload_tids.contains(tid),
+            _ => c.tid == tid && c.answering(),
+        }) || self.drain.as_ref().is_some_and(|d| d.tid == tid);
+        if shared {
+            return true;
+        }
+        let aborted = self.ep.outbox.abort(tid);
+        if aborted.entries > 0 && !aborted.cut {
+            return false;
+        }
+        if self.ep.assembler.is_receiving(tid) {
+            self.ep.assembler.discard(tid);
+        }
+        let cancel = self.ep.alloc_tid();
+        // The control queue refuses only when full: then the call is only forgotten here.
+        let _ = self.ep.send_control(cancel, ControlCmd::Cancel, &[tid]);
+        true
     }
 
     /// The drain is over: a held server stream goes out.
@@ -289,5 +325,80 @@ mod tests {
         c.start_call(T0, "echo", b"\x0a\x02hi", CallKind::Unary)
             .unwrap();
         assert_eq!(sent(&mut c).len(), 1);
+    }
+
+    /// A plaintext central through setup with the cancel extension announced (CAPABILITIES
+    /// flags `0x0010`) and agreed by the peripheral when `agreed`.
+    fn ready_with_cancel(agreed: bool) -> TestCentral {
+        let mut c = super::super::tests::central(|c| c.cancel = true);
+        sent(&mut c);
+        c.handle_input(T0, &[0x00, 0x00, 0xc4, 0x02, 0x64, 0x00])
+            .unwrap();
+        assert_eq!(
+            sent(&mut c),
+            [[0x01, 0x00, 0xd0, 0x06, 0, 0, 0, 0, 0x10, 0x00]]
+        );
+        let flags = if agreed { 0x10 } else { 0x00 };
+        c.handle_input(
+            T0,
+            &[0x01, 0x00, 0xd0, 0x06, 0x00, 0x30, 0x00, 0x30, flags, 0x00],
+        )
+        .unwrap();
+        assert_eq!(
+            c.poll_event(),
+            Some(CentralEvent::Connected { encrypted: false })
+        );
+        c
+    }
+
+    #[test]
+    fn with_cancel_agreed_the_peripheral_is_told_and_its_error_ends_the_drain() {
+        let mut c = ready_with_cancel(true);
+        let (first, _) = stream(&mut c, 5);
+        c.cancel(first).unwrap();
+        // CANCEL of tid 2 under tid 3: `[03][00][0xc0 | 8 << 2 = 0xe0][01][02]`.
+        assert_eq!(sent(&mut c), [[0x03, 0x00, 0xe0, 0x01, 0x02]]);
+        assert!(c.is_draining());
+        let (second, out) = stream(&mut c, 1);
+        assert!(out.is_empty(), "held until the peripheral confirms");
+        // ERROR CANCELLED (0x0c) for tid 2, after any item still in flight.
+        c.handle_input(T0, &response(9, b"counter_stream", b"\x08\x01"))
+            .unwrap();
+        c.handle_input(T0, &[0x02, 0x00, 0xd4, 0x01, 0x0c]).unwrap();
+        assert_eq!(c.poll_event(), None);
+        assert_eq!(sent(&mut c), [stream_request(4, 1)]);
+        // A unary call cancelled: told, no drain; the confirmation is silent.
+        c.handle_input(T0, &stream_end(10)).unwrap();
+        assert_eq!(
+            c.poll_event(),
+            Some(CentralEvent::StreamEnd { call: second })
+        );
+        let echo = c
+            .start_call(T0, "echo", b"\x0a\x02hi", CallKind::Unary)
+            .unwrap();
+        assert_eq!(sent(&mut c).len(), 1);
+        c.cancel(echo).unwrap();
+        assert_eq!(sent(&mut c), [[0x06, 0x00, 0xe0, 0x01, 0x05]]);
+        assert!(!c.is_draining());
+        c.handle_input(T0, &[0x05, 0x00, 0xd4, 0x01, 0x0c]).unwrap();
+        assert_eq!(c.poll_event(), None);
+    }
+
+    #[test]
+    fn without_agreement_or_before_anything_was_sent_nothing_is_told() {
+        // The peripheral did not agree: nothing on the wire, the stream drains as without.
+        let mut c = ready_with_cancel(false);
+        let (first, _) = stream(&mut c, 5);
+        c.cancel(first).unwrap();
+        assert!(sent(&mut c).is_empty());
+        assert!(c.is_draining());
+        // Agreed, but the request never left the outbox: it goes, and nothing drains.
+        let mut c = ready_with_cancel(true);
+        let call = c
+            .start_call(T0, "counter_stream", b"\x08\x05", CallKind::ServerStream)
+            .unwrap();
+        c.cancel(call).unwrap();
+        assert!(sent(&mut c).is_empty());
+        assert!(!c.is_draining());
     }
 }

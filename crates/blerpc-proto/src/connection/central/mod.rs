@@ -59,6 +59,8 @@ pub struct Central<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: usiz
     calls: [Option<Call<O>>; SLOTS],
     /// A server stream that left while the peripheral may still be sending it.
     drain: Option<Drain<O>>,
+    /// The cancel extension is in force (both announced it).
+    cancel: bool,
 }
 
 impl<P, R, A, O, const SLOTS: usize> Central<P, R, A, O, SLOTS>
@@ -113,6 +115,7 @@ where
             ep: Endpoint::new(assembler, config.max_outbox_bytes),
             calls: core::array::from_fn(|_| None),
             drain: None,
+            cancel: false,
         };
         if config.skip_timeout_request {
             central.request_capabilities(now);

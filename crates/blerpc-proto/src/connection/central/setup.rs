@@ -135,13 +135,18 @@ where
         if self.config.long_containers {
             flags = flags | CapabilityFlags::LONG_CONTAINERS;
         }
-        // The announcement: flags bits 1 and 2, nothing else (no extension bytes in a request).
+        if self.config.cancel {
+            flags = flags | CapabilityFlags::CANCEL;
+        }
+        // The announcement: flags bits 1, 2 and 4, nothing else (no extension bytes in a
+        // request).
         let payload = Capabilities {
             flags,
             ..Capabilities::default()
         }
         .to_bytes();
-        let announce = self.config.large_messages || self.config.long_containers;
+        let announce =
+            self.config.large_messages || self.config.long_containers || self.config.cancel;
         let payload: &[u8] = if self.config.capabilities_payload || announce {
             &payload
         } else {
@@ -190,6 +195,8 @@ where
         self.ep.long = self.config.long_containers
             && caps.is_some_and(|c| c.flags.contains(CapabilityFlags::LONG_CONTAINERS));
         self.ep.large = self.large.is_some();
+        self.cancel =
+            self.config.cancel && caps.is_some_and(|c| c.flags.contains(CapabilityFlags::CANCEL));
         if self.ep.large || self.ep.long {
             self.ep.set_assembler_config(AssemblerConfig {
                 max_message_len: self.config.max_response_len,

@@ -160,6 +160,8 @@ where
         self.check_response(name, data.len())?;
         let tid = self.ep.next_tid;
         self.enqueue(tid, name, bytes(data))?;
+        // A CANCEL drops the items still queued (they travel under fresh tids).
+        self.ep.outbox.mark_last_item();
         self.ep.next_tid = self.ep.next_tid.wrapping_add(1);
         self.stream = Some((request_tid, sent + 1));
         Ok(())
@@ -417,6 +419,47 @@ where
                 self.send_error(tid, ErrorCode::DecodeFailed);
                 self.warn(Warning::MalformedCommand(e));
             }
+        }
+    }
+}
+
+impl<P, R, A, O, const SLOTS: usize> Peripheral<P, R, A, O, SLOTS>
+where
+    P: CryptoProvider,
+    P::Identity: Clone,
+    R: CryptoRngCore,
+    A: Buffer + Default,
+    O: Buffer + Default,
+{
+    /// CANCEL for request `request` (the cancel extension in force): whatever is held for it
+    /// goes (a request still arriving, the request handed out, its queued response, which
+    /// stops after the containers already sent, its stream and the stream's queued items), and
+    /// if anything was, ERROR
+    /// CANCELLED under its tid tells the central nothing more comes: queued after what is
+    /// already queued, so it follows a stream's last item. A tid nothing is held for (already
+    /// answered) is ignored.
+    pub(super) fn on_cancel(&mut self, request: u8) {
+        let arriving = self.ep.assembler.is_receiving(request);
+        if arriving {
+            self.ep.assembler.discard(request);
+        }
+        let pending = self.pending.remove(request);
+        let mut queued = self.ep.outbox.abort(request).entries > 0;
+        if self.stream.is_some_and(|(t, _)| t == request) {
+            self.stream = None;
+            queued |= self.ep.outbox.abort_items() > 0;
+        }
+        if !(arriving || pending || queued) {
+            return;
+        }
+        // Refused only by a full outbox: the central's drain then ends by its idle timeout.
+        let _ = self.ep.outbox.push_control(
+            request,
+            ControlCmd::Error,
+            &[ErrorCode::Cancelled.to_byte()],
+        );
+        if pending {
+            self.push(Record::Cancelled { tid: request });
         }
     }
 }

@@ -90,6 +90,12 @@ pub struct PeripheralConfig {
     /// whatever `att_mtu`. Only for links that carry such PDUs (TCP, TLS, WebSocket, memory),
     /// never BLE. Default `false`; the `blerpc` runtime turns it on for stream links.
     pub long_containers: bool,
+    /// Agree to the cancel extension when a central announces it (CAPABILITIES flags bit 4, see
+    /// `docs/protocol.md`): a CANCEL control then drops the named request wherever it is
+    /// (arriving, handed out, its response queued) and ends its stream, and
+    /// [`PeripheralEvent::Cancelled`](super::PeripheralEvent::Cancelled) tells the application
+    /// to stop. Default `false`; the `blerpc` runtime and the firmware turn it on.
+    pub cancel: bool,
     /// Announce [`CapabilityFlags::RELAY`](crate::wire::capabilities::CapabilityFlags::RELAY):
     /// the application answers the device gateway's `blerpc.relay` command (it opens a relayed
     /// connection on request). Changes nothing else in the protocol. Default `false`; `blerpc
@@ -117,6 +123,7 @@ impl Default for PeripheralConfig {
             max_outbox_bytes: 128 * 1024,
             large_messages: false,
             long_containers: false,
+            cancel: false,
             relay: false,
         }
     }

@@ -28,6 +28,13 @@ pub enum PeripheralEvent<'a> {
         /// The control's transaction id.
         tid: u8,
     },
+    /// The central cancelled request `tid` (the cancel extension): stop its handler or its
+    /// stream; the core has dropped whatever it held for it and tells the central. An answer
+    /// given later is refused ([`SendError::UnknownRequest`](crate::connection::SendError)).
+    Cancelled {
+        /// The request's transaction id.
+        tid: u8,
+    },
     /// The key exchange completed; requests are now encrypted.
     Secured,
     /// Something was dropped or refused (diagnostics only; the central was told where the
@@ -85,6 +92,9 @@ pub(super) enum Record {
         msg: MsgRef,
     },
     StreamEndC2P {
+        tid: u8,
+    },
+    Cancelled {
         tid: u8,
     },
     Secured,

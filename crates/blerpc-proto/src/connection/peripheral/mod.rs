@@ -49,6 +49,8 @@ pub struct Peripheral<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: u
     pending: TidSet,
     /// The request tid of the active peripheral→central stream and the items sent so far.
     stream: Option<(u8, u32)>,
+    /// The cancel extension is in force (the central announced it and so did we).
+    cancel: bool,
     closed: bool,
     /// Until the connection is established: when it must be (armed by [`Peripheral::open`]).
     setup_deadline: Option<Instant>,
@@ -126,6 +128,7 @@ where
             kx,
             pending: TidSet::default(),
             stream: None,
+            cancel: false,
             closed: false,
             setup_deadline: None,
             set_up: false,
@@ -403,6 +406,7 @@ where
                 PeripheralEvent::Request { tid, name, data }
             }
             Record::StreamEndC2P { tid } => PeripheralEvent::StreamEndC2P { tid },
+            Record::Cancelled { tid } => PeripheralEvent::Cancelled { tid },
             Record::Secured => PeripheralEvent::Secured,
             Record::Warning(w) => PeripheralEvent::Warning(w),
             Record::Closed(reason) => PeripheralEvent::Closed(reason),

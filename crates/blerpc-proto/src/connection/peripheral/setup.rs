@@ -118,6 +118,11 @@ where
                 if self.ep.long {
                     caps.flags = caps.flags | CapabilityFlags::LONG_CONTAINERS;
                 }
+                self.cancel = self.config.cancel
+                    && advertised.is_some_and(|c| c.flags.contains(CapabilityFlags::CANCEL));
+                if self.cancel {
+                    caps.flags = caps.flags | CapabilityFlags::CANCEL;
+                }
                 let mut reply = [0u8; crate::wire::capabilities::CAPABILITIES_LARGE_LEN];
                 if let Ok(n) = caps.emit(&mut reply) {
                     self.send_control(tid, ControlCmd::Capabilities, reply.get(..n).unwrap_or(&[]));
@@ -126,6 +131,7 @@ where
             }
             ControlMessage::KeyExchange(step) => self.on_key_exchange(now, tid, step),
             ControlMessage::StreamEndC2P => self.push(Record::StreamEndC2P { tid }),
+            ControlMessage::Cancel { tid: request } if self.cancel => self.on_cancel(request),
             ControlMessage::Unknown { cmd, .. } => self.warn(Warning::UnknownControl { tid, cmd }),
             _ => self.warn(Warning::UnexpectedControl {
                 tid,
