@@ -57,3 +57,27 @@ fn options_outside_their_range_are_refused() {
         assert!(run_cases(&args).is_err(), "{args:?}");
     }
 }
+
+#[test]
+fn a_cancelled_read_stops_the_peripheral_sending() {
+    use blerpc_bench::pipeline::cancel::flash_read;
+    use blerpc_sim::LinkParams;
+    use std::time::Duration;
+    // CI 15 ms; the firmware's GATT queue holds 8 notifications (those go out anyway).
+    let params = LinkParams {
+        conn_interval: Duration::from_millis(15),
+        initial_interval: None,
+        queue_limit: 8,
+        ..LinkParams::default()
+    };
+    let with = flash_read(params, true).unwrap();
+    let without = flash_read(params, false).unwrap();
+    // Told, the peripheral stops within 4 intervals and sends a third less; left alone it
+    // sends the rest of the 8 KB (about 30 more containers), for longer than 4 intervals.
+    assert!(with.stopped_within() <= 4, "{with:?}");
+    assert!(without.stopped_within() > 4, "{without:?}");
+    assert!(
+        without.in_all >= with.in_all + 8,
+        "with {with:?}, without {without:?}"
+    );
+}

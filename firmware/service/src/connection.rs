@@ -35,13 +35,15 @@ pub type FirmwarePeripheral<P, R> =
 
 /// The peripheral configuration of the firmware: the core's defaults (the reference firmware's
 /// values: ATT MTU 247, TIMEOUT 100 ms, max request 12,288, encryption required, at most
-/// 10,000 stream items), with the outbox and the reassembly budget of the buffers above.
+/// 10,000 stream items), with the outbox and the reassembly budget of the buffers above, and the
+/// cancel extension agreed to (a central that announces it can stop a response or a stream).
 pub fn firmware_config(require_encryption: bool) -> PeripheralConfig {
     PeripheralConfig {
         require_encryption,
         max_request_len: REASSEMBLY_BYTES,
         max_reassembly_bytes: REASSEMBLY_BYTES,
         max_outbox_bytes: OUTBOX_BYTES,
+        cancel: true,
         ..PeripheralConfig::default()
     }
 }

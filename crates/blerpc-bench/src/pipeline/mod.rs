@@ -59,6 +59,7 @@ use tokio::sync::Mutex;
 use crate::ble::selected_profiles;
 use crate::table::{Align, Table};
 
+pub mod cancel;
 pub mod firmware;
 
 /// The most calls in flight the runtime's central holds

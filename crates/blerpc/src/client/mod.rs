@@ -158,6 +158,7 @@ impl Default for ClientConfig {
             central: CentralConfig {
                 large_messages: true,
                 long_containers: true,
+                cancel: true,
                 max_outbox_bytes: LARGE_OUTBOX_BYTES,
                 ..CentralConfig::default()
             },

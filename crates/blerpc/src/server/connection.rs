@@ -301,6 +301,7 @@ impl Connection {
                     self.on_request(tid, name, data);
                 }
                 PeripheralEvent::StreamEndC2P { tid } => self.on_stream_end(tid),
+                PeripheralEvent::Cancelled { tid } => self.on_cancelled(tid),
                 PeripheralEvent::Secured => tracing::debug!(peer = %self.peer, "session secured"),
                 PeripheralEvent::Warning(w @ Warning::ReassemblyBudget { .. }) => {
                     tracing::debug!(peer = %self.peer, "refused: {w:?}");
@@ -482,6 +483,21 @@ impl Connection {
         self.flush_ready();
     }
 
+    /// The central cancelled request `tid` (the cancel extension): its stream stops (the
+    /// producer is dropped) and what waits to be sent for it goes. A unary handler still
+    /// running finishes; the core refuses its answer.
+    fn on_cancelled(&mut self, tid: u8) {
+        if self.stream.as_ref().is_some_and(|s| s.tid == tid) {
+            self.stream = None;
+        }
+        self.ready.retain(|r| {
+            !matches!(r,
+                Ready::Response { tid: t, .. }
+                | Ready::StreamItem { tid: t, .. }
+                | Ready::StreamEnd { tid: t } if *t == tid)
+        });
+    }
+
     fn on_stream_item(&mut self, item: Option<Result<Vec<u8>, Status>>) {
         let Some(stream) = self.stream.as_ref() else {
             return;
@@ -529,6 +545,7 @@ impl Connection {
                         self.ready.retain(|r| !matches!(r, Ready::StreamItem { tid: t, .. } | Ready::StreamEnd { tid: t } if *t == tid));
                     }
                 }
+                // A cancelled request's answer (the handler ran on) is refused here too.
                 Err(e) => tracing::debug!(peer = %self.peer, "could not send: {e}"),
                 Ok(()) => {}
             }

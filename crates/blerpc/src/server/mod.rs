@@ -263,6 +263,7 @@ impl Default for ServerConfig {
                 // As many as a runtime central keeps in flight (the core's 2 is the firmware's
                 // double buffer): a pipelining central is not answered BUSY.
                 max_pending_requests: SLOTS,
+                cancel: true,
                 ..Default::default()
             },
             identity: None,
