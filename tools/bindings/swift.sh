@@ -48,11 +48,11 @@ done
 # writes it. Compared with comments and whitespace removed on both sides (the generator puts
 # doc comments between parameters). Update it with the layer.
 expected=(
-  'public func connect(url: String, options: ConnectOptions, cancel: CancelToken? = nil) async throws -> Connection'
+  'public func connectCancellable(url: String, options: ConnectOptions, cancel: CancelToken) async throws -> Connection'
   'open class Connection: ConnectionProtocol, @unchecked Sendable'
-  'open func call(command: String, request: Data, deadlineMs: UInt32? = nil, cancel: CancelToken? = nil) async throws -> Data'
-  'open func serverStream(command: String, request: Data, cancel: CancelToken? = nil) async throws -> ResponseStream'
-  'open func clientStream(command: String, cancel: CancelToken? = nil) async throws -> Upload'
+  'open func callCancellable(command: String, request: Data, deadlineMs: UInt32?, cancel: CancelToken) async throws -> Data'
+  'open func serverStreamCancellable(command: String, request: Data, cancel: CancelToken) async throws -> ResponseStream'
+  'open func clientStreamCancellable(command: String, cancel: CancelToken) async throws -> Upload'
   'open func info() -> ConnectionInfo'
   'open func isClosed() -> Bool'
   'open func disconnect() async'

@@ -5,8 +5,8 @@
 //! Calls are polled on the caller's thread (UniFFI's tokio compatibility layer): when the
 //! foreign task is cancelled, UniFFI drops the call's future and the client cancels the call
 //! (its slot and any late answer are released); the connection stays usable. Where the
-//! foreign side does not drop the future (Swift), each operation takes an optional
-//! [`CancelToken`] that ends it the same way.
+//! foreign side does not drop the future (Swift), each operation has a variant that takes a
+//! [`CancelToken`](crate::CancelToken) (in [`cancel`](crate::cancel)) and ends it the same way.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,7 +20,7 @@ use blerpc::known_keys::to_hex;
 use blerpc::link::connect::connect as connect_url;
 use blerpc::link::url::LinkUrl;
 
-use crate::cancel::{CancelToken, guarded};
+use crate::cancel::CancelToken;
 use crate::stream::{ResponseStream, Upload};
 use crate::{BlerpcError, ConnectOptions, code};
 
@@ -29,18 +29,17 @@ use crate::{BlerpcError, ConnectOptions, code};
 /// exchange, with the identity check `options` ask for. Returns once calls can be made.
 ///
 /// The link and the connection's task run on this crate's own runtime; cancelling the
-/// foreign task that awaits this, or `cancel`, stops the attempt (`CANCELLED`).
-#[uniffi::export(async_runtime = "tokio", default(cancel = None))]
-pub async fn connect(
-    url: String,
-    options: ConnectOptions,
-    cancel: Option<Arc<CancelToken>>,
-) -> Result<Arc<Connection>, BlerpcError> {
-    guarded(cancel.as_deref(), open(url, options)).await
+/// foreign task that awaits this stops the attempt.
+#[uniffi::export(async_runtime = "tokio")]
+pub async fn connect(url: String, options: ConnectOptions) -> Result<Arc<Connection>, BlerpcError> {
+    open(url, options).await
 }
 
 /// [`connect`]'s work.
-async fn open(url: String, options: ConnectOptions) -> Result<Arc<Connection>, BlerpcError> {
+pub(crate) async fn open(
+    url: String,
+    options: ConnectOptions,
+) -> Result<Arc<Connection>, BlerpcError> {
     let link_url: LinkUrl = url
         .parse()
         .map_err(|e| BlerpcError::invalid(format!("{e}")))?;
@@ -134,61 +133,30 @@ impl Connection {
     /// A unary call: sends `request` (the request message's protobuf bytes) to `command`
     /// (the rpc's wire name, e.g. `echo`) and returns the response's protobuf bytes. With
     /// `deadline_ms`, the call fails with `TIMEOUT` if its answer has not come that many
-    /// milliseconds from now (without it, the protocol's 5 s call timeout applies). With
-    /// `cancel`, cancelling the token cancels the call (`CANCELLED`).
-    #[uniffi::method(default(deadline_ms = None, cancel = None))]
+    /// milliseconds from now (without it, the protocol's 5 s call timeout applies).
     pub async fn call(
         &self,
         command: String,
         request: Vec<u8>,
         deadline_ms: Option<u32>,
-        cancel: Option<Arc<CancelToken>>,
     ) -> Result<Vec<u8>, BlerpcError> {
-        guarded(cancel.as_deref(), async {
-            let result = match deadline_ms {
-                Some(ms) => {
-                    let deadline =
-                        tokio::time::Instant::now() + Duration::from_millis(u64::from(ms));
-                    self.client.call_until(&command, request, deadline).await
-                }
-                None => self.client.call(&command, request).await,
-            };
-            Ok(result?)
-        })
-        .await
+        self.unary(command, request, deadline_ms).await
     }
 
     /// A peripheral→central stream: sends `request` to `command` and returns the stream of
-    /// its responses. The stream keeps `cancel`: cancelling the token, now or later, cancels
-    /// the stream (a pending `next()` returns its end).
-    #[uniffi::method(default(cancel = None))]
+    /// its responses.
     pub async fn server_stream(
         &self,
         command: String,
         request: Vec<u8>,
-        cancel: Option<Arc<CancelToken>>,
     ) -> Result<Arc<ResponseStream>, BlerpcError> {
-        let token = cancel.unwrap_or_default();
-        let stream = token
-            .guard(async { Ok(self.client.server_stream(&command, request).await?) })
-            .await?;
-        Ok(Arc::new(ResponseStream::new(stream, token)))
+        self.open_stream(command, request, Arc::default()).await
     }
 
     /// A central→peripheral stream to `command`: send its items, then finish it for the
-    /// peripheral's response. The upload keeps `cancel`: cancelling the token, now or later,
-    /// cancels the upload (a pending `send()` or `finish()` fails with `CANCELLED`).
-    #[uniffi::method(default(cancel = None))]
-    pub async fn client_stream(
-        &self,
-        command: String,
-        cancel: Option<Arc<CancelToken>>,
-    ) -> Result<Arc<Upload>, BlerpcError> {
-        let token = cancel.unwrap_or_default();
-        let upload = token
-            .guard(async { Ok(self.client.client_stream(&command).await?) })
-            .await?;
-        Ok(Arc::new(Upload::new(upload, token)))
+    /// peripheral's response.
+    pub async fn client_stream(&self, command: String) -> Result<Arc<Upload>, BlerpcError> {
+        self.open_upload(command, Arc::default()).await
     }
 
     /// Closes the connection: calls in flight fail with `CLOSED`, and so does every later one.
@@ -202,6 +170,50 @@ impl Connection {
     /// peripheral, or because the link was lost.
     pub async fn wait_closed(&self) {
         self.client.closed().await
+    }
+}
+
+impl Connection {
+    /// [`Connection::call`]'s work.
+    pub(crate) async fn unary(
+        &self,
+        command: String,
+        request: Vec<u8>,
+        deadline_ms: Option<u32>,
+    ) -> Result<Vec<u8>, BlerpcError> {
+        let result = match deadline_ms {
+            Some(ms) => {
+                let deadline = tokio::time::Instant::now() + Duration::from_millis(u64::from(ms));
+                self.client.call_until(&command, request, deadline).await
+            }
+            None => self.client.call(&command, request).await,
+        };
+        Ok(result?)
+    }
+
+    /// Opens a server stream that `cancel` (kept by the stream) cancels.
+    pub(crate) async fn open_stream(
+        &self,
+        command: String,
+        request: Vec<u8>,
+        cancel: Arc<CancelToken>,
+    ) -> Result<Arc<ResponseStream>, BlerpcError> {
+        let stream = cancel
+            .guard(async { Ok(self.client.server_stream(&command, request).await?) })
+            .await?;
+        Ok(Arc::new(ResponseStream::new(stream, cancel)))
+    }
+
+    /// Opens an upload that `cancel` (kept by the upload) cancels.
+    pub(crate) async fn open_upload(
+        &self,
+        command: String,
+        cancel: Arc<CancelToken>,
+    ) -> Result<Arc<Upload>, BlerpcError> {
+        let upload = cancel
+            .guard(async { Ok(self.client.client_stream(&command).await?) })
+            .await?;
+        Ok(Arc::new(Upload::new(upload, cancel)))
     }
 }
 

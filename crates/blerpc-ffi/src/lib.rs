@@ -14,7 +14,7 @@
 //! | [`ConnectOptions`] | the identity to trust (a pinned key, a known-keys file: the default, or any key if asked), the connect timeout, TLS trust |
 //! | [`Connection`] | `call` (with an optional deadline), `server_stream`, `client_stream`, `info`, `disconnect` |
 //! | [`ResponseStream`], [`Upload`] | the two directions of a stream |
-//! | [`CancelToken`] | an explicit cancel for any of these operations (for Swift, whose generated code does not drop a cancelled task's future) |
+//! | [`CancelToken`], [`connect_cancellable`], `Connection::*_cancellable` | an explicit cancel for each operation (for Swift, whose generated code does not drop a cancelled task's future) |
 //! | [`BlerpcError`] | every failure: a variant per kind, with `code` and `detail` |
 //!
 //! Requests and responses are protobuf bytes: each language encodes its own messages, from
@@ -28,8 +28,8 @@
 //! layer), so cancelling the foreign task (Python's `task.cancel()`, `asyncio.wait_for`, a
 //! Kotlin coroutine's `cancel()`, `withTimeout`) drops
 //! the call's future, which cancels the call in the core: the connection stays usable.
-//! Swift's generated code keeps awaiting a cancelled task's future, so every operation also
-//! takes an optional [`CancelToken`]: cancelling it ends the operation the same way.
+//! Swift's generated code keeps awaiting a cancelled task's future, so every operation has a
+//! variant that takes a [`CancelToken`]: cancelling it ends the operation the same way.
 //!
 //! ## Example
 //!
@@ -52,21 +52,21 @@
 //!
 //! // Trust exactly the server's key (the default would pin it on first use).
 //! let options = ConnectOptions { trust_key: Some(to_hex(&key)), ..Default::default() };
-//! let conn = connect(url, options, None).await?;
+//! let conn = connect(url, options).await?;
 //! let request = EchoRequest { message: "hello".into() }.encode_to_vec();
-//! let reply = conn.call("echo".into(), request, Some(2_000), None).await?;
+//! let reply = conn.call("echo".into(), request, Some(2_000)).await?;
 //! assert_eq!(EchoResponse::decode(&reply[..])?.message, "hello");
 //! assert!(conn.info().encrypted);
 //!
 //! // Every failure has the core's code.
-//! let e = conn.call("x".repeat(300), Vec::new(), None, None).await.err().ok_or("accepted")?;
+//! let e = conn.call("x".repeat(300), Vec::new(), None).await.err().ok_or("accepted")?;
 //! assert_eq!(e.code(), "INVALID_ARGUMENT");
 //! conn.disconnect().await;
 //! # Ok(())
 //! # }
 //! ```
 
-mod cancel;
+pub mod cancel;
 mod connection;
 mod error;
 mod options;
@@ -74,7 +74,7 @@ mod stream;
 
 use std::sync::OnceLock;
 
-pub use cancel::CancelToken;
+pub use cancel::{CancelToken, connect_cancellable};
 pub use connection::{Connection, ConnectionInfo, Pinned, connect};
 pub use error::{BlerpcError, code};
 pub use options::{ConnectOptions, DEFAULT_CONNECT_TIMEOUT_MS};

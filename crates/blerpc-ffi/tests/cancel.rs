@@ -13,7 +13,9 @@ use blerpc::known_keys::to_hex;
 use blerpc::link::listen::{ListenOptions, Listener};
 use blerpc::server::{BoxFuture, BoxStream, Bytes, CallKind, Dispatch, Status};
 use blerpc::{Server, ServerConfig};
-use blerpc_ffi::{BlerpcError, CancelToken, ConnectOptions, Connection, connect};
+use blerpc_ffi::{
+    BlerpcError, CancelToken, ConnectOptions, Connection, connect, connect_cancellable,
+};
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
@@ -98,7 +100,7 @@ async fn connected() -> (Arc<Connection>, watch::Sender<bool>) {
         trust_key: Some(to_hex(&key)),
         ..Default::default()
     };
-    let conn = connect(url, options, None)
+    let conn = connect(url, options)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     (conn, release)
@@ -120,7 +122,7 @@ async fn bounded<T>(fut: impl Future<Output = T>) -> T {
 
 /// Four echo calls at once (every call slot) answer.
 async fn four_calls_answer(conn: &Connection) {
-    let calls = (0..4u8).map(|i| conn.call("echo".into(), vec![i], Some(2_000), None));
+    let calls = (0..4u8).map(|i| conn.call("echo".into(), vec![i], Some(2_000)));
     for (i, reply) in bounded(futures_util::future::join_all(calls))
         .await
         .into_iter()
@@ -145,12 +147,12 @@ async fn cancelled_calls_end_and_free_their_slots() {
         .iter()
         .map(|t| {
             let (conn, t) = (conn.clone(), t.clone());
-            tokio::spawn(async move { conn.call("hang".into(), vec![], None, Some(t)).await })
+            tokio::spawn(async move { conn.call_cancellable("hang".into(), vec![], None, t).await })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(50)).await;
     // Every slot is taken by a call that will never be answered.
-    let e = conn.call("echo".into(), vec![], None, None).await;
+    let e = conn.call("echo".into(), vec![], None).await;
     assert_eq!(
         e.map_err(|e| e.code().to_string()),
         Err("TOO_MANY_CALLS".into())
@@ -163,7 +165,7 @@ async fn cancelled_calls_end_and_free_their_slots() {
     }
     // The client's slots are free at once: a call is sent, and it is the server, still busy
     // with the four, that refuses it.
-    let e = bounded(conn.call("echo".into(), vec![], None, None)).await;
+    let e = bounded(conn.call("echo".into(), vec![], None)).await;
     assert_eq!(e.map_err(|e| e.code().to_string()), Err("BUSY".into()));
     release(&server).await;
     four_calls_answer(&conn).await;
@@ -175,20 +177,23 @@ async fn a_cancelled_token_refuses_the_call_and_the_connect() {
     let token = CancelToken::new();
     token.cancel();
     assert_cancelled(
-        conn.call("echo".into(), vec![1], None, Some(token.clone()))
+        conn.call_cancellable("echo".into(), vec![1], None, token.clone())
             .await,
     );
     assert_cancelled(
-        conn.server_stream("one_then_wait".into(), vec![], Some(token.clone()))
+        conn.server_stream_cancellable("one_then_wait".into(), vec![], token.clone())
             .await,
     );
-    assert_cancelled(conn.client_stream("sink".into(), Some(token.clone())).await);
+    assert_cancelled(
+        conn.client_stream_cancellable("sink".into(), token.clone())
+            .await,
+    );
     four_calls_answer(&conn).await;
     let options = ConnectOptions {
         allow_any_key: true,
         ..Default::default()
     };
-    assert_cancelled(connect(conn.info().peer_id, options, Some(token)).await);
+    assert_cancelled(connect_cancellable(conn.info().peer_id, options, token).await);
 }
 
 #[tokio::test]
@@ -216,7 +221,7 @@ async fn a_connect_that_gets_no_answer_is_cancelled() {
         allow_any_key: true,
         ..Default::default()
     };
-    assert_cancelled(bounded(connect(url, options, Some(token))).await);
+    assert_cancelled(bounded(connect_cancellable(url, options, token)).await);
     hold.abort();
 }
 
@@ -225,7 +230,7 @@ async fn a_cancelled_stream_ends_its_pending_next_and_frees_the_stream() {
     let (conn, server) = connected().await;
     let token = CancelToken::new();
     let stream = conn
-        .server_stream("one_then_wait".into(), vec![], Some(token.clone()))
+        .server_stream_cancellable("one_then_wait".into(), vec![], token.clone())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(bounded(stream.next()).await, Ok(Some(vec![1])));
@@ -243,7 +248,7 @@ async fn a_cancelled_stream_ends_its_pending_next_and_frees_the_stream() {
     release(&server).await;
     server.send_replace(false);
     let again = conn
-        .server_stream("one_then_wait".into(), vec![], None)
+        .server_stream("one_then_wait".into(), vec![])
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(bounded(again.next()).await, Ok(Some(vec![1])));
@@ -264,7 +269,7 @@ async fn a_cancelled_upload_fails_its_pending_finish() {
     let (conn, server) = connected().await;
     let token = CancelToken::new();
     let upload = conn
-        .client_stream("sink".into(), Some(token.clone()))
+        .client_stream_cancellable("sink".into(), token.clone())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     bounded(upload.send(vec![1, 2, 3]))
@@ -285,7 +290,7 @@ async fn a_cancelled_upload_fails_its_pending_finish() {
         Some("INVALID_ARGUMENT".into())
     );
     let stream = conn
-        .server_stream("one_then_wait".into(), vec![], None)
+        .server_stream("one_then_wait".into(), vec![])
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(bounded(stream.next()).await, Ok(Some(vec![1])));

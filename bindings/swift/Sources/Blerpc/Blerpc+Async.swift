@@ -4,8 +4,8 @@
 //
 // Why the cancellation handlers: the generated async functions await the Rust future in
 // `withUnsafeContinuation`, which ignores Task cancellation, so a cancelled Task would keep
-// waiting for the peripheral. Each operation here is given a CancelToken and cancels it from
-// `withTaskCancellationHandler`: the Rust side then ends the operation at once and cancels the
+// waiting for the peripheral. Each operation here calls its `…Cancellable` variant with a
+// CancelToken and cancels the token from `withTaskCancellationHandler`: the Rust side then ends the operation at once and cancels the
 // call in the core (the connection stays usable), and the Swift side throws
 // `CancellationError`.
 //
@@ -46,7 +46,7 @@ func milliseconds(_ deadline: Duration?) throws -> UInt32? {
 /// use by default). Cancelling the Task stops the attempt.
 public func connect(_ url: String, options: ConnectOptions) async throws -> Connection {
     try await withCancelToken { token in
-        try await connect(url: url, options: options, cancel: token)
+        try await connectCancellable(url: url, options: options, cancel: token)
     }
 }
 
@@ -58,7 +58,7 @@ extension Connection {
     public func call(_ command: String, _ request: Data, deadline: Duration? = nil) async throws -> Data {
         let deadlineMs = try milliseconds(deadline)
         return try await withCancelToken { token in
-            try await call(command: command, request: request, deadlineMs: deadlineMs, cancel: token)
+            try await callCancellable(command: command, request: request, deadlineMs: deadlineMs, cancel: token)
         }
     }
 
@@ -76,7 +76,7 @@ extension Connection {
     public func clientStream(_ command: String) async throws -> ClientStream {
         let token = CancelToken()
         let raw = try await withTaskCancellationHandler {
-            try await clientStream(command: command, cancel: token)
+            try await clientStreamCancellable(command: command, cancel: token)
         } onCancel: {
             token.cancel()
         }
@@ -129,7 +129,7 @@ final class StreamPuller: @unchecked Sendable {
         do {
             return try await withTaskCancellationHandler {
                 if stream == nil {
-                    stream = try await connection.serverStream(command: command, request: request, cancel: token)
+                    stream = try await connection.serverStreamCancellable(command: command, request: request, cancel: token)
                 }
                 guard let stream else { return nil }
                 let item = try await stream.next()
