@@ -14,13 +14,13 @@
 
 import Foundation
 
-/// Runs `operation` with a fresh token that the current Task's cancellation cancels. An
-/// operation the token cancelled throws `CancellationError`, as Swift code expects.
-func withCancelToken<T>(_ operation: (CancelToken) async throws -> T) async throws -> T {
-    let token = CancelToken()
+/// Runs `operation` (which gave `token` to the Rust side), cancelling `token` if the current
+/// Task is cancelled meanwhile. An operation the token cancelled throws `CancellationError`,
+/// as Swift code expects.
+func cancelling<T>(_ token: CancelToken, _ operation: () async throws -> T) async throws -> T {
     do {
         return try await withTaskCancellationHandler {
-            try await operation(token)
+            try await operation()
         } onCancel: {
             token.cancel()
         }
@@ -45,7 +45,8 @@ func milliseconds(_ deadline: Duration?) throws -> UInt32? {
 /// runs setup and the key exchange with the identity check `options` ask for (pinned on first
 /// use by default). Cancelling the Task stops the attempt.
 public func connect(_ url: String, options: ConnectOptions) async throws -> Connection {
-    try await withCancelToken { token in
+    let token = CancelToken()
+    return try await cancelling(token) {
         try await connectCancellable(url: url, options: options, cancel: token)
     }
 }
@@ -57,7 +58,8 @@ extension Connection {
     /// `CancellationError`); the connection stays usable.
     public func call(_ command: String, _ request: Data, deadline: Duration? = nil) async throws -> Data {
         let deadlineMs = try milliseconds(deadline)
-        return try await withCancelToken { token in
+        let token = CancelToken()
+        return try await cancelling(token) {
             try await callCancellable(command: command, request: request, deadlineMs: deadlineMs, cancel: token)
         }
     }
@@ -75,10 +77,8 @@ extension Connection {
     /// A central→peripheral stream: `send` each item, then `finish` for the response.
     public func clientStream(_ command: String) async throws -> ClientStream {
         let token = CancelToken()
-        let raw = try await withTaskCancellationHandler {
+        let raw = try await cancelling(token) {
             try await clientStreamCancellable(command: command, cancel: token)
-        } onCancel: {
-            token.cancel()
         }
         return ClientStream(raw: raw, token: token)
     }
@@ -126,22 +126,17 @@ final class StreamPuller: @unchecked Sendable {
     /// The next item, or `nil` once the peripheral ended the stream.
     func pull() async throws -> Data? {
         let token = self.token
-        do {
-            return try await withTaskCancellationHandler {
-                if stream == nil {
-                    stream = try await connection.serverStreamCancellable(command: command, request: request, cancel: token)
-                }
-                guard let stream else { return nil }
-                let item = try await stream.next()
-                if item == nil && token.isCancelled() {
-                    throw CancellationError()
-                }
-                return item
-            } onCancel: {
-                token.cancel()
+        return try await cancelling(token) {
+            if stream == nil {
+                stream = try await connection.serverStreamCancellable(command: command, request: request, cancel: token)
             }
-        } catch let error as BlerpcError where error.code == "CANCELLED" && token.isCancelled() {
-            throw CancellationError()
+            guard let stream else { return nil }
+            let item = try await stream.next()
+            // A cancelled stream ends: to Swift that is the Task's cancellation, not the end.
+            if item == nil && token.isCancelled() {
+                throw CancellationError()
+            }
+            return item
         }
     }
 }
@@ -165,12 +160,12 @@ public final class ClientStream: @unchecked Sendable {
 
     /// Sends one item (its protobuf bytes); waits while the link is congested.
     public func send(_ item: Data) async throws {
-        try await cancellable { try await self.raw.send(item: item) }
+        try await cancelling(token) { try await self.raw.send(item: item) }
     }
 
     /// Ends the stream and returns the peripheral's response (its protobuf bytes).
     public func finish() async throws -> Data {
-        try await cancellable { try await self.raw.finish() }
+        try await cancelling(token) { try await self.raw.finish() }
     }
 
     /// Abandons the upload: the call is cancelled in the core and the peripheral told; a
@@ -179,19 +174,6 @@ public final class ClientStream: @unchecked Sendable {
         token.cancel()
         let raw = self.raw
         Task { await raw.cancel() }
-    }
-
-    private func cancellable<T>(_ operation: () async throws -> T) async throws -> T {
-        let token = self.token
-        do {
-            return try await withTaskCancellationHandler {
-                try await operation()
-            } onCancel: {
-                token.cancel()
-            }
-        } catch let error as BlerpcError where error.code == "CANCELLED" && Task.isCancelled {
-            throw CancellationError()
-        }
     }
 }
 
