@@ -1,8 +1,8 @@
 //! # blerpc-ffi: bleRPC for other languages, through UniFFI
 //!
-//! The exported API of the Python package `blerpc` (`bindings/python`) and of the Kotlin
-//! library `dev.blerpc` (`bindings/kotlin`), later of the Swift bindings: a thin shell over the
-//! runtime's [`blerpc::Client`]. It holds no protocol
+//! The exported API of the Python package `blerpc` (`bindings/python`), of the Kotlin library
+//! `dev.blerpc` (`bindings/kotlin`) and of the Swift package `Blerpc` (`bindings/swift`): a
+//! thin shell over the runtime's [`blerpc::Client`]. It holds no protocol
 //! logic and no call bookkeeping: connecting by URL is [`blerpc::link::connect`], every call
 //! goes to the client's connection task, which drives the core's call table (the same one the
 //! tokio client and the browser central run), and errors carry the core's stable
