@@ -4,7 +4,9 @@
 //!
 //! Calls are polled on the caller's thread (UniFFI's tokio compatibility layer): when the
 //! foreign task is cancelled, UniFFI drops the call's future and the client cancels the call
-//! (its slot and any late answer are released); the connection stays usable.
+//! (its slot and any late answer are released); the connection stays usable. Where the
+//! foreign side does not drop the future (Swift), each operation has a variant that takes a
+//! [`CancelToken`](crate::CancelToken) (in [`cancel`](crate::cancel)) and ends it the same way.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,6 +20,7 @@ use blerpc::known_keys::to_hex;
 use blerpc::link::connect::connect as connect_url;
 use blerpc::link::url::LinkUrl;
 
+use crate::cancel::CancelToken;
 use crate::stream::{ResponseStream, Upload};
 use crate::{BlerpcError, ConnectOptions, code};
 
@@ -29,6 +32,14 @@ use crate::{BlerpcError, ConnectOptions, code};
 /// foreign task that awaits this stops the attempt.
 #[uniffi::export(async_runtime = "tokio")]
 pub async fn connect(url: String, options: ConnectOptions) -> Result<Arc<Connection>, BlerpcError> {
+    open_url(url, options).await
+}
+
+/// [`connect`]'s work.
+pub(crate) async fn open_url(
+    url: String,
+    options: ConnectOptions,
+) -> Result<Arc<Connection>, BlerpcError> {
     let link_url: LinkUrl = url
         .parse()
         .map_err(|e| BlerpcError::invalid(format!("{e}")))?;
@@ -139,14 +150,7 @@ impl Connection {
         request: Vec<u8>,
         deadline_ms: Option<u32>,
     ) -> Result<Vec<u8>, BlerpcError> {
-        let result = match deadline_ms {
-            Some(ms) => {
-                let deadline = tokio::time::Instant::now() + Duration::from_millis(u64::from(ms));
-                self.client.call_until(&command, request, deadline).await
-            }
-            None => self.client.call(&command, request).await,
-        };
-        Ok(result?)
+        self.unary(command, request, deadline_ms).await
     }
 
     /// A peripheral→central stream: sends `request` to `command` and returns the stream of
@@ -156,15 +160,13 @@ impl Connection {
         command: String,
         request: Vec<u8>,
     ) -> Result<Arc<ResponseStream>, BlerpcError> {
-        let stream = self.client.server_stream(&command, request).await?;
-        Ok(Arc::new(ResponseStream::new(stream)))
+        self.open_stream(command, request, Arc::default()).await
     }
 
     /// A central→peripheral stream to `command`: send its items, then finish it for the
     /// peripheral's response.
     pub async fn client_stream(&self, command: String) -> Result<Arc<Upload>, BlerpcError> {
-        let upload = self.client.client_stream(&command).await?;
-        Ok(Arc::new(Upload::new(upload)))
+        self.open_upload(command, Arc::default()).await
     }
 
     /// Closes the connection: calls in flight fail with `CLOSED`, and so does every later one.
@@ -178,6 +180,50 @@ impl Connection {
     /// peripheral, or because the link was lost.
     pub async fn wait_closed(&self) {
         self.client.closed().await
+    }
+}
+
+impl Connection {
+    /// [`Connection::call`]'s work.
+    pub(crate) async fn unary(
+        &self,
+        command: String,
+        request: Vec<u8>,
+        deadline_ms: Option<u32>,
+    ) -> Result<Vec<u8>, BlerpcError> {
+        let result = match deadline_ms {
+            Some(ms) => {
+                let deadline = tokio::time::Instant::now() + Duration::from_millis(u64::from(ms));
+                self.client.call_until(&command, request, deadline).await
+            }
+            None => self.client.call(&command, request).await,
+        };
+        Ok(result?)
+    }
+
+    /// Opens a server stream that `cancel` (kept by the stream) cancels.
+    pub(crate) async fn open_stream(
+        &self,
+        command: String,
+        request: Vec<u8>,
+        cancel: Arc<CancelToken>,
+    ) -> Result<Arc<ResponseStream>, BlerpcError> {
+        let stream = cancel
+            .guard(async { Ok(self.client.server_stream(&command, request).await?) })
+            .await?;
+        Ok(Arc::new(ResponseStream::new(stream, cancel)))
+    }
+
+    /// Opens an upload that `cancel` (kept by the upload) cancels.
+    pub(crate) async fn open_upload(
+        &self,
+        command: String,
+        cancel: Arc<CancelToken>,
+    ) -> Result<Arc<Upload>, BlerpcError> {
+        let upload = cancel
+            .guard(async { Ok(self.client.client_stream(&command).await?) })
+            .await?;
+        Ok(Arc::new(Upload::new(upload, cancel)))
     }
 }
 

@@ -1,8 +1,8 @@
 //! # blerpc-ffi: bleRPC for other languages, through UniFFI
 //!
-//! The exported API of the Python package `blerpc` (`bindings/python`) and of the Kotlin
-//! library `dev.blerpc` (`bindings/kotlin`), later of the Swift bindings: a thin shell over the
-//! runtime's [`blerpc::Client`]. It holds no protocol
+//! The exported API of the Python package `blerpc` (`bindings/python`), of the Kotlin library
+//! `dev.blerpc` (`bindings/kotlin`) and of the Swift package `Blerpc` (`bindings/swift`): a
+//! thin shell over the runtime's [`blerpc::Client`]. It holds no protocol
 //! logic and no call bookkeeping: connecting by URL is [`blerpc::link::connect`], every call
 //! goes to the client's connection task, which drives the core's call table (the same one the
 //! tokio client and the browser central run), and errors carry the core's stable
@@ -15,6 +15,7 @@
 //! | [`ConnectOptions`] | the identity to trust (a pinned key, a known-keys file: the default, an app's [`KeyStore`], or any key if asked), the connect timeout, TLS trust |
 //! | [`Connection`] | `call` (with an optional deadline), `server_stream`, `client_stream`, `info`, `disconnect` |
 //! | [`ResponseStream`], [`Upload`] | the two directions of a stream |
+//! | [`CancelToken`], [`connect_cancellable`], `Connection::*_cancellable` | an explicit cancel for each operation (for Swift, whose generated code does not drop a cancelled task's future) |
 //! | [`BlerpcError`] | every failure: a variant per kind, with `code` and `detail` |
 //!
 //! Requests and responses are protobuf bytes: each language encodes its own messages, from
@@ -28,6 +29,8 @@
 //! layer), so cancelling the foreign task (Python's `task.cancel()`, `asyncio.wait_for`, a
 //! Kotlin coroutine's `cancel()`, `withTimeout`) drops
 //! the call's future, which cancels the call in the core: the connection stays usable.
+//! Swift's generated code keeps awaiting a cancelled task's future, so every operation has a
+//! variant that takes a [`CancelToken`]: cancelling it ends the operation the same way.
 //!
 //! ## Example
 //!
@@ -64,6 +67,7 @@
 //! # }
 //! ```
 
+pub mod cancel;
 mod connection;
 mod error;
 mod gatt;
@@ -73,6 +77,7 @@ mod stream;
 
 use std::sync::OnceLock;
 
+pub use cancel::{CancelToken, connect_cancellable};
 pub use connection::{Connection, ConnectionInfo, Pinned, connect};
 pub use error::{BlerpcError, code};
 pub use gatt::{

@@ -1,26 +1,33 @@
 //! The two stream objects: [`ResponseStream`] (peripheral→central) and [`Upload`]
 //! (central→peripheral), each the runtime's own behind a lock, since a foreign object is shared.
 //!
-//! Freeing either object, or `cancel()`, cancels its call in the core (the peripheral is told,
-//! the stream slot is freed for the next stream). Cancelling a foreign task that awaits
-//! `next()` or `send()` drops only that wait: the stream stays open.
+//! Freeing either object, `cancel()`, or cancelling the [`CancelToken`] it was opened with
+//! cancels its call in the core (the peripheral is told, the stream slot is freed for the next
+//! stream); an operation waiting on another task ends at once. Cancelling a foreign task that
+//! awaits `next()` or `send()` drops only that wait: the stream stays open.
+
+use std::sync::Arc;
 
 use futures_util::StreamExt;
 use tokio::sync::Mutex;
 
 use crate::BlerpcError;
+use crate::cancel::CancelToken;
 
 /// The responses of a peripheral→central stream, from
 /// [`Connection::server_stream`](crate::Connection::server_stream).
 #[derive(Debug, uniffi::Object)]
 pub struct ResponseStream {
     inner: Mutex<Option<blerpc::ResponseStream>>,
+    /// Cancels the stream (the caller's token, or the stream's own).
+    cancel: Arc<CancelToken>,
 }
 
 impl ResponseStream {
-    pub(crate) fn new(stream: blerpc::ResponseStream) -> Self {
+    pub(crate) fn new(stream: blerpc::ResponseStream, cancel: Arc<CancelToken>) -> Self {
         ResponseStream {
             inner: Mutex::new(Some(stream)),
+            cancel,
         }
     }
 }
@@ -36,7 +43,13 @@ impl ResponseStream {
         let Some(stream) = slot.as_mut() else {
             return Ok(None);
         };
-        match stream.next().await {
+        // Cancelled: the stream ends here (dropping it cancels the call in the core).
+        let item = self
+            .cancel
+            .guard(async { Ok(stream.next().await) })
+            .await
+            .unwrap_or_default();
+        match item {
             Some(Ok(item)) => Ok(Some(item)),
             Some(Err(e)) => {
                 *slot = None;
@@ -49,9 +62,10 @@ impl ResponseStream {
         }
     }
 
-    /// Stops the stream: the call is cancelled in the core and the peripheral told. Waits for
-    /// a `next()` in progress on another task to return first.
+    /// Stops the stream: the call is cancelled in the core and the peripheral told. A `next()`
+    /// in progress on another task returns the end.
     pub async fn cancel(&self) {
+        self.cancel.cancel();
         self.inner.lock().await.take();
     }
 }
@@ -61,12 +75,15 @@ impl ResponseStream {
 #[derive(Debug, uniffi::Object)]
 pub struct Upload {
     inner: Mutex<Option<blerpc::Upload>>,
+    /// Cancels the upload (the caller's token, or the upload's own).
+    cancel: Arc<CancelToken>,
 }
 
 impl Upload {
-    pub(crate) fn new(upload: blerpc::Upload) -> Self {
+    pub(crate) fn new(upload: blerpc::Upload, cancel: Arc<CancelToken>) -> Self {
         Upload {
             inner: Mutex::new(Some(upload)),
+            cancel,
         }
     }
 }
@@ -80,24 +97,32 @@ fn ended() -> BlerpcError {
 impl Upload {
     /// Sends one item (its protobuf bytes); waits while the link is congested. A failure
     /// (the peripheral refused the stream, the connection closed) ends the upload.
+    /// A cancelled upload (by `cancel()` or its token) fails with `CANCELLED`.
     pub async fn send(&self, item: Vec<u8>) -> Result<(), BlerpcError> {
         let mut slot = self.inner.lock().await;
         let upload = slot.as_mut().ok_or_else(ended)?;
-        if let Err(e) = upload.send(item).await {
+        let sent = self
+            .cancel
+            .guard(async { Ok(upload.send(item).await?) })
+            .await;
+        if sent.is_err() {
             *slot = None;
-            return Err(e.into());
         }
-        Ok(())
+        sent
     }
 
     /// Ends the stream and returns the peripheral's response (its protobuf bytes).
     pub async fn finish(&self) -> Result<Vec<u8>, BlerpcError> {
         let upload = self.inner.lock().await.take().ok_or_else(ended)?;
-        Ok(upload.finish().await?)
+        self.cancel
+            .guard(async { Ok(upload.finish().await?) })
+            .await
     }
 
-    /// Abandons the upload: the call is cancelled in the core and the peripheral told.
+    /// Abandons the upload: the call is cancelled in the core and the peripheral told. A
+    /// `send()` or `finish()` in progress on another task fails with `CANCELLED`.
     pub async fn cancel(&self) {
+        self.cancel.cancel();
         self.inner.lock().await.take();
     }
 }
