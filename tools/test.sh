@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README): formatting, lints, tests, docs, the sans-IO and no_std checks, the
-# reference-vector regeneration check, the Python and Kotlin bindings, the gateway's browser and
-# OpenAPI checks, the browser central and the firmware. Works on a fresh clone: its first step
-# installs what is missing (tools/install.sh; apt needs root), loudly.
+# reference-vector regeneration check, the Python, Kotlin and Swift bindings and the phone
+# targets, the gateway's browser and OpenAPI checks, the browser central and the firmware (whose
+# Bumble step also runs the Python bindings over a GATT link). Works on a fresh clone: its first
+# step installs what is missing (tools/install.sh; apt needs root), loudly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,8 +62,14 @@ export BLERPC_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/blerpc"
 step "Python bindings: the wheel (maturin, dev profile, this target dir) and pytest against blerpc serve"
 bash tools/bindings/python.sh
 
-step "Kotlin bindings: kotlinc (npm kotlin-compiler 2.4.20) and JNA, tests on the JVM against blerpc serve"
+step "Kotlin bindings: kotlinc (npm kotlin-compiler 2.4.20) and JNA, tests on the JVM against blerpc serve and a fake GATT"
 bash tools/bindings/kotlin.sh
+
+step "Swift bindings: generated from blerpc-ffi, the declarations the Swift layer uses checked (no Swift compiler here)"
+bash tools/bindings/swift.sh
+
+step "phones: blerpc-ffi checked for Android (aarch64, armv7, x86_64) and aarch64-apple-ios (no NDK or Xcode here)"
+bash tools/bindings/phones.sh
 
 step "device gateway: the dashboard in headless Chromium, the OpenAPI file against a running gateway (schemathesis)"
 bash tools/gateway/dashboard.sh
