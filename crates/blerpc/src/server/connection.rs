@@ -10,6 +10,7 @@ use std::time::Duration;
 use blerpc_proto::Instant as CoreInstant;
 use blerpc_proto::connection::{PeripheralEvent, SendError, Warning};
 use blerpc_proto::wire::error_code::ErrorCode;
+use futures_util::future::{AbortHandle, Aborted};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt as _, StreamExt};
 use tokio::sync::{mpsc, watch};
@@ -36,6 +37,8 @@ pub(super) enum Done {
         name: String,
         result: Result<Vec<u8>, Status>,
     },
+    /// A unary handler dropped because the central cancelled its request.
+    Cancelled,
     Upload {
         name: String,
         end_tid: Option<u8>,
@@ -125,6 +128,8 @@ pub(super) struct Connection {
     pub(super) dispatch: Arc<dyn Dispatch>,
     pub(super) clock: Clock,
     pub(super) pending: Handlers,
+    /// The unary handlers in `pending` by request tid, to drop one the central cancels.
+    pub(super) cancels: Vec<(u8, AbortHandle)>,
     pub(super) stream: Option<ActiveStream>,
     pub(super) uploads: HashMap<String, Upload>,
     pub(super) upload_buffer: usize,
@@ -182,6 +187,9 @@ impl Protocol for Connection {
     fn release_memory(&mut self) {
         self.peripheral.release_memory();
         self.pending.release_memory();
+        if self.cancels.is_empty() {
+            self.cancels = Vec::new();
+        }
     }
     fn max_input_container_len(&self) -> Option<usize> {
         Some(self.peripheral.max_input_container_len())
@@ -397,13 +405,16 @@ impl Connection {
                 // through `pending` (and the loop), and without boxing a second future.
                 match (&mut fut).now_or_never() {
                     Some(result) => self.on_done(Done::Unary { tid, name, result }),
-                    None => self.pending.push(Box::pin(async move {
-                        Done::Unary {
-                            tid,
-                            name,
-                            result: fut.await,
-                        }
-                    })),
+                    None => {
+                        let (fut, abort) = futures_util::future::abortable(fut);
+                        self.cancels.push((tid, abort));
+                        self.pending.push(Box::pin(async move {
+                            match fut.await {
+                                Ok(result) => Done::Unary { tid, name, result },
+                                Err(Aborted) => Done::Cancelled,
+                            }
+                        }));
+                    }
                 }
             }
             Some(CallKind::ServerStream) => {
@@ -436,7 +447,13 @@ impl Connection {
 
     fn on_done(&mut self, done: Done) {
         let now = self.now;
+        if let Done::Unary { tid, .. } = &done
+            && let Some(i) = self.cancels.iter().position(|(t, _)| t == tid)
+        {
+            self.cancels.swap_remove(i);
+        }
         match done {
+            Done::Cancelled => {}
             Done::Unary {
                 tid,
                 name,
@@ -483,12 +500,14 @@ impl Connection {
         self.flush_ready();
     }
 
-    /// The central cancelled request `tid` (the cancel extension): its stream stops (the
-    /// producer is dropped) and what waits to be sent for it goes. A unary handler still
-    /// running finishes; the core refuses its answer.
+    /// The central cancelled request `tid` (the cancel extension): its unary handler or its
+    /// stream's producer is dropped, and what waits to be sent for it goes.
     fn on_cancelled(&mut self, tid: u8) {
         if self.stream.as_ref().is_some_and(|s| s.tid == tid) {
             self.stream = None;
+        }
+        if let Some(i) = self.cancels.iter().position(|(t, _)| *t == tid) {
+            self.cancels.swap_remove(i).1.abort();
         }
         self.ready.retain(|r| {
             !matches!(r,

@@ -489,6 +489,7 @@ impl Server {
             dispatch: self.dispatch.clone(),
             clock: Clock::new(),
             pending: connection::Handlers::default(),
+            cancels: Vec::new(),
             stream: None,
             uploads: HashMap::new(),
             upload_buffer: self.config.upload_buffer.max(1),
