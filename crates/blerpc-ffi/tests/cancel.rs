@@ -169,7 +169,11 @@ async fn cancelled_calls_end_and_free_their_slots() {
     // it, and it dropped the four handlers. A call is answered at once.
     let e = bounded(conn.call("echo".into(), vec![], None)).await;
     assert_eq!(e.map_err(|e| e.code().to_string()), Ok(vec![]));
-    assert_eq!(server.receiver_count(), 1, "the cancelled handlers were dropped");
+    assert_eq!(
+        server.receiver_count(),
+        1,
+        "the cancelled handlers were dropped"
+    );
     release(&server).await;
     four_calls_answer(&conn).await;
 }
