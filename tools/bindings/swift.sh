@@ -67,7 +67,7 @@ expected=(
   'public convenience init() {'
   'open func cancel() {'
   'open func isCancelled() -> Bool'
-  'public struct ConnectOptions: Equatable, Hashable'
+  'public struct ConnectOptions {'
   'public init(trustKey: String? = nil,'
   'public struct ConnectionInfo: Equatable, Hashable'
   'public enum BlerpcError: Swift.Error'

@@ -290,7 +290,8 @@ fn thread_cpu() -> Option<Duration> {
     ))
 }
 
-fn paused_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+/// A single-threaded tokio runtime with its clock paused: link time is virtual.
+pub(crate) fn paused_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)

@@ -37,11 +37,7 @@ impl Cancelled {
 /// Drops an 8 KB `flash_read` mid-response on a link with `params`; `cancel` puts the cancel
 /// extension in force on both ends (both runtimes' default) or leaves it out.
 pub fn flash_read(params: LinkParams, cancel: bool) -> anyhow::Result<Cancelled> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .context("cannot start a tokio runtime")?;
+    let rt = crate::ble::paused_runtime()?;
     rt.block_on(async {
         let mut server_config = ServerConfig {
             identity: Some(blerpc::identity::generate()),

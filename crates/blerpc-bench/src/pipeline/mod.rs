@@ -445,11 +445,7 @@ fn run_case(profile: &Profile, case: Case) -> anyhow::Result<Row> {
         seconds,
         service,
     } = case;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .context("cannot start a tokio runtime")?;
+    let rt = crate::ble::paused_runtime()?;
     rt.block_on(async {
         let (central, link) = blerpc_sim::pair(params)?;
         let monitor = central.monitor();
