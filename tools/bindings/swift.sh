@@ -44,9 +44,10 @@ for f in "$swift" "$out/BlerpcFFI.h" "$out/BlerpcFFI.modulemap"; do
   [ -s "$f" ] || fail "the generator made no $f (is [bindings.swift] module_name still Blerpc?)"
 done
 
-# Every declaration of the generated API that Blerpc+Async.swift relies on, as the generator
-# writes it. Compared with comments and whitespace removed on both sides (the generator puts
-# doc comments between parameters). Update it with the layer.
+# Every declaration of the generated API that Blerpc+Async.swift and the CoreBluetooth adapter in
+# docs/bindings.md rely on, as the generator writes it. Compared with comments and whitespace
+# removed on both sides (the generator puts doc comments between parameters). Update it with the
+# layer.
 expected=(
   'public func connectCancellable(url: String, options: ConnectOptions, cancel: CancelToken) async throws -> Connection'
   'open class Connection: ConnectionProtocol, @unchecked Sendable'
@@ -68,6 +69,10 @@ expected=(
   'open func cancel() {'
   'open func isCancelled() -> Bool'
   'public struct ConnectOptions {'
+  'public func connectGatt(link: GattLink, inbox: GattInbox, options: ConnectOptions) async throws -> Connection'
+  'public protocol GattLink: AnyObject, Sendable'
+  'open class GattInbox: GattInboxProtocol, @unchecked Sendable'
+  'public protocol KeyStore: AnyObject, Sendable'
   'public init(trustKey: String? = nil,'
   'public struct ConnectionInfo: Equatable, Hashable'
   'public enum BlerpcError: Swift.Error'
