@@ -421,16 +421,7 @@ where
             }
         }
     }
-}
 
-impl<P, R, A, O, const SLOTS: usize> Peripheral<P, R, A, O, SLOTS>
-where
-    P: CryptoProvider,
-    P::Identity: Clone,
-    R: CryptoRngCore,
-    A: Buffer + Default,
-    O: Buffer + Default,
-{
     /// CANCEL for request `request` (the cancel extension in force): whatever is held for it
     /// goes (a request still arriving, the request handed out, its queued response, which
     /// stops after the containers already sent, its stream and the stream's queued items), and
