@@ -20,6 +20,8 @@ from typing import Any, Awaitable, Callable, Iterator, List, TypeVar
 
 import pytest
 
+import blerpc
+
 REPO = Path(__file__).resolve().parents[3]
 BIN = os.environ.get("BLERPC_BIN", str(REPO / "target" / "debug" / "blerpc"))
 
@@ -35,6 +37,10 @@ class Server:
     proc: subprocess.Popen
     url: str
     key: str
+
+    def pinned(self) -> blerpc.ConnectOptions:
+        """Options that accept exactly this server's identity key."""
+        return blerpc.ConnectOptions(trust_key=self.key)
 
     def stop(self) -> None:
         """SIGSTOP: the process keeps its socket and answers nothing. Returns once every

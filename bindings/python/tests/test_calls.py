@@ -13,21 +13,17 @@ from functional import echo, the_twelve_functional_tests
 import blerpc
 
 
-def pinned(server: Server) -> blerpc.ConnectOptions:
-    return blerpc.ConnectOptions(trust_key=server.key)
-
-
 @pytest.mark.asyncio
 @bounded(30)
 async def test_the_twelve_functional_tests(server: Server) -> None:
-    async with blerpc.connect(server.url, pinned(server)) as conn:
+    async with blerpc.connect(server.url, server.pinned()) as conn:
         await the_twelve_functional_tests(conn)
 
 
 @pytest.mark.asyncio
 @bounded(20)
 async def test_a_flash_read_at_an_address_returns_that_part(server: Server) -> None:
-    async with blerpc.connect(server.url, pinned(server)) as conn:
+    async with blerpc.connect(server.url, server.pinned()) as conn:
         reply = decode(await conn.call("flash_read", flash_read_request(1, 3), deadline_ms=2000))
         assert reply == {1: 1, 2: bytes([38, 69, 100])}
 
@@ -35,7 +31,7 @@ async def test_a_flash_read_at_an_address_returns_that_part(server: Server) -> N
 @pytest.mark.asyncio
 @bounded(20)
 async def test_calls_run_concurrently_on_one_connection(server: Server) -> None:
-    async with blerpc.connect(server.url, pinned(server)) as conn:
+    async with blerpc.connect(server.url, server.pinned()) as conn:
         # The four calls the core keeps in flight at once, several times over.
         for round in range(5):
             messages = [f"call {round}.{i}" for i in range(4)]
@@ -55,7 +51,7 @@ async def test_calls_run_concurrently_on_one_connection(server: Server) -> None:
 @pytest.mark.asyncio
 @bounded(20)
 async def test_info_reports_what_setup_established(server: Server) -> None:
-    conn = await blerpc.connect(server.url, pinned(server))
+    conn = await blerpc.connect(server.url, server.pinned())
     info = conn.info()
     assert info.encrypted
     assert info.peer_identity == server.key
@@ -76,7 +72,7 @@ async def test_info_reports_what_setup_established(server: Server) -> None:
 async def test_websocket_link(servers) -> None:
     s = servers("--listen", "ws://127.0.0.1:0")
     assert s.url.startswith("ws://")
-    async with blerpc.connect(s.url, pinned(s)) as conn:
+    async with blerpc.connect(s.url, s.pinned()) as conn:
         assert await echo(conn, "over ws") == "over ws"
         assert conn.info().encrypted
 
@@ -84,7 +80,7 @@ async def test_websocket_link(servers) -> None:
 @pytest.mark.asyncio
 @bounded(20)
 async def test_a_finished_upload_refuses_more(server: Server) -> None:
-    async with blerpc.connect(server.url, pinned(server)) as conn:
+    async with blerpc.connect(server.url, server.pinned()) as conn:
         upload = await conn.client_stream("counter_upload")
         await upload.send(counter_upload_request(0, 0))
         assert decode(await upload.finish()) == {1: 1}

@@ -15,14 +15,10 @@ from functional import echo
 import blerpc
 
 
-def pinned(server: Server) -> blerpc.ConnectOptions:
-    return blerpc.ConnectOptions(trust_key=server.key)
-
-
 @pytest.mark.asyncio
 @bounded(20)
 async def test_a_deadline_that_passes_gives_timeout(server: Server) -> None:
-    async with blerpc.connect(server.url, pinned(server)) as conn:
+    async with blerpc.connect(server.url, server.pinned()) as conn:
         server.stop()
         started = time.monotonic()
         with pytest.raises(blerpc.BlerpcError.Call) as e:
@@ -38,7 +34,7 @@ async def test_a_deadline_that_passes_gives_timeout(server: Server) -> None:
 @pytest.mark.asyncio
 @bounded(20)
 async def test_cancelling_calls_mid_call_leaves_the_connection_usable(server: Server) -> None:
-    async with blerpc.connect(server.url, pinned(server)) as conn:
+    async with blerpc.connect(server.url, server.pinned()) as conn:
         server.stop()
         # The four calls in flight the core allows, all cancelled.
         tasks = [asyncio.create_task(echo(conn, f"held {i}")) for i in range(4)]
@@ -58,7 +54,7 @@ async def test_cancelling_calls_mid_call_leaves_the_connection_usable(server: Se
 @pytest.mark.asyncio
 @bounded(20)
 async def test_wait_for_around_a_call_cancels_it(server: Server) -> None:
-    async with blerpc.connect(server.url, pinned(server)) as conn:
+    async with blerpc.connect(server.url, server.pinned()) as conn:
         server.stop()
         with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(echo(conn, "held"), 0.2)
@@ -69,7 +65,7 @@ async def test_wait_for_around_a_call_cancels_it(server: Server) -> None:
 @pytest.mark.asyncio
 @bounded(20)
 async def test_cancelling_a_task_mid_stream_leaves_the_connection_usable(server: Server) -> None:
-    async with blerpc.connect(server.url, pinned(server)) as conn:
+    async with blerpc.connect(server.url, server.pinned()) as conn:
         got = []
 
         async def consume() -> None:
@@ -95,7 +91,7 @@ async def test_cancelling_a_task_mid_stream_leaves_the_connection_usable(server:
 @pytest.mark.asyncio
 @bounded(20)
 async def test_a_reader_that_falls_behind_gets_stream_overflow(server: Server) -> None:
-    async with blerpc.connect(server.url, pinned(server)) as conn:
+    async with blerpc.connect(server.url, server.pinned()) as conn:
         stream = conn.server_stream("counter_stream", counter_stream_request(10_000))
         first = await stream.__anext__()
         assert decode(first) == {}  # seq 0, value 0: all defaults
@@ -112,7 +108,7 @@ async def test_a_reader_that_falls_behind_gets_stream_overflow(server: Server) -
 @pytest.mark.asyncio
 @bounded(20)
 async def test_a_server_killed_mid_call_fails_the_call_promptly(server: Server) -> None:
-    conn = await blerpc.connect(server.url, pinned(server))
+    conn = await blerpc.connect(server.url, server.pinned())
     server.stop()
     call = asyncio.create_task(echo(conn, "never answered"))
     await asyncio.sleep(0.2)
@@ -133,7 +129,7 @@ async def test_a_server_killed_mid_call_fails_the_call_promptly(server: Server) 
 @pytest.mark.asyncio
 @bounded(20)
 async def test_a_server_killed_mid_stream_ends_the_stream_with_an_error(server: Server) -> None:
-    conn = await blerpc.connect(server.url, pinned(server))
+    conn = await blerpc.connect(server.url, server.pinned())
     stream = conn.server_stream("counter_stream", counter_stream_request(10_000))
     await stream.__anext__()
     server.kill()

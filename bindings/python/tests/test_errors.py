@@ -68,7 +68,7 @@ async def test_a_server_that_does_not_answer_setup_times_out(server: Server) -> 
 @pytest.mark.asyncio
 @bounded(30)
 async def test_bad_calls_are_refused_and_the_connection_goes_on(server: Server) -> None:
-    async with blerpc.connect(server.url, blerpc.ConnectOptions(trust_key=server.key)) as conn:
+    async with blerpc.connect(server.url, server.pinned()) as conn:
         # A command name over 255 bytes, or empty.
         for name in ["x" * 300, ""]:
             with pytest.raises(blerpc.BlerpcError) as e:

@@ -37,7 +37,7 @@ async def connect(
 ) -> "tuple[blerpc.Connection, FakeBleakClient]":
     inbox = blerpc.GattInbox()
     client = await bleak_client(server, inbox)
-    chosen = options if options is not None else blerpc.ConnectOptions(trust_key=server.key)
+    chosen = options if options is not None else server.pinned()
     return await blerpc.bleak.connect(client, inbox, chosen), client
 
 
@@ -146,7 +146,7 @@ async def test_an_inbox_that_overflows_fails_the_link(server: Server) -> None:
     assert inbox.notification(b"\x00\x00\xc4\x00")
     assert not inbox.notification(b"\x00\x00\xc4\x00")
     with pytest.raises(blerpc.BlerpcError.Connection) as e:
-        await blerpc.bleak.connect(client, inbox, blerpc.ConnectOptions(trust_key=server.key))
+        await blerpc.bleak.connect(client, inbox, server.pinned())
     assert e.value.code == "LINK_FAILED"
     assert "GATT inbox overflow: 2 notifications" in e.value.detail
     await disconnected(client)
@@ -174,7 +174,7 @@ async def test_exceptions_from_the_apps_link_are_errors(server: Server) -> None:
     client = await bleak_client(server, inbox)
     client.mtu_error = RuntimeError("no MTU yet")
     with pytest.raises(blerpc.BlerpcError.Connection) as e:
-        await blerpc.bleak.connect(client, inbox, blerpc.ConnectOptions(trust_key=server.key))
+        await blerpc.bleak.connect(client, inbox, server.pinned())
     assert e.value.code == "LINK_FAILED"
     assert "no MTU yet" in e.value.detail
 
@@ -185,10 +185,10 @@ async def test_an_inbox_serves_one_connection(server: Server) -> None:
     inbox = blerpc.GattInbox()
     client = await bleak_client(server, inbox)
     link = blerpc.bleak.BleakGattLink(client)
-    async with blerpc.bleak.connect(client, inbox, blerpc.ConnectOptions(trust_key=server.key)) as conn:
+    async with blerpc.bleak.connect(client, inbox, server.pinned()) as conn:
         assert await echo(conn, "one") == "one"
         with pytest.raises(blerpc.BlerpcError.InvalidArgument) as e:
-            await blerpc.connect_gatt(link, inbox, blerpc.ConnectOptions(trust_key=server.key))
+            await blerpc.connect_gatt(link, inbox, server.pinned())
         assert "already served" in e.value.detail
 
 
