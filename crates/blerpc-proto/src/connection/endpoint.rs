@@ -262,6 +262,13 @@ where
         fed
     }
 
+    /// Drops transaction `tid` if it is being reassembled: its buffer goes back and its
+    /// deadline with it (a stale deadline would later cut a new transaction under the tid).
+    pub(crate) fn discard_partial(&mut self, tid: u8) {
+        self.assembler.discard(tid);
+        self.partials.remove(tid);
+    }
+
     /// Drops every partial transaction past its deadline, with a warning each; the buffer of
     /// each goes back.
     pub(crate) fn expire_partials(&mut self, now: Instant) {

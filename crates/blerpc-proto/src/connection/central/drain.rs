@@ -93,9 +93,7 @@ where
         if aborted.entries > 0 && !aborted.cut {
             return false;
         }
-        if self.ep.assembler.is_receiving(tid) {
-            self.ep.assembler.discard(tid);
-        }
+        self.ep.discard_partial(tid);
         let cancel = self.ep.alloc_tid();
         // The control queue refuses only when full: then the call is only forgotten here.
         let _ = self.ep.send_control(cancel, ControlCmd::Cancel, &[tid]);

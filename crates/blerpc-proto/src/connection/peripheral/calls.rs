@@ -331,8 +331,7 @@ where
             return true;
         }
         // A FIRST replaces a transaction of the same tid: what that one claimed does not count.
-        self.ep.assembler.discard(tid);
-        self.ep.partials.remove(tid);
+        self.ep.discard_partial(tid);
         let claimed = self.ep.assembler.claimed();
         let partial = self.ep.assembler.receiving();
         let over_budget = claimed.saturating_add(total) > self.reassembly_budget;
@@ -431,9 +430,7 @@ where
     /// answered) is ignored.
     pub(super) fn on_cancel(&mut self, request: u8) {
         let arriving = self.ep.assembler.is_receiving(request);
-        if arriving {
-            self.ep.assembler.discard(request);
-        }
+        self.ep.discard_partial(request);
         let pending = self.pending.remove(request);
         let mut queued = self.ep.outbox.abort(request).entries > 0;
         if self.stream.is_some_and(|(t, _)| t == request) {
@@ -557,5 +554,64 @@ mod tests {
         // ERROR RESPONSE_TOO_LARGE (0x01); the request is answered.
         assert_eq!(sent(&mut p), [alloc::vec![0x05, 0x00, 0xd4, 0x01, 0x01]]);
         assert_eq!(p.pending_requests(), 0);
+    }
+
+    /// A plaintext peripheral through CAPABILITIES with the cancel extension announced by the
+    /// central (flags `0x0010`) and agreed.
+    fn with_cancel() -> super::super::tests::TestPeripheral {
+        let mut p = peripheral(false, |c| c.cancel = true);
+        p.handle_input(T0, &[0x01, 0x00, 0xd0, 0x06, 0, 0, 0, 0, 0x10, 0x00])
+            .unwrap();
+        let reply = sent(&mut p);
+        assert_eq!(reply[0][8], 0x10, "CANCEL agreed: {reply:02x?}");
+        while p.poll_event().is_some() {}
+        p
+    }
+
+    #[test]
+    fn cancel_drops_the_request_where_it_is_and_says_so_once() {
+        let mut p = with_cancel();
+        // A request handed out, then CANCEL of tid 5 under tid 9: `[09][00][0xe0][01][05]`.
+        p.handle_input(T0, &echo_request(5)).unwrap();
+        assert!(matches!(
+            p.poll_event(),
+            Some(PeripheralEvent::Request { tid: 5, .. })
+        ));
+        p.handle_input(T0, &[0x09, 0x00, 0xe0, 0x01, 0x05]).unwrap();
+        assert_eq!(p.poll_event(), Some(PeripheralEvent::Cancelled { tid: 5 }));
+        // ERROR CANCELLED (0x0c) under the request's tid; the late answer is refused.
+        assert_eq!(sent(&mut p), [[0x05, 0x00, 0xd4, 0x01, 0x0c]]);
+        assert_eq!(
+            p.respond(T0, 5, "echo", b"\x0a\x02hi"),
+            Err(SendError::UnknownRequest)
+        );
+        // A tid nothing is held for: ignored, no reply.
+        p.handle_input(T0, &[0x0a, 0x00, 0xe0, 0x01, 0x05]).unwrap();
+        assert_eq!(p.poll_event(), None);
+        assert!(sent(&mut p).is_empty());
+        // A request still arriving (FIRST of 40 bytes, 12 sent) goes, with its deadline.
+        let mut first = alloc::vec![0x06, 0x00, 0x00, 40, 0x00, 12];
+        first.extend_from_slice(&echo_request(6)[6..]);
+        p.handle_input(T0, &first).unwrap();
+        assert!(p.poll_timeout().is_some(), "the partial's deadline");
+        p.handle_input(T0, &[0x0b, 0x00, 0xe0, 0x01, 0x06]).unwrap();
+        assert_eq!(p.reassembly_claimed(), 0);
+        assert_eq!(p.poll_timeout(), None, "no stale reassembly deadline");
+        assert_eq!(sent(&mut p), [[0x06, 0x00, 0xd4, 0x01, 0x0c]]);
+    }
+
+    #[test]
+    fn without_agreement_cancel_is_only_a_warning() {
+        let mut p = peripheral(false, |c| c.cancel = true);
+        // The 6-byte CAPABILITIES request without the flag: not in force.
+        p.handle_input(T0, &[0x01, 0x00, 0xd0, 0x06, 0, 0, 0, 0, 0, 0])
+            .unwrap();
+        assert_eq!(sent(&mut p)[0][8], 0x00);
+        while p.poll_event().is_some() {}
+        p.handle_input(T0, &echo_request(5)).unwrap();
+        assert!(p.poll_event().is_some());
+        p.handle_input(T0, &[0x09, 0x00, 0xe0, 0x01, 0x05]).unwrap();
+        assert!(matches!(p.poll_event(), Some(PeripheralEvent::Warning(_))));
+        p.respond(T0, 5, "echo", b"\x0a\x02hi").unwrap();
     }
 }
