@@ -16,6 +16,7 @@
 //! | [`Connection`] | `call` (with an optional deadline), `server_stream`, `client_stream`, `info`, `disconnect` |
 //! | [`ResponseStream`], [`Upload`] | the two directions of a stream |
 //! | [`CancelToken`], [`connect_cancellable`], `Connection::*_cancellable` | an explicit cancel for each operation (for Swift, whose generated code does not drop a cancelled task's future) |
+//! | [`CompletionQueue`], `Connection::start_call` | calls whose outcomes a queue delivers: two crossings per call instead of UniFFI's future polling (the Python and Kotlin layers' `call`) |
 //! | [`BlerpcError`] | every failure: a variant per kind, with `code` and `detail` |
 //!
 //! Requests and responses are protobuf bytes: each language encodes its own messages, from
@@ -68,6 +69,7 @@
 //! ```
 
 pub mod cancel;
+mod completion;
 mod connection;
 mod error;
 mod gatt;
@@ -78,6 +80,7 @@ mod stream;
 use std::sync::OnceLock;
 
 pub use cancel::{CancelToken, connect_cancellable};
+pub use completion::{Completion, CompletionQueue};
 pub use connection::{Connection, ConnectionInfo, Pinned, connect};
 pub use error::{BlerpcError, code};
 pub use gatt::{

@@ -1,5 +1,6 @@
 // The Kotlin side of tools/bindings/bench.sh: echo calls through the `dev.blerpc` layer
-// (wall time per call, median and 90th percentile), and the two floors under them: an await
+// (wall time per call, median and 90th percentile: its completion queue), the same calls as
+// UniFFI's own `suspend` method (its future polling), and the two floors under them: an await
 // of a Rust future that is ready at once (`next()` of an ended stream) and a synchronous FFI
 // call (`isClosed()`). One JSON line per row.
 //
@@ -49,6 +50,10 @@ fun main(args: Array<String>) = runBlocking {
     dev.blerpc.ffi.connect(url, options).use { raw ->
         val ended = raw.serverStream("counter_stream", ByteArray(0))
         ended.cancel()
+        row(
+            "kotlin, UniFFI suspend call",
+            timed(calls, warmup) { check(raw.call("echo", ECHO, null).contentEquals(ECHO)) { "echo answered something else" } },
+        )
         row("kotlin, ready await", timed(calls, warmup) { check(ended.next() == null) })
         row("kotlin, sync FFI call", timed(calls, warmup) { check(!raw.isClosed()) })
         ended.close()

@@ -2,8 +2,10 @@
 
     python driver.py latency URL KEY CALLS WARMUP
         echo calls through the `blerpc` package (wall time per call, median and 90th
-        percentile), and the two floors under them: an await of a Rust future that is ready at
-        once (`next()` of an ended stream) and a synchronous FFI call (`is_closed()`).
+        percentile: its completion queue), the same calls as UniFFI's own async method (its
+        future polling), and the floors under them: the event loop woken by a socket (what
+        any await of work done off the loop costs), an await of a Rust future that is ready
+        at once (`next()` of an ended stream) and a synchronous FFI call (`is_closed()`).
 
     python driver.py cpu binding|reference URL KEY ECHO_CALLS FLASH_CALLS CONNECTS
         process CPU time (time.process_time: every thread, the binding's runtime thread too)
@@ -57,6 +59,13 @@ async def latency(url: str, key: str, calls: int, warmup: int) -> None:
 
         row("python, await call", await timed(echo, calls, warmup))
 
+        async def uniffi_echo() -> None:
+            if await conn._raw.call("echo", ECHO, None) != ECHO:
+                raise RuntimeError("echo answered something else")
+
+        row("python, UniFFI await call", await timed(uniffi_echo, calls, warmup))
+        row("python, loop woken by a socket", await timed(socket_wakeup(), calls, warmup))
+
         # An ended stream's next() is ready at the first poll: the cost of one UniFFI await.
         raw = await conn._raw.server_stream("counter_stream", b"")
         await raw.cancel()
@@ -80,6 +89,32 @@ async def latency(url: str, key: str, calls: int, warmup: int) -> None:
         converter.lower(None).free()
 
     row("python, one optional argument (none)", await timed(lower_none, calls, warmup))
+
+
+def socket_wakeup() -> Callable[[], Awaitable[object]]:
+    """The floor of any asyncio await on work done off the loop: a byte written to a socket
+    pair, the loop's reader callback resolving a future, the task resumed (no thread, no FFI)."""
+    import socket
+
+    loop = asyncio.get_running_loop()
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    waiting: List[asyncio.Future] = []
+
+    def readable() -> None:
+        ours.recv(64)
+        while waiting:
+            waiting.pop().set_result(None)
+
+    loop.add_reader(ours.fileno(), readable)
+
+    async def op() -> None:
+        waiter = loop.create_future()
+        waiting.append(waiter)
+        theirs.send(b"\x01")
+        await waiter
+
+    return op
 
 
 def flash_request() -> bytes:

@@ -137,6 +137,22 @@ val callTests = listOf(
             }
         }
     },
+    Test("interleaved calls of two connections get their own answers") {
+        // Both connections' outcomes come through the process's one completion queue.
+        withServer { server ->
+            connect(server.url, pinned(server)).use { a ->
+                connect(server.url, pinned(server)).use { b ->
+                    coroutineScope {
+                        for (round in 0 until 10) {
+                            val names = listOf("a", "b").flatMap { c -> (0 until 4).map { "$c$round.$it" } }
+                            val calls = names.map { n -> async { echo(if (n.startsWith("a")) a else b, n) } }
+                            assertEquals(names, calls.awaitAll())
+                        }
+                    }
+                }
+            }
+        }
+    },
     Test("info reports what setup established") {
         withConnection { server, conn ->
             val info = conn.info()
