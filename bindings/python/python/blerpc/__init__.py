@@ -181,7 +181,7 @@ class _Completions:
     """The outcomes of this event loop's calls: one :class:`CompletionQueue` per loop, whose
     signal socket the loop watches (``add_reader``). A call crosses into Rust twice (started,
     then its outcome taken with the others waiting) instead of UniFFI's future polling, whose
-    waker calls back into Python from the library's thread (about 60 µs of a 69 µs call:
+    waker calls back into Python from the library's thread (both measured side by side in
     docs/benchmarks/bindings.txt)."""
 
     _per_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Optional[_Completions]]" = (

@@ -138,7 +138,6 @@ val callTests = listOf(
         }
     },
     Test("interleaved calls of two connections get their own answers") {
-        // Both connections' outcomes come through the process's one completion queue.
         withServer { server ->
             connect(server.url, pinned(server)).use { a ->
                 connect(server.url, pinned(server)).use { b ->
