@@ -102,7 +102,7 @@ pub unsafe extern "C" fn blerpc_peripheral_input(
     }
     let mut echo: Option<(u8, [u8; 64], usize)> = None;
     while let Some(ev) = p.poll_event() {
-        if let PeripheralEvent::Request { tid, name: "echo", data } = ev {
+        if let PeripheralEvent::Request { tid, name: "echo", data, .. } = ev {
             let mut copy = [0u8; 64];
             let n = data.len().min(64);
             copy[..n].copy_from_slice(&data[..n]);

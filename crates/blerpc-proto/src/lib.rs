@@ -63,7 +63,7 @@
 //!     // An echo handler: each request answered with its own data.
 //!     let mut requests = Vec::new();
 //!     while let Some(event) = peripheral.poll_event() {
-//!         if let PeripheralEvent::Request { tid, name, data } = event {
+//!         if let PeripheralEvent::Request { tid, name, data, .. } = event {
 //!             requests.push((tid, name.to_owned(), data.to_vec()));
 //!         }
 //!     }

@@ -403,7 +403,10 @@ pub(crate) fn transcript_peripheral<P: CryptoProvider, B: Buffers>(
                 let mut pending = 0;
                 while let Some(e) = per.poll_event() {
                     first_secured.get_or_insert(matches!(e, PeripheralEvent::Secured));
-                    if let PeripheralEvent::Request { tid, name, data } = e {
+                    if let PeripheralEvent::Request {
+                        tid, name, data, ..
+                    } = e
+                    {
                         let want = request.ok_or(Fail::new("a request but none recorded"));
                         let want = want.at(i)?;
                         ensure(

@@ -133,6 +133,8 @@ fn settings(options: &JsValue, link: &Link) -> Result<Settings, Error> {
         large_messages: true,
         // A cancelled call or stream tells a peripheral that agrees (docs/protocol.md).
         cancel: true,
+        // Each call's deadline travels with its request (docs/protocol.md).
+        deadline: true,
         max_outbox_bytes: LARGE_OUTBOX_BYTES,
         require_encryption: opt_bool(options, "requireEncryption")?.unwrap_or(true),
         call_timeout: opt_ms(options, "callTimeoutMs", defaults.call_timeout)?,

@@ -155,9 +155,9 @@ where
         loop {
             let work = match self.peripheral.poll_event() {
                 None => return,
-                Some(PeripheralEvent::Request { tid, name, data }) => {
-                    self.service.decode(tid, name, data)
-                }
+                Some(PeripheralEvent::Request {
+                    tid, name, data, ..
+                }) => self.service.decode(tid, name, data),
                 Some(PeripheralEvent::StreamEndC2P { .. }) => Work::UploadEnd,
                 Some(PeripheralEvent::Secured) => {
                     self.secured = true;

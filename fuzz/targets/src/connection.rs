@@ -121,6 +121,8 @@ impl WorldConfig {
             },
             // The seed's bit 0 (clear): the cancel extension announced (the RNG uses all of it).
             cancel: self.seed & 1 == 0,
+            // The seed's bit 2 (clear): the deadline extension announced.
+            deadline: self.seed & 4 == 0,
             ..CentralConfig::default()
         }
     }
@@ -145,6 +147,8 @@ impl WorldConfig {
             long_containers: self.mtu & 0x20 != 0,
             // The seed's bit 1 (clear): the cancel extension agreed to.
             cancel: self.seed & 2 == 0,
+            // The seed's bit 3 (clear): the deadline extension agreed to.
+            deadline: self.seed & 8 == 0,
             ..PeripheralConfig::default()
         };
         (config, has_identity)
@@ -517,6 +521,7 @@ impl World {
     }
 
     fn start_call(&mut self, kind_bits: u8, name: u8, data: Vec<u8>) {
+        let deadline_ms = u64::from(name) * 10;
         let kind = match (kind_bits % 3, self.target) {
             (_, Target::TwoParty) | (0, _) => CallKind::Unary,
             (1, _) => CallKind::ServerStream,
@@ -537,10 +542,17 @@ impl World {
         };
         let ready = self.pair.central.is_ready();
         let now = self.pair.now;
+        // The top bit of `kind`: the caller's deadline, `name` × 10 ms from now (0 passes at
+        // once), which the deadline extension sends with the request.
+        let deadline =
+            (kind_bits & 0x80 != 0).then(|| now + core::time::Duration::from_millis(deadline_ms));
         // Other bits of `kind`: start it framed (`start_call_framed`), and then now and then
         // from a buffer that is not one REQUEST command.
         let started = match kind_bits / 3 % 4 {
-            0 => self.pair.central.start_call(now, name, &data, kind),
+            0 => self
+                .pair
+                .central
+                .start_call_until(now, name, &data, kind, deadline),
             variant => {
                 let header_len = Command::header_len_large(name.len(), data.len());
                 let mut command = vec![0u8; header_len];
@@ -558,7 +570,10 @@ impl World {
                     command.push(0);
                 }
                 let given = command.clone();
-                let result = self.pair.central.start_call_framed(now, &mut command, kind);
+                let result =
+                    self.pair
+                        .central
+                        .start_call_framed_until(now, &mut command, kind, deadline);
                 match &result {
                     Ok(_) => assert!(command.is_empty(), "the call takes the buffer"),
                     Err(_) => assert_eq!(command, given, "refused: given back unchanged"),

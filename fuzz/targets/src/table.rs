@@ -401,7 +401,9 @@ fn transmit(table: &mut Table, now: Instant, to: &mut Vec<Vec<u8>>, limit: usize
 /// The peripheral's events: requests kept for the application.
 fn serve(p: &mut Pc, requests: &mut Vec<(u8, String, Vec<u8>)>) {
     while let Some(event) = p.poll_event() {
-        if let PeripheralEvent::Request { tid, name, data } = event
+        if let PeripheralEvent::Request {
+            tid, name, data, ..
+        } = event
             && requests.len() < 16
         {
             requests.push((tid, name.to_owned(), data.to_vec()));

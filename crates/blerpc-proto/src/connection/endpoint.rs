@@ -364,12 +364,13 @@ where
         )
     }
 
-    /// Queues a command serialised by the caller (sealed when `session` is given) under `tid`.
+    /// Queues a command serialised by the caller, given as the parts it is made of (one, or
+    /// four with a request's deadline inserted), sealed when `session` is given, under `tid`.
     pub(crate) fn enqueue_framed<S: Aead>(
         &mut self,
         session: Option<&mut Session<S>>,
         tid: u8,
-        command: &[u8],
+        command: &[&[u8]],
     ) -> Result<(), EnqueueError> {
         framing::enqueue_framed(&mut self.outbox, session, tid, command)
     }

@@ -113,7 +113,7 @@ pub(crate) fn enqueue_framed<B, A>(
     outbox: &mut Outbox<B>,
     session: Option<&mut Session<A>>,
     tid: u8,
-    command: &[u8],
+    command: &[&[u8]],
 ) -> Result<(), EnqueueError>
 where
     B: Buffer,
@@ -122,11 +122,22 @@ where
     use crate::session::{COUNTER_LEN, SESSION_OVERHEAD};
     const COUNTER_ROOM: [u8; COUNTER_LEN] = [0; COUNTER_LEN];
     const TAG_ROOM: [u8; SESSION_OVERHEAD - COUNTER_LEN] = [0; SESSION_OVERHEAD - COUNTER_LEN];
-    let parts: [&[u8]; 3] = if session.is_some() {
-        [&COUNTER_ROOM, command, &TAG_ROOM]
+    // Room around the command's parts (at most 4: a request with its deadline inserted).
+    let (pre, post): (&[u8], &[u8]) = if session.is_some() {
+        (&COUNTER_ROOM, &TAG_ROOM)
     } else {
-        [&[], command, &[]]
+        (&[], &[])
     };
+    let mut slots: [&[u8]; 6] = [&[]; 6];
+    let all = core::iter::once(pre)
+        .chain(command.iter().copied())
+        .chain(core::iter::once(post));
+    for (slot, part) in slots.iter_mut().zip(all) {
+        *slot = part;
+    }
+    let parts = slots
+        .get(..command.len() + 2)
+        .ok_or(EnqueueError::Internal)?;
     let seal = |body: &mut [u8]| match session {
         Some(s) => s
             .seal_in_place(body)
@@ -134,7 +145,7 @@ where
         None => Ok(()),
     };
     outbox
-        .push_data_parts(tid, &parts, seal)
+        .push_data_parts(tid, parts, seal)
         .map_err(|e| match e {
             outbox::PushError::Full(f) => EnqueueError::Full(f),
             outbox::PushError::Fill(e) => e,

@@ -58,7 +58,7 @@ where
             return Ok(ticket);
         }
         let mut request = request;
-        match self.try_start(now, name, &mut request, kind) {
+        match self.try_start(now, name, &mut request, kind, deadline) {
             Ok(Some(call)) => {
                 self.begin(&mut entry, call);
                 self.keep(entry);
@@ -171,10 +171,15 @@ where
         name: &str,
         request: &mut Request,
         kind: CallKind,
+        deadline: Option<Instant>,
     ) -> Result<Option<CallId>, CentralError> {
         let result = match request {
-            Request::Data(data) => self.central.start_call(now, name, data, kind),
-            Request::Framed(command) => self.central.start_call_framed(now, command, kind),
+            Request::Data(data) => self
+                .central
+                .start_call_until(now, name, data, kind, deadline),
+            Request::Framed(command) => self
+                .central
+                .start_call_framed_until(now, command, kind, deadline),
         };
         match result {
             Ok(call) => Ok(Some(call)),
@@ -231,8 +236,11 @@ where
                     // Cancelled meanwhile.
                     return None;
                 };
-                let kind = self.calls.get(pos).map_or(CallKind::Unary, |e| e.kind);
-                match self.try_start(now, &name, &mut request, kind) {
+                let (kind, deadline) = self
+                    .calls
+                    .get(pos)
+                    .map_or((CallKind::Unary, None), |e| (e.kind, e.deadline));
+                match self.try_start(now, &name, &mut request, kind, deadline) {
                     Ok(Some(call)) => {
                         let mut entry = self.calls.swap_remove(pos);
                         self.begin(&mut entry, call);

@@ -6,8 +6,8 @@
 //!         | max_request | max_response | flags  |      all u16 little-endian
 //!         +-------------+--------------+--------+
 //! flags: bit 0 = ENCRYPTION_SUPPORTED; blerpc-rs extensions: bit 1 = LARGE_MESSAGES,
-//!        bit 2 = LONG_CONTAINERS, bit 3 = RELAY, bit 4 = CANCEL; bits 5..15 reserved (kept,
-//!        not interpreted, named BIT_5 .. BIT_15)
+//!        bit 2 = LONG_CONTAINERS, bit 3 = RELAY, bit 4 = CANCEL, bit 5 = DEADLINE; bits 6..15
+//!        reserved (kept, not interpreted, named BIT_6 .. BIT_15)
 //!
 //! large-message extension (a peripheral's reply with LARGE_MESSAGES set, 14 bytes):
 //! offset  0             2              4        6                  10                 14
@@ -40,12 +40,13 @@ pub const CAPABILITIES_LARGE_LEN: usize = 14;
 /// The protocol names of the defined flag bits, indexed by bit: the one table they live in.
 /// A flag constant is declared through `CapabilityFlags::named_bit`, whose const evaluation fails
 /// (a compile error) for a bit without an entry here.
-const FLAG_NAMES: [&str; 5] = [
+const FLAG_NAMES: [&str; 6] = [
     "ENCRYPTION_SUPPORTED",
     "LARGE_MESSAGES",
     "LONG_CONTAINERS",
     "RELAY",
     "CANCEL",
+    "DEADLINE",
 ];
 
 /// The `flags` field of a CAPABILITIES payload. Unknown bits are retained.
@@ -77,6 +78,11 @@ impl CapabilityFlags {
     /// CANCEL control ([`ControlCmd::Cancel`](crate::wire::container::ControlCmd::Cancel)). In
     /// force only when both the central's request and the peripheral's reply set it.
     pub const CANCEL: Self = Self::named_bit(4);
+    /// Bit 5 (blerpc-rs extension): the sender sends (central) or reads (peripheral) a
+    /// request's deadline in its command header
+    /// ([`DEADLINE_FLAG`](crate::wire::command::DEADLINE_FLAG)). In force only when both the
+    /// central's request and the peripheral's reply set it.
+    pub const DEADLINE: Self = Self::named_bit(5);
     /// No flag set.
     pub const EMPTY: Self = CapabilityFlags(0);
 
@@ -392,6 +398,7 @@ mod tests {
             ),
             ([0x08, 0x00], CapabilityFlags::RELAY, "RELAY"),
             ([0x10, 0x00], CapabilityFlags::CANCEL, "CANCEL"),
+            ([0x20, 0x00], CapabilityFlags::DEADLINE, "DEADLINE"),
         ];
         assert_eq!(defined.len(), FLAG_NAMES.len());
         for (bit, ([lo, hi], flag, name)) in defined.into_iter().enumerate() {
@@ -419,14 +426,14 @@ mod tests {
         // The nRF firmware's flags, a blerpc-rs peripheral's, and reserved bits.
         let nrf = Capabilities::parse(&[0x00, 0x30, 0xff, 0xff, 0x01, 0x00]).unwrap();
         assert_eq!(nrf.flags.to_string(), "ENCRYPTION_SUPPORTED");
-        let rs = Capabilities::parse_classic(&[0, 0, 0, 0, 0x1f, 0x00]).unwrap();
+        let rs = Capabilities::parse_classic(&[0, 0, 0, 0, 0x3f, 0x00]).unwrap();
         assert_eq!(
             rs.flags.to_string(),
-            "ENCRYPTION_SUPPORTED|LARGE_MESSAGES|LONG_CONTAINERS|RELAY|CANCEL"
+            "ENCRYPTION_SUPPORTED|LARGE_MESSAGES|LONG_CONTAINERS|RELAY|CANCEL|DEADLINE"
         );
-        assert_eq!(rs.flags.iter().len(), 5);
-        let odd = CapabilityFlags::from_bits_retain(0x8028);
-        assert_eq!(odd.to_string(), "RELAY|BIT_5|BIT_15");
+        assert_eq!(rs.flags.iter().len(), 6);
+        let odd = CapabilityFlags::from_bits_retain(0x8048);
+        assert_eq!(odd.to_string(), "RELAY|BIT_6|BIT_15");
         assert_eq!(CapabilityFlags::EMPTY.to_string(), "");
         assert_eq!(CapabilityFlags::EMPTY.iter().next(), None);
         let all = CapabilityFlags::from_bits_retain(0xffff);

@@ -14,6 +14,13 @@
 //!        | type | 0x01 | name_len | name (n bytes) | data_len u32 | data (data_len bytes) |
 //!        +-------------+----------+----------------+--------------+----------------------+
 //! type bit 0 = LARGE_DATA: data_len is a u32, used exactly when data_len > 65,535
+//!
+//! deadline extension (requests only, only where negotiated):
+//!        +-------------+----------+----------------+-----------------+--------------+------+
+//!        | type | 0x02 | name_len | name (n bytes) | deadline_ms u32 | data_len     | data |
+//!        +-------------+----------+----------------+-----------------+--------------+------+
+//! type bit 1 = DEADLINE: the milliseconds the central still waits for the answer, counted
+//! from when the request was queued; data_len as above (u16, or u32 with bit 0)
 //! ```
 //!
 //! The extended form is read only by [`Command::parse_large`] (a connection with the extension
@@ -37,6 +44,11 @@ pub const MAX_DATA_LEN: usize = 65535;
 pub const MAX_LARGE_DATA_LEN: usize = u32::MAX as usize;
 /// Type-byte bit 0 of an extended command: `data_len` is a `u32` (large-message extension).
 pub const LARGE_DATA_FLAG: u8 = 0x01;
+/// Type-byte bit 1 of a request carrying its deadline (deadline extension): a `u32` of
+/// milliseconds follows the name.
+pub const DEADLINE_FLAG: u8 = 0x02;
+/// Bytes the deadline adds to a request's header.
+pub const DEADLINE_LEN: usize = 4;
 
 const RESPONSE_BIT: u8 = 0x80;
 
@@ -125,6 +137,67 @@ impl<'a> Command<'a> {
         }
         let data = read_slice(bytes, 6 + name_len, data_len as usize, "data")?;
         Ok(Command { kind, name, data })
+    }
+
+    /// Parses a command on a connection with the extensions given in force: `large` (the
+    /// large-message extension, as [`Command::parse_large`]) and `deadline` (a request whose
+    /// type byte has [`DEADLINE_FLAG`] carries its deadline after the name). Without
+    /// `deadline` the flag is ignored, as the reference ignores bits 6..0; with it, the flag on
+    /// a response is [`WireError::InvalidValue`] on `type`.
+    pub fn parse_extended(
+        bytes: &'a [u8],
+        large: bool,
+        deadline: bool,
+    ) -> Result<Extended<'a>, WireError> {
+        let type_byte = read_u8(bytes, 0, "type")?;
+        if !deadline || type_byte & DEADLINE_FLAG == 0 {
+            let command = if large {
+                Self::parse_large(bytes)?
+            } else {
+                Self::parse(bytes)?
+            };
+            let header_len = if large {
+                Self::header_len_large(command.name.len(), command.data.len())
+            } else {
+                Self::header_len(command.name.len())
+            };
+            return Ok(Extended {
+                command,
+                deadline_ms: None,
+                header_len,
+            });
+        }
+        let kind = CommandType::from_byte(type_byte);
+        if kind != CommandType::Request {
+            return Err(WireError::InvalidValue {
+                field: "type",
+                offset: 0,
+                value: u32::from(type_byte),
+            });
+        }
+        let name_len = usize::from(read_u8(bytes, 1, "name_len")?);
+        let name = parse_name(bytes, name_len)?;
+        let deadline_ms = read_u32(bytes, 2 + name_len, "deadline_ms")?;
+        let at = 2 + name_len + DEADLINE_LEN;
+        let (data_len, len_len) = if large && type_byte & LARGE_DATA_FLAG != 0 {
+            let data_len = read_u32(bytes, at, "data_len")?;
+            if data_len as usize <= MAX_DATA_LEN {
+                return Err(WireError::InvalidValue {
+                    field: "data_len",
+                    offset: err_num(at),
+                    value: data_len,
+                });
+            }
+            (data_len as usize, 4)
+        } else {
+            (usize::from(read_u16(bytes, at, "data_len")?), 2)
+        };
+        let data = read_slice(bytes, at + len_len, data_len, "data")?;
+        Ok(Extended {
+            command: Command { kind, name, data },
+            deadline_ms: Some(deadline_ms),
+            header_len: at + len_len,
+        })
     }
 
     /// A request for `name` carrying `data`.
@@ -238,6 +311,36 @@ impl<'a> Command<'a> {
         })?;
         emit_header_parts(kind.to_byte(), name, &data_len.to_le_bytes(), out)
     }
+}
+
+/// A command as [`Command::parse_extended`] found it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extended<'a> {
+    /// The command.
+    pub command: Command<'a>,
+    /// The request's deadline, in milliseconds from its arrival, when it carried one.
+    pub deadline_ms: Option<u32>,
+    /// The header's length: where the data starts.
+    pub header_len: usize,
+}
+
+/// The parts of a stored request command (as [`Command::emit_header_large`] writes it) with
+/// `deadline_ms` inserted after its name: the type byte with [`DEADLINE_FLAG`], then the
+/// command's bytes up to the end of the name, the deadline, and the rest. Queued as they are
+/// (no copy of the command); `None` if `command` is shorter than its header says.
+pub fn with_deadline<'c>(
+    command: &'c [u8],
+    type_byte: &'c mut [u8; 1],
+    deadline_ms: &'c [u8; DEADLINE_LEN],
+) -> Option<[&'c [u8]; 4]> {
+    let name_end = 2 + usize::from(*command.get(1)?);
+    type_byte[0] = command.first()? | DEADLINE_FLAG;
+    Some([
+        type_byte,
+        command.get(1..name_end)?,
+        deadline_ms,
+        command.get(name_end..)?,
+    ])
 }
 
 /// Writes `type_byte`, the name's length, the name and `data_len` (2 or 4 bytes, little-endian)
@@ -564,5 +667,85 @@ mod tests {
             Command::emit_header(CommandType::Request, "echo", 65_536, &mut [0; 16]),
             Err(WireError::TooLong { field: "data", .. })
         ));
+    }
+
+    #[test]
+    fn deadline_vectors() {
+        // echo "hello" with 300 ms left (0x012c): 02 04 "echo" 2c010000 0700 0a0568656c6c6f
+        let bytes = hex("02046563686f2c01000007000a0568656c6c6f");
+        let e = Command::parse_extended(&bytes, false, true).unwrap();
+        assert_eq!(e.command, Command::request("echo", b"\x0a\x05hello"));
+        assert_eq!((e.deadline_ms, e.header_len), (Some(300), 12));
+        // The same bytes where the extension is not in force read as the reference reads them:
+        // bit 1 ignored, the deadline's first two bytes taken for data_len (300), which the
+        // 13 bytes after them do not hold.
+        assert_eq!(
+            Command::parse_extended(&bytes, false, false),
+            Err(WireError::Truncated {
+                field: "data",
+                offset: 8,
+                needed: 300,
+                available: 11
+            })
+        );
+        // No flag: the classic command, no deadline.
+        let plain = hex("00046563686f07000a0568656c6c6f");
+        let e = Command::parse_extended(&plain, true, true).unwrap();
+        assert_eq!(
+            (e.command, e.deadline_ms, e.header_len),
+            (Command::request("echo", b"\x0a\x05hello"), None, 8)
+        );
+        // With a large-message header: 03 04 "echo" deadline u32, data_len u32 (65,536).
+        let mut large = hex("03046563686fe803000000000100");
+        large.resize(large.len() + 65_536, 0xaa);
+        let e = Command::parse_extended(&large, true, true).unwrap();
+        assert_eq!(
+            (e.deadline_ms, e.header_len, e.command.data.len()),
+            (Some(1000), 14, 65_536)
+        );
+    }
+
+    #[test]
+    fn deadline_errors() {
+        // On a response the flag is refused (only requests carry a deadline).
+        assert_eq!(
+            Command::parse_extended(&hex("82046563686f2c0100000000"), false, true),
+            Err(WireError::InvalidValue {
+                field: "type",
+                offset: 0,
+                value: 0x82
+            })
+        );
+        // A deadline cut short.
+        assert_eq!(
+            Command::parse_extended(&hex("02046563686f2c01"), false, true),
+            Err(WireError::Truncated {
+                field: "deadline_ms",
+                offset: 6,
+                needed: 4,
+                available: 2
+            })
+        );
+        // A large header for data that fits the classic one: one encoding per command.
+        assert!(matches!(
+            Command::parse_extended(&hex("03046563686f2c010000ffff0000"), true, true),
+            Err(WireError::InvalidValue {
+                field: "data_len",
+                offset: 10,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_stored_request_gains_its_deadline_without_a_copy() {
+        let stored = hex("00046563686f07000a0568656c6c6f");
+        let mut type_byte = [0];
+        let ms = 300u32.to_le_bytes();
+        let parts = with_deadline(&stored, &mut type_byte, &ms).unwrap();
+        let sent: Vec<u8> = parts.concat();
+        assert_eq!(sent, hex("02046563686f2c01000007000a0568656c6c6f"));
+        let short = hex("0009ec");
+        assert!(with_deadline(&short, &mut [0], &[0; 4]).is_none());
     }
 }

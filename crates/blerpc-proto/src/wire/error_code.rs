@@ -44,6 +44,9 @@ pub enum ErrorCode {
     /// `0x0C` (cancel extension): the request was cancelled by the central's CANCEL; nothing
     /// more comes for it.
     Cancelled,
+    /// `0x0D` (deadline extension): the request's deadline passed before its answer; the
+    /// handler was stopped and nothing more comes for it.
+    DeadlineExceeded,
     /// Any other byte: a generic peripheral error.
     Unknown(u8),
 }
@@ -64,6 +67,7 @@ impl ErrorCode {
             0x0A => ErrorCode::HandlerFailed,
             0x0B => ErrorCode::StreamLimit,
             0x0C => ErrorCode::Cancelled,
+            0x0D => ErrorCode::DeadlineExceeded,
             other => ErrorCode::Unknown(other),
         }
     }
@@ -83,13 +87,14 @@ impl ErrorCode {
             ErrorCode::HandlerFailed => 0x0A,
             ErrorCode::StreamLimit => 0x0B,
             ErrorCode::Cancelled => 0x0C,
+            ErrorCode::DeadlineExceeded => 0x0D,
             ErrorCode::Unknown(b) => b,
         }
     }
 
     /// Every code this crate names, in byte order. [`ErrorCode::from_byte`] decodes exactly these
     /// bytes to a named code and every other byte to [`ErrorCode::Unknown`].
-    pub const NAMED: [ErrorCode; 12] = [
+    pub const NAMED: [ErrorCode; 13] = [
         ErrorCode::ResponseTooLarge,
         ErrorCode::Busy,
         ErrorCode::UnknownCommand,
@@ -102,6 +107,7 @@ impl ErrorCode {
         ErrorCode::HandlerFailed,
         ErrorCode::StreamLimit,
         ErrorCode::Cancelled,
+        ErrorCode::DeadlineExceeded,
     ];
 
     /// The code's protocol name: `RESPONSE_TOO_LARGE` and `BUSY` as the reference names them
@@ -121,6 +127,7 @@ impl ErrorCode {
             ErrorCode::HandlerFailed => "HANDLER_FAILED",
             ErrorCode::StreamLimit => "STREAM_LIMIT",
             ErrorCode::Cancelled => "CANCELLED",
+            ErrorCode::DeadlineExceeded => "DEADLINE_EXCEEDED",
             ErrorCode::Unknown(_) => "UNKNOWN",
         }
     }
@@ -145,6 +152,7 @@ impl ErrorCode {
             ErrorCode::HandlerFailed => "handler failed",
             ErrorCode::StreamLimit => "stream limit exceeded",
             ErrorCode::Cancelled => "cancelled by the central",
+            ErrorCode::DeadlineExceeded => "the request's deadline passed",
             ErrorCode::Unknown(_) => "peripheral error",
         }
     }
@@ -194,7 +202,7 @@ mod tests {
             let code = ErrorCode::from_byte(b);
             assert_eq!(code.to_byte(), b);
             assert_eq!(u8::from(ErrorCode::from(b)), b);
-            assert_eq!(matches!(code, ErrorCode::Unknown(_)), b == 0 || b > 0x0C);
+            assert_eq!(matches!(code, ErrorCode::Unknown(_)), b == 0 || b > 0x0D);
         }
     }
 
@@ -213,7 +221,7 @@ mod tests {
         // The wire byte, the name and the description of every named code, written out: a code
         // added to the enum without a name fails `as_str`'s exhaustive match, and one left out
         // of `NAMED` fails the count below.
-        let expected: [(u8, &str, &str); 12] = [
+        let expected: [(u8, &str, &str); 13] = [
             (0x01, "RESPONSE_TOO_LARGE", "response too large"),
             (0x02, "BUSY", "peripheral busy"),
             (0x03, "UNKNOWN_COMMAND", "unknown command"),
@@ -226,6 +234,7 @@ mod tests {
             (0x0a, "HANDLER_FAILED", "handler failed"),
             (0x0b, "STREAM_LIMIT", "stream limit exceeded"),
             (0x0c, "CANCELLED", "cancelled by the central"),
+            (0x0d, "DEADLINE_EXCEEDED", "the request's deadline passed"),
         ];
         assert_eq!(ErrorCode::NAMED.len(), expected.len());
         for (code, (byte, name, description)) in ErrorCode::NAMED.iter().zip(expected) {

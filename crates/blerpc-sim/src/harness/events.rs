@@ -177,7 +177,9 @@ impl<W: Wire> Pair<W> {
         for _ in 0..MAX_ROUNDS {
             match self.peripheral.poll_event() {
                 None => break,
-                Some(PeripheralEvent::Request { tid, name, data }) => {
+                Some(PeripheralEvent::Request {
+                    tid, name, data, ..
+                }) => {
                     assert!(data.len() <= max, "request larger than max_request_len");
                     let request = Request {
                         tid,

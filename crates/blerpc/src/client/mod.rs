@@ -159,6 +159,7 @@ impl Default for ClientConfig {
                 large_messages: true,
                 long_containers: true,
                 cancel: true,
+                deadline: true,
                 max_outbox_bytes: LARGE_OUTBOX_BYTES,
                 ..CentralConfig::default()
             },

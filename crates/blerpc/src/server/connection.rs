@@ -297,8 +297,17 @@ impl Connection {
     fn drain_events(&mut self) {
         while let Some(event) = self.peripheral.poll_event() {
             match event {
-                PeripheralEvent::Request { tid, name, data } => {
+                PeripheralEvent::Request {
+                    tid,
+                    name,
+                    data,
+                    deadline,
+                } => {
                     let name = name.to_string();
+                    // On the runtime's clock: the same time left as on the core's.
+                    let deadline = deadline.map(|d| {
+                        tokio::time::Instant::now() + d.saturating_duration_since(self.now)
+                    });
                     // Short requests are copied (the assembler keeps its buffer for the next
                     // one); long ones leave with their buffer, without a copy.
                     let copied = (data.len() < TAKE_REQUEST_MIN).then(|| copy_to_bytes(data));
@@ -306,7 +315,7 @@ impl Connection {
                         Some(data) => data,
                         None => self.take_request(),
                     };
-                    self.on_request(tid, name, data);
+                    self.on_request(tid, name, data, deadline);
                 }
                 PeripheralEvent::StreamEndC2P { tid } => self.on_stream_end(tid),
                 PeripheralEvent::Cancelled { tid } => self.on_cancelled(tid),
@@ -388,7 +397,13 @@ impl Connection {
         }
     }
 
-    fn on_request(&mut self, tid: u8, name: String, data: Bytes) {
+    fn on_request(
+        &mut self,
+        tid: u8,
+        name: String,
+        data: Bytes,
+        deadline: Option<tokio::time::Instant>,
+    ) {
         let now = self.now;
         let refuse = |p: &mut HostPeripheral, code| {
             let _ = p.respond_error(now, tid, code);
@@ -400,7 +415,13 @@ impl Connection {
         match self.dispatch.kind(&name) {
             None => refuse(&mut self.peripheral, ErrorCode::UnknownCommand),
             Some(CallKind::Unary) => {
-                let mut fut = self.dispatch.unary(&name, data);
+                let fut = self.dispatch.unary(&name, data);
+                // With a deadline the handler sees it (`server::deadline()`) and is stopped
+                // when it passes.
+                let mut fut = match deadline {
+                    Some(at) => Box::pin(super::deadline::bounded(at, fut)),
+                    None => fut,
+                };
                 // Most handlers finish without waiting: answer those now, without a turn
                 // through `pending` (and the loop), and without boxing a second future.
                 match (&mut fut).now_or_never() {

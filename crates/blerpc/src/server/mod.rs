@@ -54,6 +54,7 @@ pub use blerpc_proto::connection::CallKind;
 
 mod admission;
 mod connection;
+mod deadline;
 
 use crate::clock::Clock;
 pub use crate::link::guard::Rate as ConnectionRate;
@@ -62,6 +63,7 @@ use crate::link::{Acceptor, Link, LinkError};
 use crate::metrics::Metrics;
 use admission::{Admission, Limits, Ticket};
 use connection::Connection;
+pub use deadline::deadline;
 
 /// Requests reassembled at once per connection.
 pub const SLOTS: usize = 4;
@@ -264,6 +266,9 @@ impl Default for ServerConfig {
                 // double buffer): a pipelining central is not answered BUSY.
                 max_pending_requests: SLOTS,
                 cancel: true,
+                // A request's deadline reaches its handler (`blerpc::server::deadline()`),
+                // which is stopped when it passes.
+                deadline: true,
                 ..Default::default()
             },
             identity: None,

@@ -18,7 +18,9 @@ pub struct Demo;
 impl Dispatch for Demo {
     fn kind(&self, name: &str) -> Option<CallKind> {
         match name {
-            "echo" | "flash_read" | "data_write" | "slow" => Some(CallKind::Unary),
+            "echo" | "flash_read" | "data_write" | "slow" | "deadline_left" | "hang" => {
+                Some(CallKind::Unary)
+            }
             "counter_stream" => Some(CallKind::ServerStream),
             "counter_upload" | "failing_upload" => Some(CallKind::ClientStream),
             _ => None,
@@ -32,6 +34,17 @@ impl Dispatch for Demo {
                 "slow" => {
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     Ok(request.to_vec())
+                }
+                // The milliseconds left until the request's deadline (u32 LE), or nothing.
+                "deadline_left" => Ok(blerpc::server::deadline().map_or(Vec::new(), |d| {
+                    let left = d.saturating_duration_since(tokio::time::Instant::now());
+                    (left.as_millis() as u32).to_le_bytes().to_vec()
+                })),
+                // Never answers; counts its drop in HANG_DROPPED.
+                "hang" => {
+                    let _witness = DropCount(&HANG_DROPPED);
+                    std::future::pending::<()>().await;
+                    Ok(Vec::new())
                 }
                 "flash_read" => {
                     let (addr, len) = flash_read_req_of(&request).unwrap_or((0, 0));
@@ -67,6 +80,17 @@ impl Dispatch for Demo {
             let n = items.count().await;
             Ok(upload_reply(n as u32))
         })
+    }
+}
+
+/// How many `hang` handlers were dropped (stopped by a cancel or their deadline).
+pub static HANG_DROPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+struct DropCount(&'static std::sync::atomic::AtomicUsize);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

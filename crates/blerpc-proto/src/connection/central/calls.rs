@@ -59,6 +59,11 @@ impl<O: Buffer> Call<O> {
     pub(super) fn capped(&self, deadline: Instant) -> Option<Instant> {
         Some(self.cap.map_or(deadline, |cap| cap.min(deadline)))
     }
+
+    /// The caller's deadline, if it gave one.
+    pub(super) fn cap(&self) -> Option<Instant> {
+        self.cap
+    }
 }
 
 impl<O: Buffer> Call<O> {
@@ -110,6 +115,20 @@ where
         request: &[u8],
         kind: CallKind,
     ) -> Result<CallId, CallError> {
+        self.start_call_until(now, name, request, kind, None)
+    }
+
+    /// [`Central::start_call`] with the caller's deadline, which bounds the whole call (as
+    /// [`Central::set_call_deadline`] sets it) and, with the deadline extension in force,
+    /// travels with the request so the peripheral's handler can give up in time.
+    pub fn start_call_until(
+        &mut self,
+        now: Instant,
+        name: &str,
+        request: &[u8],
+        kind: CallKind,
+        deadline: Option<Instant>,
+    ) -> Result<CallId, CallError> {
         self.check_call(name, request.len(), kind)?;
         // Keep the plaintext command (the name alone for client streams).
         // (In our own encoding: the extended header only for data beyond 65,535 bytes, which
@@ -127,7 +146,8 @@ where
         stored.try_reserve(needed).map_err(full)?;
         stored.try_extend(header).map_err(full)?;
         stored.try_extend(request).map_err(full)?;
-        self.insert_call(now, stored, kind).map_err(|(e, _)| e)
+        self.insert_call(now, stored, kind, deadline)
+            .map_err(|(e, _)| e)
     }
 
     /// Starts a call whose request command is already framed in `command`: a REQUEST command
@@ -143,6 +163,18 @@ where
         command: &mut O,
         kind: CallKind,
     ) -> Result<CallId, CallError> {
+        self.start_call_framed_until(now, command, kind, None)
+    }
+
+    /// [`Central::start_call_framed`] with the caller's deadline (see
+    /// [`Central::start_call_until`]).
+    pub fn start_call_framed_until(
+        &mut self,
+        now: Instant,
+        command: &mut O,
+        kind: CallKind,
+        deadline: Option<Instant>,
+    ) -> Result<CallId, CallError> {
         let cmd =
             Command::parse_large(command.as_slice()).map_err(|_| CallError::MalformedCommand)?;
         let framed_len = Command::header_len_large(cmd.name.len(), cmd.data.len()) + cmd.data.len();
@@ -151,10 +183,11 @@ where
         }
         self.check_call(cmd.name, cmd.data.len(), kind)?;
         let stored = core::mem::take(command);
-        self.insert_call(now, stored, kind).map_err(|(e, stored)| {
-            *command = stored;
-            e
-        })
+        self.insert_call(now, stored, kind, deadline)
+            .map_err(|(e, stored)| {
+                *command = stored;
+                e
+            })
     }
 
     /// The checks [`Central::start_call`] makes before it stores anything.
@@ -202,6 +235,7 @@ where
         now: Instant,
         stored: O,
         kind: CallKind,
+        cap: Option<Instant>,
     ) -> Result<CallId, (CallError, O)> {
         let id = CallId(self.next_call);
         let mut call = Call {
@@ -210,7 +244,7 @@ where
             tid: 0,
             request: stored,
             deadline: None,
-            cap: None,
+            cap,
             attempts: 0,
             retry_at: None,
             upload_tids: TidSet::default(),
@@ -226,13 +260,15 @@ where
             // Sent when the drain ends; until then only the caller's deadline runs.
             call.held = true;
         } else if kind != CallKind::ClientStream {
-            match self.send_request(&mut call.request) {
+            // The caller's deadline replaces the call timeout (as `set_call_deadline` does).
+            call.deadline = Some(cap.unwrap_or(now + self.config.call_timeout));
+            call.idle_until = Some(now + self.config.call_timeout);
+            let deadline_ms = self.wire_deadline(&call, now);
+            match self.send_request(&mut call.request, deadline_ms) {
                 Ok(tid) => call.tid = tid,
                 Err(e) => return Err((e, call.request)),
             }
             call.attempts = 1;
-            call.deadline = Some(now + self.config.call_timeout);
-            call.idle_until = call.deadline;
         }
         if let Some(s) = self.calls.get_mut(slot) {
             *s = Some(call);
@@ -367,10 +403,27 @@ where
     /// Encrypts and queues a stored request command under a fresh tid. The stored command was
     /// checked when the call started (one REQUEST, a large header only where the extension is in
     /// force), so its bytes go to the outbox as they are.
-    pub(super) fn send_request(&mut self, request: &mut O) -> Result<u8, CallError> {
+    ///
+    /// With `deadline_ms` (the deadline extension in force), the request carries it after its
+    /// name (type bit 1), inserted as the command is queued: the stored command stays classic,
+    /// so a BUSY retry carries the time left then.
+    pub(super) fn send_request(
+        &mut self,
+        request: &mut O,
+        deadline_ms: Option<u32>,
+    ) -> Result<u8, CallError> {
         let tid = self.ep.next_tid;
+        let command = request.as_slice();
+        let mut type_byte = [0u8];
+        let ms = deadline_ms.unwrap_or(0).to_le_bytes();
+        let with = deadline_ms
+            .and_then(|_| crate::wire::command::with_deadline(command, &mut type_byte, &ms));
+        let parts = match &with {
+            Some(parts) => &parts[..],
+            None => core::slice::from_ref(&command),
+        };
         self.ep
-            .enqueue_framed(self.state.session_mut(), tid, request.as_slice())
+            .enqueue_framed(self.state.session_mut(), tid, parts)
             .map_err(enqueue_to_call_error)?;
         self.ep.next_tid = tid.wrapping_add(1);
         Ok(tid)
@@ -429,8 +482,9 @@ where
             self.end_drain(now);
             return;
         }
-        if found.is_none() && code == ErrorCode::Cancelled {
-            // The peripheral confirms a CANCEL for a call already forgotten here.
+        if found.is_none() && matches!(code, ErrorCode::Cancelled | ErrorCode::DeadlineExceeded) {
+            // The peripheral confirms a CANCEL, or a deadline passed there, for a call already
+            // forgotten here.
             return;
         }
         let Some(idx) = found else {
@@ -457,6 +511,10 @@ where
                 let attempts = call.attempts;
                 self.fail_call(idx, id, CallError::Busy { attempts });
             }
+        } else if code == ErrorCode::DeadlineExceeded {
+            // The deadline this side gave passed there first (the call's own timer is about
+            // to fire): the call timed out, wherever that was seen.
+            self.fail_call(idx, id, CallError::Timeout);
         } else {
             self.fail_call(idx, id, CallError::Peer(code));
         }
@@ -617,7 +675,7 @@ where
             };
             if call.retry_at.is_some_and(|t| t <= now) {
                 call.retry_at = None;
-                if !self.send_again(idx) {
+                if !self.send_again(idx, now) {
                     continue;
                 }
             }
@@ -639,12 +697,16 @@ where
 
     /// Sends call `idx`'s stored request (again) under a fresh tid and counts the attempt; a
     /// request the outbox refuses fails the call. `true` if it went out.
-    pub(super) fn send_again(&mut self, idx: usize) -> bool {
+    pub(super) fn send_again(&mut self, idx: usize, now: Instant) -> bool {
+        let Some(call) = self.calls.get(idx).and_then(Option::as_ref) else {
+            return false;
+        };
+        let deadline_ms = self.wire_deadline(call, now);
         let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
             return false;
         };
         let mut request = core::mem::take(&mut call.request);
-        let result = self.send_request(&mut request);
+        let result = self.send_request(&mut request, deadline_ms);
         let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
             return false;
         };

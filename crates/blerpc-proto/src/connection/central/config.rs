@@ -124,6 +124,13 @@ pub struct CentralConfig {
     /// stream drains). Default `false`; the `blerpc` runtime turns it on. The request is then
     /// always the 6-byte one.
     pub cancel: bool,
+    /// Announce the deadline extension (flags bit 5 of the CAPABILITIES request; see
+    /// `docs/protocol.md`): each unary call's request (and a server stream's, when its caller
+    /// gave a deadline) carries the milliseconds left until the call's deadline, so the
+    /// peripheral's handler can give up in time. In force only if the peripheral announces it
+    /// too. Default `false`; the `blerpc` runtime turns it on. The request is then always the
+    /// 6-byte one.
+    pub deadline: bool,
 }
 
 impl Default for CentralConfig {
@@ -149,6 +156,7 @@ impl Default for CentralConfig {
             large_messages: false,
             long_containers: false,
             cancel: false,
+            deadline: false,
         }
     }
 }

@@ -112,12 +112,9 @@ where
             }
             call.held = false;
             let call_timeout = self.config.call_timeout;
-            if self.send_again(idx)
-                && let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut)
-            {
-                call.deadline = call.capped(now + call_timeout);
-                call.idle_until = Some(now + call_timeout);
-            }
+            call.deadline = call.capped(now + call_timeout);
+            call.idle_until = Some(now + call_timeout);
+            self.send_again(idx, now);
         }
     }
 

@@ -11,6 +11,7 @@
 
 mod calls;
 mod config;
+mod deadline;
 mod drain;
 mod event;
 mod setup;
@@ -61,6 +62,8 @@ pub struct Central<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: usiz
     drain: Option<Drain<O>>,
     /// The cancel extension is in force (both announced it).
     cancel: bool,
+    /// The deadline extension is in force (both announced it).
+    deadline: bool,
 }
 
 impl<P, R, A, O, const SLOTS: usize> Central<P, R, A, O, SLOTS>
@@ -116,6 +119,7 @@ where
             calls: core::array::from_fn(|_| None),
             drain: None,
             cancel: false,
+            deadline: false,
         };
         if config.skip_timeout_request {
             central.request_capabilities(now);

@@ -138,15 +138,20 @@ where
         if self.config.cancel {
             flags = flags | CapabilityFlags::CANCEL;
         }
-        // The announcement: flags bits 1, 2 and 4, nothing else (no extension bytes in a
+        if self.config.deadline {
+            flags = flags | CapabilityFlags::DEADLINE;
+        }
+        // The announcement: flags bits 1, 2, 4 and 5, nothing else (no extension bytes in a
         // request).
         let payload = Capabilities {
             flags,
             ..Capabilities::default()
         }
         .to_bytes();
-        let announce =
-            self.config.large_messages || self.config.long_containers || self.config.cancel;
+        let announce = self.config.large_messages
+            || self.config.long_containers
+            || self.config.cancel
+            || self.config.deadline;
         let payload: &[u8] = if self.config.capabilities_payload || announce {
             &payload
         } else {
@@ -197,6 +202,8 @@ where
         self.ep.large = self.large.is_some();
         self.cancel =
             self.config.cancel && caps.is_some_and(|c| c.flags.contains(CapabilityFlags::CANCEL));
+        self.deadline = self.config.deadline
+            && caps.is_some_and(|c| c.flags.contains(CapabilityFlags::DEADLINE));
         if self.ep.large || self.ep.long {
             self.ep.set_assembler_config(AssemblerConfig {
                 max_message_len: self.config.max_response_len,

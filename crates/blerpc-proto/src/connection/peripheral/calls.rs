@@ -352,7 +352,7 @@ where
         true
     }
 
-    pub(super) fn on_request(&mut self, done: Completed) {
+    pub(super) fn on_request(&mut self, now: Instant, done: Completed) {
         let tid = done.tid;
         self.mark_set_up();
         if self.pending.len() >= self.config.max_pending_requests || self.ep.events_free() < 2 {
@@ -388,24 +388,30 @@ where
             .message(done)
             .get(range.clone())
             .unwrap_or(&[]);
-        let parsed = if self.ep.large {
-            Command::parse_large(plain)
-        } else {
-            Command::parse(plain)
-        };
-        let parsed = parsed.map(|c| (c.kind, c.name.len(), c.data.len()));
+        let parsed = Command::parse_extended(plain, self.ep.large, self.deadline).map(|e| {
+            let c = e.command;
+            (
+                c.kind,
+                c.name.len(),
+                c.data.len(),
+                e.header_len,
+                e.deadline_ms,
+            )
+        });
         match parsed {
-            Ok((CommandType::Request, name_len, data_len)) => {
+            Ok((CommandType::Request, name_len, data_len, header_len, deadline_ms)) => {
                 self.pending.insert(tid);
-                let header_len = Command::header_len_large(name_len, data_len);
                 let msg = MsgRef::new(done, range.start + header_len, data_len);
                 let name_start = u32::try_from(range.start + 2).unwrap_or(u32::MAX);
                 let name_len = u8::try_from(name_len).unwrap_or(u8::MAX);
+                let deadline =
+                    deadline_ms.map(|ms| now + core::time::Duration::from_millis(u64::from(ms)));
                 self.push(Record::Request {
                     tid,
                     name_start,
                     name_len,
                     msg,
+                    deadline,
                 });
             }
             Ok(_) => {
@@ -455,6 +461,8 @@ where
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use core::time::Duration;
+
     use super::super::PeripheralEvent;
     use super::super::tests::{T0, peripheral, sent};
     use super::*;
@@ -491,7 +499,8 @@ mod tests {
             Some(PeripheralEvent::Request {
                 tid: 5,
                 name: "echo",
-                data: b"\x0a\x02hi"
+                data: b"\x0a\x02hi",
+                deadline: None,
             })
         );
         assert_eq!(p.pending_requests(), 1);
@@ -613,5 +622,56 @@ mod tests {
         p.handle_input(T0, &[0x09, 0x00, 0xe0, 0x01, 0x05]).unwrap();
         assert!(matches!(p.poll_event(), Some(PeripheralEvent::Warning(_))));
         p.respond(T0, 5, "echo", b"\x0a\x02hi").unwrap();
+    }
+
+    /// echo "hi" under `tid` carrying `ms` of deadline: `[02][04]"echo"[ms u32][04 00]0a026869`.
+    fn echo_with_deadline(tid: u8, ms: u32) -> alloc::vec::Vec<u8> {
+        let mut pdu = alloc::vec![tid, 0x00, 0x00, 0x10, 0x00, 0x10, 0x02, 0x04];
+        pdu.extend_from_slice(b"echo");
+        pdu.extend_from_slice(&ms.to_le_bytes());
+        pdu.extend_from_slice(&[0x04, 0x00, 0x0a, 0x02, b'h', b'i']);
+        pdu
+    }
+
+    #[test]
+    fn a_request_hands_out_its_deadline_on_this_sides_clock() {
+        let mut p = peripheral(false, |c| c.deadline = true);
+        p.handle_input(T0, &[0x01, 0x00, 0xd0, 0x06, 0, 0, 0, 0, 0x20, 0x00])
+            .unwrap();
+        let reply = sent(&mut p);
+        assert_eq!(reply[0][8], 0x20, "DEADLINE agreed: {reply:02x?}");
+        while p.poll_event().is_some() {}
+        let arrived = T0 + Duration::from_millis(40);
+        p.handle_input(arrived, &echo_with_deadline(5, 300))
+            .unwrap();
+        assert_eq!(
+            p.poll_event(),
+            Some(PeripheralEvent::Request {
+                tid: 5,
+                name: "echo",
+                data: b"\x0a\x02hi",
+                deadline: Some(arrived + Duration::from_millis(300)),
+            })
+        );
+        // A request without the flag has none.
+        p.handle_input(arrived, &echo_request(6)).unwrap();
+        assert!(matches!(
+            p.poll_event(),
+            Some(PeripheralEvent::Request {
+                tid: 6,
+                deadline: None,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn without_agreement_a_deadline_is_read_as_the_reference_reads_it() {
+        // The central announced nothing: bit 1 is ignored and the deadline's first bytes taken
+        // for data_len (300), longer than what came: DECODE_FAILED, as from a reference peer.
+        let mut p = peripheral(false, |c| c.deadline = true);
+        p.handle_input(T0, &echo_with_deadline(5, 300)).unwrap();
+        assert!(matches!(p.poll_event(), Some(PeripheralEvent::Warning(_))));
+        assert_eq!(sent(&mut p), [[0x05, 0x00, 0xd4, 0x01, 0x04]]);
     }
 }

@@ -96,6 +96,12 @@ pub struct PeripheralConfig {
     /// [`PeripheralEvent::Cancelled`](super::PeripheralEvent::Cancelled) tells the application
     /// to stop. Default `false`; the `blerpc` runtime and the firmware turn it on.
     pub cancel: bool,
+    /// Agree to the deadline extension when a central announces it (CAPABILITIES flags bit 5,
+    /// see `docs/protocol.md`): a request may then carry the milliseconds its central still
+    /// waits, and [`PeripheralEvent::Request`](super::PeripheralEvent::Request) gives the
+    /// application that deadline (`deadline`, on this side's clock: counted from the request's
+    /// arrival). Default `false`; the `blerpc` runtime turns it on.
+    pub deadline: bool,
     /// Announce [`CapabilityFlags::RELAY`](crate::wire::capabilities::CapabilityFlags::RELAY):
     /// the application answers the device gateway's `blerpc.relay` command (it opens a relayed
     /// connection on request). Changes nothing else in the protocol. Default `false`; `blerpc
@@ -124,6 +130,7 @@ impl Default for PeripheralConfig {
             large_messages: false,
             long_containers: false,
             cancel: false,
+            deadline: false,
             relay: false,
         }
     }

@@ -3,6 +3,7 @@
 
 #[cfg(doc)]
 use super::Peripheral;
+use crate::Instant;
 use crate::connection::endpoint::{MsgRef, Record as EndpointRecord};
 use crate::connection::events::Warning;
 
@@ -21,6 +22,10 @@ pub enum PeripheralEvent<'a> {
         name: &'a str,
         /// The protobuf data.
         data: &'a [u8],
+        /// When the central stops waiting for the answer (the deadline extension in force and
+        /// the request carried one), on this side's clock: its arrival plus the milliseconds
+        /// the central still had. A handler past it may stop; its answer would come too late.
+        deadline: Option<Instant>,
     },
     /// The central ended its central→peripheral stream; send the final response with
     /// [`Peripheral::respond_upload`].
@@ -90,6 +95,7 @@ pub(super) enum Record {
         name_start: u32,
         name_len: u8,
         msg: MsgRef,
+        deadline: Option<Instant>,
     },
     StreamEndC2P {
         tid: u8,

@@ -51,6 +51,8 @@ pub struct Peripheral<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: u
     stream: Option<(u8, u32)>,
     /// The cancel extension is in force (the central announced it and so did we).
     cancel: bool,
+    /// The deadline extension is in force (the central announced it and so did we).
+    deadline: bool,
     closed: bool,
     /// Until the connection is established: when it must be (armed by [`Peripheral::open`]).
     setup_deadline: Option<Instant>,
@@ -129,6 +131,7 @@ where
             pending: TidSet::default(),
             stream: None,
             cancel: false,
+            deadline: false,
             closed: false,
             setup_deadline: None,
             set_up: false,
@@ -338,7 +341,7 @@ where
                     };
                     match self.ep.feed(now, &container, deadline) {
                         Ok(None) => {}
-                        Ok(Some(done)) => self.on_request(done),
+                        Ok(Some(done)) => self.on_request(now, done),
                         Err(e) => self.on_assembly_error(e),
                     }
                 }
@@ -395,6 +398,7 @@ where
                 name_start,
                 name_len,
                 msg,
+                deadline,
             } => {
                 let all = self.ep.message(msg);
                 let name_start = name_start as usize;
@@ -403,7 +407,12 @@ where
                     .and_then(|n| core::str::from_utf8(n).ok())
                     .unwrap_or("");
                 let data = all.get(msg.range()).unwrap_or(&[]);
-                PeripheralEvent::Request { tid, name, data }
+                PeripheralEvent::Request {
+                    tid,
+                    name,
+                    data,
+                    deadline,
+                }
             }
             Record::StreamEndC2P { tid } => PeripheralEvent::StreamEndC2P { tid },
             Record::Cancelled { tid } => PeripheralEvent::Cancelled { tid },

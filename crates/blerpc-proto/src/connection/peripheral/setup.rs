@@ -123,6 +123,11 @@ where
                 if self.cancel {
                     caps.flags = caps.flags | CapabilityFlags::CANCEL;
                 }
+                self.deadline = self.config.deadline
+                    && advertised.is_some_and(|c| c.flags.contains(CapabilityFlags::DEADLINE));
+                if self.deadline {
+                    caps.flags = caps.flags | CapabilityFlags::DEADLINE;
+                }
                 let mut reply = [0u8; crate::wire::capabilities::CAPABILITIES_LARGE_LEN];
                 if let Ok(n) = caps.emit(&mut reply) {
                     self.send_control(tid, ControlCmd::Capabilities, reply.get(..n).unwrap_or(&[]));

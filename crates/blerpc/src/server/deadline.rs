@@ -1,0 +1,98 @@
+//! A request's deadline, as its unary handler sees it: [`deadline`].
+//!
+//! With the deadline extension in force (`docs/protocol.md`, "Deadline"), a request carries the
+//! milliseconds its central still waits. The server runs the handler inside a scope where
+//! [`deadline`] returns that instant (on the runtime's clock, counted from the request's
+//! arrival), and stops the handler when it passes: the central gets ERROR
+//! `DEADLINE_EXCEEDED` (by then it has failed the call with `TIMEOUT`; the error frees the
+//! request's slot on both sides). A handler that has long work to do can check [`deadline`]
+//! and give up, or size its work, before it is stopped.
+
+use std::future::Future;
+
+use blerpc_proto::wire::error_code::ErrorCode;
+use tokio::time::Instant;
+
+use super::Status;
+
+tokio::task_local! {
+    static DEADLINE: Instant;
+}
+
+/// The deadline of the request the calling unary handler is answering: `None` when its
+/// central sent none (a reference central, or no deadline extension), or when called outside
+/// a handler (or from a task the handler spawned: the scope is the handler's own future).
+///
+/// ```
+/// use blerpc::server::{Status, deadline};
+///
+/// async fn survey() -> Result<Vec<u8>, Status> {
+///     let mut found = Vec::new();
+///     for channel in 0u8..40 {
+///         // Stop early, with what there is, if the central would not wait for more.
+///         if deadline().is_some_and(|d| d <= tokio::time::Instant::now()) {
+///             break;
+///         }
+///         found.push(channel);
+///     }
+///     Ok(found)
+/// }
+/// # tokio_test_run(survey());
+/// # fn tokio_test_run<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(f)
+/// # }
+/// ```
+pub fn deadline() -> Option<Instant> {
+    DEADLINE.try_with(|d| *d).ok()
+}
+
+/// Runs `handler` where [`deadline`] is `at`, stopping it there with `DEADLINE_EXCEEDED`. A
+/// handler ready at its first poll answers even past `at`.
+pub(super) async fn bounded<F>(at: Instant, handler: F) -> Result<Vec<u8>, Status>
+where
+    F: Future<Output = Result<Vec<u8>, Status>>,
+{
+    match tokio::time::timeout_at(at, DEADLINE.scope(at, handler)).await {
+        Ok(result) => result,
+        Err(_) => Err(Status::new(
+            ErrorCode::DeadlineExceeded,
+            "stopped at the request's deadline",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_handler_sees_its_deadline_and_is_stopped_there() {
+        let at = Instant::now() + Duration::from_millis(300);
+        assert_eq!(deadline(), None);
+        let quick = bounded(at, async {
+            Ok(deadline()
+                .map(|d| d == at)
+                .into_iter()
+                .map(u8::from)
+                .collect())
+        });
+        assert_eq!(quick.await, Ok(vec![1]));
+        let slow = bounded(at, async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok(Vec::new())
+        });
+        let started = Instant::now();
+        let e = slow.await.err().unwrap_or_else(|| panic!("not stopped"));
+        assert_eq!(e.code, ErrorCode::DeadlineExceeded);
+        assert_eq!(started.elapsed(), Duration::from_millis(300));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_handler_ready_at_once_answers_even_past_its_deadline() {
+        let past = Instant::now();
+        tokio::time::advance(Duration::from_millis(10)).await;
+        assert_eq!(bounded(past, async { Ok(vec![7]) }).await, Ok(vec![7]));
+    }
+}

@@ -1,0 +1,97 @@
+//! The deadline extension end to end on the runtime (in-memory link): a unary handler sees the
+//! time its central still waits (`blerpc::server::deadline()`) and is stopped when it passes;
+//! without the extension it sees none.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use blerpc::client::PinPolicy;
+use blerpc::link::mem;
+use blerpc::{Client, ClientConfig};
+use blerpc_proto::connection::CallError;
+use common::*;
+use tokio::time::Instant;
+
+async fn connect(config: ClientConfig) -> Client {
+    let server = server(true);
+    let key = server.identity_public().unwrap();
+    let (a, b) = mem::pair(247);
+    tokio::spawn(async move { server.serve_link(b).await });
+    Client::connect(
+        a,
+        ClientConfig {
+            pinning: PinPolicy::Trust(key),
+            ..config
+        },
+    )
+    .await
+    .unwrap()
+}
+
+fn millis(reply: &[u8]) -> Option<u32> {
+    Some(u32::from_le_bytes(reply.try_into().ok()?))
+}
+
+#[tokio::test]
+async fn a_handler_sees_the_time_its_central_still_waits() {
+    let client = connect(ClientConfig::default()).await;
+    assert!(client.info().capabilities.is_some());
+    let left = client
+        .call_until(
+            "deadline_left",
+            Vec::new(),
+            Instant::now() + Duration::from_millis(800),
+        )
+        .await
+        .unwrap();
+    let left = millis(&left).expect("a deadline");
+    assert!((500..=800).contains(&left), "{left} ms");
+    // Without the caller's deadline: the call timeout (5 s).
+    let left = millis(&client.call("deadline_left", Vec::new()).await.unwrap()).unwrap();
+    assert!((4_500..=5_000).contains(&left), "{left} ms");
+}
+
+#[tokio::test]
+async fn a_handler_past_its_deadline_is_stopped_and_the_connection_goes_on() {
+    // No CANCEL: the deadline alone stops the handler.
+    let mut config = ClientConfig::default();
+    config.central.cancel = false;
+    let client = connect(config).await;
+    let before = HANG_DROPPED.load(Ordering::SeqCst);
+    let started = Instant::now();
+    let err = client
+        .call_until("hang", Vec::new(), started + Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    assert_eq!(err.call_error(), Some(CallError::Timeout), "{err}");
+    // The server stops the handler at the deadline the request carried; bounded wait.
+    let stop_by = started + Duration::from_secs(2);
+    while HANG_DROPPED.load(Ordering::SeqCst) == before && Instant::now() < stop_by {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(HANG_DROPPED.load(Ordering::SeqCst), before + 1);
+    // Every slot was released: four calls at once answer.
+    let calls = (0..4).map(|i| client.call("echo", vec![i]));
+    let replies = futures_util::future::join_all(calls).await;
+    for (i, reply) in replies.into_iter().enumerate() {
+        assert_eq!(reply.unwrap(), vec![i as u8]);
+    }
+}
+
+#[tokio::test]
+async fn without_the_extension_a_handler_sees_no_deadline() {
+    let mut config = ClientConfig::default();
+    config.central.deadline = false;
+    let client = connect(config).await;
+    let reply = client
+        .call_until(
+            "deadline_left",
+            Vec::new(),
+            Instant::now() + Duration::from_millis(800),
+        )
+        .await
+        .unwrap();
+    assert!(reply.is_empty(), "{reply:?}");
+}
