@@ -5,7 +5,7 @@ use blerpc_proto::Role;
 use blerpc_proto::crypto::{CryptoProvider, RustCrypto, SessionKey, TAG_LEN};
 use blerpc_proto::session::{COUNTER_LEN, SESSION_OVERHEAD, Session};
 use blerpc_proto::wire::WireError;
-use blerpc_proto::wire::command::{Command, CommandType};
+use blerpc_proto::wire::command::{Command, CommandType, DEADLINE_FLAG, Extended, LARGE_DATA_FLAG};
 
 use crate::dissect::{At, Dissector, diag, wire_diag};
 use crate::report::{CommandReport, Dir, EncryptionReport, Layer, MessageReport};
@@ -59,9 +59,9 @@ impl Dissector<'_> {
                 return;
             }
         }
-        let exact = parse_command(msg).ok().filter(|c| {
-            Command::header_len_large(c.name.len(), c.data.len()) + c.data.len() == msg.len()
-        });
+        let exact = parse_command(msg)
+            .ok()
+            .filter(|e| e.header_len + e.command.data.len() == msg.len());
         match (exact, &frame) {
             (Some(_), _) => {
                 if self.opts.key.is_some() && frame.is_some() {
@@ -116,9 +116,9 @@ impl Dissector<'_> {
         unit: &str,
     ) {
         match parse_command(plain) {
-            Ok(cmd) => {
-                let used =
-                    Command::header_len_large(cmd.name.len(), cmd.data.len()) + cmd.data.len();
+            Ok(extended) => {
+                let cmd = extended.command;
+                let used = extended.header_len + cmd.data.len();
                 if plain.len() > used {
                     self.warn(diag(
                         at,
@@ -143,7 +143,9 @@ impl Dissector<'_> {
                         format!("a {kind} travelling {dir}"),
                     ));
                 }
-                m.command = Some(command_report(&cmd));
+                let mut report = command_report(&cmd);
+                report.deadline_ms = extended.deadline_ms;
+                m.command = Some(report);
             }
             Err(e) => {
                 let d = wire_diag(at, Layer::Command, &e, 0, unit);
@@ -203,6 +205,7 @@ fn command_report(cmd: &Command<'_>) -> CommandReport {
         name: cmd.name.to_owned(),
         data_len: cmd.data.len(),
         data_hex: hex::encode(cmd.data),
+        deadline_ms: None,
     }
 }
 
@@ -213,14 +216,26 @@ fn command_dir(cmd: &Command<'_>) -> Dir {
     }
 }
 
-/// A command, in its large-message form (type bit 0, `u32` data_len) when that parses, else
-/// classic (reserved type bits ignored, as the reference does).
-fn parse_command(bytes: &[u8]) -> Result<Command<'_>, WireError> {
-    let large = bytes
-        .first()
-        .is_some_and(|t| t & blerpc_proto::wire::command::LARGE_DATA_FLAG != 0);
-    match Command::parse_large(bytes) {
-        Ok(cmd) if large => Ok(cmd),
-        _ => Command::parse(bytes),
+/// A command: a request carrying its deadline (type bit 1, the deadline extension) when that
+/// parses to exactly the bytes given; else in its large-message form (type bit 0, `u32`
+/// data_len) when that parses; else classic (reserved type bits ignored, as the reference
+/// does).
+fn parse_command(bytes: &[u8]) -> Result<Extended<'_>, WireError> {
+    let type_byte = bytes.first().copied().unwrap_or(0);
+    if type_byte & (DEADLINE_FLAG | 0x80) == DEADLINE_FLAG
+        && let Ok(e) = Command::parse_extended(bytes, true, true)
+        && e.header_len + e.command.data.len() == bytes.len()
+    {
+        return Ok(e);
     }
+    let large = type_byte & LARGE_DATA_FLAG != 0;
+    let command = match Command::parse_large(bytes) {
+        Ok(cmd) if large => cmd,
+        _ => Command::parse(bytes)?,
+    };
+    Ok(Extended {
+        command,
+        deadline_ms: None,
+        header_len: Command::header_len_large(command.name.len(), command.data.len()),
+    })
 }

@@ -360,6 +360,9 @@ pub struct CommandReport {
     pub data_len: usize,
     /// The protobuf data.
     pub data_hex: String,
+    /// A request's deadline in milliseconds (the deadline extension), when it carried one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u32>,
 }
 
 /// A transaction that did not complete within the input.

@@ -322,9 +322,12 @@ fn message_lines(out: &mut String, m: &MessageReport, full: bool) {
         } else {
             preview(&c.data_hex, full)
         };
+        let deadline = c
+            .deadline_ms
+            .map_or(String::new(), |ms| format!("  deadline={ms}ms"));
         let _ = writeln!(
             out,
-            "    → {} {}  data_len={}  data={data}",
+            "    → {} {}  data_len={}  data={data}{deadline}",
             c.kind, c.name, c.data_len
         );
     }

@@ -14,7 +14,7 @@ use serde_json::json;
 fn every_capability_flag_is_named() {
     // A peripheral's reply per flag (flags u16 LE at payload bytes 4-5), then all four with two
     // reserved bits: the core's names, `BIT_n` for the bits it does not define.
-    let cases: [(&str, &[&str]); 7] = [
+    let cases: [(&str, &[&str]); 8] = [
         ("0100d0060000ffff0100", &["ENCRYPTION_SUPPORTED"]),
         ("0100d0060000ffff0200", &["LARGE_MESSAGES"]),
         ("0100d0060000ffff0400", &["LONG_CONTAINERS"]),
@@ -30,7 +30,8 @@ fn every_capability_flag_is_named() {
             ],
         ),
         ("0100d0060000ffff1000", &["CANCEL"]),
-        ("0100d0060000ffff2000", &["BIT_5"]),
+        ("0100d0060000ffff2000", &["DEADLINE"]),
+        ("0100d0060000ffff4000", &["BIT_6"]),
     ];
     for (pdu, names) in cases {
         // LARGE_MESSAGES in a reply needs the 8 extension bytes.
@@ -79,7 +80,7 @@ fn every_capability_flag_is_named() {
 fn every_error_code_is_named() {
     use blerpc_proto::wire::error_code::ErrorCode;
     // Every code the core names, written out, then bytes it does not know.
-    let codes: [(u8, &str, &str, bool); 12] = [
+    let codes: [(u8, &str, &str, bool); 13] = [
         (0x01, "RESPONSE_TOO_LARGE", "response too large", true),
         (0x02, "BUSY", "peripheral busy", true),
         (0x03, "UNKNOWN_COMMAND", "unknown command", false),
@@ -92,11 +93,17 @@ fn every_error_code_is_named() {
         (0x0a, "HANDLER_FAILED", "handler failed", false),
         (0x0b, "STREAM_LIMIT", "stream limit exceeded", false),
         (0x0c, "CANCELLED", "cancelled by the central", false),
+        (
+            0x0d,
+            "DEADLINE_EXCEEDED",
+            "the request's deadline passed",
+            false,
+        ),
     ];
     assert_eq!(codes.len(), ErrorCode::NAMED.len(), "a code without a test");
     let unknown = [
         (0x00, "UNKNOWN", "peripheral error", false),
-        (0x0d, "UNKNOWN", "peripheral error", false),
+        (0x0e, "UNKNOWN", "peripheral error", false),
         (0xff, "UNKNOWN", "peripheral error", false),
     ];
     for (code, name, description, reference_code) in codes.into_iter().chain(unknown) {
