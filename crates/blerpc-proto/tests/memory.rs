@@ -59,6 +59,6 @@ fn peripheral_connection_ram() {
     );
 }
 
-const DOCUMENTED_FIRMWARE_PERIPHERAL: usize = 23_152;
-const DOCUMENTED_HOST_PERIPHERAL: usize = 2_640;
+const DOCUMENTED_FIRMWARE_PERIPHERAL: usize = 23_280;
+const DOCUMENTED_HOST_PERIPHERAL: usize = 2_768;
 const DOCUMENTED_HOST_CENTRAL: usize = 2_928;
