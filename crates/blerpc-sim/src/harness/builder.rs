@@ -167,6 +167,7 @@ impl PairBuilder {
             strict_calls: false,
             central_events: Vec::new(),
             peripheral_warnings: Vec::new(),
+            peripheral_cancels: 0,
             peripheral_closed: None,
             peripheral_requests: Vec::new(),
             sent_c2p: Vec::new(),

@@ -207,6 +207,11 @@ impl<W: Wire> Pair<W> {
                     data: Vec::new(),
                 }),
                 Some(PeripheralEvent::Warning(w)) => self.peripheral_warnings.push(w),
+                Some(PeripheralEvent::Cancelled { tid }) => {
+                    // The application stops: a held request is dropped, not answered.
+                    self.svc.held.retain(|r| r.tid != tid);
+                    self.peripheral_cancels += 1;
+                }
                 Some(PeripheralEvent::Closed(reason)) => self.peripheral_closed = Some(reason),
                 Some(_) => {}
             }

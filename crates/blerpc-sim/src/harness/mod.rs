@@ -120,6 +120,9 @@ pub struct Pair<W: Wire = Latency> {
     pub central_events: Vec<CEv>,
     /// The peripheral's warnings.
     pub peripheral_warnings: Vec<Warning>,
+    /// How many CANCELs the peripheral handed the application
+    /// ([`PeripheralEvent::Cancelled`](blerpc_proto::connection::PeripheralEvent::Cancelled)).
+    pub peripheral_cancels: usize,
     /// Why the peripheral closed the connection, once it has
     /// ([`PeripheralEvent::Closed`](blerpc_proto::connection::PeripheralEvent::Closed)).
     pub peripheral_closed: Option<PeripheralCloseReason>,
