@@ -559,6 +559,11 @@ where
                         error: CallError::ResponseTooLarge { len, max },
                     });
                 }
+                // The rest of a response whose start was dropped with a CANCEL is expected.
+                if matches!(e, AssembleError::UnknownTransaction { tid, .. } if self.cancelled_tid == Some(tid))
+                {
+                    return;
+                }
                 self.warn(Warning::Assembly(e));
             }
         }
@@ -655,7 +660,10 @@ where
             }
             None => {
                 self.ep.assembler.release(done);
-                self.warn(Warning::StaleResponse { tid });
+                // What was already on the air when a CANCEL left is expected, not stale.
+                if self.cancelled_tid != Some(tid) {
+                    self.warn(Warning::StaleResponse { tid });
+                }
             }
         }
     }

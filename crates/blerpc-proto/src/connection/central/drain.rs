@@ -94,6 +94,8 @@ where
             return false;
         }
         self.ep.discard_partial(tid);
+        // What of the answer is already on the air still arrives: dropped without a warning.
+        self.cancelled_tid = Some(tid);
         let cancel = self.ep.alloc_tid();
         // The control queue refuses only when full: then the call is only forgotten here.
         let _ = self.ep.send_control(cancel, ControlCmd::Cancel, &[tid]);

@@ -64,6 +64,10 @@ pub struct Central<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: usiz
     cancel: bool,
     /// The deadline extension is in force (both announced it).
     deadline: bool,
+    /// The request tid of the last call given up with a CANCEL: the rest of its answer that was
+    /// already on the air (containers of a response whose start was dropped, or a whole
+    /// response) is dropped without a warning.
+    cancelled_tid: Option<u8>,
 }
 
 impl<P, R, A, O, const SLOTS: usize> Central<P, R, A, O, SLOTS>
@@ -120,6 +124,7 @@ where
             drain: None,
             cancel: false,
             deadline: false,
+            cancelled_tid: None,
         };
         if config.skip_timeout_request {
             central.request_capabilities(now);
