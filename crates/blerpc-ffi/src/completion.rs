@@ -1,20 +1,19 @@
 //! [`CompletionQueue`]: calls whose outcomes come back through a queue the foreign side drains,
-//! instead of through UniFFI's future polling. The Python layer's `call` uses it.
+//! instead of through UniFFI's future polling. The Python and Kotlin layers' `call` use it.
 //!
 //! An `await` on one of UniFFI's async methods costs the foreign side several crossings per
 //! call: a poll, a waker called **from the runtime's thread** into the foreign language (for
-//! Python, a ctypes callback that takes the GIL and schedules the loop), a second poll, the
-//! result, the free. A call started with [`Connection::start_call`] crosses twice: once to
-//! start it (a plain synchronous call), once to take its outcome with every other outcome that
-//! is waiting ([`CompletionQueue::take`], or [`CompletionQueue::wait`] from a thread that may
-//! block). The runtime's thread never calls into the foreign language: it queues the outcome
-//! and, if the queue was empty, writes one byte to the queue's signal socket, which an event
-//! loop watches (Python's `loop.add_reader`), or wakes a thread blocked in `wait`.
+//! Python, a ctypes callback that takes the GIL and schedules the loop; for Kotlin, a JNA
+//! callback that attaches the thread), a second poll, the result, the free. A call started with
+//! [`Connection::start_call`] crosses twice: once to start it (a plain synchronous call), once
+//! to take its outcome with every other outcome that is waiting ([`CompletionQueue::take`], or
+//! [`CompletionQueue::wait`] from a thread that may block). The runtime's thread never calls
+//! into the foreign language: it queues the outcome and, if the queue was empty, writes one
+//! byte to the queue's signal socket, which an event loop watches (Python's
+//! `loop.add_reader`), or wakes a thread blocked in `wait` (Kotlin's).
 //!
-//! Measured side by side (`docs/benchmarks/bindings.txt`, `bash tools/bindings/bench.sh`):
-//! Python's echo through the queue against UniFFI's `await`, and Kotlin's. Kotlin's layer keeps
-//! UniFFI's `suspend` methods: a thread blocked in `wait` is one thread hop more per call than
-//! UniFFI's callback, and measured slower.
+//! Measured side by side with UniFFI's awaits (`docs/benchmarks/bindings.txt`, `bash
+//! tools/bindings/bench.sh`).
 //!
 //! The foreign side names each call by a ticket it chooses (unique among its calls not yet
 //! completed): outcomes come back in the order the calls finish, each under its ticket.
@@ -63,7 +62,7 @@ impl Completion {
 /// Where the outcomes of calls started with [`Connection::start_call`] wait for the foreign
 /// side: drain it with [`CompletionQueue::take`] when its [signal](CompletionQueue::signal_fd)
 /// is readable, or block in [`CompletionQueue::wait`]. One queue serves any number of
-/// connections (Python keeps one per event loop).
+/// connections (Python keeps one per event loop, Kotlin one per process).
 #[derive(Debug, uniffi::Object)]
 pub struct CompletionQueue {
     state: Mutex<State>,
@@ -117,7 +116,7 @@ impl CompletionQueue {
     }
 
     /// Every outcome waiting, blocking until there is one, `timeout_ms` pass, or the queue is
-    /// shut down (then empty). For a thread of the foreign side's own.
+    /// shut down (then empty). For a thread of the foreign side's own (Kotlin's).
     pub fn wait(&self, timeout_ms: u32) -> Vec<Completion> {
         let state = self.lock();
         let (mut state, _) = self

@@ -16,7 +16,7 @@
 //! | [`Connection`] | `call` (with an optional deadline), `server_stream`, `client_stream`, `info`, `disconnect` |
 //! | [`ResponseStream`], [`Upload`] | the two directions of a stream |
 //! | [`CancelToken`], [`connect_cancellable`], `Connection::*_cancellable` | an explicit cancel for each operation (for Swift, whose generated code does not drop a cancelled task's future) |
-//! | [`CompletionQueue`], `Connection::start_call` | calls whose outcomes a queue delivers: two crossings per call instead of UniFFI's future polling (the Python layer's `call`) |
+//! | [`CompletionQueue`], `Connection::start_call` | calls whose outcomes a queue delivers: two crossings per call instead of UniFFI's future polling (the Python and Kotlin layers' `call`) |
 //! | [`BlerpcError`] | every failure: a variant per kind, with `code` and `detail` |
 //!
 //! Requests and responses are protobuf bytes: each language encodes its own messages, from

@@ -12,10 +12,18 @@
 package dev.blerpc
 
 import dev.blerpc.ffi.BlerpcException
+import dev.blerpc.ffi.Completion
+import dev.blerpc.ffi.CompletionQueue
+import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.atomic.AtomicLong
+import kotlin.coroutines.resume
+import kotlin.coroutines.resumeWithException
 import kotlin.time.Duration
+import kotlinx.coroutines.CancellableContinuation
 import kotlinx.coroutines.NonCancellable
 import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.flow.flow
+import kotlinx.coroutines.suspendCancellableCoroutine
 import kotlinx.coroutines.withContext
 
 /** How to reach and trust a peripheral; every field has a default (pin on first use). */
@@ -54,8 +62,13 @@ class Connection internal constructor(private val raw: dev.blerpc.ffi.Connection
      * bytes and returns the response's. With [deadline], the call fails with `TIMEOUT` if no
      * answer came that long from now (without it, the protocol's 5 s call timeout applies).
      */
-    suspend fun call(command: String, request: ByteArray, deadline: Duration? = null): ByteArray =
-        raw.call(command, request, deadline?.let(::millis))
+    suspend fun call(command: String, request: ByteArray, deadline: Duration? = null): ByteArray {
+        val ms = deadline?.let(::millis)
+        return Completions.call { queue, ticket ->
+            if (ms == null) raw.startCall(queue, ticket, command, request)
+            else raw.startCallUntil(queue, ticket, command, request, ms)
+        }
+    }
 
     /**
      * A peripheral→central stream: a cold flow, each collection sends [request] to [command]
@@ -114,6 +127,51 @@ class Connection internal constructor(private val raw: dev.blerpc.ffi.Connection
 
     /** Frees the connection (closing it if open). Later calls throw `IllegalStateException`. */
     override fun close() = raw.close()
+}
+
+/**
+ * The outcomes of the process's calls: one [CompletionQueue] and one daemon thread blocked in
+ * its `wait`, which resumes each call's coroutine. A call crosses into Rust twice (started,
+ * then its outcome taken with the others waiting) instead of UniFFI's future polling, whose
+ * waker calls into the JVM from the library's thread (JNA attaching it each time); both are
+ * measured side by side in docs/benchmarks/bindings.txt.
+ */
+private object Completions {
+    private val queue = CompletionQueue()
+    private val waiting = ConcurrentHashMap<ULong, CancellableContinuation<ByteArray>>()
+    private val tickets = AtomicLong()
+
+    init {
+        Thread({
+            while (true) {
+                for (done in queue.wait(60_000u)) deliver(done)
+            }
+        }, "blerpc-completions").apply { isDaemon = true }.start()
+    }
+
+    private fun deliver(done: Completion) {
+        when (done) {
+            is Completion.Response -> waiting.remove(done.ticket)?.resume(done.response)
+            is Completion.Failed -> waiting.remove(done.ticket)?.resumeWithException(done.error)
+        }
+    }
+
+    suspend fun call(start: (CompletionQueue, ULong) -> Unit): ByteArray =
+        suspendCancellableCoroutine { cont ->
+            val ticket = tickets.getAndIncrement().toULong()
+            waiting[ticket] = cont
+            // Dropped in the core (its slot and any late answer released); no outcome comes.
+            cont.invokeOnCancellation {
+                waiting.remove(ticket)
+                queue.cancel(ticket)
+            }
+            try {
+                start(queue, ticket)
+            } catch (e: Throwable) {
+                waiting.remove(ticket)
+                cont.resumeWithException(e)
+            }
+        }
 }
 
 /** The core's stable code (`TIMEOUT`, `PEER_ERROR`, `IDENTITY_REJECTED`, …) of any variant. */
