@@ -327,25 +327,7 @@ mod tests {
     /// A plaintext central through setup with the cancel extension announced (CAPABILITIES
     /// flags `0x0010`) and agreed by the peripheral when `agreed`.
     fn ready_with_cancel(agreed: bool) -> TestCentral {
-        let mut c = super::super::tests::central(|c| c.cancel = true);
-        sent(&mut c);
-        c.handle_input(T0, &[0x00, 0x00, 0xc4, 0x02, 0x64, 0x00])
-            .unwrap();
-        assert_eq!(
-            sent(&mut c),
-            [[0x01, 0x00, 0xd0, 0x06, 0, 0, 0, 0, 0x10, 0x00]]
-        );
-        let flags = if agreed { 0x10 } else { 0x00 };
-        c.handle_input(
-            T0,
-            &[0x01, 0x00, 0xd0, 0x06, 0x00, 0x30, 0x00, 0x30, flags, 0x00],
-        )
-        .unwrap();
-        assert_eq!(
-            c.poll_event(),
-            Some(CentralEvent::Connected { encrypted: false })
-        );
-        c
+        super::super::tests::ready_announcing(0x10, agreed, |c| c.cancel = true)
     }
 
     #[test]

@@ -380,6 +380,33 @@ pub(super) mod tests {
     /// CAPABILITIES reply: max_request 12,288, max_response 12,288, no encryption.
     const CAPABILITIES_PLAIN: [u8; 10] = [0x01, 0x00, 0xd0, 0x06, 0x00, 0x30, 0x00, 0x30, 0, 0];
 
+    /// A plaintext central through setup with the extensions `tune` turns on, which announce
+    /// CAPABILITIES flags `flags` (the low byte), agreed by the peripheral when `agreed`.
+    pub(crate) fn ready_announcing(
+        flags: u8,
+        agreed: bool,
+        tune: impl FnOnce(&mut CentralConfig),
+    ) -> TestCentral {
+        let mut c = central(tune);
+        sent(&mut c);
+        c.handle_input(T0, &TIMEOUT_REPLY).unwrap();
+        assert_eq!(
+            sent(&mut c),
+            [[0x01, 0x00, 0xd0, 0x06, 0, 0, 0, 0, flags, 0x00]]
+        );
+        let agreed = if agreed { flags } else { 0x00 };
+        c.handle_input(
+            T0,
+            &[0x01, 0x00, 0xd0, 0x06, 0x00, 0x30, 0x00, 0x30, agreed, 0x00],
+        )
+        .unwrap();
+        assert_eq!(
+            c.poll_event(),
+            Some(CentralEvent::Connected { encrypted: false })
+        );
+        c
+    }
+
     /// A central through plaintext setup (tids 0 and 1 used).
     pub(crate) fn ready() -> TestCentral {
         let mut c = central(|_| {});

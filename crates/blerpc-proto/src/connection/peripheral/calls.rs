@@ -565,16 +565,24 @@ mod tests {
         assert_eq!(p.pending_requests(), 0);
     }
 
-    /// A plaintext peripheral through CAPABILITIES with the cancel extension announced by the
-    /// central (flags `0x0010`) and agreed.
-    fn with_cancel() -> super::super::tests::TestPeripheral {
-        let mut p = peripheral(false, |c| c.cancel = true);
-        p.handle_input(T0, &[0x01, 0x00, 0xd0, 0x06, 0, 0, 0, 0, 0x10, 0x00])
+    /// A plaintext peripheral through CAPABILITIES with the extensions `tune` turns on,
+    /// announced by the central as flags `flags` (the low byte) and agreed.
+    fn agreeing(
+        flags: u8,
+        tune: impl FnOnce(&mut crate::connection::PeripheralConfig),
+    ) -> super::super::tests::TestPeripheral {
+        let mut p = peripheral(false, tune);
+        p.handle_input(T0, &[0x01, 0x00, 0xd0, 0x06, 0, 0, 0, 0, flags, 0x00])
             .unwrap();
         let reply = sent(&mut p);
-        assert_eq!(reply[0][8], 0x10, "CANCEL agreed: {reply:02x?}");
+        assert_eq!(reply[0][8], flags, "agreed: {reply:02x?}");
         while p.poll_event().is_some() {}
         p
+    }
+
+    /// [`agreeing`] to the cancel extension (flags `0x0010`).
+    fn with_cancel() -> super::super::tests::TestPeripheral {
+        agreeing(0x10, |c| c.cancel = true)
     }
 
     #[test]
@@ -635,12 +643,7 @@ mod tests {
 
     #[test]
     fn a_request_hands_out_its_deadline_on_this_sides_clock() {
-        let mut p = peripheral(false, |c| c.deadline = true);
-        p.handle_input(T0, &[0x01, 0x00, 0xd0, 0x06, 0, 0, 0, 0, 0x20, 0x00])
-            .unwrap();
-        let reply = sent(&mut p);
-        assert_eq!(reply[0][8], 0x20, "DEADLINE agreed: {reply:02x?}");
-        while p.poll_event().is_some() {}
+        let mut p = agreeing(0x20, |c| c.deadline = true);
         let arrived = T0 + Duration::from_millis(40);
         p.handle_input(arrived, &echo_with_deadline(5, 300))
             .unwrap();
