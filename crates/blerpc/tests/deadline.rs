@@ -1,6 +1,7 @@
-//! The deadline extension end to end on the runtime (in-memory link): a unary handler sees the
-//! time its central still waits (`blerpc::server::deadline()`) and is stopped when it passes;
-//! without the extension it sees none.
+//! The deadline extension end to end on the runtime (in-memory link): a unary handler, or a
+//! server stream's producer, sees the time its central still waits
+//! (`blerpc::server::deadline()`) and is stopped when it passes; without the extension it sees
+//! none.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 
@@ -12,6 +13,7 @@ use blerpc::link::mem;
 use blerpc::{Client, ClientConfig};
 use blerpc_proto::connection::CallError;
 use common::*;
+use futures_util::StreamExt;
 use tokio::time::Instant;
 
 async fn connect(config: ClientConfig) -> Client {
@@ -78,6 +80,50 @@ async fn a_handler_past_its_deadline_is_stopped_and_the_connection_goes_on() {
     for (i, reply) in replies.into_iter().enumerate() {
         assert_eq!(reply.unwrap(), vec![i as u8]);
     }
+}
+
+#[tokio::test]
+async fn a_stream_past_its_deadline_is_stopped_and_the_next_one_starts() {
+    // No CANCEL: the deadline alone stops the producer, whose ERROR ends the central's drain
+    // (the endless stream would otherwise hold the next one).
+    let mut config = ClientConfig::default();
+    config.central.cancel = false;
+    let client = connect(config).await;
+    let started = Instant::now();
+    let mut ticks = client
+        .server_stream_until(
+            "ticking_stream",
+            Vec::new(),
+            started + Duration::from_millis(300),
+        )
+        .await
+        .unwrap();
+    let mut lefts = Vec::new();
+    let end = loop {
+        match ticks.next().await {
+            Some(Ok(item)) => lefts.push(millis(&item).expect("a deadline")),
+            Some(Err(e)) => break e,
+            None => panic!("the endless stream ended"),
+        }
+    };
+    assert_eq!(end.call_error(), Some(CallError::Timeout), "{end}");
+    assert!(lefts.len() >= 5, "{lefts:?}");
+    assert!(
+        lefts.windows(2).all(|w| w[1] < w[0]) && lefts[0] <= 300,
+        "{lefts:?}"
+    );
+    // The next stream starts and answers well before the drain's 2 s of silence could end.
+    let next = async {
+        let items: Vec<_> = client
+            .server_stream("counter_stream", counter_stream_req(3))
+            .await
+            .unwrap()
+            .collect()
+            .await;
+        items.len()
+    };
+    let count = tokio::time::timeout(Duration::from_secs(1), next).await;
+    assert_eq!(count.ok(), Some(3), "the next stream was held");
 }
 
 #[tokio::test]

@@ -330,6 +330,7 @@ impl Client {
         request: Request,
         kind: CallKind,
         out: Out,
+        deadline: Option<tokio::time::Instant>,
     ) -> Result<Ticket, Error> {
         let (reply, rx) = oneshot::channel();
         let cmd = Cmd::Start(Box::new(Start {
@@ -340,7 +341,7 @@ impl Client {
                 out,
                 started: Some(reply),
             },
-            deadline: None,
+            deadline,
         }));
         self.cmds.send(cmd).await.map_err(|_| Error::CLOSED)?;
         // Dropped before it started (a timeout around it): the task reaps the abandoned call,
@@ -425,6 +426,27 @@ impl Client {
         name: &str,
         request: Vec<u8>,
     ) -> Result<ResponseStream, Error> {
+        self.open_server_stream(name, request, None).await
+    }
+
+    /// [`Client::server_stream`] that ends by `deadline`: the stream fails with the core's
+    /// timeout if it has not ended by then. With the deadline extension in force the deadline
+    /// travels with the request, and the peripheral's producer sees it and stops there.
+    pub async fn server_stream_until(
+        &self,
+        name: &str,
+        request: Vec<u8>,
+        deadline: tokio::time::Instant,
+    ) -> Result<ResponseStream, Error> {
+        self.open_server_stream(name, request, Some(deadline)).await
+    }
+
+    async fn open_server_stream(
+        &self,
+        name: &str,
+        request: Vec<u8>,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<ResponseStream, Error> {
         let (tx, rx) = self.stream_channel();
         let call = self
             .start(
@@ -432,6 +454,7 @@ impl Client {
                 Request::Data(request),
                 CallKind::ServerStream,
                 Out::Stream(tx),
+                deadline,
             )
             .await?;
         Ok(self.response_stream(rx, call))
@@ -447,7 +470,7 @@ impl Client {
         let (tx, rx) = self.stream_channel();
         let request = Request::Framed(frame(name, request)?);
         let call = self
-            .start("", request, CallKind::ServerStream, Out::Stream(tx))
+            .start("", request, CallKind::ServerStream, Out::Stream(tx), None)
             .await?;
         Ok(self.response_stream(rx, call))
     }
@@ -481,6 +504,7 @@ impl Client {
                 Request::Data(Vec::new()),
                 CallKind::ClientStream,
                 Out::One(tx),
+                None,
             )
             .await?;
         Ok(Upload {

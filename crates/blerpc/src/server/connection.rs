@@ -443,6 +443,11 @@ impl Connection {
                     refuse(&mut self.peripheral, ErrorCode::Busy);
                 } else {
                     let items = self.dispatch.server_stream(&name, data);
+                    // With a deadline the producer sees it and is stopped there.
+                    let items = match deadline {
+                        Some(at) => Box::pin(super::deadline::BoundedStream::new(at, items)),
+                        None => items,
+                    };
                     self.stream = Some(ActiveStream { tid, name, items });
                 }
             }

@@ -1,19 +1,23 @@
-//! A request's deadline, as its unary handler sees it: [`deadline`].
+//! A request's deadline, as its handler sees it: [`deadline`].
 //!
 //! With the deadline extension in force (`docs/protocol.md`, "Deadline"), a request carries the
-//! milliseconds its central still waits. The server runs the handler inside a scope where
-//! [`deadline`] returns that instant (on the runtime's clock, counted from the request's
-//! arrival), and stops the handler when it passes: the central gets ERROR
-//! `DEADLINE_EXCEEDED` (by then it has failed the call with `TIMEOUT`; the error frees the
-//! request's slot on both sides). A handler that has long work to do can check [`deadline`]
-//! and give up, or size its work, before it is stopped.
+//! milliseconds its central still waits (a unary call always, a server stream when its caller
+//! gave a deadline). The server runs the unary handler, or polls the stream's producer, inside
+//! a scope where [`deadline`] returns that instant (on the runtime's clock, counted from the
+//! request's arrival), and stops it when it passes: the central gets ERROR `DEADLINE_EXCEEDED`
+//! (by then it has failed the call with `TIMEOUT`; the error frees the request on both sides
+//! and ends a stream's drain). A handler that has long work to do can check [`deadline`] and
+//! give up, or size its work, before it is stopped.
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use blerpc_proto::wire::error_code::ErrorCode;
-use tokio::time::Instant;
+use futures_core::Stream;
+use tokio::time::{Instant, Sleep};
 
-use super::Status;
+use super::{BoxStream, Status};
 
 tokio::task_local! {
     static DEADLINE: Instant;
@@ -54,10 +58,56 @@ where
 {
     match tokio::time::timeout_at(at, DEADLINE.scope(at, handler)).await {
         Ok(result) => result,
-        Err(_) => Err(Status::new(
-            ErrorCode::DeadlineExceeded,
-            "stopped at the request's deadline",
-        )),
+        Err(_) => Err(exceeded()),
+    }
+}
+
+fn exceeded() -> Status {
+    Status::new(
+        ErrorCode::DeadlineExceeded,
+        "stopped at the request's deadline",
+    )
+}
+
+/// A server stream's producer, polled where [`deadline`] is `at`, which ends with
+/// `DEADLINE_EXCEEDED` there (items ready at the same poll still go first).
+pub(super) struct BoundedStream {
+    at: Instant,
+    items: Option<BoxStream<Result<Vec<u8>, Status>>>,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl BoundedStream {
+    pub(super) fn new(at: Instant, items: BoxStream<Result<Vec<u8>, Status>>) -> Self {
+        BoundedStream {
+            at,
+            items: Some(items),
+            timer: Box::pin(tokio::time::sleep_until(at)),
+        }
+    }
+}
+
+impl Stream for BoundedStream {
+    type Item = Result<Vec<u8>, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let at = self.at;
+        let Some(items) = self.items.as_mut() else {
+            return Poll::Ready(None);
+        };
+        if let Poll::Ready(item) = DEADLINE.sync_scope(at, || items.as_mut().poll_next(cx)) {
+            if item.is_none() {
+                self.items = None;
+            }
+            return Poll::Ready(item);
+        }
+        match self.timer.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                self.items = None;
+                Poll::Ready(Some(Err(exceeded())))
+            }
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 
@@ -87,6 +137,28 @@ mod tests {
         let e = slow.await.err().unwrap_or_else(|| panic!("not stopped"));
         assert_eq!(e.code, ErrorCode::DeadlineExceeded);
         assert_eq!(started.elapsed(), Duration::from_millis(300));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_sees_its_deadline_and_ends_there_with_an_error() {
+        use futures_util::StreamExt;
+        let at = Instant::now() + Duration::from_millis(100);
+        // An item every 30 ms, each the milliseconds left as its producer sees them.
+        let ticks = futures_util::stream::unfold((), |()| async {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            let left = deadline().map(|d| d.saturating_duration_since(Instant::now()));
+            Some((Ok(vec![left.map_or(255, |l| l.as_millis() as u8)]), ()))
+        });
+        let got: Vec<_> = BoundedStream::new(at, Box::pin(ticks)).collect().await;
+        let items: Vec<u8> = got
+            .iter()
+            .filter_map(|r| r.as_ref().ok())
+            .map(|v| v[0])
+            .collect();
+        assert_eq!(items, [70, 40, 10]);
+        let last = got.last().and_then(|r| r.as_ref().err()).map(|s| s.code);
+        assert_eq!(last, Some(ErrorCode::DeadlineExceeded));
+        assert_eq!(got.len(), 4);
     }
 
     #[tokio::test(start_paused = true)]

@@ -21,7 +21,7 @@ impl Dispatch for Demo {
             "echo" | "flash_read" | "data_write" | "slow" | "deadline_left" | "hang" => {
                 Some(CallKind::Unary)
             }
-            "counter_stream" => Some(CallKind::ServerStream),
+            "counter_stream" | "ticking_stream" => Some(CallKind::ServerStream),
             "counter_upload" | "failing_upload" => Some(CallKind::ClientStream),
             _ => None,
         }
@@ -61,7 +61,19 @@ impl Dispatch for Demo {
             }
         })
     }
-    fn server_stream(&self, _: &str, request: Bytes) -> BoxStream<Result<Vec<u8>, Status>> {
+    fn server_stream(&self, name: &str, request: Bytes) -> BoxStream<Result<Vec<u8>, Status>> {
+        if name == "ticking_stream" {
+            // An item every 20 ms, never ending: the milliseconds left until the request's
+            // deadline (u32 LE), or nothing.
+            return Box::pin(futures_util::stream::unfold((), |()| async {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                let left = blerpc::server::deadline().map_or(Vec::new(), |d| {
+                    let left = d.saturating_duration_since(tokio::time::Instant::now());
+                    (left.as_millis() as u32).to_le_bytes().to_vec()
+                });
+                Some((Ok(left), ()))
+            }));
+        }
         let count = counter_stream_req_of(&request).unwrap_or(0);
         Box::pin(futures_util::stream::iter(
             (0..count).map(|i| Ok(counter_item(i, i as i32 * 10))),
