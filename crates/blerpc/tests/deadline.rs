@@ -36,19 +36,25 @@ fn millis(reply: &[u8]) -> Option<u32> {
     Some(u32::from_le_bytes(reply.try_into().ok()?))
 }
 
+/// What `deadline_left` answers to a call given `ms` milliseconds: the time its handler saw
+/// left, or `None` when it saw no deadline.
+async fn left_of(client: &Client, ms: u64) -> Option<u32> {
+    let at = Instant::now() + Duration::from_millis(ms);
+    let reply = client
+        .call_until("deadline_left", Vec::new(), at)
+        .await
+        .unwrap();
+    if reply.is_empty() {
+        return None;
+    }
+    Some(millis(&reply).expect("4 bytes"))
+}
+
 #[tokio::test]
 async fn a_handler_sees_the_time_its_central_still_waits() {
     let client = connect(ClientConfig::default()).await;
     assert!(client.info().capabilities.is_some());
-    let left = client
-        .call_until(
-            "deadline_left",
-            Vec::new(),
-            Instant::now() + Duration::from_millis(800),
-        )
-        .await
-        .unwrap();
-    let left = millis(&left).expect("a deadline");
+    let left = left_of(&client, 800).await.expect("a deadline");
     assert!((500..=800).contains(&left), "{left} ms");
     // Without the caller's deadline: the call timeout (5 s).
     let left = millis(&client.call("deadline_left", Vec::new()).await.unwrap()).unwrap();
@@ -131,13 +137,5 @@ async fn without_the_extension_a_handler_sees_no_deadline() {
     let mut config = ClientConfig::default();
     config.central.deadline = false;
     let client = connect(config).await;
-    let reply = client
-        .call_until(
-            "deadline_left",
-            Vec::new(),
-            Instant::now() + Duration::from_millis(800),
-        )
-        .await
-        .unwrap();
-    assert!(reply.is_empty(), "{reply:?}");
+    assert_eq!(left_of(&client, 800).await, None);
 }
