@@ -415,18 +415,22 @@ impl Connection {
         match self.dispatch.kind(&name) {
             None => refuse(&mut self.peripheral, ErrorCode::UnknownCommand),
             Some(CallKind::Unary) => {
-                let fut = self.dispatch.unary(&name, data);
-                // With a deadline the handler sees it (`server::deadline()`) and is stopped
-                // when it passes.
-                let mut fut = match deadline {
-                    Some(at) => Box::pin(super::deadline::bounded(at, fut)),
-                    None => fut,
-                };
+                let mut fut = self.dispatch.unary(&name, data);
                 // Most handlers finish without waiting: answer those now, without a turn
-                // through `pending` (and the loop), and without boxing a second future.
-                match (&mut fut).now_or_never() {
+                // through `pending` (and the loop), and without boxing a second future. With
+                // a deadline the handler sees it (`server::deadline()`) from its first poll.
+                let first = match deadline {
+                    Some(at) => super::deadline::first_poll(at, &mut fut),
+                    None => (&mut fut).now_or_never(),
+                };
+                match first {
                     Some(result) => self.on_done(Done::Unary { tid, name, result }),
                     None => {
+                        // One that waits is stopped when its deadline passes.
+                        let fut = match deadline {
+                            Some(at) => Box::pin(super::deadline::bounded(at, fut)),
+                            None => fut,
+                        };
                         let (fut, abort) = futures_util::future::abortable(fut);
                         self.cancels.push((tid, abort));
                         self.pending.push(Box::pin(async move {

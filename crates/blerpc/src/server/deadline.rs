@@ -50,6 +50,16 @@ pub fn deadline() -> Option<Instant> {
     DEADLINE.try_with(|d| *d).ok()
 }
 
+/// Polls `handler` once where [`deadline`] is `at`: its result if it is ready (even past
+/// `at`), without a timer or an allocation.
+pub(super) fn first_poll<F>(at: Instant, handler: &mut F) -> Option<F::Output>
+where
+    F: Future + Unpin,
+{
+    use futures_util::FutureExt;
+    DEADLINE.sync_scope(at, || handler.now_or_never())
+}
+
 /// Runs `handler` where [`deadline`] is `at`, stopping it there with `DEADLINE_EXCEEDED`. A
 /// handler ready at its first poll answers even past `at`.
 pub(super) async fn bounded<F>(at: Instant, handler: F) -> Result<Vec<u8>, Status>
@@ -166,5 +176,10 @@ mod tests {
         let past = Instant::now();
         tokio::time::advance(Duration::from_millis(10)).await;
         assert_eq!(bounded(past, async { Ok(vec![7]) }).await, Ok(vec![7]));
+        // The first poll without the timer sees the deadline too.
+        let mut seen = Box::pin(async { Ok::<_, Status>(deadline()) });
+        assert_eq!(first_poll(past, &mut seen), Some(Ok(Some(past))));
+        let mut waiting = Box::pin(std::future::pending::<()>());
+        assert_eq!(first_poll(past, &mut waiting), None);
     }
 }
