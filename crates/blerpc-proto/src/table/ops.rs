@@ -155,12 +155,9 @@ where
         }
     }
 
-    /// The call went out: its deadline, its sink told.
+    /// The call went out (with its deadline, given at start): its sink told.
     fn begin(&mut self, entry: &mut Entry<H::Sink>, call: CallId) {
         entry.call = Some(call);
-        if let Some(deadline) = entry.deadline {
-            let _ = self.central.set_call_deadline(call, deadline);
-        }
         entry.sink.started(entry.ticket);
     }
 

@@ -256,11 +256,13 @@ where
             let limit = self.config.max_calls_in_flight;
             return Err((CallError::TooManyCalls { limit }, call.request));
         };
+        // The caller's deadline bounds the call from its start (a held stream and an upload
+        // too), and replaces the call timeout (as `set_call_deadline` does).
+        call.deadline = cap;
         if kind == CallKind::ServerStream && self.drain.is_some() {
             // Sent when the drain ends; until then only the caller's deadline runs.
             call.held = true;
         } else if kind != CallKind::ClientStream {
-            // The caller's deadline replaces the call timeout (as `set_call_deadline` does).
             call.deadline = Some(cap.unwrap_or(now + self.config.call_timeout));
             call.idle_until = Some(now + self.config.call_timeout);
             let deadline_ms = self.wire_deadline(&call, now);
