@@ -203,14 +203,6 @@ impl CompletionQueue {
     }
 }
 
-impl Drop for CompletionQueue {
-    fn drop(&mut self) {
-        for (_, task) in self.lock().running.drain() {
-            task.abort();
-        }
-    }
-}
-
 fn closed() -> BlerpcError {
     BlerpcError::connection(
         crate::code::CLOSED,
