@@ -303,7 +303,8 @@ impl<F: Flash> Responder<F> {
                     items.next();
                     self.stats.stream_items = self.stats.stream_items.saturating_add(1);
                 }
-                Err(SendError::OutboxFull { .. }) => return Ok(()),
+                // Room in the outbox, or the central's credit (the streams extension), comes later.
+                Err(SendError::OutboxFull { .. } | SendError::NoCredit) => return Ok(()),
                 Err(e) => {
                     // The connection closed or the core refused the stream: nothing more to send.
                     self.stream = None;

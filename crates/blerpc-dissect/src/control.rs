@@ -121,9 +121,10 @@ impl Dissector<'_> {
                     timeout_ms: Some(timeout_ms),
                 }
             }
-            ControlMessage::StreamEndC2P => {
+            ControlMessage::StreamEndC2P { stream } => {
                 self.check_dir(at, "STREAM_END_C2P", Dir::C2p);
-                self.extra_bytes(at, "STREAM_END_C2P", payload, 0);
+                // One byte names a bidirectional stream (the streams extension).
+                self.extra_bytes(at, "STREAM_END_C2P", payload, usize::from(stream.is_some()));
                 ControlBody::StreamEnd
             }
             ControlMessage::StreamEndP2C => {
@@ -178,6 +179,10 @@ impl Dissector<'_> {
                 self.check_dir(at, "CANCEL", Dir::C2p);
                 self.extra_bytes(at, "CANCEL", payload, 1);
                 ControlBody::Cancel { request_tid: tid }
+            }
+            ControlMessage::Credit { stream, credits } => {
+                self.extra_bytes(at, "CREDIT", payload, 3);
+                ControlBody::Credit { stream, credits }
             }
             ControlMessage::Unknown { cmd, payload } => {
                 self.warn(diag(

@@ -5,7 +5,9 @@ use blerpc_proto::Role;
 use blerpc_proto::crypto::{CryptoProvider, RustCrypto, SessionKey, TAG_LEN};
 use blerpc_proto::session::{COUNTER_LEN, SESSION_OVERHEAD, Session};
 use blerpc_proto::wire::WireError;
-use blerpc_proto::wire::command::{Command, CommandType, DEADLINE_FLAG, Extended, LARGE_DATA_FLAG};
+use blerpc_proto::wire::command::{
+    Command, CommandType, Extended, LARGE_DATA_FLAG, REQUEST_FLAGS, RequestFields,
+};
 
 use crate::dissect::{At, Dissector, diag, wire_diag};
 use crate::report::{CommandReport, Dir, EncryptionReport, Layer, MessageReport};
@@ -144,7 +146,10 @@ impl Dissector<'_> {
                     ));
                 }
                 let mut report = command_report(&cmd);
-                report.deadline_ms = extended.deadline_ms;
+                report.deadline_ms = extended.fields.deadline_ms;
+                report.window = extended.fields.open.map(|o| o.window);
+                report.bidi = extended.fields.open.is_some_and(|o| o.bidi);
+                report.stream = extended.fields.item_of;
                 m.command = Some(report);
             }
             Err(e) => {
@@ -206,6 +211,9 @@ fn command_report(cmd: &Command<'_>) -> CommandReport {
         data_len: cmd.data.len(),
         data_hex: hex::encode(cmd.data),
         deadline_ms: None,
+        window: None,
+        bidi: false,
+        stream: None,
     }
 }
 
@@ -216,14 +224,15 @@ fn command_dir(cmd: &Command<'_>) -> Dir {
     }
 }
 
-/// A command: a request carrying its deadline (type bit 1, the deadline extension) when that
-/// parses to exactly the bytes given; else in its large-message form (type bit 0, `u32`
+/// A command: a request carrying extension fields (its deadline, a stream's window or id: the
+/// deadline and streams extensions) when that parses to exactly the bytes given; else in its large-message form (type bit 0, `u32`
 /// data_len) when that parses; else classic (reserved type bits ignored, as the reference
 /// does).
 fn parse_command(bytes: &[u8]) -> Result<Extended<'_>, WireError> {
     let type_byte = bytes.first().copied().unwrap_or(0);
-    if type_byte & (DEADLINE_FLAG | 0x80) == DEADLINE_FLAG
-        && let Ok(e) = Command::parse_extended(bytes, true, true)
+    if type_byte & 0x80 == 0
+        && type_byte & REQUEST_FLAGS != 0
+        && let Ok(e) = Command::parse_extended(bytes, true, REQUEST_FLAGS)
         && e.header_len + e.command.data.len() == bytes.len()
     {
         return Ok(e);
@@ -235,7 +244,7 @@ fn parse_command(bytes: &[u8]) -> Result<Extended<'_>, WireError> {
     };
     Ok(Extended {
         command,
-        deadline_ms: None,
+        fields: RequestFields::NONE,
         header_len: Command::header_len_large(command.name.len(), command.data.len()),
     })
 }

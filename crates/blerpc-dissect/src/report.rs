@@ -216,6 +216,14 @@ pub enum ControlBody {
     /// STREAM_END_C2P (`0x2`, the central ended its stream) or STREAM_END_P2C (`0x3`, the
     /// peripheral ended its stream): no fields.
     StreamEnd,
+    /// CREDIT (`0x9`, the streams extension): the receiver may send `credits` more items of
+    /// stream `stream`.
+    Credit {
+        /// The stream's id (the tid of the request that opened it).
+        stream: u8,
+        /// Items granted.
+        credits: u16,
+    },
     /// CAPABILITIES (`0x4`): request or response.
     Capabilities {
         /// Request or response.
@@ -363,6 +371,15 @@ pub struct CommandReport {
     /// A request's deadline in milliseconds (the deadline extension), when it carried one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline_ms: Option<u32>,
+    /// The window of a request that opens a stream (the streams extension).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<u16>,
+    /// The stream opened is bidirectional (the streams extension).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub bidi: bool,
+    /// The bidirectional stream a request is an item of (the streams extension).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<u8>,
 }
 
 /// A transaction that did not complete within the input.

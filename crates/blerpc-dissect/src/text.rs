@@ -241,6 +241,10 @@ fn control_lines(out: &mut String, control: &ControlReport) {
             out,
             "    {cmd}: the central no longer wants request tid={request_tid} (blerpc-rs extension)"
         ),
+        ControlBody::Credit { stream, credits } => writeln!(
+            out,
+            "    {cmd}: {credits} more items of stream {stream} (blerpc-rs extension)"
+        ),
         ControlBody::Unknown {
             cmd_value,
             payload_hex,
@@ -322,9 +326,16 @@ fn message_lines(out: &mut String, m: &MessageReport, full: bool) {
         } else {
             preview(&c.data_hex, full)
         };
-        let deadline = c
+        let mut deadline = c
             .deadline_ms
             .map_or(String::new(), |ms| format!("  deadline={ms}ms"));
+        if let Some(window) = c.window {
+            let kind = if c.bidi { "bidi" } else { "stream" };
+            deadline.push_str(&format!("  open={kind} window={window}"));
+        }
+        if let Some(stream) = c.stream {
+            deadline.push_str(&format!("  item_of={stream}"));
+        }
         let _ = writeln!(
             out,
             "    → {} {}  data_len={}  data={data}{deadline}",

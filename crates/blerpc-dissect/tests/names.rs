@@ -14,7 +14,7 @@ use serde_json::json;
 fn every_capability_flag_is_named() {
     // A peripheral's reply per flag (flags u16 LE at payload bytes 4-5), then all four with two
     // reserved bits: the core's names, `BIT_n` for the bits it does not define.
-    let cases: [(&str, &[&str]); 8] = [
+    let cases: [(&str, &[&str]); 9] = [
         ("0100d0060000ffff0100", &["ENCRYPTION_SUPPORTED"]),
         ("0100d0060000ffff0200", &["LARGE_MESSAGES"]),
         ("0100d0060000ffff0400", &["LONG_CONTAINERS"]),
@@ -31,7 +31,8 @@ fn every_capability_flag_is_named() {
         ),
         ("0100d0060000ffff1000", &["CANCEL"]),
         ("0100d0060000ffff2000", &["DEADLINE"]),
-        ("0100d0060000ffff4000", &["BIT_6"]),
+        ("0100d0060000ffff4000", &["STREAMS"]),
+        ("0100d0060000ffff8000", &["BIT_7"]),
     ];
     for (pdu, names) in cases {
         // LARGE_MESSAGES in a reply needs the 8 extension bytes.
@@ -135,7 +136,7 @@ fn every_error_code_is_named() {
 fn every_control_command_is_named() {
     // One well-formed container per command (payloads from wire.md §6.1 and §6.5), with the
     // name the container header and the control payload carry, and the body it decodes to.
-    let cases: [(&str, ControlCmd, &str); 11] = [
+    let cases: [(&str, ControlCmd, &str); 12] = [
         ("0300c000", ControlCmd::Reserved0, "NONE"),
         ("0000c4026400", ControlCmd::Timeout, "TIMEOUT"),
         ("0900c800", ControlCmd::StreamEndC2P, "STREAM_END_C2P"),
@@ -153,7 +154,8 @@ fn every_control_command_is_named() {
         ),
         ("0300dc00", ControlCmd::Unknown(7), "UNKNOWN"),
         ("0300e00102", ControlCmd::Cancel, "CANCEL"),
-        ("0300e400", ControlCmd::Unknown(9), "UNKNOWN"),
+        ("0300e403050800", ControlCmd::Credit, "CREDIT"),
+        ("0300e800", ControlCmd::Unknown(10), "UNKNOWN"),
         ("0300fc00", ControlCmd::Unknown(15), "UNKNOWN"),
     ];
     // Every named command has a case (the rest are the unassigned ones).
@@ -182,6 +184,13 @@ fn every_control_command_is_named() {
             ControlCmd::Error => matches!(control(&r, 0), ControlBody::Error { .. }),
             ControlCmd::KeyExchange => matches!(control(&r, 0), ControlBody::KeyExchange(_)),
             ControlCmd::Cancel => control(&r, 0) == &ControlBody::Cancel { request_tid: 2 },
+            ControlCmd::Credit => {
+                control(&r, 0)
+                    == &ControlBody::Credit {
+                        stream: 5,
+                        credits: 8,
+                    }
+            }
             ControlCmd::Reserved0 | ControlCmd::Unknown(_) => {
                 matches!(control(&r, 0), ControlBody::Unknown { cmd_value, .. } if *cmd_value == command.bits())
             }

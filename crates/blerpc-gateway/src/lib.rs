@@ -247,5 +247,6 @@ pub fn kind_name(kind: blerpc_schema::CallKind) -> &'static str {
         blerpc_schema::CallKind::Unary => "unary",
         blerpc_schema::CallKind::ServerStream => "a device→caller stream",
         blerpc_schema::CallKind::ClientStream => "a caller→device stream (upload)",
+        blerpc_schema::CallKind::BidiStream => "a stream both ways",
     }
 }

@@ -174,7 +174,7 @@ fn expected<'a>(case: Node<'_>, payload: &'a [u8]) -> Result<ControlMessage<'a>,
         "TIMEOUT_RESPONSE" => ControlMessage::TimeoutResponse {
             timeout_ms: fields.u16("timeout_ms")?,
         },
-        "STREAM_END_C2P" => ControlMessage::StreamEndC2P,
+        "STREAM_END_C2P" => ControlMessage::StreamEndC2P { stream: None },
         "STREAM_END_P2C" => ControlMessage::StreamEndP2C,
         "CAPABILITIES_REQUEST" if fields.is_empty() => {
             ControlMessage::CapabilitiesRequest { advertised: None }

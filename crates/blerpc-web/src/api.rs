@@ -135,6 +135,7 @@ fn settings(options: &JsValue, link: &Link) -> Result<Settings, Error> {
         cancel: true,
         // Each call's deadline travels with its request (docs/protocol.md).
         deadline: true,
+        streams: true,
         max_outbox_bytes: LARGE_OUTBOX_BYTES,
         require_encryption: opt_bool(options, "requireEncryption")?.unwrap_or(true),
         call_timeout: opt_ms(options, "callTimeoutMs", defaults.call_timeout)?,

@@ -90,7 +90,7 @@ pub(crate) fn copy_message_into(data: &[u8], capacity: usize) -> Vec<u8> {
     }
     v
 }
-pub use client::{Client, ClientConfig, Error, ResponseStream, Upload};
+pub use client::{BidiSender, BidiStream, Client, ClientConfig, Error, ResponseStream, Upload};
 pub use server::{Server, ServerConfig};
 
 /// `e` and its sources, `: `-separated: one line that says what failed and why (for logs and

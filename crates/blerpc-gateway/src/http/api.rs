@@ -78,6 +78,7 @@ pub(super) async fn schema(State(gateway): State<Gateway>) -> Response {
                     CallKind::Unary => "unary",
                     CallKind::ServerStream => "server_stream",
                     CallKind::ClientStream => "client_stream",
+                    CallKind::BidiStream => "bidi_stream",
                 },
                 "request": m.input().full_name(),
                 "response": m.output().full_name(),

@@ -70,6 +70,13 @@ pub enum CallError {
     CounterExhausted,
     /// The connection closed while the call was active.
     Closed,
+    /// A bidirectional stream's item before the peripheral granted credit for it (the streams
+    /// extension): send it once [`Central::stream_credits`](super::Central::stream_credits)
+    /// is above zero.
+    NoCredit,
+    /// The peripheral did not agree to the extension this call needs (a bidirectional stream
+    /// needs the streams extension, CAPABILITIES flag bit 6).
+    NotNegotiated,
 }
 
 impl core::fmt::Display for CallError {
@@ -106,6 +113,12 @@ impl core::fmt::Display for CallError {
             CallError::UnknownCall => f.write_str("no such call"),
             CallError::CounterExhausted => f.write_str("session counter exhausted; reconnect"),
             CallError::Closed => f.write_str("connection closed"),
+            CallError::NoCredit => {
+                f.write_str("the peripheral has granted no credit for another stream item yet")
+            }
+            CallError::NotNegotiated => f.write_str(
+                "the peripheral does not support bidirectional streams (the streams extension)",
+            ),
         }
     }
 }
@@ -200,6 +213,10 @@ pub enum SendError {
     UnknownRequest,
     /// The connection is closed.
     Closed,
+    /// The central has granted no credit for another item of this stream (the streams
+    /// extension): send it after
+    /// [`PeripheralEvent::Credit`](super::PeripheralEvent::Credit).
+    NoCredit,
 }
 
 impl core::fmt::Display for SendError {
@@ -217,6 +234,7 @@ impl core::fmt::Display for SendError {
             SendError::CounterExhausted => f.write_str("session counter exhausted"),
             SendError::UnknownRequest => f.write_str("no such pending request"),
             SendError::Closed => f.write_str("connection closed"),
+            SendError::NoCredit => f.write_str("the central granted no credit for another item"),
         }
     }
 }

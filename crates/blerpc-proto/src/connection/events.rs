@@ -82,6 +82,20 @@ pub enum Warning {
         /// What this one announced.
         requested: usize,
     },
+    /// A stream item or control for a stream that is not open (ended, cancelled, or never
+    /// opened: the streams extension); dropped.
+    UnknownStream {
+        /// The container's transaction id.
+        tid: u8,
+        /// The stream it named.
+        stream: u8,
+    },
+    /// The peer sent a stream item beyond the credits it was granted (the streams extension);
+    /// the stream was ended with an error.
+    CreditExceeded {
+        /// The stream's id.
+        stream: u8,
+    },
 }
 
 /// A FIFO of `N` `Copy` items that never allocates.

@@ -61,6 +61,8 @@ where
                         }
                     }
                 }
+                // The items held for it are retried before the next PDU goes out.
+                CentralEvent::Credit { .. } => {}
                 CentralEvent::StreamEnd { call } => {
                     if let Some(pos) = position_of_call(&self.calls, call) {
                         self.calls.swap_remove(pos).sink.end();
@@ -97,6 +99,7 @@ where
         };
         self.closed = Some(why.clone());
         self.fail_ops(|_| true, &why);
+        self.fail_held(|_| true, &why);
         for entry in core::mem::take(&mut self.calls) {
             entry.sink.fail(why.clone());
         }

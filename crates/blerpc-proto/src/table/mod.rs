@@ -147,6 +147,12 @@ pub trait CallSink {
     fn is_abandoned(&self) -> bool {
         false
     }
+    /// Stream items the reader has room for now (the streams extension grants the peripheral
+    /// that many): `None`, the default, for a sink that holds whatever it is given, whose
+    /// stream is credited as fast as items arrive.
+    fn room(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// What a [`CallSink`] made of a stream item.
@@ -300,6 +306,9 @@ pub struct CallTable<P: CryptoProvider, R, H: Shell, const SLOTS: usize> {
     waiting: VecDeque<Op<H::Reply>>,
     /// Outbox bytes the front waiting operation found missing (0: try it).
     waiting_needs: usize,
+    /// A bidirectional stream's items (and finish) waiting for the peripheral's credit, in
+    /// order: apart from `waiting`, so a slow reader on the peripheral holds up no other call.
+    held: VecDeque<Op<H::Reply>>,
     next_ticket: u64,
     trust: Trust<H::Store>,
     /// Why trust on first use refused the key, until the core reports the close.
@@ -333,6 +342,7 @@ where
             calls: Vec::new(),
             waiting: VecDeque::new(),
             waiting_needs: 0,
+            held: VecDeque::new(),
             next_ticket: 0,
             trust,
             identity_error: None,
@@ -431,6 +441,9 @@ where
         if self.waiting.is_empty() {
             self.waiting = VecDeque::new();
         }
+        if self.held.is_empty() {
+            self.held = VecDeque::new();
+        }
     }
 
     // ----- outputs ---------------------------------------------------------------------------
@@ -449,6 +462,7 @@ where
     /// The next PDU for the link into `out`. Operations waiting for outbox room are retried
     /// first, in order, since each PDU taken out makes room.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut [u8]) -> Option<usize> {
+        self.grant_room(now);
         self.retry_waiting(now);
         self.central.poll_transmit(now, out)
     }

@@ -130,6 +130,7 @@ where
     /// `error`.
     fn forget(&mut self, ticket: Ticket, error: CentralError) {
         self.fail_ops(|op| op.ticket() == ticket, &error);
+        self.fail_held(|t| t == ticket, &error);
         if let Some(pos) = self.position(ticket) {
             let entry = self.calls.swap_remove(pos);
             if let Some(call) = entry.call {
@@ -211,8 +212,14 @@ where
         if self.waiting_needs > self.central.outbox_free() {
             return;
         }
+        self.retry_held(now);
         while let Some(op) = self.waiting.pop_front() {
             self.waiting_needs = 0;
+            if self.held.front().is_some_and(|h| h.ticket() == op.ticket()) {
+                // Behind its stream's items that wait for credit.
+                self.held.push_back(op);
+                continue;
+            }
             if let Some(op) = self.attempt(now, op) {
                 // Still no room: back to the front, keeping the order.
                 self.waiting.push_front(op);
@@ -270,6 +277,11 @@ where
                 };
                 match self.central.send_stream_item(now, call, &data) {
                     Ok(()) => reply.done(Ok(())),
+                    Err(CallError::NoCredit) => self.held.push_back(Op::Item {
+                        ticket,
+                        data,
+                        reply,
+                    }),
                     Err(CallError::OutboxFull { needed, .. }) => {
                         self.waiting_needs = needed;
                         return Some(Op::Item {
@@ -294,6 +306,7 @@ where
                     // The core keeps the caller's deadline as the bound of what finishing
                     // restarts.
                     Ok(()) => reply.done(Ok(())),
+                    Err(CallError::NoCredit) => self.held.push_back(Op::Finish { ticket, reply }),
                     Err(CallError::OutboxFull { needed, .. }) => {
                         self.waiting_needs = needed;
                         return Some(Op::Finish { ticket, reply });
@@ -301,6 +314,53 @@ where
                     Err(e) => reply.done(Err(self.refused(e))),
                 }
                 None
+            }
+        }
+    }
+
+    /// Items held for credit go out, in order, while the peripheral's credits and the outbox
+    /// take them.
+    fn retry_held(&mut self, now: Instant) {
+        while let Some(op) = self.held.pop_front() {
+            let before = self.held.len();
+            let back = self.attempt(now, op);
+            if let Some(op) = back {
+                // The outbox is full: it stays first.
+                self.held.push_front(op);
+                return;
+            }
+            if self.held.len() > before {
+                // No credit yet: attempt queued it at the back; it goes back to the front.
+                if let Some(op) = self.held.pop_back() {
+                    self.held.push_front(op);
+                }
+                return;
+            }
+        }
+    }
+
+    /// Fails the held operations whose ticket `which` selects.
+    pub(super) fn fail_held(&mut self, which: impl Fn(Ticket) -> bool, error: &CentralError) {
+        let (gone, kept): (Vec<_>, Vec<_>) = self.held.drain(..).partition(|op| which(op.ticket()));
+        self.held = kept.into();
+        for op in gone {
+            match op {
+                Op::Item { reply, .. } | Op::Finish { reply, .. } => reply.done(Err(error.clone())),
+                Op::Start { .. } => {}
+            }
+        }
+    }
+
+    /// Grants each credited stream's peripheral what its reader has room for (the streams
+    /// extension; the core sends a CREDIT once that is worth one).
+    pub(super) fn grant_room(&mut self, now: Instant) {
+        for entry in &self.calls {
+            if let Some(call) = entry.call
+                && entry.kind.receives_items()
+            {
+                let room = entry.sink.room().unwrap_or(usize::MAX);
+                // Refused only by a full outbox: tried again before the next PDU.
+                let _ = self.central.grant(now, call, room);
             }
         }
     }

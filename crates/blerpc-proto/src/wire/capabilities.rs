@@ -6,7 +6,7 @@
 //!         | max_request | max_response | flags  |      all u16 little-endian
 //!         +-------------+--------------+--------+
 //! flags: bit 0 = ENCRYPTION_SUPPORTED; blerpc-rs extensions: bit 1 = LARGE_MESSAGES,
-//!        bit 2 = LONG_CONTAINERS, bit 3 = RELAY, bit 4 = CANCEL, bit 5 = DEADLINE; bits 6..15
+//!        bit 2 = LONG_CONTAINERS, bit 3 = RELAY, bit 4 = CANCEL, bit 5 = DEADLINE, bit 6 = STREAMS; bits 7..15
 //!        reserved (kept, not interpreted, named BIT_6 .. BIT_15)
 //!
 //! large-message extension (a peripheral's reply with LARGE_MESSAGES set, 14 bytes):
@@ -40,13 +40,14 @@ pub const CAPABILITIES_LARGE_LEN: usize = 14;
 /// The protocol names of the defined flag bits, indexed by bit: the one table they live in.
 /// A flag constant is declared through `CapabilityFlags::named_bit`, whose const evaluation fails
 /// (a compile error) for a bit without an entry here.
-const FLAG_NAMES: [&str; 6] = [
+const FLAG_NAMES: [&str; 7] = [
     "ENCRYPTION_SUPPORTED",
     "LARGE_MESSAGES",
     "LONG_CONTAINERS",
     "RELAY",
     "CANCEL",
     "DEADLINE",
+    "STREAMS",
 ];
 
 /// The `flags` field of a CAPABILITIES payload. Unknown bits are retained.
@@ -83,6 +84,14 @@ impl CapabilityFlags {
     /// ([`DEADLINE_FLAG`](crate::wire::command::DEADLINE_FLAG)). In force only when both the
     /// central's request and the peripheral's reply set it.
     pub const DEADLINE: Self = Self::named_bit(5);
+    /// Bit 6 (blerpc-rs extension): the sender opens (central) or serves (peripheral) streams
+    /// with credit-based flow control and bidirectional streams: the request flags
+    /// [`OPEN_FLAG`](crate::wire::command::OPEN_FLAG),
+    /// [`ITEM_FLAG`](crate::wire::command::ITEM_FLAG) and
+    /// [`BIDI_FLAG`](crate::wire::command::BIDI_FLAG) and the CREDIT control
+    /// ([`ControlCmd::Credit`](crate::wire::container::ControlCmd::Credit)). In force only when
+    /// both the central's request and the peripheral's reply set it.
+    pub const STREAMS: Self = Self::named_bit(6);
     /// No flag set.
     pub const EMPTY: Self = CapabilityFlags(0);
 

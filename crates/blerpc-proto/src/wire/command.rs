@@ -21,6 +21,15 @@
 //!        +-------------+----------+----------------+-----------------+--------------+------+
 //! type bit 1 = DEADLINE: the milliseconds the central still waits for the answer, counted
 //! from when the request was queued; data_len as above (u16, or u32 with bit 0)
+//!
+//! streams extension (requests only, only where negotiated): each set bit adds its field after
+//! the name, in this order: deadline_ms u32 (bit 1), window u16 (bit 2), stream u8 (bit 3)
+//! type bit 2 = OPEN:   the request opens a stream whose peripheral→central items are credited;
+//!                      window = the items the central accepts before it grants more (>= 1)
+//! type bit 4 = BIDI:   with OPEN only: the stream is bidirectional (items follow both ways)
+//! type bit 3 = ITEM:   the request is an item of the bidirectional stream opened by request
+//!                      tid `stream` (never with OPEN)
+//! e.g. 14 04 "chat" 08 00 00 00: open bidirectional stream "chat", window 8, no data
 //! ```
 //!
 //! The extended form is read only by [`Command::parse_large`] (a connection with the extension
@@ -49,6 +58,20 @@ pub const LARGE_DATA_FLAG: u8 = 0x01;
 pub const DEADLINE_FLAG: u8 = 0x02;
 /// Bytes the deadline adds to a request's header.
 pub const DEADLINE_LEN: usize = 4;
+/// Type-byte bit 2 of a request opening a stream with credited items (streams extension): a
+/// `u16` window follows the name (after the deadline).
+pub const OPEN_FLAG: u8 = 0x04;
+/// Type-byte bit 3 of a request that is an item of a bidirectional stream (streams
+/// extension): the `u8` stream id (the open request's tid) follows the name (after the
+/// deadline).
+pub const ITEM_FLAG: u8 = 0x08;
+/// Type-byte bit 4, only with [`OPEN_FLAG`]: the stream opened is bidirectional.
+pub const BIDI_FLAG: u8 = 0x10;
+/// The request flags of the deadline and streams extensions: what
+/// [`Command::parse_extended`]'s `agreed` mask selects from.
+pub const REQUEST_FLAGS: u8 = DEADLINE_FLAG | OPEN_FLAG | ITEM_FLAG | BIDI_FLAG;
+/// The longest run of extension fields after a request's name (deadline, window, stream).
+pub const MAX_FIELDS_LEN: usize = DEADLINE_LEN + 2 + 1;
 
 const RESPONSE_BIT: u8 = 0x80;
 
@@ -140,17 +163,20 @@ impl<'a> Command<'a> {
     }
 
     /// Parses a command on a connection with the extensions given in force: `large` (the
-    /// large-message extension, as [`Command::parse_large`]) and `deadline` (a request whose
-    /// type byte has [`DEADLINE_FLAG`] carries its deadline after the name). Without
-    /// `deadline` the flag is ignored, as the reference ignores bits 6..0; with it, the flag on
-    /// a response is [`WireError::InvalidValue`] on `type`.
+    /// large-message extension, as [`Command::parse_large`]) and `agreed`, the request flags
+    /// of [`REQUEST_FLAGS`] in force ([`DEADLINE_FLAG`] with the deadline extension, the
+    /// stream flags with the streams extension). A flag not in `agreed` is ignored, as the
+    /// reference ignores bits 6..0; an agreed flag on a response, [`BIDI_FLAG`] without
+    /// [`OPEN_FLAG`], [`ITEM_FLAG`] with it, and a window of 0 are
+    /// [`WireError::InvalidValue`].
     pub fn parse_extended(
         bytes: &'a [u8],
         large: bool,
-        deadline: bool,
+        agreed: u8,
     ) -> Result<Extended<'a>, WireError> {
         let type_byte = read_u8(bytes, 0, "type")?;
-        if !deadline || type_byte & DEADLINE_FLAG == 0 {
+        let flags = type_byte & agreed & REQUEST_FLAGS;
+        if flags == 0 {
             let command = if large {
                 Self::parse_large(bytes)?
             } else {
@@ -163,22 +189,50 @@ impl<'a> Command<'a> {
             };
             return Ok(Extended {
                 command,
-                deadline_ms: None,
+                fields: RequestFields::NONE,
                 header_len,
             });
         }
         let kind = CommandType::from_byte(type_byte);
-        if kind != CommandType::Request {
-            return Err(WireError::InvalidValue {
-                field: "type",
-                offset: 0,
-                value: u32::from(type_byte),
-            });
+        let open = flags & OPEN_FLAG != 0;
+        let invalid_type = WireError::InvalidValue {
+            field: "type",
+            offset: 0,
+            value: u32::from(type_byte),
+        };
+        if kind != CommandType::Request
+            || (flags & BIDI_FLAG != 0 && !open)
+            || (open && flags & ITEM_FLAG != 0)
+        {
+            return Err(invalid_type);
         }
         let name_len = usize::from(read_u8(bytes, 1, "name_len")?);
         let name = parse_name(bytes, name_len)?;
-        let deadline_ms = read_u32(bytes, 2 + name_len, "deadline_ms")?;
-        let at = 2 + name_len + DEADLINE_LEN;
+        let mut at = 2 + name_len;
+        let mut fields = RequestFields::NONE;
+        if flags & DEADLINE_FLAG != 0 {
+            fields.deadline_ms = Some(read_u32(bytes, at, "deadline_ms")?);
+            at += DEADLINE_LEN;
+        }
+        if open {
+            let window = read_u16(bytes, at, "window")?;
+            if window == 0 {
+                return Err(WireError::InvalidValue {
+                    field: "window",
+                    offset: err_num(at),
+                    value: 0,
+                });
+            }
+            fields.open = Some(StreamOpen {
+                window,
+                bidi: flags & BIDI_FLAG != 0,
+            });
+            at += 2;
+        }
+        if flags & ITEM_FLAG != 0 {
+            fields.item_of = Some(read_u8(bytes, at, "stream")?);
+            at += 1;
+        }
         let (data_len, len_len) = if large && type_byte & LARGE_DATA_FLAG != 0 {
             let data_len = read_u32(bytes, at, "data_len")?;
             if data_len as usize <= MAX_DATA_LEN {
@@ -195,7 +249,7 @@ impl<'a> Command<'a> {
         let data = read_slice(bytes, at + len_len, data_len, "data")?;
         Ok(Extended {
             command: Command { kind, name, data },
-            deadline_ms: Some(deadline_ms),
+            fields,
             header_len: at + len_len,
         })
     }
@@ -318,27 +372,99 @@ impl<'a> Command<'a> {
 pub struct Extended<'a> {
     /// The command.
     pub command: Command<'a>,
-    /// The request's deadline, in milliseconds from its arrival, when it carried one.
-    pub deadline_ms: Option<u32>,
+    /// The extension fields the request carried after its name.
+    pub fields: RequestFields,
     /// The header's length: where the data starts.
     pub header_len: usize,
 }
 
+/// A stream's opening, as a request with [`OPEN_FLAG`] carries it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamOpen {
+    /// Peripheral→central items the central accepts before it grants more (at least 1).
+    pub window: u16,
+    /// The stream is bidirectional ([`BIDI_FLAG`]): the central sends items too.
+    pub bidi: bool,
+}
+
+/// The extension fields a request carries after its name (the deadline and streams
+/// extensions), in wire order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestFields {
+    /// [`DEADLINE_FLAG`]: the milliseconds the central still waits, from the request's arrival.
+    pub deadline_ms: Option<u32>,
+    /// [`OPEN_FLAG`] (and [`BIDI_FLAG`]): the request opens a stream.
+    pub open: Option<StreamOpen>,
+    /// [`ITEM_FLAG`]: the request is an item of the bidirectional stream with this id.
+    pub item_of: Option<u8>,
+}
+
+impl RequestFields {
+    /// No field: a classic request.
+    pub const NONE: Self = RequestFields {
+        deadline_ms: None,
+        open: None,
+        item_of: None,
+    };
+
+    /// The type-byte flags these fields set.
+    pub const fn flags(&self) -> u8 {
+        let mut flags = 0;
+        if self.deadline_ms.is_some() {
+            flags |= DEADLINE_FLAG;
+        }
+        if let Some(open) = self.open {
+            flags |= OPEN_FLAG;
+            if open.bidi {
+                flags |= BIDI_FLAG;
+            }
+        }
+        if self.item_of.is_some() {
+            flags |= ITEM_FLAG;
+        }
+        flags
+    }
+
+    /// Writes the fields in wire order to the start of `out`; returns their length.
+    pub fn emit(&self, out: &mut [u8; MAX_FIELDS_LEN]) -> usize {
+        let mut len = 0;
+        let mut put = |bytes: &[u8]| {
+            if let Some(dst) = out.get_mut(len..len + bytes.len()) {
+                dst.copy_from_slice(bytes);
+                len += bytes.len();
+            }
+        };
+        if let Some(ms) = self.deadline_ms {
+            put(&ms.to_le_bytes());
+        }
+        if let Some(open) = self.open {
+            put(&open.window.to_le_bytes());
+        }
+        if let Some(stream) = self.item_of {
+            put(&[stream]);
+        }
+        len
+    }
+}
+
 /// The parts of a stored request command (as [`Command::emit_header_large`] writes it) with
-/// `deadline_ms` inserted after its name: the type byte with [`DEADLINE_FLAG`], then the
-/// command's bytes up to the end of the name, the deadline, and the rest. Queued as they are
-/// (no copy of the command); `None` if `command` is shorter than its header says.
-pub fn with_deadline<'c>(
+/// the extension `fields` inserted after its name: the type byte with their flags, then the
+/// command's bytes up to the end of the name, the fields ([`RequestFields::emit`] into
+/// `scratch`), and the rest. Queued as they are (no copy of the command); `None` if `command`
+/// is shorter than its header says.
+pub fn with_fields<'c>(
     command: &'c [u8],
+    fields: &RequestFields,
     type_byte: &'c mut [u8; 1],
-    deadline_ms: &'c [u8; DEADLINE_LEN],
+    scratch: &'c mut [u8; MAX_FIELDS_LEN],
 ) -> Option<[&'c [u8]; 4]> {
     let name_end = 2 + usize::from(*command.get(1)?);
-    type_byte[0] = command.first()? | DEADLINE_FLAG;
+    type_byte[0] = command.first()? | fields.flags();
+    let len = fields.emit(scratch);
     Some([
         type_byte,
         command.get(1..name_end)?,
-        deadline_ms,
+        scratch.get(..len)?,
         command.get(name_end..)?,
     ])
 }
@@ -673,14 +799,14 @@ mod tests {
     fn deadline_vectors() {
         // echo "hello" with 300 ms left (0x012c): 02 04 "echo" 2c010000 0700 0a0568656c6c6f
         let bytes = hex("02046563686f2c01000007000a0568656c6c6f");
-        let e = Command::parse_extended(&bytes, false, true).unwrap();
+        let e = Command::parse_extended(&bytes, false, DEADLINE_FLAG).unwrap();
         assert_eq!(e.command, Command::request("echo", b"\x0a\x05hello"));
-        assert_eq!((e.deadline_ms, e.header_len), (Some(300), 12));
+        assert_eq!((e.fields.deadline_ms, e.header_len), (Some(300), 12));
         // The same bytes where the extension is not in force read as the reference reads them:
         // bit 1 ignored, the deadline's first two bytes taken for data_len (300), which the
         // 13 bytes after them do not hold.
         assert_eq!(
-            Command::parse_extended(&bytes, false, false),
+            Command::parse_extended(&bytes, false, 0),
             Err(WireError::Truncated {
                 field: "data",
                 offset: 8,
@@ -690,17 +816,21 @@ mod tests {
         );
         // No flag: the classic command, no deadline.
         let plain = hex("00046563686f07000a0568656c6c6f");
-        let e = Command::parse_extended(&plain, true, true).unwrap();
+        let e = Command::parse_extended(&plain, true, REQUEST_FLAGS).unwrap();
         assert_eq!(
-            (e.command, e.deadline_ms, e.header_len),
-            (Command::request("echo", b"\x0a\x05hello"), None, 8)
+            (e.command, e.fields, e.header_len),
+            (
+                Command::request("echo", b"\x0a\x05hello"),
+                RequestFields::NONE,
+                8
+            )
         );
         // With a large-message header: 03 04 "echo" deadline u32, data_len u32 (65,536).
         let mut large = hex("03046563686fe803000000000100");
         large.resize(large.len() + 65_536, 0xaa);
-        let e = Command::parse_extended(&large, true, true).unwrap();
+        let e = Command::parse_extended(&large, true, DEADLINE_FLAG).unwrap();
         assert_eq!(
-            (e.deadline_ms, e.header_len, e.command.data.len()),
+            (e.fields.deadline_ms, e.header_len, e.command.data.len()),
             (Some(1000), 14, 65_536)
         );
     }
@@ -709,7 +839,7 @@ mod tests {
     fn deadline_errors() {
         // On a response the flag is refused (only requests carry a deadline).
         assert_eq!(
-            Command::parse_extended(&hex("82046563686f2c0100000000"), false, true),
+            Command::parse_extended(&hex("82046563686f2c0100000000"), false, DEADLINE_FLAG),
             Err(WireError::InvalidValue {
                 field: "type",
                 offset: 0,
@@ -718,7 +848,7 @@ mod tests {
         );
         // A deadline cut short.
         assert_eq!(
-            Command::parse_extended(&hex("02046563686f2c01"), false, true),
+            Command::parse_extended(&hex("02046563686f2c01"), false, DEADLINE_FLAG),
             Err(WireError::Truncated {
                 field: "deadline_ms",
                 offset: 6,
@@ -728,7 +858,7 @@ mod tests {
         );
         // A large header for data that fits the classic one: one encoding per command.
         assert!(matches!(
-            Command::parse_extended(&hex("03046563686f2c010000ffff0000"), true, true),
+            Command::parse_extended(&hex("03046563686f2c010000ffff0000"), true, DEADLINE_FLAG),
             Err(WireError::InvalidValue {
                 field: "data_len",
                 offset: 10,
@@ -738,14 +868,114 @@ mod tests {
     }
 
     #[test]
-    fn a_stored_request_gains_its_deadline_without_a_copy() {
+    fn a_stored_request_gains_its_fields_without_a_copy() {
         let stored = hex("00046563686f07000a0568656c6c6f");
-        let mut type_byte = [0];
-        let ms = 300u32.to_le_bytes();
-        let parts = with_deadline(&stored, &mut type_byte, &ms).unwrap();
+        let (mut type_byte, mut scratch) = ([0], [0; MAX_FIELDS_LEN]);
+        let fields = RequestFields {
+            deadline_ms: Some(300),
+            ..RequestFields::NONE
+        };
+        let parts = with_fields(&stored, &fields, &mut type_byte, &mut scratch).unwrap();
         let sent: Vec<u8> = parts.concat();
         assert_eq!(sent, hex("02046563686f2c01000007000a0568656c6c6f"));
+        // A bidirectional open with a deadline: 16 = DEADLINE|OPEN|BIDI, then ms, window.
+        let open = RequestFields {
+            deadline_ms: Some(300),
+            open: Some(StreamOpen {
+                window: 8,
+                bidi: true,
+            }),
+            item_of: None,
+        };
+        let stored = hex("0004636861740000");
+        let sent: Vec<u8> = with_fields(&stored, &open, &mut type_byte, &mut scratch)
+            .unwrap()
+            .concat();
+        assert_eq!(sent, hex("1604636861742c01000008000000"));
         let short = hex("0009ec");
-        assert!(with_deadline(&short, &mut [0], &[0; 4]).is_none());
+        assert!(with_fields(&short, &fields, &mut [0], &mut scratch).is_none());
+    }
+
+    #[test]
+    fn stream_vectors() {
+        let agreed = REQUEST_FLAGS;
+        // Open bidirectional "chat", window 8, no data: 14 04 "chat" 0800 0000.
+        let bytes = hex("14046368617408000000");
+        let e = Command::parse_extended(&bytes, false, agreed).unwrap();
+        let open = StreamOpen {
+            window: 8,
+            bidi: true,
+        };
+        assert_eq!(
+            (e.command, e.fields.open, e.header_len),
+            (Command::request("chat", b""), Some(open), 10)
+        );
+        // A server stream opened with a window of 32: 04 ... 2000, data 08 05.
+        let bytes = hex("040463686174200002000805");
+        let e = Command::parse_extended(&bytes, false, agreed).unwrap();
+        let open = StreamOpen {
+            window: 32,
+            bidi: false,
+        };
+        assert_eq!(
+            (e.fields.open, e.command.data),
+            (Some(open), &b"\x08\x05"[..])
+        );
+        // An item of stream 5: 08 04 "chat" 05, data_len 2, 0a00.
+        let bytes = hex("0804636861740502000a00");
+        let e = Command::parse_extended(&bytes, false, agreed).unwrap();
+        assert_eq!(
+            (e.fields.item_of, e.command.data, e.header_len),
+            (Some(5), &b"\x0a\x00"[..], 9)
+        );
+        // Round trip through the emitter.
+        let fields = RequestFields {
+            item_of: Some(5),
+            ..RequestFields::NONE
+        };
+        let stored = hex("00046368617402000a00");
+        let (mut t, mut scratch) = ([0], [0; MAX_FIELDS_LEN]);
+        let sent: Vec<u8> = with_fields(&stored, &fields, &mut t, &mut scratch)
+            .unwrap()
+            .concat();
+        assert_eq!(sent, hex("0804636861740502000a00"));
+        // Not agreed: the flags are ignored as the reference ignores them (window read as
+        // data_len 8, whose 8 bytes are not there).
+        assert!(matches!(
+            Command::parse_extended(&hex("14046368617408000000"), false, DEADLINE_FLAG),
+            Err(WireError::Truncated { field: "data", .. })
+        ));
+    }
+
+    #[test]
+    fn stream_errors() {
+        let invalid = |hex_str: &str, field: &'static str| {
+            let bytes = hex(hex_str);
+            let r = Command::parse_extended(&bytes, false, REQUEST_FLAGS);
+            assert!(
+                matches!(r, Err(WireError::InvalidValue { field: f, .. }) if f == field),
+                "{hex_str}: {r:?}"
+            );
+        };
+        // BIDI without OPEN, ITEM with OPEN, a flag on a response, a window of 0.
+        invalid("1004636861740000", "type");
+        invalid("0c04636861740800000000", "type");
+        invalid("84046368617408000000", "type");
+        invalid("04046368617400000000", "window");
+        // Cut short: the window, the stream id.
+        assert!(matches!(
+            Command::parse_extended(&hex("0404636861740800"), false, REQUEST_FLAGS),
+            Err(WireError::Truncated {
+                field: "data_len",
+                ..
+            })
+        ));
+        assert!(matches!(
+            Command::parse_extended(&hex("080463686174"), false, REQUEST_FLAGS),
+            Err(WireError::Truncated {
+                field: "stream",
+                ..
+            })
+        ));
     }
 }

@@ -84,7 +84,11 @@ pub enum ControlCmd {
     /// wants the answer to the request whose tid is the one-byte payload (C→P). `0x7` stays
     /// unassigned (the reference vectors name it).
     Cancel,
-    /// `0x7` and `0x9..=0xF`: not assigned. [`ControlCmd::from_bits`] never produces the
+    /// `0x9` (blerpc-rs extension, sent only where `STREAMS` is in force): the sender may
+    /// receive `credits` more items of stream `stream` (payload `[stream u8][credits u16 LE]`,
+    /// both directions).
+    Credit,
+    /// `0x7` and `0xA..=0xF`: not assigned. [`ControlCmd::from_bits`] never produces the
     /// named values here.
     Unknown(u8),
 }
@@ -101,6 +105,7 @@ impl ControlCmd {
             0x5 => ControlCmd::Error,
             0x6 => ControlCmd::KeyExchange,
             0x8 => ControlCmd::Cancel,
+            0x9 => ControlCmd::Credit,
             other => ControlCmd::Unknown(other),
         }
     }
@@ -116,14 +121,15 @@ impl ControlCmd {
             ControlCmd::Error => 0x5,
             ControlCmd::KeyExchange => 0x6,
             ControlCmd::Cancel => 0x8,
+            ControlCmd::Credit => 0x9,
             ControlCmd::Unknown(b) => b & 0x0F,
         }
     }
 
-    /// Every command this crate names, in wire order (`0x0..=0x6`, `0x8`).
+    /// Every command this crate names, in wire order (`0x0..=0x6`, `0x8`, `0x9`).
     /// [`ControlCmd::from_bits`] decodes exactly these values to a named command and `0x7`,
-    /// `0x9..=0xF` to [`ControlCmd::Unknown`].
-    pub const NAMED: [ControlCmd; 8] = [
+    /// `0xA..=0xF` to [`ControlCmd::Unknown`].
+    pub const NAMED: [ControlCmd; 9] = [
         ControlCmd::Reserved0,
         ControlCmd::Timeout,
         ControlCmd::StreamEndC2P,
@@ -132,11 +138,13 @@ impl ControlCmd {
         ControlCmd::Error,
         ControlCmd::KeyExchange,
         ControlCmd::Cancel,
+        ControlCmd::Credit,
     ];
 
     /// The command's protocol name, as the reference's `ControlCmd` spells it: `NONE` (`0x0`),
     /// `TIMEOUT`, `STREAM_END_C2P`, `STREAM_END_P2C`, `CAPABILITIES`, `ERROR`, `KEY_EXCHANGE`,
-    /// blerpc-rs's `CANCEL` (`0x8`), and `UNKNOWN` for `0x7` and `0x9..=0xF`.
+    /// blerpc-rs's `CANCEL` (`0x8`) and `CREDIT` (`0x9`), and `UNKNOWN` for `0x7` and
+    /// `0xA..=0xF`.
     pub const fn as_str(self) -> &'static str {
         match self {
             ControlCmd::Reserved0 => "NONE",
@@ -147,6 +155,7 @@ impl ControlCmd {
             ControlCmd::Error => "ERROR",
             ControlCmd::KeyExchange => "KEY_EXCHANGE",
             ControlCmd::Cancel => "CANCEL",
+            ControlCmd::Credit => "CREDIT",
             ControlCmd::Unknown(_) => "UNKNOWN",
         }
     }

@@ -14,7 +14,11 @@
 //!                           + [max_request u32][max_response u32] with the large-message bit
 //! 0x5  ERROR           P→C  [code u8]                                  (see error_code)
 //! 0x6  KEY_EXCHANGE    both [step u8][...]                             (see key_exchange)
-//! 0x0, 0x7..=0xF       any  unassigned: reported as Unknown, never an error
+//! 0x2  STREAM_END_C2P  C→P  [stream u8] with the streams extension: ends the central's half of
+//!                           the bidirectional stream opened by request `stream`
+//! 0x8  CANCEL          C→P  [request tid u8]                           (cancel extension)
+//! 0x9  CREDIT          both [stream u8][credits u16 LE]                (streams extension)
+//! 0x0, 0x7, 0xA..=0xF  any  unassigned: reported as Unknown, never an error
 //! ```
 //!
 //! TIMEOUT and CAPABILITIES mean a request or a response depending on the direction, so
@@ -41,8 +45,12 @@ pub enum ControlMessage<'a> {
         /// Milliseconds the central should wait for a response.
         timeout_ms: u16,
     },
-    /// The central finished a C→P stream.
-    StreamEndC2P,
+    /// The central finished a C→P stream: a classic upload (an empty payload), or its half of
+    /// the bidirectional stream opened by request `stream` (the streams extension).
+    StreamEndC2P {
+        /// The bidirectional stream's id (its open request's tid), if the payload names one.
+        stream: Option<u8>,
+    },
     /// The peripheral finished a P→C stream.
     StreamEndP2C,
     /// The central asks for the peripheral's capabilities.
@@ -63,7 +71,15 @@ pub enum ControlMessage<'a> {
         /// The request's transaction id.
         tid: u8,
     },
-    /// Command `0x0`, `0x7` or `0x9..=0xF`: receivers skip it.
+    /// blerpc-rs extension (CAPABILITIES flag `STREAMS`): the receiver of this control may
+    /// send `credits` more items of stream `stream` (the tid of the request that opened it).
+    Credit {
+        /// The stream's id: its open request's transaction id.
+        stream: u8,
+        /// Items granted, on top of those granted before.
+        credits: u16,
+    },
+    /// Command `0x0`, `0x7` or `0xA..=0xF`: receivers skip it.
     Unknown {
         /// The 4-bit command.
         cmd: u8,
@@ -76,7 +92,8 @@ impl<'a> ControlMessage<'a> {
     /// Decodes the payload of a CONTROL container with command `cmd` sent in direction `dir`.
     ///
     /// Fails only for a TIMEOUT response shorter than 2 bytes, a CAPABILITIES response shorter
-    /// than 4 bytes, and an empty ERROR or CANCEL payload.
+    /// than 4 bytes, an empty ERROR or CANCEL payload, and a CREDIT payload shorter than 3
+    /// bytes.
     pub fn parse(cmd: ControlCmd, payload: &'a [u8], dir: Direction) -> Result<Self, WireError> {
         use Direction::{CentralToPeripheral as C2P, PeripheralToCentral as P2C};
         Ok(match (cmd, dir) {
@@ -84,7 +101,9 @@ impl<'a> ControlMessage<'a> {
             (ControlCmd::Timeout, P2C) => ControlMessage::TimeoutResponse {
                 timeout_ms: read_u16(payload, 0, "timeout_ms")?,
             },
-            (ControlCmd::StreamEndC2P, _) => ControlMessage::StreamEndC2P,
+            (ControlCmd::StreamEndC2P, _) => ControlMessage::StreamEndC2P {
+                stream: payload.first().copied(),
+            },
             (ControlCmd::StreamEndP2C, _) => ControlMessage::StreamEndP2C,
             (ControlCmd::Capabilities, C2P) => ControlMessage::CapabilitiesRequest {
                 advertised: if payload.len() >= CAPABILITIES_LEN {
@@ -102,6 +121,10 @@ impl<'a> ControlMessage<'a> {
             (ControlCmd::KeyExchange, _) => ControlMessage::KeyExchange(payload),
             (ControlCmd::Cancel, _) => ControlMessage::Cancel {
                 tid: read_u8(payload, 0, "cancelled tid")?,
+            },
+            (ControlCmd::Credit, _) => ControlMessage::Credit {
+                stream: read_u8(payload, 0, "stream")?,
+                credits: read_u16(payload, 1, "credits")?,
             },
             (ControlCmd::Reserved0 | ControlCmd::Unknown(_), _) => ControlMessage::Unknown {
                 cmd: cmd.bits(),
@@ -129,13 +152,14 @@ impl<'a> ControlMessage<'a> {
             ControlMessage::TimeoutRequest | ControlMessage::TimeoutResponse { .. } => {
                 ControlCmd::Timeout
             }
-            ControlMessage::StreamEndC2P => ControlCmd::StreamEndC2P,
+            ControlMessage::StreamEndC2P { .. } => ControlCmd::StreamEndC2P,
             ControlMessage::StreamEndP2C => ControlCmd::StreamEndP2C,
             ControlMessage::CapabilitiesRequest { .. }
             | ControlMessage::CapabilitiesResponse(_) => ControlCmd::Capabilities,
             ControlMessage::Error(_) => ControlCmd::Error,
             ControlMessage::KeyExchange(_) => ControlCmd::KeyExchange,
             ControlMessage::Cancel { .. } => ControlCmd::Cancel,
+            ControlMessage::Credit { .. } => ControlCmd::Credit,
             ControlMessage::Unknown { cmd, .. } => ControlCmd::from_bits(cmd),
         }
     }
@@ -144,9 +168,11 @@ impl<'a> ControlMessage<'a> {
     pub fn payload_len(&self) -> usize {
         match *self {
             ControlMessage::TimeoutRequest
-            | ControlMessage::StreamEndC2P
+            | ControlMessage::StreamEndC2P { stream: None }
             | ControlMessage::StreamEndP2C
             | ControlMessage::CapabilitiesRequest { advertised: None } => 0,
+            ControlMessage::StreamEndC2P { stream: Some(_) } => 1,
+            ControlMessage::Credit { .. } => 3,
             ControlMessage::TimeoutResponse { .. } => TIMEOUT_RESPONSE_LEN,
             ControlMessage::CapabilitiesRequest {
                 advertised: Some(caps),
@@ -173,11 +199,16 @@ impl<'a> ControlMessage<'a> {
             }
             ControlMessage::Error(code) => buf.copy_from_slice(&[code.to_byte()]),
             ControlMessage::Cancel { tid } => buf.copy_from_slice(&[tid]),
+            ControlMessage::StreamEndC2P { stream: Some(s) } => buf.copy_from_slice(&[s]),
+            ControlMessage::Credit { stream, credits } => {
+                let [lo, hi] = credits.to_le_bytes();
+                buf.copy_from_slice(&[stream, lo, hi]);
+            }
             ControlMessage::KeyExchange(p) | ControlMessage::Unknown { payload: p, .. } => {
                 buf.copy_from_slice(p)
             }
             ControlMessage::TimeoutRequest
-            | ControlMessage::StreamEndC2P
+            | ControlMessage::StreamEndC2P { stream: None }
             | ControlMessage::StreamEndP2C
             | ControlMessage::CapabilitiesRequest { advertised: None } => {}
         }
@@ -289,7 +320,12 @@ mod tests {
                 P2C,
                 ControlMessage::Error(ErrorCode::ResponseTooLarge),
             ),
-            ("0900c800", 9, C2P, ControlMessage::StreamEndC2P),
+            (
+                "0900c800",
+                9,
+                C2P,
+                ControlMessage::StreamEndC2P { stream: None },
+            ),
             ("0900cc00", 9, P2C, ControlMessage::StreamEndP2C),
         ];
         for (h, tid, dir, msg) in vectors {

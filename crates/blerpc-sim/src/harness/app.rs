@@ -55,6 +55,8 @@ pub struct AppConfig {
     /// application expects it (a full outbox under a stream, a response over the limit of the
     /// `big` command). Default `true`; the fuzz targets, whose peers do anything, turn it off.
     pub strict: bool,
+    /// The `chat` stream consumes nothing (the central's credits run out) while set.
+    pub hold_items: bool,
 }
 
 impl AppConfig {
@@ -76,6 +78,7 @@ impl Default for AppConfig {
             take_requests: false,
             hold: false,
             max_stream_items: DemoLimits::REFERENCE.max_stream_items,
+            hold_items: false,
             strict: true,
         }
     }

@@ -175,6 +175,7 @@ impl PairBuilder {
             requests_taken: 0,
             responses_checked: 0,
             svc,
+            chat: super::chat::Chat::default(),
             calls: Vec::new(),
             connected: false,
             central_closed: false,

@@ -133,8 +133,8 @@ impl<W: Wire> Pair<W> {
                 let check_echo = self.check_echo;
                 let r = self.call_rec(*call, "Response");
                 assert!(
-                    r.kind != Some(CallKind::ServerStream),
-                    "Response on a server stream"
+                    !matches!(r.kind, Some(CallKind::ServerStream | CallKind::BidiStream)),
+                    "Response on a stream"
                 );
                 if check_echo
                     && r.kind == Some(CallKind::Unary)
@@ -149,7 +149,10 @@ impl<W: Wire> Pair<W> {
             CEv::StreamItem { call, .. } => {
                 let r = self.call_rec(*call, "StreamItem");
                 assert!(
-                    matches!(r.kind, None | Some(CallKind::ServerStream)),
+                    matches!(
+                        r.kind,
+                        None | Some(CallKind::ServerStream | CallKind::BidiStream)
+                    ),
                     "stream item for {call:?}"
                 );
                 assert!(!r.done, "stream item after the end of {call:?}");
@@ -157,7 +160,10 @@ impl<W: Wire> Pair<W> {
             CEv::StreamEnd { call } => {
                 let kind = self.call_rec(*call, "StreamEnd").kind;
                 assert!(
-                    matches!(kind, None | Some(CallKind::ServerStream)),
+                    matches!(
+                        kind,
+                        None | Some(CallKind::ServerStream | CallKind::BidiStream)
+                    ),
                     "{kind:?}"
                 );
                 self.finish(*call, "StreamEnd");
@@ -206,8 +212,13 @@ impl<W: Wire> Pair<W> {
                     name: String::new(),
                     data: Vec::new(),
                 }),
+                Some(PeripheralEvent::StreamItem { stream, data, .. }) => {
+                    self.chat.item(stream, data);
+                }
+                Some(PeripheralEvent::ItemsEnd { stream }) => self.chat.items_end(stream),
                 Some(PeripheralEvent::Warning(w)) => self.peripheral_warnings.push(w),
                 Some(PeripheralEvent::Cancelled { tid }) => {
+                    self.chat.cancelled(tid);
                     // The application stops: a held request is dropped, not answered.
                     self.svc.held.retain(|r| r.tid != tid);
                     self.peripheral_cancels += 1;
@@ -217,6 +228,10 @@ impl<W: Wire> Pair<W> {
             }
         }
         for request in requests {
+            if request.name == super::chat::NAME && !self.app.hold {
+                self.chat.open(request.tid);
+                continue;
+            }
             self.peripheral_requests.push((
                 request.tid,
                 request.name.clone(),

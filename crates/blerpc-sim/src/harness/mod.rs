@@ -33,6 +33,7 @@
 
 mod app;
 mod builder;
+pub mod chat;
 mod events;
 pub mod msg;
 mod wire;
@@ -138,6 +139,7 @@ pub struct Pair<W: Wire = Latency> {
     /// Unary responses the echo check compared.
     pub responses_checked: usize,
     svc: Service,
+    chat: chat::Chat,
     calls: Vec<CallRec>,
     connected: bool,
     central_closed: bool,
@@ -328,6 +330,17 @@ impl<W: Wire> Pair<W> {
         served
     }
 
+    /// Items of the open `chat` stream the peripheral received and did not consume yet
+    /// ([`AppConfig::hold_items`]).
+    pub fn chat_unconsumed(&self) -> u32 {
+        self.chat.unconsumed()
+    }
+
+    /// Items of `chat` streams the peripheral received, in all.
+    pub fn chat_received(&self) -> usize {
+        self.chat.received
+    }
+
     /// Requests the application holds.
     pub fn held(&self) -> usize {
         self.svc.held.len()
@@ -453,6 +466,7 @@ impl<W: Wire> Pair<W> {
             self.drain_peripheral();
             self.svc
                 .pump_streams(&self.app, &mut self.peripheral, self.now);
+            self.chat.pump(&self.app, &mut self.peripheral, self.now);
             let mut progressed = false;
             let mut buf = vec![0u8; MAX_LONG_CONTAINER_LEN + 1024];
             let cmax = Self::max_pdu(

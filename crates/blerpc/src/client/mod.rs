@@ -142,8 +142,10 @@ pub struct ClientConfig {
     pub setup_pipelining: Option<SetupPipelining>,
     /// The key pins are stored under; default: the link's peer id.
     pub device_id: Option<String>,
-    /// Items a server stream buffers before the consumer must catch up; a stream whose
-    /// consumer falls further behind ends with [`CentralError::StreamOverflow`]. Default 1,024.
+    /// Items a server stream buffers before the consumer must catch up. With the streams
+    /// extension (a `blerpc` server) the peripheral waits for the consumer (the central's
+    /// window, `central.stream_window`, is at most this); without it a stream whose consumer
+    /// falls further behind ends with [`CentralError::StreamOverflow`]. Default 1,024.
     pub stream_buffer: usize,
     /// Commands from handles waiting for the connection task. Default 64.
     pub command_buffer: usize,
@@ -160,6 +162,7 @@ impl Default for ClientConfig {
                 long_containers: true,
                 cancel: true,
                 deadline: true,
+                streams: true,
                 max_outbox_bytes: LARGE_OUTBOX_BYTES,
                 ..CentralConfig::default()
             },
@@ -212,6 +215,9 @@ pub(crate) enum Cmd {
     },
     /// A unary call's future was dropped: cancel the calls whose receiver is gone.
     Reap,
+    /// A stream's reader made room: the task's next turn grants the peripheral credit for it
+    /// (the streams extension).
+    Room,
     Close {
         reply: oneshot::Sender<()>,
     },
@@ -274,6 +280,9 @@ impl Client {
         central_config.att_mtu = link.att_mtu();
         // Long containers only where the link carries them (never BLE).
         central_config.long_containers &= link.long_containers();
+        // A stream's window never exceeds what its reader buffers (the streams extension).
+        let buffer = u16::try_from(config.stream_buffer.max(1)).unwrap_or(u16::MAX);
+        central_config.stream_window = central_config.stream_window.clamp(1, buffer);
         central_config.setup_pipelining = config
             .setup_pipelining
             .unwrap_or_else(|| link.setup_pipelining());
@@ -488,11 +497,38 @@ impl Client {
     ) -> ResponseStream {
         ResponseStream {
             rx,
+            taken: 0,
             guard: CancelOnDrop {
                 cmds: self.cmds.clone(),
                 call: Some(call),
             },
         }
+    }
+
+    /// A bidirectional stream (`rpc Chat(stream A) returns (stream B)`): items go both ways
+    /// at once. [`BidiStream::send`] sends one (waiting while the peripheral has granted no
+    /// room for more: the streams extension's flow control), [`BidiStream::finish`] ends this
+    /// side's half, and the peripheral's items are the stream's items until it ends the call.
+    /// Needs a peripheral that agreed to the streams extension (a `blerpc` server does);
+    /// dropping the stream cancels the call.
+    pub async fn bidi_stream(&self, name: &str) -> Result<BidiStream, Error> {
+        let (tx, rx) = self.stream_channel();
+        let call = self
+            .start(
+                name,
+                Request::Data(Vec::new()),
+                CallKind::BidiStream,
+                Out::Stream(tx),
+                None,
+            )
+            .await?;
+        Ok(BidiStream {
+            items: self.response_stream(rx, call),
+            sender: BidiSender {
+                cmds: self.cmds.clone(),
+                call,
+            },
+        })
     }
 
     /// A central→peripheral stream: returns an [`Upload`] to send items on and finish.
@@ -600,22 +636,114 @@ fn frame(name: &str, request: &impl prost::Message) -> Result<Vec<u8>, Error> {
     Ok(crate::__private::encode_into(request, command))
 }
 
+/// Items a stream's reader takes before it tells the connection task it made room (and when it
+/// has taken all there were): the task then grants the peripheral credit for them (the streams
+/// extension), as soon as that is worth a CREDIT.
+const ROOM_NUDGE: u32 = 8;
+
 /// The responses of a peripheral→central stream ([`Client::server_stream`]).
 #[derive(Debug)]
 pub struct ResponseStream {
     rx: mpsc::Receiver<Result<Vec<u8>, Error>>,
+    /// Items taken since the task was last told.
+    taken: u32,
     guard: CancelOnDrop,
+}
+
+impl ResponseStream {
+    /// Tells the task the reader made room. Best effort: a full command channel means the
+    /// task has turns coming, and each turn grants what room there is.
+    fn nudge(&mut self) {
+        if self.guard.cmds.try_send(Cmd::Room).is_ok() {
+            self.taken = 0;
+        }
+    }
 }
 
 impl futures_core::Stream for ResponseStream {
     type Item = Result<Vec<u8>, Error>;
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let poll = self.rx.poll_recv(cx);
-        if let Poll::Ready(None) = poll {
+        match &poll {
+            Poll::Ready(Some(_)) => {
+                self.taken += 1;
+                if self.taken >= ROOM_NUDGE {
+                    self.nudge();
+                }
+            }
             // Ended by the peripheral: nothing to cancel.
-            self.guard.call = None;
+            Poll::Ready(None) => self.guard.call = None,
+            // All taken: the peripheral may be waiting for this room.
+            Poll::Pending if self.taken > 0 => self.nudge(),
+            Poll::Pending => {}
         }
         poll
+    }
+}
+
+/// An open bidirectional stream ([`Client::bidi_stream`]): send items and finish this side's
+/// half; the peripheral's items are this stream's items.
+#[derive(Debug)]
+pub struct BidiStream {
+    items: ResponseStream,
+    sender: BidiSender,
+}
+
+impl BidiStream {
+    /// Sends one item (protobuf bytes). Waits while the link is congested or the peripheral
+    /// has granted no room for another item.
+    pub async fn send(&self, item: Vec<u8>) -> Result<(), Error> {
+        self.sender.send(item).await
+    }
+
+    /// Ends this side's half (no more items); the peripheral's items keep coming until it ends
+    /// the call.
+    pub async fn finish(&self) -> Result<(), Error> {
+        self.sender.finish().await
+    }
+
+    /// A handle that sends on this stream from elsewhere (another task) while this one reads.
+    pub fn sender(&self) -> BidiSender {
+        self.sender.clone()
+    }
+}
+
+/// Sends on a [`BidiStream`] ([`BidiStream::sender`]).
+#[derive(Clone, Debug)]
+pub struct BidiSender {
+    cmds: mpsc::Sender<Cmd>,
+    call: Ticket,
+}
+
+impl BidiSender {
+    /// As [`BidiStream::send`].
+    pub async fn send(&self, item: Vec<u8>) -> Result<(), Error> {
+        let (reply, rx) = oneshot::channel();
+        let cmd = Cmd::Item(Box::new(Item {
+            call: self.call,
+            data: item,
+            reply: Reply(reply),
+        }));
+        self.cmds.send(cmd).await.map_err(|_| Error::CLOSED)?;
+        rx.await.map_err(|_| Error::CLOSED)?
+    }
+
+    /// As [`BidiStream::finish`].
+    pub async fn finish(&self) -> Result<(), Error> {
+        let (reply, rx) = oneshot::channel();
+        let cmd = Cmd::Finish(Box::new(Finish {
+            call: self.call,
+            reply: Reply(reply),
+        }));
+        self.cmds.send(cmd).await.map_err(|_| Error::CLOSED)?;
+        rx.await.map_err(|_| Error::CLOSED)?
+    }
+}
+
+impl futures_core::Stream for BidiStream {
+    type Item = Result<Vec<u8>, Error>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Pin::new(&mut self.items).poll_next(cx)
     }
 }
 

@@ -109,6 +109,13 @@ impl CallSink for Sink {
             Out::Stream(tx) => tx.is_closed(),
         }
     }
+    fn room(&self) -> Option<usize> {
+        match &self.out {
+            // The last slot is the error's.
+            Out::Stream(tx) => Some(tx.capacity().saturating_sub(1)),
+            Out::One(_) => None,
+        }
+    }
 }
 
 /// Where an upload item's or finish's outcome goes.
@@ -263,6 +270,8 @@ impl Task {
             Cmd::Finish(finish) => self.table.finish(now, finish.call, finish.reply),
             Cmd::Cancel { call } => self.table.cancel(call),
             Cmd::Reap => self.table.reap(),
+            // The turn's transmit grants the room (`CallTable::poll_transmit`).
+            Cmd::Room => {}
             Cmd::Close { reply } => {
                 let _ = reply.send(());
             }

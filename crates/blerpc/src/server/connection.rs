@@ -13,7 +13,8 @@ use blerpc_proto::wire::error_code::ErrorCode;
 use futures_util::future::{AbortHandle, Aborted};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt as _, StreamExt};
-use tokio::sync::{mpsc, watch};
+use std::sync::atomic::{AtomicU32, Ordering};
+use tokio::sync::{Notify, mpsc, watch};
 
 use super::admission::Ticket;
 use super::{
@@ -71,6 +72,18 @@ pub(super) struct ActiveStream {
     tid: u8,
     name: String,
     items: BoxStream<Result<Vec<u8>, Status>>,
+}
+
+/// The central→peripheral half of the open bidirectional stream (the streams extension).
+pub(super) struct BidiIn {
+    /// The stream's id: its open request's tid.
+    stream: u8,
+    /// The handler's input; `None` once the central ended its half.
+    items: Option<mpsc::Sender<Bytes>>,
+    /// Items the handler took since the core was last told (it credits the central for them).
+    taken: Arc<AtomicU32>,
+    /// Woken when the handler takes one.
+    room: Arc<Notify>,
 }
 
 pub(super) struct Upload {
@@ -131,6 +144,11 @@ pub(super) struct Connection {
     /// The unary handlers in `pending` by request tid, to drop one the central cancels.
     pub(super) cancels: Vec<(u8, AbortHandle)>,
     pub(super) stream: Option<ActiveStream>,
+    /// The open bidirectional stream's input side (its output is `stream`).
+    pub(super) bidi: Option<BidiIn>,
+    /// A stream item the central has granted no credit for yet: sent once it does, while other
+    /// answers go on.
+    pub(super) uncredited: Option<Ready>,
     pub(super) uploads: HashMap<String, Upload>,
     pub(super) upload_buffer: usize,
     pub(super) ready: VecDeque<Ready>,
@@ -149,6 +167,8 @@ enum Work {
     Done(Done),
     /// The active stream produced an item, or ended (`None`).
     Item(Option<Result<Vec<u8>, Status>>),
+    /// The bidirectional stream's handler took items: the central is credited for them.
+    Room,
     /// The server is shutting down.
     Stop,
     /// The server evicted this connection (unproven, at the connection cap).
@@ -225,6 +245,7 @@ impl Connection {
             });
             loop {
                 self.drain_events();
+                self.report_taken();
                 self.flush_ready();
                 let (t, now) = d.now();
                 self.now = now;
@@ -233,6 +254,7 @@ impl Connection {
                     || self.stream.is_some()
                     || !self.uploads.is_empty()
                     || !self.ready.is_empty()
+                    || self.uncredited.is_some()
                     || self.peripheral.pending_requests() > 0;
                 if self.draining && !busy && !d.tx.has_pending() && self.peripheral.is_idle() {
                     d.close().await;
@@ -248,10 +270,12 @@ impl Connection {
                 let container = classic_len
                     .max(d.scratch_len())
                     .max(self.peripheral.transmit_len());
-                let want_item =
-                    self.ready.is_empty() && self.peripheral.outbox_free() > container * 2;
+                let want_item = self.ready.is_empty()
+                    && self.uncredited.is_none()
+                    && self.peripheral.outbox_free() > container * 2;
                 let (pending, stream, draining) =
                     (&mut self.pending, &mut self.stream, self.draining);
+                let room = self.bidi.as_ref().map(|b| b.room.clone());
                 let stopped = &mut stopped;
                 // Unproven: the admission table keeps this task's waker for an eviction.
                 let (ticket, evictable) = (&self.ticket, self.ticket.can_be_evicted());
@@ -261,6 +285,7 @@ impl Connection {
                         item = next_item(stream), if want_item && stream.is_some() => {
                             Work::Item(item)
                         }
+                        () = notified(room.as_deref()), if room.is_some() => Work::Room,
                         () = stopped, if !draining => Work::Stop,
                         () = std::future::poll_fn(|cx| ticket.poll_evicted(cx)), if evictable => {
                             Work::Evict
@@ -284,6 +309,7 @@ impl Connection {
                         match work {
                             Work::Done(done) => self.on_done(done),
                             Work::Item(item) => self.on_stream_item(item),
+                            Work::Room => {}
                             Work::Stop => self.draining = true,
                             // The table already counted and logged it.
                             Work::Evict => return Ok(()),
@@ -318,6 +344,16 @@ impl Connection {
                     self.on_request(tid, name, data, deadline);
                 }
                 PeripheralEvent::StreamEndC2P { tid } => self.on_stream_end(tid),
+                PeripheralEvent::StreamItem { stream, data, .. } => {
+                    let data = copy_to_bytes(data);
+                    self.on_bidi_item(stream, data);
+                }
+                PeripheralEvent::ItemsEnd { stream } => {
+                    if let Some(b) = self.bidi.as_mut().filter(|b| b.stream == stream) {
+                        // The handler's input ends.
+                        b.items = None;
+                    }
+                }
                 PeripheralEvent::Cancelled { tid } => self.on_cancelled(tid),
                 PeripheralEvent::Secured => tracing::debug!(peer = %self.peer, "session secured"),
                 PeripheralEvent::Warning(w @ Warning::ReassemblyBudget { .. }) => {
@@ -357,6 +393,71 @@ impl Connection {
             } else if let Ok(mut t) = upload.end_tid.lock() {
                 *t = Some(tid);
             }
+        }
+    }
+
+    /// Opens bidirectional stream `tid`: its handler's input is a channel of the core's window
+    /// (the central never has more unconsumed), its output pulled as a server stream's is.
+    fn open_bidi(&mut self, tid: u8, name: String, deadline: Option<tokio::time::Instant>) {
+        let window = usize::from(self.peripheral.config().stream_window.max(1));
+        let (items_tx, items_rx) = mpsc::channel::<Bytes>(window);
+        let taken = Arc::new(AtomicU32::new(0));
+        let room = Arc::new(Notify::new());
+        let input: BoxStream<Bytes> = Box::pin(futures_util::stream::unfold(
+            (items_rx, taken.clone(), room.clone()),
+            |(mut rx, taken, room)| async move {
+                let item = rx.recv().await?;
+                taken.fetch_add(1, Ordering::Relaxed);
+                room.notify_one();
+                Some((item, (rx, taken, room)))
+            },
+        ));
+        let items = self.dispatch.bidi_stream(&name, input);
+        let items = match deadline {
+            Some(at) => Box::pin(super::deadline::BoundedStream::new(at, items)),
+            None => items,
+        };
+        self.stream = Some(ActiveStream { tid, name, items });
+        self.bidi = Some(BidiIn {
+            stream: tid,
+            items: Some(items_tx),
+            taken,
+            room,
+        });
+    }
+
+    /// An item of the bidirectional stream: to its handler. The core let it through only
+    /// within the window, so the channel has room; a handler that dropped its input drops it
+    /// (and it counts as taken, so the central is not starved of credit).
+    fn on_bidi_item(&mut self, stream: u8, data: Bytes) {
+        let Some(b) = self.bidi.as_mut().filter(|b| b.stream == stream) else {
+            return;
+        };
+        let delivered = b.items.as_ref().is_some_and(|tx| tx.try_send(data).is_ok());
+        if !delivered {
+            b.taken.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Tells the core what the bidirectional stream's handler took (it credits the central).
+    fn report_taken(&mut self) {
+        let Some(b) = self.bidi.as_ref() else {
+            return;
+        };
+        let n = b.taken.swap(0, Ordering::Relaxed);
+        if n > 0 && self.peripheral.consumed(b.stream, n).is_err() {
+            // A full outbox: told again on the next turn.
+            b.taken.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// The stream opened by `tid` is over: its input side goes.
+    fn stream_over(&mut self, tid: u8) {
+        if self.bidi.as_ref().is_some_and(|b| b.stream == tid) {
+            self.bidi = None;
+        }
+        if matches!(&self.uncredited, Some(Ready::StreamItem { tid: t, .. }) if *t == tid) {
+            self.uncredited = None;
         }
     }
 
@@ -455,6 +556,13 @@ impl Connection {
                     self.stream = Some(ActiveStream { tid, name, items });
                 }
             }
+            Some(CallKind::BidiStream) => {
+                if self.stream.is_some() {
+                    refuse(&mut self.peripheral, ErrorCode::Busy);
+                } else {
+                    self.open_bidi(tid, name, deadline);
+                }
+            }
             Some(CallKind::ClientStream) => {
                 let upload = if self.uploads.contains_key(&name) {
                     self.uploads.get_mut(&name)
@@ -536,6 +644,7 @@ impl Connection {
         if self.stream.as_ref().is_some_and(|s| s.tid == tid) {
             self.stream = None;
         }
+        self.stream_over(tid);
         if let Some(i) = self.cancels.iter().position(|(t, _)| *t == tid) {
             self.cancels.swap_remove(i).1.abort();
         }
@@ -556,10 +665,12 @@ impl Connection {
             Some(Ok(data)) => self.ready.push_back(Ready::StreamItem { tid, name, data }),
             Some(Err(status)) => {
                 self.stream = None;
+                self.stream_over(tid);
                 let _ = self.peripheral.respond_error(self.now, tid, status.code);
             }
             None => {
                 self.stream = None;
+                self.bidi = None;
                 self.ready.push_back(Ready::StreamEnd { tid });
             }
         }
@@ -569,7 +680,21 @@ impl Connection {
     /// Hands waiting output to the peripheral while its outbox has room.
     fn flush_ready(&mut self) {
         let now = self.now;
+        if let Some(Ready::StreamItem { tid, name, data }) = self.uncredited.take() {
+            match self.peripheral.send_stream_item(now, tid, &name, &data) {
+                Err(SendError::NoCredit | SendError::OutboxFull { .. }) => {
+                    self.uncredited = Some(Ready::StreamItem { tid, name, data });
+                }
+                Err(e) => tracing::debug!(peer = %self.peer, "could not send: {e}"),
+                Ok(()) => {}
+            }
+        }
         while let Some(item) = self.ready.pop_front() {
+            if self.uncredited.is_some() && matches!(item, Ready::StreamEnd { .. }) {
+                // The end follows the stream's last item.
+                self.ready.push_front(item);
+                return;
+            }
             let result = match &item {
                 Ready::Response { tid, name, data } => {
                     self.peripheral.respond(now, *tid, name, data)
@@ -585,9 +710,12 @@ impl Connection {
                     self.ready.push_front(item);
                     return;
                 }
+                // Waits for the central's credit aside, so other answers go on.
+                Err(SendError::NoCredit) => self.uncredited = Some(item),
                 Err(SendError::StreamLimit) => {
                     if let Ready::StreamItem { tid, .. } = item {
                         self.stream = None;
+                        self.bidi = None;
                         let _ = self
                             .peripheral
                             .respond_error(now, tid, ErrorCode::StreamLimit);
@@ -599,6 +727,14 @@ impl Connection {
                 Ok(()) => {}
             }
         }
+    }
+}
+
+/// Completes when `room` is notified; never without one.
+async fn notified(room: Option<&Notify>) {
+    match room {
+        Some(room) => room.notified().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -151,6 +151,23 @@ pub trait Dispatch: Send + Sync + 'static {
     fn sole_upload(&self) -> Option<&'static str> {
         None
     }
+    /// Handles a bidirectional stream (the streams extension): `items` yields each item the
+    /// central sends until it ends its half; the returned stream's items go to the central as
+    /// they come (each against the central's credit), and its end ends the call. The default
+    /// answers UNKNOWN_COMMAND, for services without one.
+    fn bidi_stream(
+        &self,
+        name: &str,
+        items: BoxStream<Bytes>,
+    ) -> BoxStream<Result<Vec<u8>, Status>> {
+        let _ = (name, items);
+        Box::pin(futures_util::stream::once(async {
+            Err(Status::new(
+                ErrorCode::UnknownCommand,
+                "this service has no bidirectional stream",
+            ))
+        }))
+    }
 }
 
 impl<T: Dispatch + ?Sized> Dispatch for Arc<T> {
@@ -172,6 +189,13 @@ impl<T: Dispatch + ?Sized> Dispatch for Arc<T> {
     }
     fn sole_upload(&self) -> Option<&'static str> {
         (**self).sole_upload()
+    }
+    fn bidi_stream(
+        &self,
+        name: &str,
+        items: BoxStream<Bytes>,
+    ) -> BoxStream<Result<Vec<u8>, Status>> {
+        (**self).bidi_stream(name, items)
     }
 }
 
@@ -269,6 +293,8 @@ impl Default for ServerConfig {
                 // A request's deadline reaches its handler (`blerpc::server::deadline()`),
                 // which is stopped when it passes.
                 deadline: true,
+                // Streams are flow controlled, and bidirectional streams open.
+                streams: true,
                 ..Default::default()
             },
             identity: None,
@@ -496,6 +522,8 @@ impl Server {
             pending: connection::Handlers::default(),
             cancels: Vec::new(),
             stream: None,
+            bidi: None,
+            uncredited: None,
             uploads: HashMap::new(),
             upload_buffer: self.config.upload_buffer.max(1),
             ready: VecDeque::new(),

@@ -23,6 +23,7 @@ impl Dispatch for Demo {
             }
             "counter_stream" | "ticking_stream" => Some(CallKind::ServerStream),
             "counter_upload" | "failing_upload" => Some(CallKind::ClientStream),
+            "chat" => Some(CallKind::BidiStream),
             _ => None,
         }
     }
@@ -92,6 +93,13 @@ impl Dispatch for Demo {
             let n = items.count().await;
             Ok(upload_reply(n as u32))
         })
+    }
+    /// `chat`: each item echoed back as it arrives, a slow handler (1 ms an item).
+    fn bidi_stream(&self, _: &str, items: BoxStream<Bytes>) -> BoxStream<Result<Vec<u8>, Status>> {
+        Box::pin(items.then(|item| async move {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            Ok(item.to_vec())
+        }))
     }
 }
 

@@ -18,7 +18,10 @@ use crate::connection::framing::{EnqueueError, bytes, wire_len};
 use crate::connection::{CallError, CloseReason};
 use crate::crypto::CryptoProvider;
 use crate::split::classic_max_message_len;
-use crate::wire::command::{Command, CommandType, MAX_DATA_LEN, MAX_LARGE_DATA_LEN, MAX_NAME_LEN};
+use crate::wire::command::{
+    Command, CommandType, MAX_DATA_LEN, MAX_FIELDS_LEN, MAX_LARGE_DATA_LEN, MAX_NAME_LEN,
+    RequestFields, with_fields,
+};
 use crate::wire::container::{Container, ControlCmd};
 use crate::wire::error_code::ErrorCode;
 
@@ -39,12 +42,14 @@ pub(super) struct Call<O: Buffer> {
     pub(super) retry_at: Option<Instant>,
     /// Client stream: tids of the items and of STREAM_END_C2P.
     pub(super) upload_tids: TidSet,
-    finished: bool,
+    pub(super) finished: bool,
     /// Server stream: not sent yet, because an earlier stream is still draining ([`Drain`]).
     pub(super) held: bool,
     /// The deadline without the caller's cap: how long the peripheral may still be sending if
     /// the call leaves early (the start of a [`Drain`]).
     pub(super) idle_until: Option<Instant>,
+    /// The streams extension: a stream's flow control (see `streams.rs`).
+    pub(super) flow: super::streams::Flow,
 }
 
 /// The name in a stored request command's header, as bytes, without validating it again (it
@@ -204,8 +209,11 @@ where
         if data_len > MAX_LARGE_DATA_LEN {
             return Err(CallError::DataTooLong { len: data_len });
         }
-        if kind == CallKind::ClientStream && data_len != 0 {
+        if kind.sends_items() && data_len != 0 {
             return Err(CallError::WrongCallKind);
+        }
+        if kind == CallKind::BidiStream && !self.streams {
+            return Err(CallError::NotNegotiated);
         }
         let in_flight = self.calls_in_flight();
         if in_flight >= self.config.max_calls_in_flight {
@@ -251,6 +259,7 @@ where
             finished: false,
             held: false,
             idle_until: None,
+            flow: super::streams::Flow::default(),
         };
         let Some(slot) = self.calls.iter().position(Option::is_none) else {
             let limit = self.config.max_calls_in_flight;
@@ -259,17 +268,18 @@ where
         // The caller's deadline bounds the call from its start (a held stream and an upload
         // too), and replaces the call timeout (as `set_call_deadline` does).
         call.deadline = cap;
-        if kind == CallKind::ServerStream && self.drain.is_some() {
+        if kind.receives_items() && self.drain.is_some() {
             // Sent when the drain ends; until then only the caller's deadline runs.
             call.held = true;
         } else if kind != CallKind::ClientStream {
             call.deadline = Some(cap.unwrap_or(now + self.config.call_timeout));
             call.idle_until = Some(now + self.config.call_timeout);
-            let deadline_ms = self.wire_deadline(&call, now);
-            match self.send_request(&mut call.request, deadline_ms) {
+            let fields = self.request_fields(&call, now);
+            match self.send_request(&mut call.request, &fields) {
                 Ok(tid) => call.tid = tid,
                 Err(e) => return Err((e, call.request)),
             }
+            call.flow = super::streams::Flow::opened(&fields);
             call.attempts = 1;
         }
         if let Some(s) = self.calls.get_mut(slot) {
@@ -296,6 +306,9 @@ where
             Some(c) => (c.name_bytes().len(), c.finished, c.kind),
             None => return Err(CallError::UnknownCall),
         };
+        if kind == CallKind::BidiStream && !finished {
+            return self.send_bidi_item(idx, item);
+        }
         if kind != CallKind::ClientStream || finished {
             return Err(CallError::WrongCallKind);
         }
@@ -330,6 +343,9 @@ where
         let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
             return Err(CallError::UnknownCall);
         };
+        if c.kind == CallKind::BidiStream && !c.finished {
+            return self.finish_bidi(idx);
+        }
         if c.kind != CallKind::ClientStream || c.finished {
             return Err(CallError::WrongCallKind);
         }
@@ -406,20 +422,20 @@ where
     /// checked when the call started (one REQUEST, a large header only where the extension is in
     /// force), so its bytes go to the outbox as they are.
     ///
-    /// With `deadline_ms` (the deadline extension in force), the request carries it after its
-    /// name (type bit 1), inserted as the command is queued: the stored command stays classic,
+    /// With extension `fields` (its deadline, a stream's window), the request carries them
+    /// after its name, inserted as the command is queued: the stored command stays classic,
     /// so a BUSY retry carries the time left then.
     pub(super) fn send_request(
         &mut self,
         request: &mut O,
-        deadline_ms: Option<u32>,
+        fields: &RequestFields,
     ) -> Result<u8, CallError> {
         let tid = self.ep.next_tid;
         let command = request.as_slice();
-        let mut type_byte = [0u8];
-        let ms = deadline_ms.unwrap_or(0).to_le_bytes();
-        let with = deadline_ms
-            .and_then(|_| crate::wire::command::with_deadline(command, &mut type_byte, &ms));
+        let (mut type_byte, mut scratch) = ([0u8], [0u8; MAX_FIELDS_LEN]);
+        let with = (fields.flags() != 0)
+            .then(|| with_fields(command, fields, &mut type_byte, &mut scratch))
+            .flatten();
         let parts = match &with {
             Some(parts) => &parts[..],
             None => core::slice::from_ref(&command),
@@ -476,6 +492,9 @@ where
         let found = self.calls.iter().position(|c| {
             c.as_ref().is_some_and(|c| match c.kind {
                 CallKind::ClientStream => c.upload_tids.contains(tid),
+                CallKind::BidiStream => {
+                    c.upload_tids.contains(tid) || (c.tid == tid && c.answering())
+                }
                 _ => c.tid == tid && c.answering(),
             })
         });
@@ -499,7 +518,13 @@ where
             return;
         };
         let id = call.id;
-        if code == ErrorCode::Busy && call.kind != CallKind::ClientStream {
+        // An open refused is sent again; an upload's or a bidirectional stream's item cannot be.
+        let retried = match call.kind {
+            CallKind::ClientStream => false,
+            CallKind::BidiStream => call.tid == tid && call.flow.stream.is_none(),
+            _ => true,
+        };
+        if code == ErrorCode::Busy && retried {
             if call.attempts <= retries {
                 let shift = u32::from(call.attempts.saturating_sub(1)).min(16);
                 let delay = backoff.saturating_mul(1u32 << shift);
@@ -634,7 +659,7 @@ where
             }
             let hit = match call.kind {
                 CallKind::Unary => call.tid == tid && call.retry_at.is_none(),
-                CallKind::ServerStream => !call.held,
+                CallKind::ServerStream | CallKind::BidiStream => !call.held,
                 CallKind::ClientStream => call.finished,
             };
             if hit {
@@ -647,7 +672,17 @@ where
             return;
         }
         match matched {
-            Some((idx, id, CallKind::ServerStream)) => {
+            Some((idx, id, kind)) if kind.receives_items() => {
+                if !self.take_item_credit(idx) {
+                    // Beyond the window this side granted: the stream ends here.
+                    self.ep.assembler.release(done);
+                    self.retire(idx, Some(now + stream_idle));
+                    self.push(Record::CallFailed {
+                        call: id,
+                        error: CallError::Peer(ErrorCode::StreamLimit),
+                    });
+                    return;
+                }
                 if let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) {
                     c.deadline = c.capped(now + stream_idle);
                     c.idle_until = Some(now + stream_idle);
@@ -711,12 +746,12 @@ where
         let Some(call) = self.calls.get(idx).and_then(Option::as_ref) else {
             return false;
         };
-        let deadline_ms = self.wire_deadline(call, now);
+        let fields = self.request_fields(call, now);
         let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
             return false;
         };
         let mut request = core::mem::take(&mut call.request);
-        let result = self.send_request(&mut request, deadline_ms);
+        let result = self.send_request(&mut request, &fields);
         let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
             return false;
         };
@@ -725,6 +760,7 @@ where
             Ok(tid) => {
                 call.tid = tid;
                 call.attempts = call.attempts.saturating_add(1);
+                call.flow = super::streams::Flow::opened(&fields);
                 true
             }
             Err(error) => {
@@ -749,7 +785,7 @@ where
     }
 }
 
-fn enqueue_to_call_error(e: EnqueueError) -> CallError {
+pub(super) fn enqueue_to_call_error(e: EnqueueError) -> CallError {
     match e {
         EnqueueError::Full(f) => CallError::OutboxFull {
             needed: f.needed,

@@ -131,6 +131,17 @@ pub struct CentralConfig {
     /// too. Default `false`; the `blerpc` runtime turns it on. The request is then always the
     /// 6-byte one.
     pub deadline: bool,
+    /// Announce the streams extension (flags bit 6 of the CAPABILITIES request; see
+    /// `docs/protocol.md`): a server stream's items then come against this side's credits
+    /// (at most `stream_window` unconsumed), and bidirectional streams
+    /// ([`CallKind::BidiStream`]) open. In force only if the peripheral announces it too.
+    /// Default `false`; the `blerpc` runtime turns it on. The request is then always the
+    /// 6-byte one.
+    pub streams: bool,
+    /// The peripheral→central items of a stream this side accepts before it grants more (the
+    /// streams extension; at least 1): the window a stream's open request announces. Default
+    /// 32.
+    pub stream_window: u16,
 }
 
 impl Default for CentralConfig {
@@ -157,6 +168,8 @@ impl Default for CentralConfig {
             long_containers: false,
             cancel: false,
             deadline: false,
+            streams: false,
+            stream_window: 32,
         }
     }
 }
@@ -176,4 +189,21 @@ pub enum CallKind {
     /// Any number of requests ([`Central::send_stream_item`]), STREAM_END_C2P
     /// ([`Central::finish_stream`]), then one response (central→peripheral stream, `c2p`).
     ClientStream,
+    /// Items both ways under one stream (the streams extension): an open request without
+    /// data, then items sent with [`Central::send_stream_item`] against the peripheral's
+    /// credits and ended with [`Central::finish_stream`], while the peripheral's items arrive
+    /// as for a [`CallKind::ServerStream`] until its STREAM_END_P2C ends the call (`bidi`).
+    BidiStream,
+}
+
+impl CallKind {
+    /// The peripheral sends this call's answer as stream items.
+    pub const fn receives_items(self) -> bool {
+        matches!(self, CallKind::ServerStream | CallKind::BidiStream)
+    }
+
+    /// The central sends this call's request as stream items.
+    pub const fn sends_items(self) -> bool {
+        matches!(self, CallKind::ClientStream | CallKind::BidiStream)
+    }
 }

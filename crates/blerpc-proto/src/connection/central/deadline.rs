@@ -27,7 +27,7 @@ where
         }
         let until = match call.kind {
             CallKind::Unary => call.deadline,
-            CallKind::ServerStream => call.cap(),
+            CallKind::ServerStream | CallKind::BidiStream => call.cap(),
             _ => None,
         }?;
         // Rounded up: the peripheral's deadline (its arrival plus this) is never before ours.

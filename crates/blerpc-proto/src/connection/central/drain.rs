@@ -57,7 +57,7 @@ where
             // Never sent after all: nothing to drain.
             return;
         }
-        if call.kind == CallKind::ServerStream
+        if call.kind.receives_items()
             && call.answering()
             && let Some(until) = idle.or(call.idle_until)
         {
@@ -84,6 +84,7 @@ where
         let tid = call.tid;
         let shared = self.calls.iter().flatten().any(|c| match c.kind {
             CallKind::ClientStream => c.upload_tids.contains(tid),
+            CallKind::BidiStream => c.upload_tids.contains(tid) || c.tid == tid,
             _ => c.tid == tid && c.answering(),
         }) || self.drain.as_ref().is_some_and(|d| d.tid == tid);
         if shared {
@@ -129,7 +130,7 @@ where
         }
         let active = self.calls.iter().position(|c| {
             c.as_ref()
-                .is_some_and(|c| c.kind == CallKind::ServerStream && !c.held)
+                .is_some_and(|c| c.kind.receives_items() && !c.held)
         });
         match active
             .and_then(|i| self.calls.get_mut(i))

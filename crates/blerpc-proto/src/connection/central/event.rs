@@ -45,6 +45,13 @@ pub enum CentralEvent<'a> {
         /// The call.
         call: CallId,
     },
+    /// The peripheral granted credit for more items of bidirectional stream `call` (the
+    /// streams extension): [`Central::send_stream_item`](super::Central::send_stream_item)
+    /// takes the items it refused with [`CallError::NoCredit`].
+    Credit {
+        /// The call.
+        call: CallId,
+    },
     /// The call failed; no further events for it.
     CallFailed {
         /// The call.
@@ -68,6 +75,7 @@ pub(super) enum Record {
     Response { call: CallId, msg: MsgRef },
     StreamItem { call: CallId, msg: MsgRef },
     StreamEnd { call: CallId },
+    Credit { call: CallId },
     CallFailed { call: CallId, error: CallError },
     Closed(CloseReason),
     Warning(Warning),

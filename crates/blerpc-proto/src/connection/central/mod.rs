@@ -6,6 +6,7 @@
 //! | `event.rs` | [`CentralEvent`] and the records events are made of |
 //! | `setup.rs` | TIMEOUT, CAPABILITIES, the key exchange and the identity decision |
 //! | `calls.rs` | calls and streams both ways, BUSY retries, responses matched to calls |
+//! | `streams.rs` | the streams extension: credits both ways, a bidirectional stream's items |
 //! | `drain.rs` | a server stream that left while the peripheral may still send it, and the next one held |
 //! | this file | the [`Central`] type, its accessors, and the sans-IO inputs and outputs |
 
@@ -15,6 +16,7 @@ mod deadline;
 mod drain;
 mod event;
 mod setup;
+mod streams;
 
 pub use config::{
     CallId, CallKind, CentralConfig, MIN_ATT_MTU_FOR_KEY_EXCHANGE, Pinning, SetupPipelining,
@@ -64,6 +66,8 @@ pub struct Central<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: usiz
     cancel: bool,
     /// The deadline extension is in force (both announced it).
     deadline: bool,
+    /// The streams extension is in force (both announced it).
+    streams: bool,
     /// The request tid of the last call given up with a CANCEL: the rest of its answer that was
     /// already on the air (containers of a response whose start was dropped, or a whole
     /// response) is dropped without a warning.
@@ -124,6 +128,7 @@ where
             drain: None,
             cancel: false,
             deadline: false,
+            streams: false,
             cancelled_tid: None,
         };
         if config.skip_timeout_request {
@@ -290,6 +295,7 @@ where
                 data: self.ep.data(msg),
             },
             Record::StreamEnd { call } => CentralEvent::StreamEnd { call },
+            Record::Credit { call } => CentralEvent::Credit { call },
             Record::CallFailed { call, error } => CentralEvent::CallFailed { call, error },
             Record::Closed(reason) => CentralEvent::Closed { reason },
             Record::Warning(w) => CentralEvent::Warning(w),

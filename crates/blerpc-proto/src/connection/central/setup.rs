@@ -141,6 +141,9 @@ where
         if self.config.deadline {
             flags = flags | CapabilityFlags::DEADLINE;
         }
+        if self.config.streams {
+            flags = flags | CapabilityFlags::STREAMS;
+        }
         // The announcement: flags bits 1, 2, 4 and 5, nothing else (no extension bytes in a
         // request).
         let payload = Capabilities {
@@ -151,7 +154,8 @@ where
         let announce = self.config.large_messages
             || self.config.long_containers
             || self.config.cancel
-            || self.config.deadline;
+            || self.config.deadline
+            || self.config.streams;
         let payload: &[u8] = if self.config.capabilities_payload || announce {
             &payload
         } else {
@@ -204,6 +208,8 @@ where
             self.config.cancel && caps.is_some_and(|c| c.flags.contains(CapabilityFlags::CANCEL));
         self.deadline = self.config.deadline
             && caps.is_some_and(|c| c.flags.contains(CapabilityFlags::DEADLINE));
+        self.streams =
+            self.config.streams && caps.is_some_and(|c| c.flags.contains(CapabilityFlags::STREAMS));
         if self.ep.large || self.ep.long {
             self.ep.set_assembler_config(AssemblerConfig {
                 max_message_len: self.config.max_response_len,
@@ -392,6 +398,9 @@ where
                 }
             }
             ControlMessage::Error(code) => self.on_error(now, tid, code),
+            ControlMessage::Credit { stream, credits } if self.streams => {
+                self.on_credit(tid, stream, credits)
+            }
             ControlMessage::Unknown { cmd, .. } => self.warn(Warning::UnknownControl { tid, cmd }),
             _ => self.warn(Warning::UnexpectedControl {
                 tid,

@@ -8,6 +8,7 @@ use super::Peripheral;
 #[cfg(doc)]
 use super::PeripheralEvent;
 use super::event::Record;
+use super::streams::ItemFate;
 use crate::Instant;
 use crate::assemble::{AssembleError, AssemblerConfig, Completed};
 use crate::buf::Buffer;
@@ -87,6 +88,7 @@ where
         }
         self.enqueue(tid, name, payload)?;
         self.pending.remove(tid);
+        self.stream_over(tid);
         Ok(())
     }
 
@@ -105,6 +107,7 @@ where
         if self.stream.is_some_and(|(t, _)| t == tid) {
             self.stream = None;
         }
+        self.stream_over(tid);
         self.send_error(tid, code);
         Ok(())
     }
@@ -121,6 +124,7 @@ where
         let _ = now;
         self.check_open()?;
         self.pending.remove(tid);
+        self.stream_over(tid);
         self.send_error(tid, code);
         Ok(())
     }
@@ -157,9 +161,15 @@ where
         if sent >= self.config.max_stream_items {
             return Err(SendError::StreamLimit);
         }
+        if self.stream_credits(request_tid) == Some(0) {
+            return Err(SendError::NoCredit);
+        }
         self.check_response(name, data.len())?;
         let tid = self.ep.next_tid;
         self.enqueue(tid, name, bytes(data))?;
+        if let Some((_, n)) = self.credit.as_mut().filter(|(t, _)| *t == request_tid) {
+            *n -= 1;
+        }
         // A CANCEL drops the items still queued (they travel under fresh tids).
         self.ep.outbox.mark_last_item();
         self.ep.next_tid = self.ep.next_tid.wrapping_add(1);
@@ -186,6 +196,7 @@ where
         self.ep.next_tid = self.ep.next_tid.wrapping_add(1);
         self.pending.remove(request_tid);
         self.stream = None;
+        self.stream_over(request_tid);
         Ok(())
     }
 
@@ -355,7 +366,10 @@ where
     pub(super) fn on_request(&mut self, now: Instant, done: Completed) {
         let tid = done.tid;
         self.mark_set_up();
-        if self.pending.len() >= self.config.max_pending_requests || self.ep.events_free() < 2 {
+        // A bidirectional stream's items do not wait for an answer and are credited instead:
+        // while one is open the pending limit is checked once the request is read.
+        let full = self.pending.len() >= self.config.max_pending_requests;
+        if (full && self.bidi.is_none()) || self.ep.events_free() < 2 {
             self.ep.assembler.release(done);
             self.send_error(tid, ErrorCode::Busy);
             if self.ep.events_free() < 2 {
@@ -388,24 +402,41 @@ where
             .message(done)
             .get(range.clone())
             .unwrap_or(&[]);
-        let parsed = Command::parse_extended(plain, self.ep.large, self.deadline).map(|e| {
+        let parsed = Command::parse_extended(plain, self.ep.large, self.request_flags()).map(|e| {
             let c = e.command;
-            (
-                c.kind,
-                c.name.len(),
-                c.data.len(),
-                e.header_len,
-                e.deadline_ms,
-            )
+            (c.kind, c.name.len(), c.data.len(), e.header_len, e.fields)
         });
         match parsed {
-            Ok((CommandType::Request, name_len, data_len, header_len, deadline_ms)) => {
-                self.pending.insert(tid);
+            Ok((CommandType::Request, name_len, data_len, header_len, fields)) => {
                 let msg = MsgRef::new(done, range.start + header_len, data_len);
                 let name_start = u32::try_from(range.start + 2).unwrap_or(u32::MAX);
                 let name_len = u8::try_from(name_len).unwrap_or(u8::MAX);
-                let deadline =
-                    deadline_ms.map(|ms| now + core::time::Duration::from_millis(u64::from(ms)));
+                if let Some(stream) = fields.item_of {
+                    match self.on_stream_item(tid, stream) {
+                        ItemFate::Accepted => {
+                            self.push_item(tid, stream, (name_start, name_len), msg);
+                        }
+                        ItemFate::OverCredit | ItemFate::Unknown => {
+                            self.ep.assembler.release(done);
+                        }
+                    }
+                    return;
+                }
+                if full {
+                    self.ep.assembler.release(done);
+                    self.send_error(tid, ErrorCode::Busy);
+                    return;
+                }
+                if let Some(open) = fields.open
+                    && !self.on_open(tid, open)
+                {
+                    self.ep.assembler.release(done);
+                    return;
+                }
+                self.pending.insert(tid);
+                let deadline = fields
+                    .deadline_ms
+                    .map(|ms| now + core::time::Duration::from_millis(u64::from(ms)));
                 self.push(Record::Request {
                     tid,
                     name_start,
@@ -443,6 +474,7 @@ where
             self.stream = None;
             queued |= self.ep.outbox.abort_items() > 0;
         }
+        self.stream_over(request);
         if !(arriving || pending || queued) {
             return;
         }

@@ -102,6 +102,15 @@ pub struct PeripheralConfig {
     /// application that deadline (`deadline`, on this side's clock: counted from the request's
     /// arrival). Default `false`; the `blerpc` runtime turns it on.
     pub deadline: bool,
+    /// Agree to the streams extension when a central announces it (CAPABILITIES flags bit 6,
+    /// see `docs/protocol.md`): a server stream's items then need the central's credits
+    /// ([`Peripheral::send_stream_item`](super::Peripheral::send_stream_item) answers
+    /// [`SendError::NoCredit`](crate::connection::SendError::NoCredit) without them), and
+    /// bidirectional streams open. Default `false`; the `blerpc` runtime turns it on.
+    pub streams: bool,
+    /// The central→peripheral items of a bidirectional stream this side holds unconsumed at
+    /// most (the credits it grants; at least 1). Default 8.
+    pub stream_window: u16,
     /// Announce [`CapabilityFlags::RELAY`](crate::wire::capabilities::CapabilityFlags::RELAY):
     /// the application answers the device gateway's `blerpc.relay` command (it opens a relayed
     /// connection on request). Changes nothing else in the protocol. Default `false`; `blerpc
@@ -131,6 +140,8 @@ impl Default for PeripheralConfig {
             long_containers: false,
             cancel: false,
             deadline: false,
+            streams: false,
+            stream_window: 8,
             relay: false,
         }
     }

@@ -27,6 +27,32 @@ pub enum PeripheralEvent<'a> {
         /// the central still had. A handler past it may stop; its answer would come too late.
         deadline: Option<Instant>,
     },
+    /// An item of the bidirectional stream `stream` (the streams extension). It needs no
+    /// answer; report it consumed with [`Peripheral::consumed`] once processed, which credits
+    /// the central for more.
+    StreamItem {
+        /// The item's transaction id.
+        tid: u8,
+        /// The stream's id: the tid of the request that opened it.
+        stream: u8,
+        /// The command name.
+        name: &'a str,
+        /// The protobuf data.
+        data: &'a [u8],
+    },
+    /// The central ended its half of bidirectional stream `stream`: no more items come; end
+    /// the peripheral's half with [`Peripheral::end_stream`] when done.
+    ItemsEnd {
+        /// The stream's id.
+        stream: u8,
+    },
+    /// The central granted credit for more items of stream `stream` after it had none left
+    /// ([`Peripheral::send_stream_item`] answered
+    /// [`SendError::NoCredit`](crate::connection::SendError::NoCredit)).
+    Credit {
+        /// The stream's id.
+        stream: u8,
+    },
     /// The central ended its central→peripheral stream; send the final response with
     /// [`Peripheral::respond_upload`].
     StreamEndC2P {
@@ -97,6 +123,19 @@ pub(super) enum Record {
         msg: MsgRef,
         deadline: Option<Instant>,
     },
+    StreamItem {
+        tid: u8,
+        stream: u8,
+        name_start: u32,
+        name_len: u8,
+        msg: MsgRef,
+    },
+    ItemsEnd {
+        stream: u8,
+    },
+    Credit {
+        stream: u8,
+    },
     StreamEndC2P {
         tid: u8,
     },
@@ -114,7 +153,7 @@ impl EndpointRecord for Record {
     }
     fn message(&self) -> Option<MsgRef> {
         match self {
-            Record::Request { msg, .. } => Some(*msg),
+            Record::Request { msg, .. } | Record::StreamItem { msg, .. } => Some(*msg),
             _ => None,
         }
     }

@@ -7,12 +7,14 @@
 //! | `event.rs` | [`PeripheralEvent`] and the records events are made of |
 //! | `setup.rs` | the controls a peripheral answers (TIMEOUT, CAPABILITIES) and the key exchange |
 //! | `calls.rs` | requests checked and handed out, responses, streams both ways, ERROR replies |
+//! | `streams.rs` | the streams extension: credits both ways, a bidirectional stream's items |
 //! | this file | the [`Peripheral`] type, its accessors, and the sans-IO inputs and outputs |
 
 mod calls;
 mod config;
 mod event;
 mod setup;
+mod streams;
 
 pub use config::PeripheralConfig;
 pub use event::{PeripheralCloseReason, PeripheralEvent};
@@ -53,6 +55,13 @@ pub struct Peripheral<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: u
     cancel: bool,
     /// The deadline extension is in force (the central announced it and so did we).
     deadline: bool,
+    /// The streams extension is in force (the central announced it and so did we).
+    streams: bool,
+    /// The credited stream (the streams extension): its open request's tid and the items the
+    /// central accepts now.
+    credit: Option<(u8, u32)>,
+    /// The central→peripheral half of the open bidirectional stream.
+    bidi: Option<streams::BidiIn>,
     closed: bool,
     /// Until the connection is established: when it must be (armed by [`Peripheral::open`]).
     setup_deadline: Option<Instant>,
@@ -132,6 +141,9 @@ where
             stream: None,
             cancel: false,
             deadline: false,
+            streams: false,
+            credit: None,
+            bidi: None,
             closed: false,
             setup_deadline: None,
             set_up: false,
@@ -414,6 +426,29 @@ where
                     deadline,
                 }
             }
+            Record::StreamItem {
+                tid,
+                stream,
+                name_start,
+                name_len,
+                msg,
+            } => {
+                let all = self.ep.message(msg);
+                let name_start = name_start as usize;
+                let name = all
+                    .get(name_start..name_start + usize::from(name_len))
+                    .and_then(|n| core::str::from_utf8(n).ok())
+                    .unwrap_or("");
+                let data = all.get(msg.range()).unwrap_or(&[]);
+                PeripheralEvent::StreamItem {
+                    tid,
+                    stream,
+                    name,
+                    data,
+                }
+            }
+            Record::ItemsEnd { stream } => PeripheralEvent::ItemsEnd { stream },
+            Record::Credit { stream } => PeripheralEvent::Credit { stream },
             Record::StreamEndC2P { tid } => PeripheralEvent::StreamEndC2P { tid },
             Record::Cancelled { tid } => PeripheralEvent::Cancelled { tid },
             Record::Secured => PeripheralEvent::Secured,

@@ -128,6 +128,11 @@ where
                 if self.deadline {
                     caps.flags = caps.flags | CapabilityFlags::DEADLINE;
                 }
+                self.streams = self.config.streams
+                    && advertised.is_some_and(|c| c.flags.contains(CapabilityFlags::STREAMS));
+                if self.streams {
+                    caps.flags = caps.flags | CapabilityFlags::STREAMS;
+                }
                 let mut reply = [0u8; crate::wire::capabilities::CAPABILITIES_LARGE_LEN];
                 if let Ok(n) = caps.emit(&mut reply) {
                     self.send_control(tid, ControlCmd::Capabilities, reply.get(..n).unwrap_or(&[]));
@@ -135,7 +140,13 @@ where
                 self.mark_set_up();
             }
             ControlMessage::KeyExchange(step) => self.on_key_exchange(now, tid, step),
-            ControlMessage::StreamEndC2P => self.push(Record::StreamEndC2P { tid }),
+            ControlMessage::StreamEndC2P {
+                stream: Some(stream),
+            } if self.streams => self.on_items_end(tid, stream),
+            ControlMessage::StreamEndC2P { .. } => self.push(Record::StreamEndC2P { tid }),
+            ControlMessage::Credit { stream, credits } if self.streams => {
+                self.on_credit(tid, stream, credits)
+            }
             ControlMessage::Cancel { tid: request } if self.cancel => self.on_cancel(request),
             ControlMessage::Unknown { cmd, .. } => self.warn(Warning::UnknownControl { tid, cmd }),
             _ => self.warn(Warning::UnexpectedControl {
