@@ -3,9 +3,10 @@
 //! formatted with them).
 //!
 //! The generated code names the runtime by absolute paths: `::blerpc::{Client, Error,
-//! ResponseStream}`, `::blerpc::server::{Dispatch, CallKind, Status, BoxFuture, BoxStream}`, the
-//! `Stream` trait through [`STREAM`], and prost through [`PROST`] (also given to prost-build as
-//! its `prost_path`), so a user crate needs no dependency but `blerpc`.
+//! ResponseStream, BidiStream, BidiSender}`, `::blerpc::server::{Dispatch, CallKind, Status,
+//! BoxFuture, BoxStream}`, the `Stream` trait through [`STREAM`], and prost through [`PROST`]
+//! (also given to prost-build as its `prost_path`), so a user crate needs no dependency but
+//! `blerpc`.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -32,6 +33,7 @@ const SEND: &str = "::core::marker::Send";
 #[derive(Debug, Default, Clone, Copy)]
 struct Needs {
     response_stream: bool,
+    bidi_stream: bool,
     streaming: bool,
     encode_stream: bool,
     failed_stream: bool,
@@ -84,11 +86,14 @@ impl ServiceGenerator for Generator {
         let has = |kind| methods.iter().any(|(_, c)| c.kind == kind);
         if self.build_client {
             needs.response_stream |= has(Kind::ServerStream);
+            needs.bidi_stream |= has(Kind::BidiStream);
             client(&service, model, &methods, buf);
         }
         if self.build_server {
-            needs.streaming |= has(Kind::ClientStream);
-            needs.encode_stream |= has(Kind::ServerStream);
+            // A bidirectional handler reads its items as an upload handler does and returns
+            // its stream as a p2c handler does.
+            needs.streaming |= has(Kind::ClientStream) || has(Kind::BidiStream);
+            needs.encode_stream |= has(Kind::ServerStream) || has(Kind::BidiStream);
             needs.failed_stream = true;
             handler_trait(&service, model, &methods, buf);
             server(&service, model, &methods, buf);
@@ -99,6 +104,9 @@ impl ServiceGenerator for Generator {
         let needs = self.needs.get(package).copied().unwrap_or_default();
         if needs.response_stream {
             buf.push_str(&response_stream());
+        }
+        if needs.bidi_stream {
+            buf.push_str(&bidi_stream());
         }
         if needs.streaming {
             buf.push_str(&streaming());
@@ -164,6 +172,23 @@ fn origin(model: &ServiceModel) -> String {
     }
 }
 
+/// The expression encoding the message `value` (an expression borrowing it) into a new `Vec`.
+fn encode(value: &str) -> String {
+    format!("::blerpc::__private::encode({value})")
+}
+
+/// The client's decoding of `bytes` (a received `Vec<u8>`) as `ty`: a `Result` whose error is
+/// `blerpc::Error::Decode`.
+fn decode_reply(ty: &str, bytes: &str) -> String {
+    format!("<{ty} as {MESSAGE}>::decode({BYTES}::from({bytes})).map_err({ERROR}::decode)")
+}
+
+/// The server's decoding of `bytes` (a received `Bytes`) as `ty`: a `Result` whose error is
+/// the decode-error `Status`.
+fn decode_request(ty: &str, bytes: &str) -> String {
+    format!("<{ty} as {MESSAGE}>::decode({bytes}).map_err({STATUS}::decode)")
+}
+
 fn client(
     service: &Service,
     model: &ServiceModel,
@@ -206,9 +231,8 @@ fn client(
         let wire = &command.name;
         let input = &method.input_type;
         let output = &method.output_type;
-        let decode = format!(
-            "<{output} as {MESSAGE}>::decode({BYTES}::from(response)).map_err({ERROR}::decode)"
-        );
+        let decode = decode_reply(output, "response");
+        let encode_item = encode("&item");
         match command.kind {
             Kind::Unary => {
                 proto_doc(out, &method.comments);
@@ -260,7 +284,7 @@ fn client(
                     where I: ::core::iter::IntoIterator<Item = {input}> {{
                         let mut upload = self.inner.client_stream({wire:?}).await?;
                         for item in items {{
-                            upload.send(::blerpc::__private::encode(&item)).await?;
+                            upload.send({encode_item}).await?;
                         }}
                         let response = upload.finish().await?;
                         {decode}
@@ -284,10 +308,30 @@ fn client(
                         while let ::core::option::Option::Some(item) =
                             ::core::future::poll_fn(|cx| {STREAM}::poll_next(items.as_mut(), cx)).await
                         {{
-                            upload.send(::blerpc::__private::encode(&item)).await?;
+                            upload.send({encode_item}).await?;
                         }}
                         let response = upload.finish().await?;
                         {decode}
+                    }}"
+                );
+            }
+            Kind::BidiStream => {
+                proto_doc(out, &method.comments);
+                doc(
+                    out,
+                    &format!(
+                        "Opens the bidirectional stream `{wire}`: `send` requests and read the \
+                         responses at once, `finish` when there are no more requests (see \
+                         `BidiStream`).\n\n\
+                         Needs a peripheral that agreed to the streams extension (a `blerpc` \
+                         server does). Dropping the stream cancels the call."
+                    ),
+                );
+                let _ = write!(
+                    out,
+                    "pub async fn {ident}(&self) -> {RESULT}<BidiStream<{input}, {output}>, {ERROR}> {{
+                        let stream = self.inner.bidi_stream({wire:?}).await?;
+                        ::core::result::Result::Ok(BidiStream::new(stream))
                     }}"
                 );
             }
@@ -363,6 +407,25 @@ fn handler_trait(
                     "fn {ident}(&self, items: Streaming<{input}>) -> impl ::core::future::Future<Output = {RESULT}<{output}, {STATUS}>> + {SEND};"
                 );
             }
+            Kind::BidiStream => {
+                doc(
+                    out,
+                    &format!(
+                        "Handles the bidirectional stream `{wire}`: reads the central's items \
+                         (`Streaming::message`, or as a `Stream`) while the returned stream \
+                         answers. Each `Ok` item is sent to the central as it comes; the \
+                         stream's end ends the call; an `Err` item is sent as a bleRPC error and \
+                         ends it. `items` ends when the central finishes its half, which does not \
+                         end the call.\n\n\
+                         The stream is `'static`: move `items` into it, with what else it needs \
+                         (clone an `Arc` held by the handler, for instance)."
+                    ),
+                );
+                let _ = writeln!(
+                    out,
+                    "fn {ident}(&self, items: Streaming<{input}>) -> impl {STREAM}<Item = {RESULT}<{output}, {STATUS}>> + {SEND} + 'static;"
+                );
+            }
         }
     }
     out.push_str("}\n");
@@ -423,6 +486,7 @@ fn server(
                 Kind::Unary => "Unary",
                 Kind::ServerStream => "ServerStream",
                 Kind::ClientStream => "ClientStream",
+                Kind::BidiStream => "BidiStream",
             };
             format!(
                 "{:?} => ::core::option::Option::Some(::blerpc::server::CallKind::{kind}),\n",
@@ -453,8 +517,7 @@ fn server(
     let unknown = format!(
         "::std::boxed::Box::pin(::core::future::ready(::core::result::Result::Err({STATUS}::unknown_command(name))))"
     );
-    let decode_request =
-        |input: &str| format!("<{input} as {MESSAGE}>::decode(request).map_err({STATUS}::decode)");
+    let encode_response = encode("&response");
     let of = |kind| methods.iter().filter(move |(_, c)| c.kind == kind);
 
     // unary()
@@ -466,11 +529,11 @@ fn server(
                     ::std::boxed::Box::pin(async move {{
                         let request = {decode}?;
                         let response = handler.{ident}(request).await?;
-                        ::core::result::Result::Ok(::blerpc::__private::encode(&response))
+                        ::core::result::Result::Ok({encode_response})
                     }})
                 }}\n",
                 wire = c.name,
-                decode = decode_request(&m.input_type),
+                decode = decode_request(&m.input_type, "request"),
                 ident = rust_method_ident(&c.name),
             )
         })
@@ -502,7 +565,7 @@ fn server(
                     }}
                 }},\n",
                 wire = c.name,
-                decode = decode_request(&m.input_type),
+                decode = decode_request(&m.input_type, "request"),
                 ident = rust_method_ident(&c.name),
             )
         })
@@ -511,7 +574,7 @@ fn server(
         "::std::boxed::Box::pin(BlerpcFailedStream(::core::option::Option::Some({STATUS}::unknown_command(name))))"
     );
     let (param, body) = if arms.is_empty() {
-        ("_request", failed_unknown)
+        ("_request", failed_unknown.clone())
     } else {
         (
             "request",
@@ -532,7 +595,7 @@ fn server(
                     let handler = ::std::sync::Arc::clone(&self.handler);
                     ::std::boxed::Box::pin(async move {{
                         let response = handler.{ident}(Streaming::new(items)).await?;
-                        ::core::result::Result::Ok(::blerpc::__private::encode(&response))
+                        ::core::result::Result::Ok({encode_response})
                     }})
                 }}\n",
                 wire = c.name,
@@ -553,11 +616,35 @@ fn server(
         "fn client_stream(&self, name: &str, {param}: ::blerpc::server::BoxStream<{BYTES}>)
             -> ::blerpc::server::BoxFuture<{RESULT}<::std::vec::Vec<u8>, {STATUS}>> {{ {body} }}\n"
     );
+
+    // bidi_stream(): only with such commands (the trait's default answers the others).
+    let arms: Vec<String> = of(Kind::BidiStream)
+        .map(|(_, c)| {
+            format!(
+                "{wire:?} => ::std::boxed::Box::pin(BlerpcEncodeStream(::std::boxed::Box::pin(
+                    self.handler.{ident}(Streaming::new(items)),
+                ))),\n",
+                wire = c.name,
+                ident = rust_method_ident(&c.name),
+            )
+        })
+        .collect();
+    if !arms.is_empty() {
+        let _ = write!(
+            out,
+            "fn bidi_stream(&self, name: &str, items: ::blerpc::server::BoxStream<{BYTES}>)
+                -> ::blerpc::server::BoxStream<{RESULT}<::std::vec::Vec<u8>, {STATUS}>> {{
+                match name {{ {} _ => {failed_unknown} }}
+            }}\n",
+            arms.concat()
+        );
+    }
     out.push_str("}\n");
 }
 
 /// `ResponseStream<T>`: the client's typed view of `blerpc::ResponseStream`.
 fn response_stream() -> String {
+    let decode = decode_reply("T", "bytes");
     format!(
         r#"#[doc = " The responses of a peripheral-to-central stream, decoded as `T` (generated by blerpc-build)."]
 #[doc = ""]
@@ -583,7 +670,7 @@ impl<T: {MESSAGE} + ::core::default::Default> ResponseStream<T> {{
         match ::core::future::poll_fn(|cx| {STREAM}::poll_next(::core::pin::Pin::new(&mut self.inner), cx)).await {{
             ::core::option::Option::Some(item) => {{
                 let bytes = item?;
-                <T as {MESSAGE}>::decode({BYTES}::from(bytes)).map(::core::option::Option::Some).map_err({ERROR}::decode)
+                {decode}.map(::core::option::Option::Some)
             }}
             ::core::option::Option::None => ::core::result::Result::Ok(::core::option::Option::None),
         }}
@@ -605,7 +692,7 @@ impl<T: {MESSAGE} + ::core::default::Default> {STREAM} for ResponseStream<T> {{
     ) -> ::core::task::Poll<::core::option::Option<Self::Item>> {{
         {STREAM}::poll_next(::core::pin::Pin::new(&mut self.get_mut().inner), cx).map(|item| {{
             item.map(|item| {{
-                item.and_then(|bytes| <T as {MESSAGE}>::decode({BYTES}::from(bytes)).map_err({ERROR}::decode))
+                item.and_then(|bytes| {decode})
             }})
         }})
     }}
@@ -624,6 +711,7 @@ impl<T> ::core::fmt::Debug for ResponseStream<T> {{
 
 /// `Streaming<T>`: the handler's typed view of an upload.
 fn streaming() -> String {
+    let decode = decode_request("T", "bytes");
     format!(
         r#"#[doc = " The items of a central-to-peripheral stream, decoded as `T` (generated by blerpc-build)."]
 #[doc = ""]
@@ -643,9 +731,7 @@ impl<T: {MESSAGE} + ::core::default::Default> Streaming<T> {{
     #[doc = " The next item, or `Ok(None)` once the central has ended the stream."]
     pub async fn message(&mut self) -> {RESULT}<::core::option::Option<T>, {STATUS}> {{
         match ::core::future::poll_fn(|cx| {STREAM}::poll_next(self.inner.as_mut(), cx)).await {{
-            ::core::option::Option::Some(bytes) => <T as {MESSAGE}>::decode(bytes)
-                .map(::core::option::Option::Some)
-                .map_err({STATUS}::decode),
+            ::core::option::Option::Some(bytes) => {decode}.map(::core::option::Option::Some),
             ::core::option::Option::None => ::core::result::Result::Ok(::core::option::Option::None),
         }}
     }}
@@ -657,9 +743,7 @@ impl<T: {MESSAGE} + ::core::default::Default> {STREAM} for Streaming<T> {{
         cx: &mut ::core::task::Context<'_>,
     ) -> ::core::task::Poll<::core::option::Option<Self::Item>> {{
         {STREAM}::poll_next(self.get_mut().inner.as_mut(), cx).map(|item| {{
-            item.map(|bytes| {{
-                <T as {MESSAGE}>::decode(bytes).map_err({STATUS}::decode)
-            }})
+            item.map(|bytes| {decode})
         }})
     }}
     fn size_hint(&self) -> (usize, ::core::option::Option<usize>) {{
@@ -675,8 +759,117 @@ impl<T> ::core::fmt::Debug for Streaming<T> {{
     )
 }
 
-/// Encodes each item of a handler's peripheral-to-central stream (private to the module).
+/// `BidiStream<I, O>` and `BidiSender<I>`: the client's typed view of `blerpc::BidiStream`.
+fn bidi_stream() -> String {
+    let encode = encode("&item");
+    let decode = decode_reply("O", "bytes");
+    format!(
+        r#"#[doc = " A bidirectional stream, typed (generated by blerpc-build): sends `I` requests and reads `O`"]
+#[doc = " responses at once."]
+#[doc = ""]
+#[doc = " `send` encodes and sends one request (waiting while the peripheral has granted no room for"]
+#[doc = " another), `finish` ends the central's half, `sender` gives a handle that sends from another"]
+#[doc = " task. The responses are read with `message` or as a `Stream` of `Result<O, blerpc::Error>`;"]
+#[doc = " one that does not decode is `blerpc::Error::Decode`. The stream ends when the peripheral"]
+#[doc = " ends the call; dropping it cancels the call."]
+pub struct BidiStream<I, O> {{
+    inner: ::blerpc::BidiStream,
+    _marker: ::core::marker::PhantomData<fn(I) -> O>,
+}}
+impl<I, O> BidiStream<I, O> {{
+    #[doc = " Wraps the runtime's stream of encoded items."]
+    pub fn new(inner: ::blerpc::BidiStream) -> Self {{
+        Self {{ inner, _marker: ::core::marker::PhantomData }}
+    }}
+    #[doc = " Unwraps the runtime's stream of encoded items."]
+    pub fn into_inner(self) -> ::blerpc::BidiStream {{
+        self.inner
+    }}
+    #[doc = " Ends the central's half (no more requests); the responses keep coming until the"]
+    #[doc = " peripheral ends the call."]
+    pub async fn finish(&self) -> {RESULT}<(), {ERROR}> {{
+        self.inner.finish().await
+    }}
+    #[doc = " A handle that sends requests from elsewhere (another task) while this one reads."]
+    pub fn sender(&self) -> BidiSender<I> {{
+        BidiSender::new(self.inner.sender())
+    }}
+}}
+impl<I: {MESSAGE}, O> BidiStream<I, O> {{
+    #[doc = " Encodes and sends one request. Waits while the link is congested or the peripheral"]
+    #[doc = " has granted no room for another."]
+    pub async fn send(&self, item: I) -> {RESULT}<(), {ERROR}> {{
+        self.inner.send({encode}).await
+    }}
+}}
+impl<I, O: {MESSAGE} + ::core::default::Default> BidiStream<I, O> {{
+    #[doc = " The next response, or `Ok(None)` once the peripheral has ended the call."]
+    pub async fn message(&mut self) -> {RESULT}<::core::option::Option<O>, {ERROR}> {{
+        ::core::future::poll_fn(|cx| {STREAM}::poll_next(::core::pin::Pin::new(&mut *self), cx))
+            .await
+            .transpose()
+    }}
+}}
+impl<I, O: {MESSAGE} + ::core::default::Default> {STREAM} for BidiStream<I, O> {{
+    type Item = {RESULT}<O, {ERROR}>;
+    fn poll_next(
+        self: ::core::pin::Pin<&mut Self>,
+        cx: &mut ::core::task::Context<'_>,
+    ) -> ::core::task::Poll<::core::option::Option<Self::Item>> {{
+        {STREAM}::poll_next(::core::pin::Pin::new(&mut self.get_mut().inner), cx).map(|item| {{
+            item.map(|item| item.and_then(|bytes| {decode}))
+        }})
+    }}
+}}
+impl<I, O> ::core::fmt::Debug for BidiStream<I, O> {{
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {{
+        f.debug_struct("BidiStream").finish_non_exhaustive()
+    }}
+}}
+#[doc = " Sends the requests of a `BidiStream` from another task (generated by blerpc-build). Cheap"]
+#[doc = " to clone."]
+pub struct BidiSender<I> {{
+    inner: ::blerpc::BidiSender,
+    _marker: ::core::marker::PhantomData<fn(I)>,
+}}
+impl<I> BidiSender<I> {{
+    #[doc = " Wraps the runtime's sender of encoded items."]
+    pub fn new(inner: ::blerpc::BidiSender) -> Self {{
+        Self {{ inner, _marker: ::core::marker::PhantomData }}
+    }}
+    #[doc = " Unwraps the runtime's sender of encoded items."]
+    pub fn into_inner(self) -> ::blerpc::BidiSender {{
+        self.inner
+    }}
+    #[doc = " As `BidiStream::finish`."]
+    pub async fn finish(&self) -> {RESULT}<(), {ERROR}> {{
+        self.inner.finish().await
+    }}
+}}
+impl<I: {MESSAGE}> BidiSender<I> {{
+    #[doc = " As `BidiStream::send`."]
+    pub async fn send(&self, item: I) -> {RESULT}<(), {ERROR}> {{
+        self.inner.send({encode}).await
+    }}
+}}
+impl<I> ::core::clone::Clone for BidiSender<I> {{
+    fn clone(&self) -> Self {{
+        Self::new(self.inner.clone())
+    }}
+}}
+impl<I> ::core::fmt::Debug for BidiSender<I> {{
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {{
+        f.debug_struct("BidiSender").finish_non_exhaustive()
+    }}
+}}
+"#
+    )
+}
+
+/// Encodes each item of a handler's peripheral-to-central or bidirectional stream (private to
+/// the module).
 fn encode_stream() -> String {
+    let encode = encode("&message");
     format!(
         r#"#[doc = " Encodes the items of a peripheral-to-central handler stream (generated by blerpc-build)."]
 struct BlerpcEncodeStream<S>(::core::pin::Pin<::std::boxed::Box<S>>);
@@ -691,7 +884,7 @@ where
         cx: &mut ::core::task::Context<'_>,
     ) -> ::core::task::Poll<::core::option::Option<Self::Item>> {{
         {STREAM}::poll_next(self.get_mut().0.as_mut(), cx)
-            .map(|item| item.map(|item| item.map(|message| ::blerpc::__private::encode(&message))))
+            .map(|item| item.map(|item| item.map(|message| {encode})))
     }}
     fn size_hint(&self) -> (usize, ::core::option::Option<usize>) {{
         {STREAM}::size_hint(&self.0)

@@ -7,8 +7,9 @@
 //! - `trait Foo`: the handlers a peripheral implements (with `async fn`);
 //! - `FooServer<T: Foo>`: the `blerpc::server::Dispatch` that decodes requests, calls the
 //!   handlers and encodes replies;
-//! - once per package, `ResponseStream<T>` (typed p2c responses on the client) and
-//!   `Streaming<T>` (typed c2p items in a handler), when a command needs them.
+//! - once per package, when a command needs them: `ResponseStream<T>` (typed p2c responses on
+//!   the client), `BidiStream<I, O>` and `BidiSender<I>` (a typed bidirectional stream on the
+//!   client) and `Streaming<T>` (typed items from the central in a handler).
 //!
 //! # Commands
 //!
@@ -17,14 +18,36 @@
 //!
 //! - every `rpc` of a `service` block is a command named [`camel_to_snake`]`(method)`
 //!   (`FlashRead` → `flash_read`); `returns (stream T)` makes it a peripheral-to-central (p2c)
-//!   stream, `(stream T)` on the request a central-to-peripheral (c2p) stream;
+//!   stream, `(stream T)` on the request a central-to-peripheral (c2p) stream, and both a
+//!   bidirectional stream (the streams extension);
 //! - a file *without* `service` blocks pairs its messages: `XRequest` + `XResponse` →
 //!   command `camel_to_snake(X)`, gathered in a service named after the package
 //!   (`package blerpc;` → `Blerpc`, `BlerpcClient`, `BlerpcServer`);
 //! - the side file ([`Builder::side_file`], the reference's `streaming.txt`) overrides
-//!   directions: `<command> p2c|c2p` per line;
-//! - bidirectional streaming does not exist in bleRPC and is an [`Error::Bidirectional`],
-//!   unless the side file picks a direction.
+//!   directions: `<command> p2c|c2p` per line. An entry for a bidirectional `rpc` narrows it to
+//!   that one direction, for every target: the reference's generators read the same file and
+//!   know no bidirectional streams, so the entry means the same to them, and a side file that
+//!   served one direction before bidirectional streams existed keeps doing so. Commands from
+//!   message pairs are never bidirectional (the side file has no spelling for it).
+//!
+//! # Bidirectional streams
+//!
+//! For `rpc Chat(stream ChatLine) returns (stream ChatLine)`, the client method
+//! `chat(&self)` opens the call and returns a `BidiStream<ChatLine, ChatLine>`: `send` one
+//! request, `finish` the central's half, `sender` for a cloneable handle that sends from
+//! another task, and the responses as a `Stream` of `Result<ChatLine, blerpc::Error>` (or
+//! `message`). The handler reads the requests as an upload handler does and answers as a p2c
+//! handler does:
+//!
+//! ```ignore
+//! fn chat(&self, items: Streaming<ChatLine>)
+//!     -> impl Stream<Item = Result<ChatLine, Status>> + Send + 'static;
+//! ```
+//!
+//! An item that does not decode is a decode-error `Status` in `items`, which the handler can
+//! pass on to end the call. The peripheral must have agreed to the streams extension (a
+//! `blerpc` server does). [`Builder::compile_no_alloc`] does not generate bidirectional streams
+//! yet and refuses them with [`Error::Bidirectional`], naming the `rpc`'s line.
 //!
 //! # Use
 //!
@@ -131,11 +154,12 @@ pub enum Error {
         /// The I/O error (part of the message; not also the `source`).
         error: io::Error,
     },
-    /// An `rpc` streams both ways, which bleRPC cannot carry.
+    /// An `rpc` streams both ways, which [`Builder::compile_no_alloc`] does not generate yet
+    /// (the host generator, [`Builder::compile`], does).
     #[error(
-        "{}rpc {service}.{method} (command `{command}`) streams in both directions, which bleRPC \
-         does not support: remove one `stream`, or pick a direction in the side file with \
-         `{command} p2c` or `{command} c2p`",
+        "{}rpc {service}.{method} (command `{command}`) streams in both directions: \
+         bidirectional streams are not yet generated for no_alloc targets; remove one `stream`, \
+         or pick a direction in the side file with `{command} p2c` or `{command} c2p`",
         location(Some(.file), *.line, None)
     )]
     Bidirectional {
@@ -371,7 +395,9 @@ impl Builder {
     /// }
     /// ```
     ///
-    /// Repeated, map, message-typed and `oneof` fields are refused ([`Error::NoAlloc`]).
+    /// Repeated, map, message-typed and `oneof` fields are refused ([`Error::NoAlloc`]), and so
+    /// are bidirectional streams ([`Error::Bidirectional`]) unless the side file picks a
+    /// direction for them.
     pub fn compile_no_alloc(
         self,
         protos: &[impl AsRef<Path>],

@@ -1,14 +1,17 @@
 //! Command discovery: which commands a `.proto` defines, their wire names and directions.
 //!
-//! The rules are the reference generator's (`wire.md` §4):
+//! The rules are the reference generator's (`wire.md` §4), plus bidirectional streams:
 //! - a file with `service` blocks: every `rpc` is a command named `camel_to_snake(method)`;
-//!   `stream` on the response makes it p2c, on the request c2p;
+//!   `stream` on the response makes it p2c, on the request c2p, on both a bidirectional stream
+//!   (the streams extension, which the reference does not have: the host generator serves it,
+//!   the no-alloc generator refuses it);
 //! - a file without `service` blocks (only the files passed to `compile`, not their imports):
 //!   every top-level `XRequest` message with a matching `XResponse` is a command
 //!   `camel_to_snake(X)`, gathered into one service named after the package;
-//! - a side-file entry overrides the direction in both cases;
-//! - bidirectional streaming has no bleRPC equivalent and is an error, unless a side-file entry
-//!   picks a direction.
+//! - a side-file entry overrides the direction in both cases. For a bidirectional `rpc` it
+//!   narrows the command to that one direction on every target: the side file is the
+//!   reference's, whose generators know no bidirectional streams, so an entry means there what
+//!   it means here, and a side file written to serve one direction keeps doing so.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -33,6 +36,9 @@ pub(crate) enum Kind {
     ServerStream,
     /// c2p
     ClientStream,
+    /// Both directions at once (the streams extension): `(stream A) returns (stream B)` with no
+    /// side-file entry.
+    BidiStream,
 }
 
 impl Kind {
@@ -52,6 +58,8 @@ pub(crate) struct Command {
     /// The wire name (`flash_read`).
     pub(crate) name: String,
     pub(crate) kind: Kind,
+    /// The 1-based line of the `rpc` (or of the `XRequest` message), when known.
+    pub(crate) line: Option<usize>,
 }
 
 /// One service to generate.
@@ -105,33 +113,24 @@ pub(crate) fn discover(
                 for (m, method) in service.method.iter().enumerate() {
                     let line = line_of(file, &[6, index_i32(s), 2, index_i32(m)]);
                     let name = camel_to_snake(method.name());
-                    let from_proto = match (method.client_streaming(), method.server_streaming()) {
-                        (false, false) => Some(Kind::Unary),
-                        (false, true) => Some(Kind::ServerStream),
-                        (true, false) => Some(Kind::ClientStream),
-                        (true, true) => None,
-                    };
-                    let kind = match (side.get(&name), from_proto) {
-                        (Some(entry), _) => {
+                    let kind = match side.get(&name) {
+                        Some(entry) => {
                             used.insert(name.clone());
                             Kind::from_direction(entry.direction)
                         }
-                        (None, Some(kind)) => kind,
-                        (None, None) => {
-                            return Err(Error::Bidirectional {
-                                file: file_name,
-                                line,
-                                service: service.name().to_owned(),
-                                method: method.name().to_owned(),
-                                command: name,
-                            });
-                        }
+                        None => match (method.client_streaming(), method.server_streaming()) {
+                            (false, false) => Kind::Unary,
+                            (false, true) => Kind::ServerStream,
+                            (true, false) => Kind::ClientStream,
+                            (true, true) => Kind::BidiStream,
+                        },
                     };
                     check_command(&file_name, line, &commands, method.name(), &name)?;
                     commands.push(Command {
                         method: method.name().to_owned(),
                         name,
                         kind,
+                        line,
                     });
                 }
                 model.services.push(ServiceModel {
@@ -167,6 +166,7 @@ pub(crate) fn discover(
                     method: stem.to_owned(),
                     name,
                     kind,
+                    line,
                 });
             }
             if !commands.is_empty() {
@@ -303,10 +303,10 @@ pub(crate) fn check_names(
             taken.insert(name, what);
             Ok(())
         };
-        let has = |kind| {
+        let has = |kinds: &[Kind]| {
             services
                 .iter()
-                .any(|s| s.commands.iter().any(|c| c.kind == kind))
+                .any(|s| s.commands.iter().any(|c| kinds.contains(&c.kind)))
         };
         for service in &services {
             let rust = service.proto_name.to_upper_camel_case();
@@ -320,19 +320,29 @@ pub(crate) fn check_names(
                 claim(format!("{rust}Server"), format!("the server of {what}"))?;
             }
         }
-        if build_client && has(Kind::ServerStream) {
+        if build_client && has(&[Kind::ServerStream]) {
             claim(
                 "ResponseStream".to_owned(),
                 "the generated ResponseStream<T>".to_owned(),
             )?;
         }
-        if build_server && has(Kind::ClientStream) {
+        if build_client && has(&[Kind::BidiStream]) {
+            claim(
+                "BidiStream".to_owned(),
+                "the generated BidiStream<I, O>".to_owned(),
+            )?;
+            claim(
+                "BidiSender".to_owned(),
+                "the generated BidiSender<I>".to_owned(),
+            )?;
+        }
+        if build_server && has(&[Kind::ClientStream, Kind::BidiStream]) {
             claim(
                 "Streaming".to_owned(),
                 "the generated Streaming<T>".to_owned(),
             )?;
         }
-        if build_server && has(Kind::ServerStream) {
+        if build_server && has(&[Kind::ServerStream, Kind::BidiStream]) {
             claim(
                 "BlerpcEncodeStream".to_owned(),
                 "a generated helper".to_owned(),
@@ -381,7 +391,12 @@ pub(crate) fn effective_fds(mut fds: FileDescriptorSet, model: &Model) -> FileDe
         let Some(file) = fds.file.iter_mut().find(|f| f.name() == service.file) else {
             continue;
         };
-        let flags = |kind: Kind| (kind == Kind::ClientStream, kind == Kind::ServerStream);
+        let flags = |kind: Kind| {
+            (
+                matches!(kind, Kind::ClientStream | Kind::BidiStream),
+                matches!(kind, Kind::ServerStream | Kind::BidiStream),
+            )
+        };
         if service.synthesized {
             let prefix = if service.package.is_empty() {
                 String::from(".")

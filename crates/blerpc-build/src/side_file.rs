@@ -2,7 +2,9 @@
 //!
 //! The reference generator reads one entry per line, `<command> p2c|c2p`, with `#` comments and
 //! blank lines ignored (`wire.md` §4). An entry overrides what the `.proto` says about that
-//! command, and is the only way to mark a stream in a file without `service` blocks.
+//! command, and is the only way to mark a stream in a file without `service` blocks. For an
+//! `rpc` that streams both ways it keeps one of the two directions (the format has no spelling
+//! for a bidirectional stream, which the reference's generators do not know).
 //!
 //! ```text
 //! # command        direction

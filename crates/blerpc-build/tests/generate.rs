@@ -2,7 +2,8 @@
 //!
 //! The generated code is compiled and run for real by `crates/blerpc-example`; these tests pin
 //! the text (golden file) and the discovery and error rules.
-//! Set `BLERPC_BLESS=1` to rewrite `tests/golden/blerpc.rs` after an intended change.
+//! Set `BLERPC_BLESS=1` to rewrite `tests/golden/blerpc.rs` and `tests/golden/chat.rs` after an
+//! intended change.
 
 #![allow(clippy::unwrap_used, reason = "test helpers outside #[test] functions")]
 
@@ -190,28 +191,99 @@ fn side_file_overrides_the_service_block() {
 }
 
 #[test]
-fn bidirectional_streams_are_refused_with_their_line() {
-    let proto = "syntax = \"proto3\";\npackage b;\nmessage M {}\nservice Chat {\n  rpc Talk(stream M) returns (stream M);\n}\n";
-    let error = generate("bidi", &[("b.proto", proto)], |b, _| b).unwrap_err();
-    assert!(
-        matches!(error, Error::Bidirectional { line: Some(5), .. }),
-        "{error:?}"
+fn golden_bidirectional_stream() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let out = scratch("golden-chat");
+    blerpc_build::configure()
+        .out_dir(out.join("out"))
+        .emit_cargo_directives(false)
+        .compile(&[dir.join("chat.proto")], &[&dir])
+        .unwrap();
+    common::check_golden(&read(out.join("out/chat.rs")), "chat.rs");
+    // The descriptor keeps both streaming flags.
+    let fds = descriptor(out.join("out/chat_descriptor.bin"));
+    let method = &fds.file[0].service[0].method[0];
+    assert_eq!(
+        (
+            method.name(),
+            method.client_streaming(),
+            method.server_streaming()
+        ),
+        ("Chat", true, true)
     );
-    let message = error.to_string();
-    assert!(
-        message.starts_with("b.proto:5: rpc Chat.Talk (command `talk`) streams in both directions"),
-        "{message}"
-    );
-    assert!(message.contains("`talk p2c` or `talk c2p`"), "{message}");
+}
 
-    // A side-file entry picks the direction.
+#[test]
+fn bidirectional_streams_are_generated_for_the_host() {
+    let proto = "syntax = \"proto3\";\npackage b;\nmessage A {}\nmessage B {}\nservice Chat {\n  rpc Talk(stream A) returns (stream B);\n  rpc Ping(A) returns (B);\n}\n";
+    let out = generate("bidi", &[("b.proto", proto)], |b, _| b).unwrap();
+    let code = read(out.join("b.rs"));
+    // The client opens the call and wraps it; the support types come once.
+    assert!(
+        code.contains("pub async fn talk(\n        &self,\n    ) -> ::core::result::Result<BidiStream<A, B>, ::blerpc::Error>"),
+        "{code}"
+    );
+    assert!(code.contains(".bidi_stream(\"talk\")"), "{code}");
+    assert_eq!(code.matches("pub struct BidiStream<I, O>").count(), 1);
+    assert_eq!(code.matches("pub struct BidiSender<I>").count(), 1);
+    // The handler reads decoded items and returns a stream of responses.
+    assert!(code.contains("fn talk(\n        &self,\n        items: Streaming<A>,\n    ) -> impl ::blerpc::__private::futures_core::Stream<\n        Item = ::core::result::Result<B, ::blerpc::server::Status>,\n    > + ::core::marker::Send + 'static;"), "{code}");
+    assert!(
+        code.contains(
+            "\"talk\" => {\n                ::core::option::Option::Some(::blerpc::server::CallKind::BidiStream)\n            }"
+        ),
+        "{code}"
+    );
+    assert!(code.contains("fn bidi_stream("), "{code}");
+    assert!(
+        code.contains("self.handler.talk(Streaming::new(items))"),
+        "{code}"
+    );
+    // No p2c or c2p command: no ResponseStream, and no bidi_stream override without bidi.
+    assert!(!code.contains("ResponseStream"), "{code}");
+
+    // A service without bidirectional streams keeps the runtime's default `bidi_stream`.
+    let plain = "syntax = \"proto3\";\npackage p;\nmessage A {}\nservice S {\n  rpc Up(stream A) returns (A);\n}\n";
+    let code = read(
+        generate("no-bidi", &[("p.proto", plain)], |b, _| b)
+            .unwrap()
+            .join("p.rs"),
+    );
+    assert!(!code.contains("fn bidi_stream("), "{code}");
+    assert!(!code.contains("BidiStream"), "{code}");
+
+    // A side-file entry narrows it to one direction (as for the reference's generators).
     let out = generate(
         "bidi-side",
         &[("b.proto", proto), ("side.txt", "talk c2p")],
         |b, dir| b.side_file(dir.join("side.txt")),
     )
     .unwrap();
-    assert!(read(out.join("b.rs")).contains("items: Streaming<M>"));
+    let code = read(out.join("b.rs"));
+    assert!(code.contains("items: Streaming<A>"), "{code}");
+    assert!(code.contains("pub async fn talk_stream<S>("), "{code}");
+    assert!(!code.contains("BidiStream"), "{code}");
+    let fds = descriptor(out.join("b_descriptor.bin"));
+    let talk = &fds.file[0].service[0].method[0];
+    assert_eq!(
+        (talk.client_streaming(), talk.server_streaming()),
+        (true, false)
+    );
+}
+
+#[test]
+fn bidirectional_support_types_must_not_clash_with_messages() {
+    let proto = "syntax = \"proto3\";\npackage c;\nmessage BidiSender {}\nservice S {\n  rpc Talk(stream BidiSender) returns (stream BidiSender);\n}\n";
+    let error = generate("bidi-clash", &[("c.proto", proto)], |b, _| b).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "package `c`: `BidiSender` would be both message BidiSender and the generated BidiSender<I>"
+    );
+    // The server alone needs neither name.
+    generate("bidi-clash-server-only", &[("c.proto", proto)], |b, _| {
+        b.build_client(false)
+    })
+    .unwrap();
 }
 
 #[test]

@@ -293,3 +293,41 @@ fn fields_that_need_storage_are_refused_by_name() {
     let e = refused("syntax = \"proto3\"; message A { oneof o { uint32 x = 1; string y = 2; } }");
     assert!(e.to_string().contains("A.x: `oneof`"), "{e}");
 }
+
+#[test]
+fn bidirectional_streams_are_refused_with_their_line() {
+    let proto = "syntax = \"proto3\";\npackage b;\nmessage M {}\nservice Chat {\n  rpc Ping(M) returns (M);\n  rpc Talk(stream M) returns (stream M);\n}\n";
+    // Its own directory: `refused` shares one with the test above, which runs in parallel.
+    let dir = scratch("bidi");
+    std::fs::write(dir.join("x.proto"), proto).unwrap();
+    let builder = || {
+        blerpc_build::configure()
+            .out_dir(&dir)
+            .emit_cargo_directives(false)
+    };
+    let e = builder()
+        .compile_no_alloc(&[dir.join("x.proto")], &[&dir])
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Bidirectional { line: Some(6), method, command, .. } if method == "Talk" && command == "talk"),
+        "{e:?}"
+    );
+    let message = e.to_string();
+    assert!(
+        message.starts_with("x.proto:6: rpc Chat.Talk (command `talk`) streams in both directions: bidirectional streams are not yet generated for no_alloc targets"),
+        "{message}"
+    );
+    assert!(message.contains("`talk p2c` or `talk c2p`"), "{message}");
+
+    // A side-file entry picks a direction, which is generated.
+    std::fs::write(dir.join("side.txt"), "talk p2c\n").unwrap();
+    builder()
+        .side_file(dir.join("side.txt"))
+        .compile_no_alloc(&[dir.join("x.proto")], &[&dir])
+        .unwrap();
+    let text = std::fs::read_to_string(dir.join("b.noalloc.rs")).unwrap();
+    assert!(
+        text.contains("/// `talk`: a peripheral-to-central stream."),
+        "{text}"
+    );
+}

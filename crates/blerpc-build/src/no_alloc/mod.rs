@@ -14,7 +14,8 @@
 //!
 //! Repeated fields, maps, message-typed fields and `oneof` need storage of their own: the
 //! generator refuses them with [`Error::NoAlloc`] naming the field. For each service it also
-//! emits `<Service>Command`, the commands by wire name.
+//! emits `<Service>Command`, the commands by wire name; a bidirectional stream among them is not
+//! generated yet and is refused with [`Error::Bidirectional`] naming its line.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -24,7 +25,7 @@ use prost_types::field_descriptor_proto::{Label, Type};
 use prost_types::{DescriptorProto, FieldDescriptorProto, FileDescriptorProto, FileDescriptorSet};
 
 use crate::Error;
-use crate::model::{Kind, Model};
+use crate::model::{Kind, Model, ServiceModel};
 use crate::naming::rust_method_ident;
 
 /// The codec the generated messages use (emitted as `pub mod codec`).
@@ -292,6 +293,7 @@ pub(crate) fn generate(
             message(&mut text, m);
         }
         for service in model.services.iter().filter(|s| s.package == package) {
+            refuse_bidirectional(service)?;
             commands(&mut text, service);
         }
         text.push_str(
@@ -491,7 +493,23 @@ fn presence(f: &Field) -> (String, String) {
     (cond, this)
 }
 
-fn commands(out: &mut String, service: &crate::model::ServiceModel) {
+/// Bidirectional streams are not generated for no-alloc targets yet: the first one of `service`
+/// is an [`Error::Bidirectional`] naming its line. (A side-file entry narrows such an `rpc` to
+/// one direction, which is served.)
+fn refuse_bidirectional(service: &ServiceModel) -> Result<(), Error> {
+    match service.commands.iter().find(|c| c.kind == Kind::BidiStream) {
+        Some(c) => Err(Error::Bidirectional {
+            file: service.file.clone(),
+            line: c.line,
+            service: service.proto_name.clone(),
+            method: c.method.clone(),
+            command: c.name.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+fn commands(out: &mut String, service: &ServiceModel) {
     let name = format!("{}Command", service.proto_name.to_upper_camel_case());
     let _ = writeln!(
         out,
@@ -508,6 +526,7 @@ fn commands(out: &mut String, service: &crate::model::ServiceModel) {
             Kind::Unary => "unary",
             Kind::ServerStream => "a peripheral-to-central stream",
             Kind::ClientStream => "a central-to-peripheral stream",
+            Kind::BidiStream => "a bidirectional stream",
         };
         let _ = writeln!(
             out,

@@ -504,8 +504,8 @@ impl<
                 <T as ::blerpc::__private::prost::Message>::decode(
                         ::blerpc::__private::prost::bytes::Bytes::from(bytes),
                     )
-                    .map(::core::option::Option::Some)
                     .map_err(::blerpc::Error::decode)
+                    .map(::core::option::Option::Some)
             }
             ::core::option::Option::None => {
                 ::core::result::Result::Ok(::core::option::Option::None)
@@ -587,8 +587,8 @@ impl<T: ::blerpc::__private::prost::Message + ::core::default::Default> Streamin
         {
             ::core::option::Option::Some(bytes) => {
                 <T as ::blerpc::__private::prost::Message>::decode(bytes)
-                    .map(::core::option::Option::Some)
                     .map_err(::blerpc::server::Status::decode)
+                    .map(::core::option::Option::Some)
             }
             ::core::option::Option::None => {
                 ::core::result::Result::Ok(::core::option::Option::None)
