@@ -88,5 +88,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         f64::from(summary.min_centi_celsius) / 100.0,
         f64::from(summary.max_centi_celsius) / 100.0
     );
+
+    // Both ways at once: send targets while reading what the thermostat made of them.
+    let mut adjust = client.adjust().await?;
+    let sender = adjust.sender();
+    let sending = tokio::spawn(async move {
+        for centi_celsius in [1900, 2000, 2100] {
+            sender.send(SetTargetRequest { centi_celsius }).await?;
+        }
+        sender.finish().await
+    });
+    while let Some(target) = adjust.message().await? {
+        println!(
+            "adjust          -> {:.2} °C",
+            f64::from(target.centi_celsius) / 100.0
+        );
+    }
+    sending.await??;
     Ok(())
 }

@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use blerpc::server::Status;
-use futures_util::stream;
+use futures_util::{StreamExt as _, stream};
 
 /// A simulated thermostat: the room is always 21.50 °C, readings count up by 1 centi-degree.
 #[derive(Debug, Default)]
@@ -63,6 +63,23 @@ impl SimThermostat {
     pub fn target(&self) -> i32 {
         self.target.load(Ordering::Relaxed)
     }
+
+    /// Sets `target` to a request's, if in range.
+    fn set(
+        target: &AtomicI32,
+        request: &thermostat::SetTargetRequest,
+    ) -> Result<thermostat::SetTargetResponse, Status> {
+        if !(Self::MIN_TARGET..=Self::MAX_TARGET).contains(&request.centi_celsius) {
+            return Err(Status::handler_failed(format!(
+                "target {} out of range",
+                request.centi_celsius
+            )));
+        }
+        target.store(request.centi_celsius, Ordering::Relaxed);
+        Ok(thermostat::SetTargetResponse {
+            centi_celsius: request.centi_celsius,
+        })
+    }
 }
 
 impl thermostat::Thermostat for SimThermostat {
@@ -80,16 +97,7 @@ impl thermostat::Thermostat for SimThermostat {
         &self,
         request: thermostat::SetTargetRequest,
     ) -> Result<thermostat::SetTargetResponse, Status> {
-        if !(Self::MIN_TARGET..=Self::MAX_TARGET).contains(&request.centi_celsius) {
-            return Err(Status::handler_failed(format!(
-                "target {} out of range",
-                request.centi_celsius
-            )));
-        }
-        self.target.store(request.centi_celsius, Ordering::Relaxed);
-        Ok(thermostat::SetTargetResponse {
-            centi_celsius: request.centi_celsius,
-        })
+        Self::set(&self.target, &request)
     }
 
     fn watch(
@@ -121,6 +129,16 @@ impl thermostat::Thermostat for SimThermostat {
             summary.max_centi_celsius = summary.max_centi_celsius.max(step.centi_celsius);
         }
         Ok(summary)
+    }
+
+    fn adjust(
+        &self,
+        items: thermostat::Streaming<thermostat::SetTargetRequest>,
+    ) -> impl futures_util::Stream<Item = Result<thermostat::SetTargetResponse, Status>> + Send + 'static
+    {
+        // An item that does not decode is an error too, which ends the call.
+        let target = Arc::clone(&self.target);
+        items.map(move |request| Self::set(&target, &request?))
     }
 }
 

@@ -124,6 +124,82 @@ async fn thermostat_all_commands() {
 }
 
 #[tokio::test]
+async fn thermostat_bidirectional_stream() {
+    use thermostat::{SetTargetRequest, SetTargetResponse};
+    let target = |centi_celsius| SetTargetRequest { centi_celsius };
+    for mtu in [136, 247] {
+        let client = ThermostatClient::new(
+            connect(ThermostatServer::new(SimThermostat::default()), mtu).await,
+        );
+
+        // Requests and responses interleave on one call.
+        let mut adjust = client.adjust().await.unwrap();
+        adjust.send(target(2000)).await.unwrap();
+        assert_eq!(
+            adjust.message().await.unwrap(),
+            Some(SetTargetResponse {
+                centi_celsius: 2000
+            })
+        );
+        // Another task sends and finishes through a sender while this one reads; the
+        // peripheral ends the call once the central's half is over.
+        let sender = adjust.sender();
+        let sending = tokio::spawn(async move {
+            for centi_celsius in [1800, 1900, 2100] {
+                sender.send(target(centi_celsius)).await?;
+            }
+            sender.finish().await
+        });
+        let mut rest = Vec::new();
+        while let Some(response) = adjust.next().await {
+            rest.push(response.unwrap().centi_celsius);
+        }
+        assert_eq!(rest, [1800, 1900, 2100]);
+        sending.await.unwrap().unwrap();
+
+        // A handler error (an out-of-range target) is an error item, then the end.
+        let mut adjust = client.adjust().await.unwrap();
+        adjust.send(target(9000)).await.unwrap();
+        let refused = adjust.next().await;
+        assert!(
+            matches!(
+                refused,
+                Some(Err(blerpc::Error::Central(
+                    blerpc::client::CentralError::Call(_)
+                )))
+            ),
+            "{refused:?}"
+        );
+        assert!(adjust.next().await.is_none());
+
+        // An item that does not decode reaches the handler as a decode error, which it returns.
+        let mut raw = client.inner().bidi_stream("adjust").await.unwrap();
+        raw.send(vec![0xff]).await.unwrap();
+        let undecodable = raw.next().await;
+        assert!(
+            matches!(
+                undecodable,
+                Some(Err(blerpc::Error::Central(
+                    blerpc::client::CentralError::Call(_)
+                )))
+            ),
+            "{undecodable:?}"
+        );
+
+        // A response that does not decode is `Error::Decode` on the typed stream: a
+        // `SetTargetResponse` (field 1 a varint) read as an `EchoResponse` (a string).
+        let raw = client.inner().bidi_stream("adjust").await.unwrap();
+        let mut misread = thermostat::BidiStream::<SetTargetRequest, demo::EchoResponse>::new(raw);
+        misread.send(target(2000)).await.unwrap();
+        let item = misread.next().await;
+        assert!(
+            matches!(item, Some(Err(blerpc::Error::Decode(_)))),
+            "{item:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn demo_service_matches_the_reference_behaviour() {
     let client = BlerpcClient::new(connect(BlerpcServer::new(DemoHandlers), 247).await);
 
