@@ -59,6 +59,6 @@ fn peripheral_connection_ram() {
     );
 }
 
-const DOCUMENTED_FIRMWARE_PERIPHERAL: usize = 23_280;
-const DOCUMENTED_HOST_PERIPHERAL: usize = 2_768;
-const DOCUMENTED_HOST_CENTRAL: usize = 2_928;
+const DOCUMENTED_FIRMWARE_PERIPHERAL: usize = 23_296;
+const DOCUMENTED_HOST_PERIPHERAL: usize = 2_784;
+const DOCUMENTED_HOST_CENTRAL: usize = 2_976;

@@ -147,7 +147,7 @@ fn a_peripheral_that_consumes_nothing_stops_the_central_at_its_window() {
         p.drive_idle(Duration::from_millis(100));
     }
     assert_eq!(sent, WINDOW, "the central stops at the peripheral's window");
-    assert_eq!(p.chat_unconsumed(), u32::from(WINDOW));
+    assert_eq!(p.chat_unconsumed(), usize::from(WINDOW));
     assert_eq!(p.central.stream_credits(id), Some(0));
 }
 

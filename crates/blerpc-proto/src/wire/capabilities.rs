@@ -408,6 +408,7 @@ mod tests {
             ([0x08, 0x00], CapabilityFlags::RELAY, "RELAY"),
             ([0x10, 0x00], CapabilityFlags::CANCEL, "CANCEL"),
             ([0x20, 0x00], CapabilityFlags::DEADLINE, "DEADLINE"),
+            ([0x40, 0x00], CapabilityFlags::STREAMS, "STREAMS"),
         ];
         assert_eq!(defined.len(), FLAG_NAMES.len());
         for (bit, ([lo, hi], flag, name)) in defined.into_iter().enumerate() {
@@ -435,14 +436,14 @@ mod tests {
         // The nRF firmware's flags, a blerpc-rs peripheral's, and reserved bits.
         let nrf = Capabilities::parse(&[0x00, 0x30, 0xff, 0xff, 0x01, 0x00]).unwrap();
         assert_eq!(nrf.flags.to_string(), "ENCRYPTION_SUPPORTED");
-        let rs = Capabilities::parse_classic(&[0, 0, 0, 0, 0x3f, 0x00]).unwrap();
+        let rs = Capabilities::parse_classic(&[0, 0, 0, 0, 0x7f, 0x00]).unwrap();
         assert_eq!(
             rs.flags.to_string(),
-            "ENCRYPTION_SUPPORTED|LARGE_MESSAGES|LONG_CONTAINERS|RELAY|CANCEL|DEADLINE"
+            "ENCRYPTION_SUPPORTED|LARGE_MESSAGES|LONG_CONTAINERS|RELAY|CANCEL|DEADLINE|STREAMS"
         );
-        assert_eq!(rs.flags.iter().len(), 6);
-        let odd = CapabilityFlags::from_bits_retain(0x8048);
-        assert_eq!(odd.to_string(), "RELAY|BIT_6|BIT_15");
+        assert_eq!(rs.flags.iter().len(), 7);
+        let odd = CapabilityFlags::from_bits_retain(0x8088);
+        assert_eq!(odd.to_string(), "RELAY|BIT_7|BIT_15");
         assert_eq!(CapabilityFlags::EMPTY.to_string(), "");
         assert_eq!(CapabilityFlags::EMPTY.iter().next(), None);
         let all = CapabilityFlags::from_bits_retain(0xffff);

@@ -688,7 +688,7 @@ mod tests {
         // The flags byte and the name of every named command, written out (wire.md 1.2): a
         // command added to the enum without a name fails `as_str`'s exhaustive match, and one
         // left out of `NAMED` fails the count below.
-        let expected: [(u8, &str); 8] = [
+        let expected: [(u8, &str); 9] = [
             (0xc0, "NONE"),
             (0xc4, "TIMEOUT"),
             (0xc8, "STREAM_END_C2P"),
@@ -697,6 +697,7 @@ mod tests {
             (0xd4, "ERROR"),
             (0xd8, "KEY_EXCHANGE"),
             (0xe0, "CANCEL"),
+            (0xe4, "CREDIT"),
         ];
         assert_eq!(ControlCmd::NAMED.len(), expected.len());
         for (cmd, (flags, name)) in ControlCmd::NAMED.iter().zip(expected) {
@@ -710,7 +711,7 @@ mod tests {
             .filter(|&b| !matches!(ControlCmd::from_bits(b), ControlCmd::Unknown(_)))
             .count();
         assert_eq!(named, ControlCmd::NAMED.len());
-        // 0x7 and 0x9..=0xF: one name, the value in Display.
+        // 0x7 and 0xA..=0xF: one name, the value in Display.
         let c = Container::parse(&[0, 0, 0xdc, 0]).unwrap();
         let ContainerKind::Control(cmd) = c.kind else {
             panic!("{c:?}")

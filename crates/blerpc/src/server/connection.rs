@@ -513,7 +513,15 @@ impl Connection {
             refuse(&mut self.peripheral, ErrorCode::Busy);
             return;
         }
-        match self.dispatch.kind(&name) {
+        let kind = self.dispatch.kind(&name);
+        let bidi = kind == Some(CallKind::BidiStream);
+        if kind.is_some() && bidi != self.peripheral.is_bidi_open(tid) {
+            // The request's shape is not the command's: a stream both ways opened on another
+            // command, or a bidirectional command called without the streams extension.
+            refuse(&mut self.peripheral, ErrorCode::UnknownCommand);
+            return;
+        }
+        match kind {
             None => refuse(&mut self.peripheral, ErrorCode::UnknownCommand),
             Some(CallKind::Unary) => {
                 let mut fut = self.dispatch.unary(&name, data);

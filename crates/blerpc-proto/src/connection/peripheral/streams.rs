@@ -68,6 +68,13 @@ where
             .map(|(_, n)| n)
     }
 
+    /// `true` if request `request_tid` opened a bidirectional stream (still open): what the
+    /// application checks against its command's shape (a unary command opened as a stream
+    /// both ways is refused, as is a bidirectional command called any other way).
+    pub fn is_bidi_open(&self, request_tid: u8) -> bool {
+        self.bidi.is_some_and(|b| b.stream == request_tid)
+    }
+
     /// The application consumed `n` items of the bidirectional stream `stream` (the items
     /// [`PeripheralEvent::StreamItem`](super::PeripheralEvent::StreamItem) handed out): once
     /// half the window is consumed, a CREDIT control gives the central that many back. More
