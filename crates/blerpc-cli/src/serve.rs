@@ -369,7 +369,9 @@ fn build_servers(args: &ServeArgs, seed: Option<[u8; 32]>) -> anyhow::Result<Bui
     config.peripheral.require_encryption = !args.plaintext;
     config.peripheral.setup_timeout = Some(Duration::from_secs_f64(args.setup_timeout));
     let service = DemoService::new(flash, DemoLimits::default());
-    let dispatch: Arc<dyn Dispatch> = Arc::new(pb::BlerpcServer::new(service));
+    // The reference's commands and `chat`, a stream both ways (the streams extension).
+    let dispatch: Arc<dyn Dispatch> =
+        Arc::new(blerpc_demo::chat::WithChat(pb::BlerpcServer::new(service)));
     let server = Server::new(dispatch.clone(), config.clone())
         .context("the server configuration is invalid")?;
     let public = server.identity_public();

@@ -19,6 +19,7 @@
 #![cfg_attr(not(any(feature = "std", test)), no_std)]
 #![cfg_attr(not(test), warn(clippy::indexing_slicing))]
 
+pub mod chat;
 pub mod flash;
 pub mod functional;
 #[cfg(feature = "std")]

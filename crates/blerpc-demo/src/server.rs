@@ -24,11 +24,11 @@ use blerpc::{ClientConfig, Server, ServerConfig};
 
 use crate::{DemoService, pb};
 
-/// The demo service (default limits, a synthetic flash image) with a fresh identity, and that
-/// identity's public key. Encryption is required, as by default.
+/// The demo service (default limits, a synthetic flash image, and [`chat`](crate::chat))
+/// with a fresh identity, and that identity's public key. Encryption is required, as by default.
 pub fn demo_server() -> Result<(Server, [u8; 32]), ServerError> {
     let server = Server::new(
-        pb::BlerpcServer::new(DemoService::default()),
+        crate::chat::WithChat(pb::BlerpcServer::new(DemoService::default())),
         ServerConfig {
             identity: Some(blerpc::identity::generate()),
             ..Default::default()

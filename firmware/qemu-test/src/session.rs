@@ -4,7 +4,9 @@
 //! hand. Setup (TIMEOUT, CAPABILITIES, the key exchange with the identity pinned), then the
 //! reference's twelve functional tests (`blerpc_demo::functional::CASES`, the table the host's
 //! runner uses too, with the same checks) and the refusals of the demo service's limits
-//! (`blerpc_demo::functional::refusals`).
+//! (`blerpc_demo::functional::refusals`). Then a second session with the streams extension: a
+//! `chat` echoed both ways through the firmware's two-item window, and a counter stream sent
+//! against the central's credits of four.
 
 use blerpc_demo::flash::{DemoFlash, SliceFlash};
 use blerpc_demo::functional::{self, CASES, Call};
@@ -44,6 +46,9 @@ static FLASH: [u8; 16 * 1024] = {
 type TestCentral = Central<RustCrypto, ChaCha20Rng, ArrayBuf<12_288>, ArrayBuf<12_288>, 1>;
 type TestConnection = Connection<RustCrypto, ChaCha20Rng, SliceFlash>;
 
+/// The central's window when it announces the streams extension.
+const STREAM_WINDOW: u16 = 4;
+
 /// The two ends and the link between them.
 pub struct Pair {
     central: TestCentral,
@@ -67,6 +72,12 @@ struct Outcome {
 impl Pair {
     /// A connected, encrypted pair (or why not).
     pub fn connect() -> Result<Pair, Fail> {
+        Self::connect_with(false)
+    }
+
+    /// A connected, encrypted pair; with `streams` the central announces the streams
+    /// extension with a window of [`STREAM_WINDOW`] items.
+    pub fn connect_with(streams: bool) -> Result<Pair, Fail> {
         let now = Instant::from_millis(0);
         let identity = RustCrypto
             .load_identity(&IdentitySeed::from_bytes(
@@ -91,6 +102,8 @@ impl Pair {
             max_outbox_bytes: 12_288,
             max_response_len: 12_288,
             max_calls_in_flight: 1,
+            streams,
+            stream_window: STREAM_WINDOW,
             ..CentralConfig::default()
         };
         let central = TestCentral::new(config, RustCrypto, ChaCha20Rng::seed_from_u64(2), now)
@@ -345,6 +358,94 @@ impl Pair {
         functional::check_upload(count, m.received_count).map_err(|_| Fail("received_count"))
     }
 
+    /// `chat` (the streams extension): `count` items of 40 bytes sent as the firmware's credits
+    /// allow, each echoed back in order, the reader granting room as it reads.
+    fn chat(&mut self, count: u8) -> Result<(), Fail> {
+        let call = self
+            .central
+            .start_call(self.now, "chat", &[], CallKind::BidiStream)
+            .map_err(|_| Fail("start the chat"))?;
+        let (mut sent, mut echoed, mut finished, mut ended) = (0u8, 0u8, false, false);
+        for _ in 0..100_000 {
+            if sent < count {
+                match self.central.send_stream_item(self.now, call, &[sent; 40]) {
+                    Ok(()) => sent += 1,
+                    Err(CallError::NoCredit | CallError::OutboxFull { .. }) => {}
+                    Err(_) => return Err(Fail("send a chat item")),
+                }
+            } else if !finished {
+                finished = self.central.finish_stream(self.now, call).is_ok();
+            }
+            self.exchange()?;
+            while let Some(e) = self.central.poll_event() {
+                match e {
+                    CentralEvent::StreamItem { call: c, data } if c == call => {
+                        ensure(data == [echoed; 40], "a chat echo out of order")?;
+                        echoed += 1;
+                    }
+                    CentralEvent::StreamEnd { call: c } if c == call => ended = true,
+                    CentralEvent::CallFailed { call: c, .. } if c == call => {
+                        return Err(Fail("the chat failed"));
+                    }
+                    _ => {}
+                }
+            }
+            // The reader took every echo: room for the whole window.
+            let _ = self
+                .central
+                .grant(self.now, call, usize::from(STREAM_WINDOW));
+            if ended {
+                return ensure(echoed == count, "chat echo count");
+            }
+        }
+        Err(Fail("the chat never ended"))
+    }
+
+    /// A counter stream of `count` items against the central's credits: never more than the
+    /// window beyond what the reader took.
+    fn credited_counter_stream(&mut self, count: u32) -> Result<(), Fail> {
+        let mut req = [0u8; CounterStreamRequest::MAX_ENCODED_LEN];
+        let n = CounterStreamRequest { count }
+            .encode(&mut req)
+            .map_err(|_| Fail("encode"))?;
+        let call = self
+            .central
+            .start_call(
+                self.now,
+                "counter_stream",
+                req.get(..n).unwrap_or(&[]),
+                CallKind::ServerStream,
+            )
+            .map_err(|_| Fail("start_call"))?;
+        let mut out = Outcome {
+            items_ok: true,
+            ..Outcome::default()
+        };
+        let mut granted = u32::from(STREAM_WINDOW);
+        for _ in 0..1_000_000 {
+            self.exchange()?;
+            let ended = self.drain(call, &mut out);
+            ensure(out.items <= granted, "items beyond the central's credits")?;
+            if ended {
+                ensure(
+                    out.failed.is_none() && out.ended,
+                    "counter_stream did not end",
+                )?;
+                functional::check_item_count(count, out.items)
+                    .map_err(|_| Fail("counter_stream item count"))?;
+                return ensure(out.items_ok, "counter_stream items");
+            }
+            if out.items == granted {
+                // The reader took them all: credit for a whole window more.
+                let _ = self
+                    .central
+                    .grant(self.now, call, usize::from(STREAM_WINDOW));
+                granted += u32::from(STREAM_WINDOW);
+            }
+        }
+        Err(Fail("the credited stream never ended"))
+    }
+
     /// Runs one functional test's call and checks what came back.
     fn run(&mut self, call: Call) -> Result<(), Fail> {
         match call {
@@ -433,5 +534,35 @@ pub fn run(tally: &mut Tally, log: &mut dyn FnMut(Note<'_>)) -> Option<Pair> {
             tally.fail("limits");
         }
     }
+    streams(tally, log);
     Some(pair)
+}
+
+/// The streams extension on the firmware's connection: a chat both ways, a credited stream,
+/// and the session usable after them.
+fn streams(tally: &mut Tally, log: &mut dyn FnMut(Note<'_>)) {
+    let mut pair = match Pair::connect_with(true) {
+        Ok(p) => p,
+        Err(Fail(what)) => {
+            log(Note::Fail("streams setup", &what));
+            tally.fail("streams");
+            return;
+        }
+    };
+    let checks: [(&str, fn(&mut Pair) -> Result<(), Fail>); 3] = [
+        ("chat of 20 items", |p| p.chat(20)),
+        ("credited counter_stream of 100", |p| {
+            p.credited_counter_stream(100)
+        }),
+        ("echo after the streams", |p| p.echo("after the streams")),
+    ];
+    for (name, check) in checks {
+        match check(&mut pair) {
+            Ok(()) => tally.pass("streams"),
+            Err(Fail(what)) => {
+                log(Note::Fail(name, &what));
+                tally.fail("streams");
+            }
+        }
+    }
 }

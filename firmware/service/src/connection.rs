@@ -18,6 +18,7 @@ use blerpc_proto::connection::{
 use blerpc_proto::crypto::CryptoProvider;
 use rand_core::CryptoRngCore;
 
+use blerpc_demo::chat::{CHAT, ChatEcho};
 use blerpc_demo::flash::Flash;
 use blerpc_demo::{DemoService, Responder, Stats, Work};
 
@@ -28,6 +29,13 @@ pub const REASSEMBLY_BYTES: usize = 12_288;
 /// 6-byte entry header, rounded up; the counter stream is paced to fit beside it.
 pub const OUTBOX_BYTES: usize = 8_448;
 
+/// The central→peripheral items of a `chat` stream the firmware holds unconsumed (its window
+/// in the streams extension): each waits there until its echo is queued.
+pub const CHAT_WINDOW: u16 = 2;
+/// The longest `chat` item the firmware echoes (longer ones end the stream with
+/// REQUEST_TOO_LARGE).
+pub const CHAT_ITEM_BYTES: usize = 64;
+
 /// The core's peripheral as the firmware instantiates it: no allocator, one reassembly slot.
 /// The same type `crates/blerpc-proto/tests/memory.rs` measures on the host.
 pub type FirmwarePeripheral<P, R> =
@@ -35,8 +43,10 @@ pub type FirmwarePeripheral<P, R> =
 
 /// The peripheral configuration of the firmware: the core's defaults (the reference firmware's
 /// values: ATT MTU 247, TIMEOUT 100 ms, max request 12,288, encryption required, at most
-/// 10,000 stream items), with the outbox and the reassembly budget of the buffers above, and the
-/// cancel extension agreed to (a central that announces it can stop a response or a stream).
+/// 10,000 stream items), with the outbox and the reassembly budget of the buffers above, the
+/// cancel extension agreed to (a central that announces it can stop a response or a stream),
+/// and the streams extension (the counter stream sent against the central's credits, `chat`
+/// both ways with a window of [`CHAT_WINDOW`]).
 pub fn firmware_config(require_encryption: bool) -> PeripheralConfig {
     PeripheralConfig {
         require_encryption,
@@ -44,6 +54,8 @@ pub fn firmware_config(require_encryption: bool) -> PeripheralConfig {
         max_reassembly_bytes: REASSEMBLY_BYTES,
         max_outbox_bytes: OUTBOX_BYTES,
         cancel: true,
+        streams: true,
+        stream_window: CHAT_WINDOW,
         ..PeripheralConfig::default()
     }
 }
@@ -55,6 +67,7 @@ pub type CloseReason = PeripheralCloseReason;
 pub struct Connection<P: CryptoProvider, R, F> {
     peripheral: FirmwarePeripheral<P, R>,
     service: Responder<F>,
+    chat: ChatEcho<{ CHAT_WINDOW as usize }, CHAT_ITEM_BYTES>,
     closed: Option<CloseReason>,
     secured: bool,
 }
@@ -81,6 +94,7 @@ where
         Ok(Connection {
             peripheral,
             service: Responder::new(service),
+            chat: ChatEcho::default(),
             closed: None,
             secured: false,
         })
@@ -115,6 +129,14 @@ where
     pub fn poll_transmit(&mut self, now: Instant, out: &mut [u8]) -> Option<usize> {
         if let Some(n) = self.peripheral.poll_transmit(now, out) {
             return Some(n);
+        }
+        if self.chat.is_open() {
+            // Refused only when the stream ended (the core told the central) or the
+            // connection is closing.
+            let _ = self.chat.pump(now, &mut self.peripheral, false);
+            if let Some(n) = self.peripheral.poll_transmit(now, out) {
+                return Some(n);
+            }
         }
         if self.service.is_streaming() {
             // A refusal other than a full outbox ended the stream: the core has told the
@@ -154,7 +176,35 @@ where
     fn drain_events(&mut self, now: Instant) {
         loop {
             let work = match self.peripheral.poll_event() {
-                None => return,
+                None => break,
+                Some(PeripheralEvent::Request { tid, name, .. }) if name == CHAT => {
+                    let _ = self.chat.open(now, &mut self.peripheral, tid);
+                    continue;
+                }
+                Some(PeripheralEvent::StreamItem { stream, data, .. }) => {
+                    // Copied out of the reassembly buffer, which the next event reuses.
+                    let mut item = [0u8; CHAT_ITEM_BYTES];
+                    let len = data.len();
+                    if let Some(dst) = item.get_mut(..len) {
+                        dst.copy_from_slice(data);
+                    }
+                    let item = if len <= CHAT_ITEM_BYTES {
+                        item.get(..len).unwrap_or(&[])
+                    } else {
+                        // Too long to hold: `item` refuses it by its length.
+                        &[0u8; CHAT_ITEM_BYTES + 1][..]
+                    };
+                    let _ = self.chat.item(now, &mut self.peripheral, stream, item);
+                    continue;
+                }
+                Some(PeripheralEvent::ItemsEnd { stream }) => {
+                    self.chat.items_end(stream);
+                    continue;
+                }
+                Some(PeripheralEvent::Cancelled { tid }) => {
+                    self.chat.cancelled(tid);
+                    continue;
+                }
                 Some(PeripheralEvent::Request {
                     tid, name, data, ..
                 }) => self.service.decode(tid, name, data),
@@ -173,5 +223,7 @@ where
             // (ERROR) or means the connection is closing.
             let _ = self.service.run(now, &mut self.peripheral, work);
         }
+        // The echoes of what arrived go out now where credits and the outbox allow.
+        let _ = self.chat.pump(now, &mut self.peripheral, false);
     }
 }

@@ -88,8 +88,9 @@ impl Dispatch for DeviceService {
 }
 
 fn demo() -> Arc<dyn Dispatch> {
-    Arc::new(blerpc_demo::pb::BlerpcServer::new(
-        blerpc_demo::DemoService::default(),
+    // With `chat`, to check a stream both ways end to end through a relayed link.
+    Arc::new(blerpc_demo::chat::WithChat(
+        blerpc_demo::pb::BlerpcServer::new(blerpc_demo::DemoService::default()),
     ))
 }
 
@@ -384,6 +385,18 @@ impl Http {
             .await
             .unwrap();
         assert_eq!(read.data.len(), 8192);
+        // A bidirectional stream through the relay: each item echoed, both ways at once.
+        let mut chat = client.bidi_stream("chat").await.unwrap();
+        for i in 0..20u8 {
+            chat.send(vec![i; 300]).await.unwrap();
+        }
+        chat.finish().await.unwrap();
+        let echoes: Vec<Vec<u8>> = futures_util::StreamExt::collect::<Vec<_>>(&mut chat)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(echoes, (0..20u8).map(|i| vec![i; 300]).collect::<Vec<_>>());
         client.close().await;
         echo.message
     }

@@ -60,7 +60,7 @@ pub struct AppConfig {
 }
 
 impl AppConfig {
-    fn check(&self, result: Result<(), SendError>, what: &str) {
+    pub(super) fn check(&self, result: Result<(), SendError>, what: &str) {
         if let Err(e) = result
             && self.strict
         {

@@ -213,7 +213,11 @@ impl<W: Wire> Pair<W> {
                     data: Vec::new(),
                 }),
                 Some(PeripheralEvent::StreamItem { stream, data, .. }) => {
-                    self.chat.item(stream, data);
+                    let item: Vec<u8> = data.to_vec();
+                    let held = self
+                        .chat
+                        .item(self.now, &mut self.peripheral, stream, &item);
+                    self.app.check(held, "hold a chat item");
                 }
                 Some(PeripheralEvent::ItemsEnd { stream }) => self.chat.items_end(stream),
                 Some(PeripheralEvent::Warning(w)) => self.peripheral_warnings.push(w),
@@ -229,7 +233,8 @@ impl<W: Wire> Pair<W> {
         }
         for request in requests {
             if request.name == super::chat::NAME && !self.app.hold {
-                self.chat.open(request.tid);
+                let opened = self.chat.open(self.now, &mut self.peripheral, request.tid);
+                self.app.check(opened, "open a chat");
                 continue;
             }
             self.peripheral_requests.push((

@@ -332,13 +332,13 @@ impl<W: Wire> Pair<W> {
 
     /// Items of the open `chat` stream the peripheral received and did not consume yet
     /// ([`AppConfig::hold_items`]).
-    pub fn chat_unconsumed(&self) -> u32 {
-        self.chat.unconsumed()
+    pub fn chat_unconsumed(&self) -> usize {
+        self.chat.held()
     }
 
     /// Items of `chat` streams the peripheral received, in all.
-    pub fn chat_received(&self) -> usize {
-        self.chat.received
+    pub fn chat_received(&self) -> u32 {
+        self.chat.received()
     }
 
     /// Requests the application holds.
@@ -466,7 +466,10 @@ impl<W: Wire> Pair<W> {
             self.drain_peripheral();
             self.svc
                 .pump_streams(&self.app, &mut self.peripheral, self.now);
-            self.chat.pump(&self.app, &mut self.peripheral, self.now);
+            let pumped = self
+                .chat
+                .pump(self.now, &mut self.peripheral, self.app.hold_items);
+            self.app.check(pumped, "echo a chat item");
             let mut progressed = false;
             let mut buf = vec![0u8; MAX_LONG_CONTAINER_LEN + 1024];
             let cmax = Self::max_pdu(
