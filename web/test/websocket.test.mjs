@@ -209,19 +209,38 @@ describe('WebSocket link, against blerpc serve', () => {
         up.cancel();
         const afterCancel = await demo.echo({ message: 'after cancel' });
         const parallel = await Promise.all([1, 2, 3, 4].map((i) => demo.echo({ message: `p${i}` })));
-        // A stream nobody reads fills its buffer: STREAM_OVERFLOW, and the connection goes on.
+        // A stream nobody reads for a while: the peripheral waits for the page (the streams
+        // extension's credits) instead of overflowing its 4-item buffer; every item arrives.
         const small = await pkg.connectWebSocket(url, { pinning: 'none', streamBuffer: 4 });
         const unread = small.serverStream('counter_stream', new Uint8Array([8, 100]));
         const first = await unread.next();
         await new Promise((ok) => setTimeout(ok, 300));
         const overflow = await settle((async () => {
-          for (;;) if ((await unread.next()).done) return 'ended';
+          let n = 1;
+          for (;;) {
+            if ((await unread.next()).done) return n;
+            n += 1;
+          }
+        })());
+        // Both ways under one stream: `blerpc serve`'s `chat` echoes each item as it comes.
+        const chat = conn.bidiStream('chat');
+        const echoes = [];
+        const reading = (async () => {
+          for await (const item of chat) echoes.push(Array.from(item));
+        })();
+        for (let i = 0; i < 30; i++) await chat.send(new Uint8Array([i, i, i]));
+        await chat.finish();
+        await reading;
+        // A command that is not a stream both ways is refused; the connection goes on.
+        const refused = await settle((async () => {
+          for await (const item of conn.bidiStream('echo')) void item;
+          return 'ended';
         })());
         const afterOverflow = (await new pkg.DemoClient(small).echo({ message: 'after overflow' })).message;
         small.close();
         conn.close();
         const afterClose = await settle(demo.echo({ message: 'closed' }));
-        return { unknown, tooBig, badArg, preAborted, seen, afterBreak, afterCancel, parallel: parallel.map((p) => p.message), afterClose, firstDone: first.done, overflow, afterOverflow };
+        return { unknown, tooBig, badArg, preAborted, seen, afterBreak, afterCancel, parallel: parallel.map((p) => p.message), afterClose, firstDone: first.done, overflow, afterOverflow, refused, echoes };
       },
       { url: server.url, outcome },
     );
@@ -237,7 +256,9 @@ describe('WebSocket link, against blerpc serve', () => {
     assert.deepEqual(r.parallel, ['p1', 'p2', 'p3', 'p4']);
     assert.equal(r.afterClose.code, 'CLOSED');
     assert.equal(r.firstDone, false);
-    assert.equal(r.overflow.code, 'STREAM_OVERFLOW', JSON.stringify(r.overflow));
+    assert.deepEqual(r.overflow, { ok: true, value: 100, ms: r.overflow.ms }, JSON.stringify(r.overflow));
+    assert.equal(r.refused.code, 'PEER_ERROR', JSON.stringify(r.refused));
+    assert.deepEqual(r.echoes, Array.from({ length: 30 }, (_, i) => [i, i, i]));
     assert.equal(r.afterOverflow, 'after overflow');
     console.log(`  unknown command: ${r.unknown.code} (${r.unknown.message}); echo of 300 B: ${r.tooBig.code}`);
   });

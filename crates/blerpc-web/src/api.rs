@@ -165,11 +165,16 @@ fn settings(options: &JsValue, link: &Link) -> Result<Settings, Error> {
             central.att_mtu = opt_count(options, "attMtu")?.unwrap_or(247);
         }
     }
+    let stream_buffer = opt_count(options, "streamBuffer")?.unwrap_or(1024).max(1);
+    // A stream's window never exceeds what its inbox holds (the streams extension): the
+    // peripheral waits for the page instead of overflowing it.
+    let buffer = u16::try_from(stream_buffer).unwrap_or(u16::MAX);
+    central.stream_window = central.stream_window.min(buffer);
     Ok(Settings {
         central,
         trust,
         device_id,
-        stream_buffer: opt_count(options, "streamBuffer")?.unwrap_or(1024),
+        stream_buffer,
     })
 }
 
@@ -193,9 +198,10 @@ fn kind(k: u8) -> Result<CallKind, Error> {
         0 => Ok(CallKind::Unary),
         1 => Ok(CallKind::ServerStream),
         2 => Ok(CallKind::ClientStream),
+        3 => Ok(CallKind::BidiStream),
         _ => Err(Error::new(
             code::INVALID_ARGUMENT,
-            "call kind must be 0, 1 or 2",
+            "call kind must be 0, 1, 2 or 3",
         )),
     }
 }
@@ -295,7 +301,9 @@ impl Connection {
         self.inner.borrow().link().bluetooth_device()
     }
 
-    /// Starts a call (`kind`: 0 unary, 1 server stream, 2 upload); returns its ticket.
+    /// Starts a call (`kind`: 0 unary, 1 server stream, 2 upload, 3 bidirectional stream: send
+    /// items and finish as for an upload, read items as for a server stream); returns its
+    /// ticket.
     pub fn start(
         &self,
         name: &str,
@@ -318,7 +326,12 @@ impl Connection {
 
     /// The next item of a server stream, `undefined` at its end.
     pub fn next(&self, ticket: f64) -> Promise {
-        self.inner.borrow_mut().read(ticket)
+        let weak = Rc::downgrade(&self.inner);
+        let mut conn = self.inner.borrow_mut();
+        let item = conn.read(ticket);
+        // The room the read made is granted to the peripheral.
+        conn.drive(&weak);
+        item
     }
 
     /// Sends one upload item.

@@ -43,6 +43,7 @@ export interface ConnectionInfo {
 const UNARY = 0;
 const SERVER_STREAM = 1;
 const CLIENT_STREAM = 2;
+const BIDI_STREAM = 3;
 
 function cancelled(): BlerpcError {
   return new BlerpcError('CANCELLED', 'the call was cancelled');
@@ -55,6 +56,19 @@ export interface Upload {
   /** Ends the stream and resolves with the peripheral's response. */
   finish(): Promise<Uint8Array>;
   /** Cancels the upload. */
+  cancel(): void;
+}
+
+/**
+ * A bidirectional stream (`rpc Chat(stream A) returns (stream B)`) in progress: send items
+ * and finish this side's half while reading the peripheral's items (the streams extension).
+ */
+export interface BidiStream extends AsyncIterable<Uint8Array> {
+  /** Sends one item; resolves once it is queued (waits while the peripheral grants no room). */
+  send(item: Uint8Array): Promise<void>;
+  /** Ends this side's half; the peripheral's items keep coming until it ends the call. */
+  finish(): Promise<void>;
+  /** Cancels the stream. */
   cancel(): void;
 }
 
@@ -154,6 +168,39 @@ export class Connection {
       cancel: () => {
         raw.cancel(ticket);
         done();
+      },
+    };
+  }
+
+  /**
+   * A bidirectional stream of any command (needs a peripheral with the streams extension: a
+   * `blerpc` server). Leaving a `for await` over it early cancels the call.
+   */
+  bidiStream(name: string, options?: CallOptions): BidiStream {
+    const { ticket, done } = this.#start(name, new Uint8Array(0), BIDI_STREAM, options);
+    const raw = this.#raw;
+    let ended = false;
+    return {
+      send: (item) => settle(raw.send(ticket, item) as Promise<void>),
+      finish: () => settle(raw.finish(ticket) as Promise<void>),
+      cancel: () => {
+        raw.cancel(ticket);
+        done();
+      },
+      async *[Symbol.asyncIterator]() {
+        try {
+          for (;;) {
+            const item = (await settle(raw.next(ticket) as Promise<Uint8Array | undefined>));
+            if (item === undefined) {
+              ended = true;
+              return;
+            }
+            yield item;
+          }
+        } finally {
+          if (!ended) raw.cancel(ticket);
+          done();
+        }
       },
     };
   }

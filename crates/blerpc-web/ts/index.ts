@@ -13,7 +13,7 @@ import { Connection } from './connection.js';
 import { attempt, settle } from './errors.js';
 
 export { BlerpcError, type ErrorCode } from './errors.js';
-export { Connection, type CallOptions, type ConnectionInfo, type Upload } from './connection.js';
+export { Connection, type CallOptions, type ConnectionInfo, type Upload, type BidiStream } from './connection.js';
 export * from './demo.js';
 
 /** Options of both links. */

@@ -118,6 +118,11 @@ impl CallSink for Sink {
         inbox.ended = true;
         inbox.settle();
     }
+    fn room(&self) -> Option<usize> {
+        // What the page has not read yet counts against the stream's window.
+        let inbox = self.0.borrow();
+        Some(inbox.limit.saturating_sub(inbox.items.len()))
+    }
     fn fail(self, error: CentralError) {
         let mut inbox = self.0.borrow_mut();
         if inbox.error.is_none() {

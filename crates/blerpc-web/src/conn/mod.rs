@@ -218,8 +218,9 @@ impl Conn {
 
     // ----- the driver's steps ----------------------------------------------------------------
 
-    /// Connection events, transmit, idle, timer: after every input and operation.
-    fn drive(&mut self, weak: &Weak<RefCell<Conn>>) {
+    /// Connection events, transmit, idle, timer: after every input and operation (a read too:
+    /// the room it made is granted to the peripheral, the streams extension).
+    pub(crate) fn drive(&mut self, weak: &Weak<RefCell<Conn>>) {
         if self.closed.is_some() {
             return;
         }
