@@ -85,3 +85,48 @@ fn a_cancelled_read_stops_the_peripheral_sending() {
         "with {with:?}, without {without:?}"
     );
 }
+
+#[test]
+fn a_stream_carries_a_window_a_round_trip_and_both_ways_at_once() {
+    use blerpc_bench::pipeline::streams::{Mode, run};
+    use blerpc_sim::LinkParams;
+    use std::time::Duration;
+    // CI 15 ms, 20-byte items (one container each).
+    let params = LinkParams {
+        conn_interval: Duration::from_millis(15),
+        initial_interval: None,
+        ..LinkParams::default()
+    };
+    let rates = |mode, window| run(params, mode, window, 20, 3.0).unwrap();
+    // The figures docs/protocol.md quotes (`-- --nocapture`).
+    let mut up = Vec::new();
+    for w in [1u16, 2, 4, 8, 16, 32] {
+        let r = rates(Mode::Up, w);
+        eprintln!("peripheral window {w:>2}: {:.0} items/s up", r.up);
+        up.push(r.up);
+    }
+    // A small window carries one window per round trip (two intervals): flow control holds
+    // the sender to what the peripheral consumed, and costs it nothing more.
+    for (w, rate) in [(1.0, up[0]), (2.0, up[1]), (4.0, up[2])] {
+        let expected = w / 0.030;
+        assert!(
+            (rate - expected).abs() <= 0.1 * expected,
+            "window {w}: {rate} items/s"
+        );
+    }
+    let (down, both) = (rates(Mode::Down, 32), rates(Mode::Both, 32));
+    let up = up[5];
+    eprintln!(
+        "window 32: down {:.0}, up {up:.0}, both {:.0} down and {:.0} up items/s ({:.2}× and {:.2}×)",
+        down.down,
+        both.down,
+        both.up,
+        both.down / down.down,
+        both.up / up
+    );
+    assert!(
+        both.down >= 0.6 * down.down,
+        "down: {both:?} against {down:?}"
+    );
+    assert!(both.up >= 0.6 * up, "up: {both:?} against {up}");
+}

@@ -61,6 +61,7 @@ use crate::table::{Align, Table};
 
 pub mod cancel;
 pub mod firmware;
+pub mod streams;
 
 /// The most calls in flight the runtime's central holds
 /// ([`blerpc::client::MAX_CALLS_IN_FLIGHT`]).
