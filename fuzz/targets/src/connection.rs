@@ -123,6 +123,10 @@ impl WorldConfig {
             cancel: self.seed & 1 == 0,
             // The seed's bit 2 (clear): the deadline extension announced.
             deadline: self.seed & 4 == 0,
+            // The seed's bit 4 (clear): the streams extension announced; bits 6 and 7 its
+            // window.
+            streams: self.seed & 16 == 0,
+            stream_window: [32, 1, 2, 5][((self.seed >> 6) & 3) as usize],
             ..CentralConfig::default()
         }
     }
@@ -149,6 +153,10 @@ impl WorldConfig {
             cancel: self.seed & 2 == 0,
             // The seed's bit 3 (clear): the deadline extension agreed to.
             deadline: self.seed & 8 == 0,
+            // The seed's bit 5 (clear): the streams extension agreed to; bits 8 and 9 its
+            // window.
+            streams: self.seed & 32 == 0,
+            stream_window: [8, 1, 3, 300][((self.seed >> 8) & 3) as usize],
             ..PeripheralConfig::default()
         };
         (config, has_identity)
@@ -522,20 +530,24 @@ impl World {
 
     fn start_call(&mut self, kind_bits: u8, name: u8, data: Vec<u8>) {
         let deadline_ms = u64::from(name) * 10;
-        let kind = match (kind_bits % 3, self.target) {
+        let kind = match (kind_bits % 4, self.target) {
             (_, Target::TwoParty) | (0, _) => CallKind::Unary,
             (1, _) => CallKind::ServerStream,
-            _ => CallKind::ClientStream,
+            (2, _) => CallKind::ClientStream,
+            _ => CallKind::BidiStream,
         };
         // The two-party program echoes any bytes: the harness's `loop` test command (the demo
         // service's `echo` answers only an `EchoRequest` of at most 256 bytes).
         let name = if self.target == Target::TwoParty {
             "loop"
+        } else if kind == CallKind::BidiStream {
+            // The harness application's bidirectional stream (it echoes each item).
+            blerpc_sim::harness::chat::NAME
         } else {
             NAMES[usize::from(name) % NAMES.len()]
         };
         // Client streams take no request data; keep one byte now and then to hit WrongCallKind.
-        let data = if kind == CallKind::ClientStream && data.len() != 1 {
+        let data = if kind.sends_items() && data.len() != 1 {
             Vec::new()
         } else {
             stretch(data)
@@ -548,7 +560,7 @@ impl World {
             (kind_bits & 0x80 != 0).then(|| now + core::time::Duration::from_millis(deadline_ms));
         // Other bits of `kind`: start it framed (`start_call_framed`), and then now and then
         // from a buffer that is not one REQUEST command.
-        let started = match kind_bits / 3 % 4 {
+        let started = match kind_bits / 4 % 4 {
             0 => self
                 .pair
                 .central
@@ -648,7 +660,13 @@ impl World {
             Op::StartCall { kind, name, data } => self.start_call(kind, name, data),
             Op::SendStreamItem { call, data } => {
                 let id = self.call(call);
-                let _ = self.pair.central.send_stream_item(now, id, &stretch(data));
+                if data.is_empty() {
+                    // An empty item: the reader made room for `call` items instead (the
+                    // streams extension's credits).
+                    let _ = self.pair.central.grant(now, id, usize::from(call));
+                } else {
+                    let _ = self.pair.central.send_stream_item(now, id, &stretch(data));
+                }
                 self.pair.flush();
             }
             Op::FinishStream { call } => {
@@ -676,7 +694,7 @@ impl World {
             Op::PeripheralRaw { what, tid, data } => {
                 let p = &mut self.pair.peripheral;
                 let name = NAMES[usize::from(what >> 3) % NAMES.len()];
-                let _ = match what % 7 {
+                let _ = match what % 8 {
                     0 => p.respond(now, tid, name, &data),
                     1 => p.respond_error(
                         now,
@@ -687,6 +705,7 @@ impl World {
                     3 => p.send_stream_item(now, tid, name, &data),
                     4 => p.end_stream(now, tid),
                     5 => p.respond_upload(now, name, &data),
+                    7 => p.consumed(tid, u32::from(data.first().copied().unwrap_or(1))),
                     _ => p.respond_with(now, tid, name, data.len(), |d| d.copy_from_slice(&data)),
                 };
                 self.pair.flush();
