@@ -14,7 +14,10 @@ use futures_util::future::{AbortHandle, Aborted};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt as _, StreamExt};
 use std::sync::atomic::{AtomicU32, Ordering};
-use tokio::sync::{Notify, mpsc, watch};
+use std::task::{Context, Poll};
+
+use futures_util::task::AtomicWaker;
+use tokio::sync::{mpsc, watch};
 
 use super::admission::Ticket;
 use super::{
@@ -80,10 +83,44 @@ pub(super) struct BidiIn {
     stream: u8,
     /// The handler's input; `None` once the central ended its half.
     items: Option<mpsc::Sender<Bytes>>,
-    /// Items the handler took since the core was last told (it credits the central for them).
-    taken: Arc<AtomicU32>,
-    /// Woken when the handler takes one.
-    room: Arc<Notify>,
+    /// What the handler took, shared with its input.
+    room: Arc<Room>,
+}
+
+/// Items a bidirectional stream's handler took since the core was last told (it credits the
+/// central for them), and the connection task's waker. A waker, not a `Notify`: the task's
+/// wait on it is a `poll_fn` of one pointer, where a `Notify`'s future would make every
+/// connection's future larger.
+#[derive(Default)]
+pub(super) struct Room {
+    taken: AtomicU32,
+    waker: AtomicWaker,
+}
+
+impl Room {
+    /// The handler took `n` items.
+    fn took(&self, n: u32) {
+        self.taken.fetch_add(n, Ordering::Relaxed);
+        self.waker.wake();
+    }
+
+    /// Ready once the handler took something since the last [`Room::take`].
+    fn poll_taken(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.taken.load(Ordering::Relaxed) > 0 {
+            return Poll::Ready(());
+        }
+        self.waker.register(cx.waker());
+        if self.taken.load(Ordering::Relaxed) > 0 {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    /// What was taken since the last call.
+    fn take(&self) -> u32 {
+        self.taken.swap(0, Ordering::Relaxed)
+    }
 }
 
 pub(super) struct Upload {
@@ -285,7 +322,10 @@ impl Connection {
                         item = next_item(stream), if want_item && stream.is_some() => {
                             Work::Item(item)
                         }
-                        () = notified(room.as_deref()), if room.is_some() => Work::Room,
+                        () = std::future::poll_fn(|cx| match room.as_deref() {
+                            Some(room) => room.poll_taken(cx),
+                            None => Poll::Pending,
+                        }), if room.is_some() => Work::Room,
                         () = stopped, if !draining => Work::Stop,
                         () = std::future::poll_fn(|cx| ticket.poll_evicted(cx)), if evictable => {
                             Work::Evict
@@ -401,15 +441,13 @@ impl Connection {
     fn open_bidi(&mut self, tid: u8, name: String, deadline: Option<tokio::time::Instant>) {
         let window = usize::from(self.peripheral.config().stream_window.max(1));
         let (items_tx, items_rx) = mpsc::channel::<Bytes>(window);
-        let taken = Arc::new(AtomicU32::new(0));
-        let room = Arc::new(Notify::new());
+        let room = Arc::new(Room::default());
         let input: BoxStream<Bytes> = Box::pin(futures_util::stream::unfold(
-            (items_rx, taken.clone(), room.clone()),
-            |(mut rx, taken, room)| async move {
+            (items_rx, room.clone()),
+            |(mut rx, room)| async move {
                 let item = rx.recv().await?;
-                taken.fetch_add(1, Ordering::Relaxed);
-                room.notify_one();
-                Some((item, (rx, taken, room)))
+                room.took(1);
+                Some((item, (rx, room)))
             },
         ));
         let items = self.dispatch.bidi_stream(&name, input);
@@ -421,7 +459,6 @@ impl Connection {
         self.bidi = Some(BidiIn {
             stream: tid,
             items: Some(items_tx),
-            taken,
             room,
         });
     }
@@ -435,7 +472,7 @@ impl Connection {
         };
         let delivered = b.items.as_ref().is_some_and(|tx| tx.try_send(data).is_ok());
         if !delivered {
-            b.taken.fetch_add(1, Ordering::Relaxed);
+            b.room.took(1);
         }
     }
 
@@ -444,10 +481,10 @@ impl Connection {
         let Some(b) = self.bidi.as_ref() else {
             return;
         };
-        let n = b.taken.swap(0, Ordering::Relaxed);
+        let n = b.room.take();
         if n > 0 && self.peripheral.consumed(b.stream, n).is_err() {
             // A full outbox: told again on the next turn.
-            b.taken.fetch_add(n, Ordering::Relaxed);
+            b.room.took(n);
         }
     }
 
@@ -738,14 +775,6 @@ impl Connection {
     }
 }
 
-/// Completes when `room` is notified; never without one.
-async fn notified(room: Option<&Notify>) {
-    match room {
-        Some(room) => room.notified().await,
-        None => std::future::pending().await,
-    }
-}
-
 async fn next_item(stream: &mut Option<ActiveStream>) -> Option<Result<Vec<u8>, Status>> {
     match stream {
         Some(s) => s.items.next().await,
@@ -813,7 +842,7 @@ mod tests {
         let size = std::mem::size_of_val(&future);
         println!("connection {arguments} B of arguments, future {size} B");
         // The driver's state and the wait's futures (the link's flush and receive, the timer,
-        // the handlers' and the stream's) take 624 B over the arguments here; holding the
+        // the handlers' and the stream's) take 688 B over the arguments here; holding the
         // arguments twice would add all of them again.
         assert!(
             size < arguments + 700,
