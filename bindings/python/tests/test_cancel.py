@@ -90,18 +90,16 @@ async def test_cancelling_a_task_mid_stream_leaves_the_connection_usable(server:
 
 @pytest.mark.asyncio
 @bounded(20)
-async def test_a_reader_that_falls_behind_gets_stream_overflow(server: Server) -> None:
+async def test_a_reader_that_falls_behind_slows_the_stream(server: Server) -> None:
+    # The streams extension: the peripheral sends only what the reader has room for, so a
+    # reader that stops for 2 s loses nothing and overflows nothing.
     async with blerpc.connect(server.url, server.pinned()) as conn:
-        stream = conn.server_stream("counter_stream", counter_stream_request(10_000))
+        stream = conn.server_stream("counter_stream", counter_stream_request(5_000))
         first = await stream.__anext__()
         assert decode(first) == {}  # seq 0, value 0: all defaults
-        await asyncio.sleep(2)  # the rest arrives meanwhile: far more than the 1,024 buffered
-        read = 1
-        with pytest.raises(blerpc.BlerpcError.Call) as e:
-            async for _ in stream:
-                read += 1
-        assert e.value.code == "STREAM_OVERFLOW"
-        assert read <= 1 + 1025
+        await asyncio.sleep(2)
+        seqs = [decode(item).get(1, 0) async for item in stream]
+        assert seqs == list(range(1, 5_000))
         assert await echo(conn, "after") == "after"
 
 

@@ -35,9 +35,10 @@ impl ResponseStream {
 #[uniffi::export(async_runtime = "tokio")]
 impl ResponseStream {
     /// The next response's protobuf bytes, or none once the peripheral has ended the stream
-    /// (and after [`ResponseStream::cancel`]). A failure ends the stream: `STREAM_OVERFLOW`
-    /// if more items arrived than were read in time, `TIMEOUT` if the peripheral went
-    /// quiet, `PEER_ERROR` if it refused.
+    /// (and after [`ResponseStream::cancel`]). A failure ends the stream: `TIMEOUT` if the
+    /// peripheral went quiet, `PEER_ERROR` if it refused, and from a peripheral without the
+    /// streams extension `STREAM_OVERFLOW` if more items arrived than were read in time (one
+    /// with it sends only what the reader has room for).
     pub async fn next(&self) -> Result<Option<Vec<u8>>, BlerpcError> {
         let mut slot = self.inner.lock().await;
         let Some(stream) = slot.as_mut() else {

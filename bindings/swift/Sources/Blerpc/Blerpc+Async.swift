@@ -66,7 +66,8 @@ extension Connection {
 
     /// A peripheral→central stream: `for try await item in conn.serverStream(...)`. The call
     /// starts on the first iteration; items are pulled one at a time (the core's stream
-    /// backlog bounds what waits, and a reader too slow gets `STREAM_OVERFLOW`). Cancelling
+    /// backlog bounds what waits: a peripheral with the streams extension sends only what it
+    /// has room for, one without fails a reader too slow with `STREAM_OVERFLOW`). Cancelling
     /// the iterating Task, or dropping the stream, cancels it in the core and tells the
     /// peripheral.
     public func serverStream(_ command: String, _ request: Data) -> AsyncThrowingStream<Data, Error> {

@@ -72,8 +72,10 @@ class Connection internal constructor(private val raw: dev.blerpc.ffi.Connection
 
     /**
      * A peripheral→central stream: a cold flow, each collection sends [request] to [command]
-     * and emits the responses' protobuf bytes until the peripheral ends the stream. A failure
-     * (`STREAM_OVERFLOW`, `TIMEOUT`, `PEER_ERROR`, the link lost) is thrown from `collect`.
+     * and emits the responses' protobuf bytes until the peripheral ends the stream (a
+     * peripheral with the streams extension sends only what the collector has room for). A
+     * failure (`TIMEOUT`, `PEER_ERROR`, the link lost; `STREAM_OVERFLOW` from a peripheral
+     * without the extension) is thrown from `collect`.
      * When collecting stops early (cancelled, `take(n)`, an exception), the stream is
      * cancelled in the core and the peripheral told.
      */

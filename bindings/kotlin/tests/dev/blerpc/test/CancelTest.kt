@@ -109,17 +109,16 @@ val cancelTests = listOf(
             assertEquals(listOf(0L, 1L), items.map { uint(decode(it), 1) })
         }
     },
-    Test("a reader that falls behind gets STREAM_OVERFLOW") {
+    Test("a reader that falls behind slows the stream") {
         withConnection { _, conn ->
-            var read = 0
-            val e = assertFailsWith<BlerpcException.Call> {
-                conn.serverStream("counter_stream", counterStreamRequest(10_000)).collect {
-                    // The rest arrives meanwhile: far more than the 1,024 buffered.
-                    if (read++ == 0) delay(2.seconds)
-                }
+            // The streams extension: the peripheral sends only what the reader has room for,
+            // so a reader that stops for 2 s loses nothing and overflows nothing.
+            var read = 0L
+            conn.serverStream("counter_stream", counterStreamRequest(5_000)).collect {
+                assertEquals(read, uint(decode(it), 1))
+                if (read++ == 0L) delay(2.seconds)
             }
-            assertEquals("STREAM_OVERFLOW", e.code)
-            assertTrue(read <= 1 + 1025, "$read")
+            assertEquals(5_000L, read)
             assertEquals("after", echo(conn, "after"))
         }
     },
