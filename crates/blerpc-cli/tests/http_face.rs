@@ -98,12 +98,21 @@ fn two_thousand_stalled_http_connections_are_closed_within_the_header_timeout() 
         p99(&baseline),
         p99(&latencies).as_secs_f64() / p99(&baseline).as_secs_f64()
     );
-    let metrics = http::get(&legit, "/metrics", Some(TOKEN)).text();
-    let timeouts: u64 = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(r#"blerpc_gateway_http_timeouts_total{reason="head"} "#))
-        .unwrap()
-        .parse()
-        .unwrap();
+    // The count follows the close (a connection is counted as its task ends, which may be
+    // just after the peer saw it closed): read it until it is there, for at most 2 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let timeouts = loop {
+        let metrics = http::get(&legit, "/metrics", Some(TOKEN)).text();
+        let timeouts: u64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(r#"blerpc_gateway_http_timeouts_total{reason="head"} "#))
+            .unwrap()
+            .parse()
+            .unwrap();
+        if timeouts >= 2000 || std::time::Instant::now() >= deadline {
+            break timeouts;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert!(timeouts >= 2000, "{timeouts} timeouts counted");
 }
