@@ -76,7 +76,7 @@ impl Pair {
     }
 
     /// A connected, encrypted pair; with `streams` the central announces the streams
-    /// extension with a window of [`STREAM_WINDOW`] items.
+    /// extension with a window of 4 items.
     pub fn connect_with(streams: bool) -> Result<Pair, Fail> {
         let now = Instant::from_millis(0);
         let identity = RustCrypto
@@ -538,6 +538,9 @@ pub fn run(tally: &mut Tally, log: &mut dyn FnMut(Note<'_>)) -> Option<Pair> {
     Some(pair)
 }
 
+/// One check on a connected pair.
+type Check = fn(&mut Pair) -> Result<(), Fail>;
+
 /// The streams extension on the firmware's connection: a chat both ways, a credited stream,
 /// and the session usable after them.
 fn streams(tally: &mut Tally, log: &mut dyn FnMut(Note<'_>)) {
@@ -549,7 +552,7 @@ fn streams(tally: &mut Tally, log: &mut dyn FnMut(Note<'_>)) {
             return;
         }
     };
-    let checks: [(&str, fn(&mut Pair) -> Result<(), Fail>); 3] = [
+    let checks: [(&str, Check); 3] = [
         ("chat of 20 items", |p| p.chat(20)),
         ("credited counter_stream of 100", |p| {
             p.credited_counter_stream(100)
