@@ -37,8 +37,9 @@
 //! - Only containers in the controller when an event starts go out in it, so a peripheral
 //!   cannot answer in the event in which the request arrived, and a sequential
 //!   request/response costs two events (≈ 30 ms at CI 15 ms, ≈ 60 ms at CI 30 ms, as published).
-//! - **Flow control**: each end's host queue holds [`LinkParams::queue_limit`] containers
-//!   (`LinkTx::is_full`) and so does each controller buffer (`flush` waits for room). The
+//! - **Flow control**: each end's host queue holds [`HOST_QUEUE_PDUS`] containers
+//!   (`LinkTx::is_full`; as the runtime's BLE links) and each controller buffer
+//!   [`LinkParams::queue_limit`] (`flush` waits for room). The
 //!   central's OS may get only [`LinkParams::central_writes_per_event`] writes without
 //!   response into its controller per event, and may take
 //!   [`LinkParams::central_host_delay`] to do so.
@@ -81,7 +82,7 @@ pub use ble::params::{self, DelayRange, LL_OVERHEAD, LinkParams, ParamError, Phy
 pub use ble::profile::{self, Profile};
 pub use ble::{Air, LinkStats};
 #[cfg(feature = "link")]
-pub use link::{Monitor, SimLink, SimRx, SimTx, pair, pair_with_driver};
+pub use link::{HOST_QUEUE_PDUS, Monitor, SimLink, SimRx, SimTx, pair, pair_with_driver};
 
 /// Which way a PDU travels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -145,8 +145,7 @@ pub struct LinkParams {
     /// Whether the link layer is encrypted (paired), adding a 4-byte MIC to non-empty PDUs
     /// (default off; bleRPC encrypts end to end).
     pub ll_encryption: bool,
-    /// PDUs each end queues before `is_full`, and PDUs each direction's controller buffer holds
-    /// before `flush` waits (default 20, the firmware's `CONFIG_BT_L2CAP_TX_BUF_COUNT`).
+    /// PDUs each direction's controller buffer holds before `flush` waits (default 20, the firmware's `CONFIG_BT_L2CAP_TX_BUF_COUNT`).
     pub queue_limit: usize,
     /// Probability that a packet is lost on air (CRC error), in `[0, 1)` (default 0). The link
     /// layer retransmits it in a later event, so data is delayed, never lost or reordered; the

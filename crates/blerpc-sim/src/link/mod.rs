@@ -124,6 +124,11 @@ pub fn pair(params: LinkParams) -> Result<(SimLink, SimLink), ParamError> {
     Ok((central, peripheral))
 }
 
+/// PDUs each end's host queue holds beyond its controller's buffer before `is_full`: what the
+/// runtime's BLE links keep of their own (`blerpc::link::ble::DEFAULT_QUEUE_PDUS`). Few, so that
+/// the rest waits in the core's outbox, where a CANCEL still reaches it.
+pub const HOST_QUEUE_PDUS: usize = 2;
+
 /// Like [`pair`], but returns the driver future instead of spawning it; the link moves no PDUs
 /// until it is polled (spawn it, or join it with the code under test). It ends once both
 /// directions are closed and drained, or the connection is lost.
@@ -156,7 +161,7 @@ pub fn pair_with_driver(
         tx: SimTx {
             state: state.clone(),
             dir: tx_dir,
-            queue: SendQueue::for_att_mtu(params.queue_limit, params.att_mtu),
+            queue: SendQueue::for_att_mtu(HOST_QUEUE_PDUS, params.att_mtu),
         },
         rx: SimRx {
             state: state.clone(),

@@ -55,8 +55,12 @@ pub const DEFAULT_ATT_MTU: usize = 247;
 /// The ATT MTU before any exchange (the Bluetooth default).
 pub const MIN_ATT_MTU: usize = 23;
 
-/// PDUs a BLE link queues before [`LinkTx::is_full`] asks for a flush.
-pub const DEFAULT_QUEUE_PDUS: usize = 32;
+/// PDUs a BLE link queues of its own before [`LinkTx::is_full`] asks for a flush: few, so the
+/// rest of a response waits in the core's outbox, where a CANCEL still stops it (with 2 instead
+/// of 8, a cancelled 8 KB read sends 16 containers after the drop instead of 20 on the
+/// simulated link, at the same calls/s and stream rates: `cargo test -p blerpc-bench --test
+/// pipeline -- --nocapture`, `blerpc-bench pipeline`).
+pub const DEFAULT_QUEUE_PDUS: usize = 2;
 
 /// PDUs handed to the writer task and not yet accepted by the BLE stack.
 const WRITER_DEPTH: usize = 4;
