@@ -107,7 +107,7 @@
 //! | host central, `Vec<u8>` buffers, 4 slots, idle | 2,976 |
 //!
 //! On the Cortex-M33 (32-bit) the firmware's connection is about 22.7 KB (`docs/firmware.md`
-//! has the measured figure and the whole image's RAM with its BLE stack: 62.9 KB on the
+//! has the measured figure and the whole image's RAM with its BLE stack: 63.2 KB on the
 //! nRF54L15).
 //!
 //! ## Features
