@@ -610,3 +610,53 @@ fn long_containers_are_not_held_to_the_att_mtu() {
         r.warnings
     );
 }
+
+#[test]
+fn request_fields_of_the_deadline_and_streams_extensions() {
+    // echo "hi" with 300 ms left; open bidirectional "chat" with a window of 8; an item of
+    // stream 6 (each one FIRST container of a plaintext request).
+    let r = default(&[
+        "05000010001002046563686f2c01000004000a026869",
+        "0600000a000a14046368617408000000",
+        "0700000b000b0804636861740602000a00",
+    ]);
+    assert!(r.ok && r.warnings.is_empty(), "{r:#?}");
+    let cmds: Vec<_> = r
+        .messages
+        .iter()
+        .map(|m| m.command.as_ref().unwrap())
+        .collect();
+    assert_eq!(
+        (
+            cmds[0].name.as_str(),
+            cmds[0].deadline_ms,
+            cmds[0].data_hex.as_str()
+        ),
+        ("echo", Some(300), "0a026869")
+    );
+    assert_eq!(
+        (
+            cmds[1].name.as_str(),
+            cmds[1].window,
+            cmds[1].bidi,
+            cmds[1].data_len
+        ),
+        ("chat", Some(8), true, 0)
+    );
+    assert_eq!(
+        (cmds[2].stream, cmds[2].window, cmds[2].data_hex.as_str()),
+        (Some(6), None, "0a00")
+    );
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(v["messages"][1]["command"]["window"], json!(8));
+    assert_eq!(v["messages"][1]["command"]["bidi"], json!(true));
+    assert_eq!(v["messages"][2]["command"]["stream"], json!(6));
+    assert!(
+        v["messages"][0]["command"].get("bidi").is_none(),
+        "absent when false"
+    );
+    let text = blerpc_dissect::text::render(&r, false);
+    for shown in ["deadline=300ms", "open=bidi window=8", "item_of=6"] {
+        assert!(text.contains(shown), "{shown}: {text}");
+    }
+}
