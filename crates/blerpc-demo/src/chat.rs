@@ -90,24 +90,13 @@ impl<const N: usize, const LEN: usize> ChatEcho<N, LEN> {
         Ok(())
     }
 
-    /// An item of stream `stream` arrived: held for its echo. One that does not fit (longer
-    /// than `LEN`, or beyond `N` held) ends the stream with an error.
-    pub fn item<P, R, A, O, const SLOTS: usize>(
-        &mut self,
-        now: Instant,
-        p: &mut Peripheral<P, R, A, O, SLOTS>,
-        stream: u8,
-        data: &[u8],
-    ) -> Result<(), SendError>
-    where
-        P: CryptoProvider,
-        P::Identity: Clone,
-        R: CryptoRngCore,
-        A: Buffer + Default,
-        O: Buffer + Default,
-    {
+    /// An item of stream `stream` arrived: copied out of the event (which borrows the
+    /// peripheral) to wait for its echo. One that does not fit (longer than `LEN`, or beyond
+    /// `N` held) ends the stream here: the caller answers the stream with the code returned
+    /// (`Peripheral::respond_error(now, stream, code)`).
+    pub fn item(&mut self, stream: u8, data: &[u8]) -> Option<ErrorCode> {
         if self.stream != Some(stream) {
-            return Ok(());
+            return None;
         }
         self.received = self.received.saturating_add(1);
         let slot = (self.head + self.len) % N.max(1);
@@ -118,16 +107,15 @@ impl<const N: usize, const LEN: usize> ChatEcho<N, LEN> {
                 }
                 *len = data.len();
                 self.len += 1;
-                Ok(())
+                None
             }
             _ => {
-                let code = if data.len() > LEN {
+                self.stream = None;
+                Some(if data.len() > LEN {
                     ErrorCode::RequestTooLarge
                 } else {
                     ErrorCode::StreamLimit
-                };
-                self.stream = None;
-                p.respond_error(now, stream, code)
+                })
             }
         }
     }

@@ -182,19 +182,9 @@ where
                     continue;
                 }
                 Some(PeripheralEvent::StreamItem { stream, data, .. }) => {
-                    // Copied out of the reassembly buffer, which the next event reuses.
-                    let mut item = [0u8; CHAT_ITEM_BYTES];
-                    let len = data.len();
-                    if let Some(dst) = item.get_mut(..len) {
-                        dst.copy_from_slice(data);
+                    if let Some(code) = self.chat.item(stream, data) {
+                        let _ = self.peripheral.respond_error(now, stream, code);
                     }
-                    let item = if len <= CHAT_ITEM_BYTES {
-                        item.get(..len).unwrap_or(&[])
-                    } else {
-                        // Too long to hold: `item` refuses it by its length.
-                        &[0u8; CHAT_ITEM_BYTES + 1][..]
-                    };
-                    let _ = self.chat.item(now, &mut self.peripheral, stream, item);
                     continue;
                 }
                 Some(PeripheralEvent::ItemsEnd { stream }) => {

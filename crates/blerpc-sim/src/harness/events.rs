@@ -213,11 +213,10 @@ impl<W: Wire> Pair<W> {
                     data: Vec::new(),
                 }),
                 Some(PeripheralEvent::StreamItem { stream, data, .. }) => {
-                    let item: Vec<u8> = data.to_vec();
-                    let held = self
-                        .chat
-                        .item(self.now, &mut self.peripheral, stream, &item);
-                    self.app.check(held, "hold a chat item");
+                    if let Some(code) = self.chat.item(stream, data) {
+                        let ended = self.peripheral.respond_error(self.now, stream, code);
+                        self.app.check(ended, "end a chat that overflowed");
+                    }
                 }
                 Some(PeripheralEvent::ItemsEnd { stream }) => self.chat.items_end(stream),
                 Some(PeripheralEvent::Warning(w)) => self.peripheral_warnings.push(w),
