@@ -21,7 +21,7 @@ pub use event::{PeripheralCloseReason, PeripheralEvent};
 
 use rand_core::CryptoRngCore;
 
-use super::endpoint::{Endpoint, ReassemblyDeadline, TidSet};
+use super::endpoint::{Endpoint, MsgRef, ReassemblyDeadline, TidSet};
 use super::outbox::STEP2_CONTROL_PAYLOAD;
 use super::{ConfigError, EventQueueFull, check_att_mtu, check_large_limit};
 use crate::Instant;
@@ -412,13 +412,7 @@ where
                 msg,
                 deadline,
             } => {
-                let all = self.ep.message(msg);
-                let name_start = name_start as usize;
-                let name = all
-                    .get(name_start..name_start + usize::from(name_len))
-                    .and_then(|n| core::str::from_utf8(n).ok())
-                    .unwrap_or("");
-                let data = all.get(msg.range()).unwrap_or(&[]);
+                let (name, data) = self.name_and_data(name_start, name_len, msg);
                 PeripheralEvent::Request {
                     tid,
                     name,
@@ -433,13 +427,7 @@ where
                 name_len,
                 msg,
             } => {
-                let all = self.ep.message(msg);
-                let name_start = name_start as usize;
-                let name = all
-                    .get(name_start..name_start + usize::from(name_len))
-                    .and_then(|n| core::str::from_utf8(n).ok())
-                    .unwrap_or("");
-                let data = all.get(msg.range()).unwrap_or(&[]);
+                let (name, data) = self.name_and_data(name_start, name_len, msg);
                 PeripheralEvent::StreamItem {
                     tid,
                     stream,
@@ -470,6 +458,18 @@ where
             .into_iter()
             .flatten()
             .min()
+    }
+
+    /// The command name (at `name_start`, `name_len` bytes) and the data of the request held
+    /// at `msg` in its reassembly slot.
+    fn name_and_data(&self, name_start: u32, name_len: u8, msg: MsgRef) -> (&str, &[u8]) {
+        let all = self.ep.message(msg);
+        let name_start = name_start as usize;
+        let name = all
+            .get(name_start..name_start + usize::from(name_len))
+            .and_then(|n| core::str::from_utf8(n).ok())
+            .unwrap_or("");
+        (name, all.get(msg.range()).unwrap_or(&[]))
     }
 
     fn push(&mut self, record: Record) {
