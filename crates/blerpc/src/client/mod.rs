@@ -718,26 +718,37 @@ pub struct BidiSender {
 impl BidiSender {
     /// As [`BidiStream::send`].
     pub async fn send(&self, item: Vec<u8>) -> Result<(), Error> {
-        let (reply, rx) = oneshot::channel();
-        let cmd = Cmd::Item(Box::new(Item {
-            call: self.call,
-            data: item,
-            reply: Reply(reply),
-        }));
-        self.cmds.send(cmd).await.map_err(|_| Error::CLOSED)?;
-        rx.await.map_err(|_| Error::CLOSED)?
+        queue_item(&self.cmds, self.call, item).await
     }
 
     /// As [`BidiStream::finish`].
     pub async fn finish(&self) -> Result<(), Error> {
-        let (reply, rx) = oneshot::channel();
-        let cmd = Cmd::Finish(Box::new(Finish {
-            call: self.call,
-            reply: Reply(reply),
-        }));
-        self.cmds.send(cmd).await.map_err(|_| Error::CLOSED)?;
-        rx.await.map_err(|_| Error::CLOSED)?
+        queue_finish(&self.cmds, self.call).await
     }
+}
+
+/// Sends one item of stream `call` (an upload's or a bidirectional stream's) through the
+/// connection task; completes once it is queued for the link.
+async fn queue_item(cmds: &mpsc::Sender<Cmd>, call: Ticket, data: Vec<u8>) -> Result<(), Error> {
+    let (reply, rx) = oneshot::channel();
+    let cmd = Cmd::Item(Box::new(Item {
+        call,
+        data,
+        reply: Reply(reply),
+    }));
+    cmds.send(cmd).await.map_err(|_| Error::CLOSED)?;
+    rx.await.map_err(|_| Error::CLOSED)?
+}
+
+/// Ends this side of stream `call` (STREAM_END_C2P); completes once it is queued for the link.
+async fn queue_finish(cmds: &mpsc::Sender<Cmd>, call: Ticket) -> Result<(), Error> {
+    let (reply, rx) = oneshot::channel();
+    let cmd = Cmd::Finish(Box::new(Finish {
+        call,
+        reply: Reply(reply),
+    }));
+    cmds.send(cmd).await.map_err(|_| Error::CLOSED)?;
+    rx.await.map_err(|_| Error::CLOSED)?
 }
 
 impl futures_core::Stream for BidiStream {
@@ -759,14 +770,7 @@ pub struct Upload {
 impl Upload {
     /// Sends one item (protobuf bytes). Waits while the link is congested.
     pub async fn send(&mut self, item: Vec<u8>) -> Result<(), Error> {
-        let (reply, rx) = oneshot::channel();
-        let cmd = Cmd::Item(Box::new(Item {
-            call: self.call,
-            data: item,
-            reply: Reply(reply),
-        }));
-        self.cmds.send(cmd).await.map_err(|_| Error::CLOSED)?;
-        match rx.await.map_err(|_| Error::CLOSED)? {
+        match queue_item(&self.cmds, self.call, item).await {
             Ok(()) => Ok(()),
             // The call already failed (e.g. the peripheral refused an item): report why.
             Err(e) if e.call_error() == Some(CallError::UnknownCall) => Err(self.failure().await),
@@ -786,13 +790,7 @@ impl Upload {
 
     /// Ends the stream and returns the peripheral's final response.
     pub async fn finish(mut self) -> Result<Vec<u8>, Error> {
-        let (reply, rx) = oneshot::channel();
-        let cmd = Cmd::Finish(Box::new(Finish {
-            call: self.call,
-            reply: Reply(reply),
-        }));
-        self.cmds.send(cmd).await.map_err(|_| Error::CLOSED)?;
-        if let Err(e) = rx.await.map_err(|_| Error::CLOSED)? {
+        if let Err(e) = queue_finish(&self.cmds, self.call).await {
             return Err(if e.call_error() == Some(CallError::UnknownCall) {
                 self.failure().await
             } else {
