@@ -8,29 +8,11 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use blerpc::client::PinPolicy;
-use blerpc::link::mem;
 use blerpc::{Client, ClientConfig};
 use blerpc_proto::connection::CallError;
 use common::*;
 use futures_util::StreamExt;
 use tokio::time::Instant;
-
-async fn connect(config: ClientConfig) -> Client {
-    let server = server(true);
-    let key = server.identity_public().unwrap();
-    let (a, b) = mem::pair(247);
-    tokio::spawn(async move { server.serve_link(b).await });
-    Client::connect(
-        a,
-        ClientConfig {
-            pinning: PinPolicy::Trust(key),
-            ..config
-        },
-    )
-    .await
-    .unwrap()
-}
 
 fn millis(reply: &[u8]) -> Option<u32> {
     Some(u32::from_le_bytes(reply.try_into().ok()?))
@@ -52,7 +34,7 @@ async fn left_of(client: &Client, ms: u64) -> Option<u32> {
 
 #[tokio::test]
 async fn a_handler_sees_the_time_its_central_still_waits() {
-    let client = connect(ClientConfig::default()).await;
+    let client = connect_to_server(ClientConfig::default()).await;
     assert!(client.info().capabilities.is_some());
     let left = left_of(&client, 800).await.expect("a deadline");
     assert!((500..=800).contains(&left), "{left} ms");
@@ -66,7 +48,7 @@ async fn a_handler_past_its_deadline_is_stopped_and_the_connection_goes_on() {
     // No CANCEL: the deadline alone stops the handler.
     let mut config = ClientConfig::default();
     config.central.cancel = false;
-    let client = connect(config).await;
+    let client = connect_to_server(config).await;
     let before = HANG_DROPPED.load(Ordering::SeqCst);
     let started = Instant::now();
     let err = client
@@ -94,7 +76,7 @@ async fn a_stream_past_its_deadline_is_stopped_and_the_next_one_starts() {
     // (the endless stream would otherwise hold the next one).
     let mut config = ClientConfig::default();
     config.central.cancel = false;
-    let client = connect(config).await;
+    let client = connect_to_server(config).await;
     let started = Instant::now();
     let mut ticks = client
         .server_stream_until(
@@ -136,6 +118,6 @@ async fn a_stream_past_its_deadline_is_stopped_and_the_next_one_starts() {
 async fn without_the_extension_a_handler_sees_no_deadline() {
     let mut config = ClientConfig::default();
     config.central.deadline = false;
-    let client = connect(config).await;
+    let client = connect_to_server(config).await;
     assert_eq!(left_of(&client, 800).await, None);
 }

@@ -6,31 +6,13 @@ mod common;
 
 use std::time::Duration;
 
-use blerpc::client::PinPolicy;
-use blerpc::link::mem;
-use blerpc::{Client, ClientConfig};
+use blerpc::ClientConfig;
 use common::*;
 use futures_util::StreamExt;
 
-async fn connect(config: ClientConfig) -> Client {
-    let server = server(true);
-    let key = server.identity_public().unwrap();
-    let (a, b) = mem::pair(247);
-    tokio::spawn(async move { server.serve_link(b).await });
-    Client::connect(
-        a,
-        ClientConfig {
-            pinning: PinPolicy::Trust(key),
-            ..config
-        },
-    )
-    .await
-    .unwrap()
-}
-
 #[tokio::test]
 async fn a_chat_interleaves_items_both_ways() {
-    let client = connect(ClientConfig::default()).await;
+    let client = connect_to_server(ClientConfig::default()).await;
     let mut chat = client.bidi_stream("chat").await.unwrap();
     // Each echo comes back before the next item goes: both ways at once, under one stream.
     for i in 0..50u32 {
@@ -78,7 +60,7 @@ async fn a_slow_reader_slows_a_server_stream_instead_of_failing_it() {
         stream_buffer: 8,
         ..ClientConfig::default()
     };
-    let client = connect(config).await;
+    let client = connect_to_server(config).await;
     let mut items = client
         .server_stream("counter_stream", counter_stream_req(2_000))
         .await
@@ -102,7 +84,7 @@ async fn without_the_extension_the_classic_stream_overflows_a_slow_reader() {
         ..ClientConfig::default()
     };
     config.central.streams = false;
-    let client = connect(config).await;
+    let client = connect_to_server(config).await;
     let err = client.bidi_stream("chat").await.unwrap_err();
     assert!(format!("{err}").contains("streams extension"), "{err}");
     let mut items = client

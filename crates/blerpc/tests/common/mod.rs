@@ -11,6 +11,24 @@ pub const SEED: [u8; 32] = [0x42; 32];
 
 pub use blerpc_sim::harness::msg::*;
 
+/// A client of a fresh encrypted [`server`] over an in-memory link (MTU 247), its key trusted,
+/// with `config` otherwise.
+pub async fn connect_to_server(config: ClientConfig) -> blerpc::Client {
+    let server = server(true);
+    let key = server.identity_public().unwrap();
+    let (a, b) = blerpc::link::mem::pair(247);
+    tokio::spawn(async move { server.serve_link(b).await });
+    blerpc::Client::connect(
+        a,
+        ClientConfig {
+            pinning: PinPolicy::Trust(key),
+            ..config
+        },
+    )
+    .await
+    .unwrap()
+}
+
 /// echo (returns the request), flash_read (a synthetic image), data_write (counts bytes),
 /// counter_stream (count items), counter_upload (counts items).
 pub struct Demo;
