@@ -180,7 +180,7 @@ impl<const N: usize, const LEN: usize> ChatEcho<N, LEN> {
                 Ok(()) => {
                     self.head = (self.head + 1) % N.max(1);
                     self.len -= 1;
-                    p.consumed(stream, 1)?;
+                    p.consumed(now, stream, 1)?;
                 }
                 Err(SendError::NoCredit | SendError::OutboxFull { .. }) => return Ok(()),
                 Err(e) => {

@@ -705,7 +705,7 @@ impl World {
                     3 => p.send_stream_item(now, tid, name, &data),
                     4 => p.end_stream(now, tid),
                     5 => p.respond_upload(now, name, &data),
-                    7 => p.consumed(tid, u32::from(data.first().copied().unwrap_or(1))),
+                    7 => p.consumed(now, tid, u32::from(data.first().copied().unwrap_or(1))),
                     _ => p.respond_with(now, tid, name, data.len(), |d| d.copy_from_slice(&data)),
                 };
                 self.pair.flush();

@@ -96,15 +96,40 @@ impl Dispatch for Items {
     }
 }
 
-/// Runs `mode` on a link with `params` for `seconds` of link time, the peripheral's window
-/// `window` items, items of `item_len` bytes.
-pub fn run(
-    params: LinkParams,
-    mode: Mode,
-    window: u16,
-    item_len: usize,
-    seconds: f64,
-) -> anyhow::Result<Rates> {
+/// One measured case.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Case {
+    /// Which way items flow.
+    pub mode: Mode,
+    /// Each side's window (`stream_window` of the central and the peripheral), in items.
+    pub window: u16,
+    /// Each item's bytes.
+    pub item_len: usize,
+    /// Both sides' `credit_delay`: `None` grants only half a window at a time.
+    pub credit_delay: Option<Duration>,
+}
+
+impl Case {
+    /// `mode` with `window` both ways, `item_len`-byte items and the cores' default
+    /// `credit_delay`.
+    pub fn new(mode: Mode, window: u16, item_len: usize) -> Self {
+        Case {
+            mode,
+            window,
+            item_len,
+            credit_delay: blerpc_proto::connection::PeripheralConfig::default().credit_delay,
+        }
+    }
+}
+
+/// Runs `case` on a link with `params` for `seconds` of link time.
+pub fn run(params: LinkParams, case: Case, seconds: f64) -> anyhow::Result<Rates> {
+    let Case {
+        mode,
+        window,
+        item_len,
+        credit_delay,
+    } = case;
     let rt = crate::ble::paused_runtime()?;
     rt.block_on(async {
         let mut server_config = ServerConfig {
@@ -112,14 +137,17 @@ pub fn run(
             ..ServerConfig::default()
         };
         server_config.peripheral.stream_window = window;
+        server_config.peripheral.credit_delay = credit_delay;
         let server = Server::new(Items { item_len }, server_config)?;
         let key = server.identity_public().context("no identity")?;
         let (central, link) = blerpc_sim::pair(params)?;
         tokio::spawn(async move { server.serve_link(link).await });
-        let config = ClientConfig {
+        let mut config = ClientConfig {
             pinning: PinPolicy::Trust(key),
             ..ClientConfig::default()
         };
+        config.central.stream_window = window;
+        config.central.credit_delay = credit_delay;
         let client = Client::connect(central, config)
             .await
             .context("connecting over the simulated link")?;

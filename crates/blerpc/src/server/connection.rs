@@ -281,11 +281,11 @@ impl Connection {
                 }
             });
             loop {
+                let (t, now) = d.now();
+                self.now = now;
                 self.drain_events();
                 self.report_taken();
                 self.flush_ready();
-                let (t, now) = d.now();
-                self.now = now;
                 d.drive_transmit(&mut self, now)?;
                 let busy = !self.pending.is_empty()
                     || self.stream.is_some()
@@ -482,7 +482,7 @@ impl Connection {
             return;
         };
         let n = b.room.take();
-        if n > 0 && self.peripheral.consumed(b.stream, n).is_err() {
+        if n > 0 && self.peripheral.consumed(self.now, b.stream, n).is_err() {
             // A full outbox: told again on the next turn.
             b.room.took(n);
         }

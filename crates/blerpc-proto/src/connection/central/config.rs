@@ -142,6 +142,13 @@ pub struct CentralConfig {
     /// streams extension; at least 1): the window a stream's open request announces. Default
     /// 32.
     pub stream_window: u16,
+    /// How long room made for fewer than half the window waits before it is granted (the
+    /// streams extension): the items of one BLE connection event are credited in one CREDIT,
+    /// and a remainder never waits for more items to arrive (which would cost a window a
+    /// round trip). Keep it well under the connection interval. `None`: room is granted only
+    /// half a window at a time (or when the peripheral's credits ran out), which saves a
+    /// CREDIT an event where data flows both ways at the link's rate. Default 2 ms.
+    pub credit_delay: Option<Duration>,
 }
 
 impl Default for CentralConfig {
@@ -170,6 +177,7 @@ impl Default for CentralConfig {
             deadline: false,
             streams: false,
             stream_window: 32,
+            credit_delay: Some(Duration::from_millis(2)),
         }
     }
 }

@@ -269,6 +269,7 @@ where
         }
         self.ep.expire_partials(now);
         self.handle_call_timeouts(now);
+        self.grant_due(now);
     }
 
     // ----- outputs ---------------------------------------------------------------------------
@@ -311,6 +312,7 @@ where
             self.state.deadline(),
             self.next_call_deadline(),
             self.ep.next_partial_deadline(),
+            self.next_grant_deadline(),
         ]
         .into_iter()
         .flatten()

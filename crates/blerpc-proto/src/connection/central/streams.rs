@@ -41,6 +41,8 @@ pub(crate) struct Flow {
     pub(super) stream: Option<u8>,
     /// Bidirectional: items this side may still send.
     credits: u32,
+    /// Room made for fewer than half the window: the credits granted at the instant.
+    due: Option<(Instant, u32)>,
 }
 
 impl Flow {
@@ -76,14 +78,26 @@ where
         c.flow.stream.map(|_| c.flow.credits)
     }
 
-    /// The application has room for `room` more items of stream `call` (the streams extension):
-    /// the peripheral is granted what that adds to its credits, once it is at least half the
-    /// window (or its credits ran out), in a CREDIT control queued behind this side's data.
-    /// Nothing for a call without flow control, or one not answering yet.
+    /// The application has room for `room` more items of stream `call` (the streams extension)
+    /// at `now`: the peripheral is granted what that adds to its credits in a CREDIT control
+    /// queued behind this side's data, at once when it is at least half the window (or the
+    /// peripheral's credits ran out), otherwise
+    /// [`CentralConfig::credit_delay`](super::CentralConfig::credit_delay) later
+    /// ([`Central::poll_timeout`] names the instant), so the items of one connection event
+    /// are credited together and a remainder never waits for more items (with no delay
+    /// configured, it waits). Nothing for a call
+    /// without flow control, or one not answering yet.
     pub fn grant(&mut self, now: Instant, call: CallId, room: usize) -> Result<(), CallError> {
-        let _ = now;
         let window = u32::from(self.config.stream_window.max(1));
-        let Some(c) = self.calls.iter_mut().flatten().find(|c| c.id == call) else {
+        let delay = self.config.credit_delay;
+        let Some(idx) = self
+            .calls
+            .iter()
+            .position(|c| c.as_ref().is_some_and(|c| c.id == call))
+        else {
+            return Err(CallError::UnknownCall);
+        };
+        let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
             return Err(CallError::UnknownCall);
         };
         if !c.flow.credited || !c.answering() {
@@ -91,25 +105,77 @@ where
         }
         let target = u32::try_from(room).unwrap_or(u32::MAX).min(window);
         let add = target.saturating_sub(c.flow.granted);
-        if add == 0 || (add < (window / 2).max(1) && c.flow.granted > 0) {
+        if add == 0 {
+            return Ok(());
+        }
+        if add < (window / 2).max(1) && c.flow.granted > 0 {
+            // Items that arrive meanwhile use room and credits alike: `add` stays within room.
+            if let Some(delay) = delay {
+                let at = c.flow.due.map_or(now.saturating_add(delay), |(at, _)| at);
+                c.flow.due = Some((at, add));
+            }
+            return Ok(());
+        }
+        self.send_grant(idx, add)
+    }
+
+    // ----- internals -------------------------------------------------------------------------
+
+    /// When the earliest remainder of room is due to the peripheral.
+    pub(super) fn next_grant_deadline(&self) -> Option<Instant> {
+        self.calls
+            .iter()
+            .flatten()
+            .filter_map(|c| c.flow.due.map(|(at, _)| at))
+            .min()
+    }
+
+    /// Grants each remainder of room whose instant passed; a full outbox tries again a delay
+    /// later.
+    pub(super) fn grant_due(&mut self, now: Instant) {
+        let retry = self.config.credit_delay.unwrap_or_default();
+        for idx in 0..self.calls.len() {
+            let due = self
+                .calls
+                .get(idx)
+                .and_then(Option::as_ref)
+                .and_then(|c| c.flow.due)
+                .filter(|(at, _)| *at <= now);
+            if let Some((_, add)) = due
+                && self.send_grant(idx, add).is_err()
+                && let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut)
+            {
+                c.flow.due = Some((now.saturating_add(retry), add));
+            }
+        }
+    }
+
+    /// Queues a CREDIT of `add` items for call `idx`'s stream.
+    fn send_grant(&mut self, idx: usize, add: u32) -> Result<(), CallError> {
+        let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
+            return Ok(());
+        };
+        c.flow.due = None;
+        if !c.answering() {
             return Ok(());
         }
         let add = u16::try_from(add).unwrap_or(u16::MAX);
         let [lo, hi] = add.to_le_bytes();
+        let stream = c.tid;
         let tid = self.ep.next_tid;
         self.ep
             .outbox
-            .push_control(tid, ControlCmd::Credit, &[c.tid, lo, hi])
+            .push_control(tid, ControlCmd::Credit, &[stream, lo, hi])
             .map_err(|f| CallError::OutboxFull {
                 needed: f.needed,
                 free: f.free,
             })?;
         self.ep.next_tid = tid.wrapping_add(1);
-        c.flow.granted += u32::from(add);
+        if let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) {
+            c.flow.granted += u32::from(add);
+        }
         Ok(())
     }
-
-    // ----- internals -------------------------------------------------------------------------
 
     /// The extension fields call `call`'s request carries when sent at `now`: its deadline
     /// (the deadline extension) and, for a stream with the streams extension in force, this

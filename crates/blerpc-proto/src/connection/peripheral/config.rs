@@ -111,6 +111,14 @@ pub struct PeripheralConfig {
     /// The central→peripheral items of a bidirectional stream this side holds unconsumed at
     /// most (the credits it grants; at least 1). Default 8.
     pub stream_window: u16,
+    /// How long consumed items of a bidirectional stream wait to be credited back while fewer
+    /// than half the window: the items that arrive in one BLE connection event go back in one
+    /// CREDIT (a CREDIT per item would take a packet from the peripheral's side each; one per
+    /// half window alone leaves a remainder waiting a round trip, which cost a window of 8 a
+    /// third of its rate). Keep it well under the connection interval. `None`: consumed items
+    /// are credited only half a window at a time, which saves a CREDIT an event where data
+    /// flows both ways at the link's rate. Default 2 ms.
+    pub credit_delay: Option<Duration>,
     /// Announce [`CapabilityFlags::RELAY`](crate::wire::capabilities::CapabilityFlags::RELAY):
     /// the application answers the device gateway's `blerpc.relay` command (it opens a relayed
     /// connection on request). Changes nothing else in the protocol. Default `false`; `blerpc
@@ -142,6 +150,7 @@ impl Default for PeripheralConfig {
             deadline: false,
             streams: false,
             stream_window: 8,
+            credit_delay: Some(Duration::from_millis(2)),
             relay: false,
         }
     }

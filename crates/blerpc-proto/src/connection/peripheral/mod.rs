@@ -381,6 +381,7 @@ where
             }
         }
         self.ep.expire_partials(now);
+        self.grant_due(now);
     }
 
     // ----- outputs ---------------------------------------------------------------------------
@@ -454,10 +455,15 @@ where
             Kx::AwaitStep3 { deadline, .. } => Some(deadline),
             _ => None,
         };
-        [kx, self.setup_deadline, self.ep.next_partial_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            kx,
+            self.setup_deadline,
+            self.ep.next_partial_deadline(),
+            self.credit_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// The command name (at `name_start`, `name_len` bytes) and the data of the request held

@@ -21,6 +21,7 @@ use crate::connection::SendError;
 use crate::connection::endpoint::MsgRef;
 use crate::connection::events::Warning;
 use crate::crypto::CryptoProvider;
+use crate::time::Instant;
 use crate::wire::command::{BIDI_FLAG, ITEM_FLAG, OPEN_FLAG};
 use crate::wire::command::{DEADLINE_FLAG, StreamOpen};
 use crate::wire::container::ControlCmd;
@@ -39,6 +40,8 @@ pub(super) struct BidiIn {
     consumed: u32,
     /// The central ended its half (STREAM_END_C2P).
     ended: bool,
+    /// When the consumed items (fewer than half the window) are credited back.
+    grant_at: Option<Instant>,
 }
 
 /// Where an arriving stream item goes.
@@ -76,23 +79,61 @@ where
     }
 
     /// The application consumed `n` items of the bidirectional stream `stream` (the items
-    /// [`PeripheralEvent::StreamItem`](super::PeripheralEvent::StreamItem) handed out): once
-    /// half the window is consumed, a CREDIT control gives the central that many back. More
-    /// than were handed out counts as all of them; an unknown stream is
-    /// [`SendError::UnknownRequest`].
-    pub fn consumed(&mut self, stream: u8, n: u32) -> Result<(), SendError> {
+    /// [`PeripheralEvent::StreamItem`](super::PeripheralEvent::StreamItem) handed out) at
+    /// `now`: a CREDIT control gives the central that many back, at once when half the window
+    /// is consumed, otherwise [`PeripheralConfig::credit_delay`](super::PeripheralConfig::credit_delay)
+    /// after the first of them (so the items of one connection event go back in one CREDIT,
+    /// and a remainder below half the window never waits for more items:
+    /// [`Peripheral::poll_timeout`] names the instant; with no delay configured, it waits). More than were handed out counts as all
+    /// of them; an unknown stream is [`SendError::UnknownRequest`].
+    pub fn consumed(&mut self, now: Instant, stream: u8, n: u32) -> Result<(), SendError> {
         self.check_open()?;
         let window = u32::from(self.config.stream_window.max(1));
+        let delay = self.config.credit_delay;
         let Some(b) = self.bidi.as_mut().filter(|b| b.stream == stream) else {
             return Err(SendError::UnknownRequest);
         };
         let n = n.min(b.unconsumed);
         b.unconsumed -= n;
         b.consumed += n;
-        if b.ended || b.consumed < (window / 2).max(1) {
+        if b.ended || b.consumed == 0 {
             return Ok(());
         }
-        let grant = u16::try_from(b.consumed).unwrap_or(u16::MAX);
+        if b.consumed < (window / 2).max(1) {
+            if let Some(delay) = delay {
+                b.grant_at.get_or_insert(now.saturating_add(delay));
+            }
+            return Ok(());
+        }
+        self.grant()
+    }
+
+    /// When the consumed remainder of the open bidirectional stream is due to the central.
+    pub(super) fn credit_deadline(&self) -> Option<Instant> {
+        self.bidi.and_then(|b| b.grant_at)
+    }
+
+    /// Grants the consumed remainder once its instant passed; a full outbox tries again a
+    /// delay later.
+    pub(super) fn grant_due(&mut self, now: Instant) {
+        if self.credit_deadline().is_some_and(|at| at <= now) && self.grant().is_err() {
+            let retry = self.config.credit_delay.unwrap_or_default();
+            if let Some(b) = self.bidi.as_mut() {
+                b.grant_at = Some(now.saturating_add(retry));
+            }
+        }
+    }
+
+    /// Queues a CREDIT for every consumed item of the open bidirectional stream.
+    fn grant(&mut self) -> Result<(), SendError> {
+        let Some(b) = self.bidi.as_mut() else {
+            return Ok(());
+        };
+        b.grant_at = None;
+        if b.ended || b.consumed == 0 {
+            return Ok(());
+        }
+        let (stream, grant) = (b.stream, u16::try_from(b.consumed).unwrap_or(u16::MAX));
         let [lo, hi] = grant.to_le_bytes();
         let tid = self.ep.next_tid;
         self.ep
@@ -142,6 +183,7 @@ where
                 unconsumed: 0,
                 consumed: 0,
                 ended: false,
+                grant_at: None,
             });
             let [lo, hi] = window.to_le_bytes();
             let credit_tid = self.ep.next_tid;
@@ -245,5 +287,118 @@ where
         if pending {
             self.push(Record::Cancelled { tid: stream });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use alloc::vec::Vec;
+    use core::time::Duration;
+
+    use super::super::PeripheralEvent;
+    use super::super::tests::{T0, TestPeripheral, peripheral, sent};
+
+    /// A peripheral with the streams extension agreed and `chat` opened as a bidirectional
+    /// stream by request 5 (the peripheral's window of 8 granted).
+    fn chat_open() -> TestPeripheral {
+        chat_open_with(|_| {})
+    }
+
+    /// [`chat_open`] with the configuration tuned by `tune`.
+    fn chat_open_with(tune: impl FnOnce(&mut super::super::PeripheralConfig)) -> TestPeripheral {
+        let mut p = peripheral(false, |c| {
+            c.streams = true;
+            tune(c);
+        });
+        // CAPABILITIES announcing STREAMS (flags 0x0040).
+        p.handle_input(T0, &[0x00, 0x00, 0xd0, 0x06, 0, 0, 0, 0, 0x40, 0x00])
+            .unwrap();
+        sent(&mut p);
+        // 14 04 "chat" 0800 0000: open chat both ways, the central's window 8, no data.
+        p.handle_input(
+            T0,
+            &[
+                0x05, 0x00, 0x00, 0x0a, 0x00, 0x0a, 0x14, 0x04, b'c', b'h', b'a', b't', 0x08, 0x00,
+                0x00, 0x00,
+            ],
+        )
+        .unwrap();
+        assert!(matches!(
+            p.poll_event(),
+            Some(PeripheralEvent::Request { tid: 5, .. })
+        ));
+        // CREDIT (0xe4) [stream 5][8].
+        assert_eq!(credits(&mut p), [[0x05, 0x08, 0x00]]);
+        p
+    }
+
+    /// The CREDIT controls sent now: each one's `[stream][credits u16]`.
+    fn credits(p: &mut TestPeripheral) -> Vec<[u8; 3]> {
+        sent(p)
+            .into_iter()
+            .map(|c| {
+                assert_eq!(&c[1..4], &[0x00, 0xe4, 0x03], "a CREDIT: {c:02x?}");
+                [c[4], c[5], c[6]]
+            })
+            .collect()
+    }
+
+    /// Items `tids` of stream 5 (`08 04 "chat" 05 0100 aa`), each handed out.
+    fn items(p: &mut TestPeripheral, tids: core::ops::Range<u8>) {
+        for tid in tids {
+            p.handle_input(
+                T0,
+                &[
+                    tid, 0x00, 0x00, 0x0a, 0x00, 0x0a, 0x08, 0x04, b'c', b'h', b'a', b't', 0x05,
+                    0x01, 0x00, 0xaa,
+                ],
+            )
+            .unwrap();
+            let e = p.poll_event();
+            assert!(
+                matches!(e, Some(PeripheralEvent::StreamItem { stream: 5, .. })),
+                "{e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn half_a_window_consumed_is_credited_at_once() {
+        let mut p = chat_open();
+        items(&mut p, 6..10);
+        p.consumed(T0, 5, 4).unwrap();
+        assert_eq!(credits(&mut p), [[0x05, 0x04, 0x00]]);
+        assert_eq!(p.poll_timeout(), None, "nothing left to credit");
+    }
+
+    #[test]
+    fn a_remainder_below_half_the_window_is_credited_after_the_delay() {
+        let mut p = chat_open();
+        let delay = p.config().credit_delay.unwrap();
+        items(&mut p, 6..9);
+        p.consumed(T0, 5, 1).unwrap();
+        assert_eq!(credits(&mut p), Vec::<[u8; 3]>::new(), "1 of 8 waits");
+        assert_eq!(p.poll_timeout(), Some(T0 + delay));
+        // More consumed before the instant joins the same CREDIT; the instant does not move.
+        let later = T0 + Duration::from_millis(1);
+        p.consumed(later, 5, 2).unwrap();
+        p.handle_timeout(later);
+        assert_eq!(credits(&mut p), Vec::<[u8; 3]>::new());
+        p.handle_timeout(T0 + delay);
+        assert_eq!(credits(&mut p), [[0x05, 0x03, 0x00]]);
+        assert_eq!(p.poll_timeout(), None);
+    }
+
+    #[test]
+    fn without_a_delay_a_remainder_waits_for_half_the_window() {
+        let mut p = chat_open_with(|c| c.credit_delay = None);
+        items(&mut p, 6..10);
+        p.consumed(T0, 5, 3).unwrap();
+        assert_eq!(p.poll_timeout(), None);
+        p.handle_timeout(T0 + Duration::from_secs(1));
+        assert_eq!(credits(&mut p), Vec::<[u8; 3]>::new());
+        p.consumed(T0, 5, 1).unwrap();
+        assert_eq!(credits(&mut p), [[0x05, 0x04, 0x00]]);
     }
 }
