@@ -1,10 +1,11 @@
-//! Targets 1–5: the wire codecs, parse → emit → re-parse.
+//! The wire codecs, parse → emit → re-parse.
 
 use blerpc_proto::Direction;
 use blerpc_proto::wire::capabilities::Capabilities;
 use blerpc_proto::wire::command::Command;
 use blerpc_proto::wire::container::{Container, ContainerKind, ControlCmd, LONG_FLAG};
 use blerpc_proto::wire::control::ControlMessage;
+use blerpc_proto::wire::diagnostics::{Diagnostics, List};
 use blerpc_proto::wire::key_exchange::{KeyExchangeStep, STEP2_LEN, STEP4_LEN};
 
 use crate::input::Cursor;
@@ -196,5 +197,32 @@ pub fn capabilities_parse(data: &[u8]) {
             );
         }
         Err(_) => assert!(data.len() < 4 || (large_bit && data.len() < CAPABILITIES_LARGE_LEN)),
+    }
+}
+
+/// Diagnostics parse → emit → re-parse: every field and list entry survives (unknown fields
+/// and repeated scalars' earlier values do not, by design), and a buffer one byte short of the
+/// emitted length is an error, not a panic.
+pub fn diagnostics_parse(data: &[u8]) {
+    let Ok(d) = Diagnostics::parse(data) else {
+        return;
+    };
+    let errors: Vec<_> = d.errors().collect();
+    let unavailable: Vec<_> = d.unavailable().collect();
+    let mut out = vec![0u8; 2 * data.len() + 16];
+    let n = d.emit(&mut out).expect("room for twice the input");
+    let again = Diagnostics::parse(&out[..n]).expect("what we emit parses");
+    assert!(again.errors().eq(errors.iter().copied()));
+    assert!(again.unavailable().eq(unavailable.iter().copied()));
+    fn with_lists(x: Diagnostics<'_>) -> Diagnostics<'_> {
+        Diagnostics {
+            errors: List::Items(&[]),
+            unavailable: List::Items(&[]),
+            ..x
+        }
+    }
+    assert_eq!(with_lists(again), with_lists(d));
+    if n > 0 {
+        assert!(d.emit(&mut out[..n - 1]).is_err());
     }
 }

@@ -9,7 +9,7 @@
 //!
 //! | target | input | module |
 //! |---|---|---|
-//! | `container_parse`, `command_parse`, `key_exchange_parse`, `capabilities_parse` | raw bytes | [`codecs`] |
+//! | `container_parse`, `command_parse`, `key_exchange_parse`, `capabilities_parse`, `diagnostics_parse` | raw bytes | [`codecs`] |
 //! | `control_parse` | `[cmd][payload...]` | [`codecs`] |
 //! | `assembler` | `[max_len u16][in_flight][mtu]` then `[len][container]...` | [`assembler`] |
 //! | `handshake_central`, `handshake_peripheral` | `[mode]` then mutations or raw steps | [`handshake`] |
@@ -69,6 +69,7 @@ pub const TARGETS: &[(&str, TargetFn)] = &[
     ("command_parse", codecs::command_parse),
     ("key_exchange_parse", codecs::key_exchange_parse),
     ("capabilities_parse", codecs::capabilities_parse),
+    ("diagnostics_parse", codecs::diagnostics_parse),
     ("assembler", assembler::assembler),
     ("handshake_central", handshake::handshake_central),
     ("handshake_peripheral", handshake::handshake_peripheral),

@@ -128,6 +128,7 @@ corpus_tests!(
     control_parse,
     command_parse,
     key_exchange_parse,
+    diagnostics_parse,
     capabilities_parse,
     assembler,
     handshake_central,
@@ -412,6 +413,45 @@ fn generate_corpus() {
         "seven_bytes",
         vec![0x00, 0x01, 0x00, 0x01, 0x03, 0x80, 0x55],
     );
+    s.write();
+
+    let mut s = Seeds::new("diagnostics_parse");
+    {
+        use blerpc_proto::wire::diagnostics::{Diagnostics, Field, List};
+        let emit = |d: Diagnostics<'_>| {
+            let mut out = vec![0u8; 256];
+            let n = d.emit(&mut out).unwrap();
+            out.truncate(n);
+            out
+        };
+        s.add("empty", Vec::new());
+        s.add(
+            "tcp_server",
+            emit(Diagnostics {
+                att_mtu: Some(247),
+                uptime_ms: Some(5000),
+                version: Some("0.5.0"),
+                unavailable: List::Items(&[(Field::ConnIntervalUs, "not a BLE link")]),
+                ..Diagnostics::default()
+            }),
+        );
+        s.add(
+            "firmware",
+            emit(Diagnostics {
+                conn_interval_us: Some(15_000),
+                phy: Some(2),
+                rssi_dbm: Some(-67),
+                errors: List::Items(&[(0x02, 7), (0x04, 1)]),
+                ram_high_water: Some(63_304),
+                ..Diagnostics::default()
+            }),
+        );
+        // Unknown fields (99 varint, 21 fixed32) around att_mtu.
+        s.add(
+            "unknown_fields",
+            vec![0x98, 0x06, 0x01, 0xad, 0x01, 1, 2, 3, 4, 0x30, 0x17],
+        );
+    }
     s.write();
 
     // assembler: [max_len u16][in_flight][mtu][split chunk] then [release][container]...

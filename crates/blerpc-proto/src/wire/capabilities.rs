@@ -6,8 +6,8 @@
 //!         | max_request | max_response | flags  |      all u16 little-endian
 //!         +-------------+--------------+--------+
 //! flags: bit 0 = ENCRYPTION_SUPPORTED; blerpc-rs extensions: bit 1 = LARGE_MESSAGES,
-//!        bit 2 = LONG_CONTAINERS, bit 3 = RELAY, bit 4 = CANCEL, bit 5 = DEADLINE, bit 6 = STREAMS; bits 7..15
-//!        reserved (kept, not interpreted, named BIT_6 .. BIT_15)
+//!        bit 2 = LONG_CONTAINERS, bit 3 = RELAY, bit 4 = CANCEL, bit 5 = DEADLINE, bit 6 = STREAMS,
+//!        bit 7 = DIAGNOSTICS; bits 8..15 reserved (kept, not interpreted, named BIT_8 .. BIT_15)
 //!
 //! large-message extension (a peripheral's reply with LARGE_MESSAGES set, 14 bytes):
 //! offset  0             2              4        6                  10                 14
@@ -40,7 +40,7 @@ pub const CAPABILITIES_LARGE_LEN: usize = 14;
 /// The protocol names of the defined flag bits, indexed by bit: the one table they live in.
 /// A flag constant is declared through `CapabilityFlags::named_bit`, whose const evaluation fails
 /// (a compile error) for a bit without an entry here.
-const FLAG_NAMES: [&str; 7] = [
+const FLAG_NAMES: [&str; 8] = [
     "ENCRYPTION_SUPPORTED",
     "LARGE_MESSAGES",
     "LONG_CONTAINERS",
@@ -48,6 +48,7 @@ const FLAG_NAMES: [&str; 7] = [
     "CANCEL",
     "DEADLINE",
     "STREAMS",
+    "DIAGNOSTICS",
 ];
 
 /// The `flags` field of a CAPABILITIES payload. Unknown bits are retained.
@@ -92,6 +93,11 @@ impl CapabilityFlags {
     /// ([`ControlCmd::Credit`](crate::wire::container::ControlCmd::Credit)). In force only when
     /// both the central's request and the peripheral's reply set it.
     pub const STREAMS: Self = Self::named_bit(6);
+    /// Bit 7 (blerpc-rs extension, peripherals only): the peripheral answers
+    /// [`DIAGNOSTICS_COMMAND`](crate::wire::diagnostics::DIAGNOSTICS_COMMAND) with its
+    /// [`Diagnostics`](crate::wire::diagnostics::Diagnostics). Informational, like RELAY: a
+    /// central calls the command only on a peripheral that announced it.
+    pub const DIAGNOSTICS: Self = Self::named_bit(7);
     /// No flag set.
     pub const EMPTY: Self = CapabilityFlags(0);
 
@@ -409,6 +415,7 @@ mod tests {
             ([0x10, 0x00], CapabilityFlags::CANCEL, "CANCEL"),
             ([0x20, 0x00], CapabilityFlags::DEADLINE, "DEADLINE"),
             ([0x40, 0x00], CapabilityFlags::STREAMS, "STREAMS"),
+            ([0x80, 0x00], CapabilityFlags::DIAGNOSTICS, "DIAGNOSTICS"),
         ];
         assert_eq!(defined.len(), FLAG_NAMES.len());
         for (bit, ([lo, hi], flag, name)) in defined.into_iter().enumerate() {
@@ -442,8 +449,8 @@ mod tests {
             "ENCRYPTION_SUPPORTED|LARGE_MESSAGES|LONG_CONTAINERS|RELAY|CANCEL|DEADLINE|STREAMS"
         );
         assert_eq!(rs.flags.iter().len(), 7);
-        let odd = CapabilityFlags::from_bits_retain(0x8088);
-        assert_eq!(odd.to_string(), "RELAY|BIT_7|BIT_15");
+        let odd = CapabilityFlags::from_bits_retain(0x8108);
+        assert_eq!(odd.to_string(), "RELAY|BIT_8|BIT_15");
         assert_eq!(CapabilityFlags::EMPTY.to_string(), "");
         assert_eq!(CapabilityFlags::EMPTY.iter().next(), None);
         let all = CapabilityFlags::from_bits_retain(0xffff);

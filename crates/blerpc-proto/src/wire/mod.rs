@@ -7,6 +7,8 @@
 //! - [`error_code`]: the one-byte ERROR codes, the reference's and ours.
 //! - [`command`]: the command packet carried (after reassembly and decryption) by data containers.
 //! - [`key_exchange`]: the four KEY_EXCHANGE step payloads.
+//! - [`diagnostics`]: the diagnostics extension's message (what a peripheral says about itself
+//!   and its link).
 //!
 //! All multi-byte fields are little-endian. Parsers borrow from their input, never allocate, never
 //! panic, and report the field and byte offset that is wrong in a [`WireError`].
@@ -15,6 +17,7 @@ pub mod capabilities;
 pub mod command;
 pub mod container;
 pub mod control;
+pub mod diagnostics;
 pub mod error_code;
 pub mod key_exchange;
 

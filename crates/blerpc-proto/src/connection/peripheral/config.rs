@@ -124,6 +124,12 @@ pub struct PeripheralConfig {
     /// connection on request). Changes nothing else in the protocol. Default `false`; `blerpc
     /// serve --dial` sets it on its gateway connection.
     pub relay: bool,
+    /// Announce [`CapabilityFlags::DIAGNOSTICS`](crate::wire::capabilities::CapabilityFlags::DIAGNOSTICS):
+    /// the application answers
+    /// [`DIAGNOSTICS_COMMAND`](crate::wire::diagnostics::DIAGNOSTICS_COMMAND) with its
+    /// [`Diagnostics`](crate::wire::diagnostics::Diagnostics). Changes nothing else in the
+    /// protocol. Default `false`; the `blerpc` runtime server turns it on.
+    pub diagnostics: bool,
 }
 
 impl Default for PeripheralConfig {
@@ -152,6 +158,7 @@ impl Default for PeripheralConfig {
             stream_window: 8,
             credit_delay: Some(Duration::from_millis(2)),
             relay: false,
+            diagnostics: false,
         }
     }
 }

@@ -225,6 +225,9 @@ where
         if self.config.relay {
             flags = flags | CapabilityFlags::RELAY;
         }
+        if self.config.diagnostics {
+            flags = flags | CapabilityFlags::DIAGNOSTICS;
+        }
         Capabilities {
             max_request: u16::try_from(self.config.max_request_len).unwrap_or(u16::MAX),
             max_response: u16::try_from(self.config.max_response_len).unwrap_or(u16::MAX),
