@@ -14,7 +14,7 @@ use serde_json::json;
 fn every_capability_flag_is_named() {
     // A peripheral's reply per flag (flags u16 LE at payload bytes 4-5), then all four with two
     // reserved bits: the core's names, `BIT_n` for the bits it does not define.
-    let cases: [(&str, &[&str]); 9] = [
+    let cases: [(&str, &[&str]); 10] = [
         ("0100d0060000ffff0100", &["ENCRYPTION_SUPPORTED"]),
         ("0100d0060000ffff0200", &["LARGE_MESSAGES"]),
         ("0100d0060000ffff0400", &["LONG_CONTAINERS"]),
@@ -32,7 +32,8 @@ fn every_capability_flag_is_named() {
         ("0100d0060000ffff1000", &["CANCEL"]),
         ("0100d0060000ffff2000", &["DEADLINE"]),
         ("0100d0060000ffff4000", &["STREAMS"]),
-        ("0100d0060000ffff8000", &["BIT_7"]),
+        ("0100d0060000ffff8000", &["DIAGNOSTICS"]),
+        ("0100d0060000ffff0001", &["BIT_8"]),
     ];
     for (pdu, names) in cases {
         // LARGE_MESSAGES in a reply needs the 8 extension bytes.
