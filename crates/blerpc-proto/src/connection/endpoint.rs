@@ -174,6 +174,8 @@ pub(crate) struct Endpoint<A: Buffer, O: Buffer, E: Record, const SLOTS: usize, 
     /// The message the last event borrowed, released by the next `next_record`.
     pending_release: Option<MsgRef>,
     dropped_warnings: u32,
+    /// Messages dropped while reassembling since the application last took the count.
+    pub(crate) reassembly_drops: u32,
     /// The next transaction id this side sends under.
     pub(crate) next_tid: u8,
     /// The large-message extension is in force (both sides announced it).
@@ -197,6 +199,7 @@ where
             events: Ring::new(),
             pending_release: None,
             dropped_warnings: 0,
+            reassembly_drops: 0,
             next_tid: 0,
             large: false,
             long: false,
@@ -309,6 +312,14 @@ where
     /// Queues a warning while the queue has room for the events that matter more; counts it
     /// in `dropped_warnings` otherwise.
     pub(crate) fn warn(&mut self, warning: Warning) {
+        if matches!(
+            warning,
+            Warning::Assembly(_)
+                | Warning::ReassemblyTimeout { .. }
+                | Warning::ReassemblyBudget { .. }
+        ) {
+            self.reassembly_drops = self.reassembly_drops.saturating_add(1);
+        }
         if self.events.free() > EVENT_HEADROOM {
             let _ = self.push(E::warning(warning));
         } else {

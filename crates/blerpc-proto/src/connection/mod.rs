@@ -47,6 +47,7 @@
 //! | `error`, `events` | the errors and warnings of both roles |
 
 mod central;
+mod counters;
 mod endpoint;
 mod error;
 mod events;
@@ -58,6 +59,7 @@ pub use central::{
     CallId, CallKind, Central, CentralConfig, CentralEvent, MIN_ATT_MTU_FOR_KEY_EXCHANGE, Pinning,
     SetupPipelining,
 };
+pub use counters::{COUNTED_ERROR_CODES, Counters, OTHER_ERROR_CODE};
 pub use error::{CallError, CloseReason, ConfigError, EventQueueFull, SendError};
 pub use events::Warning;
 pub use peripheral::{Peripheral, PeripheralCloseReason, PeripheralConfig, PeripheralEvent};

@@ -434,6 +434,7 @@ where
                     return;
                 }
                 self.pending.insert(tid);
+                self.counters.requests = self.counters.requests.saturating_add(1);
                 let deadline = fields
                     .deadline_ms
                     .map(|ms| now + core::time::Duration::from_millis(u64::from(ms)));
@@ -559,6 +560,24 @@ mod tests {
         assert_eq!(p.poll_event(), None);
         // ERROR BUSY (0x02) for the second.
         assert_eq!(sent(&mut p), [alloc::vec![0x06, 0x00, 0xd4, 0x01, 0x02]]);
+    }
+
+    #[test]
+    fn requests_errors_and_the_outbox_high_water_mark_are_counted() {
+        let mut p = peripheral(false, |c| c.max_pending_requests = 1);
+        p.handle_input(T0, &echo_request(5)).unwrap();
+        p.handle_input(T0, &echo_request(6)).unwrap();
+        while p.poll_event().is_some() {}
+        p.respond(T0, 5, "echo", b"\x0a\x02hi").unwrap();
+        p.report_error(T0, 9, ErrorCode::Unknown(0x42)).unwrap();
+        // BUSY for 6, the response to 5 (through the outbox), the application's ERROR 0x42.
+        assert_eq!(sent(&mut p).len(), 3);
+        let c = p.take_counters();
+        assert_eq!(c.requests, 1, "the refused one is not a call");
+        assert!(c.error_counts().eq([(0x02, 1), (0xff, 1)]));
+        assert!(c.outbox_high_water > 0);
+        // Taken: counting starts again, the marks from what is held now (nothing).
+        assert_eq!(p.take_counters(), crate::connection::Counters::default());
     }
 
     #[test]

@@ -47,6 +47,9 @@ pub struct Peripheral<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: u
     kx: Kx<P>,
     /// Reassembly, outbox, controls (up to the 133-byte step 2) and events.
     ep: Endpoint<A, O, Record, SLOTS, STEP2_CONTROL_PAYLOAD>,
+    /// What this connection counted since the application last took the counts (the
+    /// reassembly drops are the endpoint's).
+    counters: crate::connection::Counters,
     /// Requests handed to the application and not answered yet.
     pending: TidSet,
     /// The request tid of the active peripheral→central stream and the items sent so far.
@@ -137,6 +140,7 @@ where
             rng,
             identity,
             kx,
+            counters: crate::connection::Counters::default(),
             pending: TidSet::default(),
             stream: None,
             cancel: false,
@@ -359,6 +363,9 @@ where
                         Ok(Some(done)) => self.on_request(now, done),
                         Err(e) => self.on_assembly_error(e),
                     }
+                    let held = u32::try_from(self.ep.assembler.claimed()).unwrap_or(u32::MAX);
+                    let mark = &mut self.counters.reassembly_high_water;
+                    *mark = (*mark).max(held);
                 }
             }
         }
@@ -392,7 +399,27 @@ where
     /// Writes the next PDU for the link into `out` (which must hold `att_mtu - 3` bytes).
     pub fn poll_transmit(&mut self, now: Instant, out: &mut [u8]) -> Option<usize> {
         let _ = now;
+        // The outbox only grows between polls: its high-water mark is seen here.
+        let queued = u32::try_from(self.ep.outbox.queued()).unwrap_or(u32::MAX);
+        let mark = &mut self.counters.outbox_high_water;
+        *mark = (*mark).max(queued);
         self.ep.poll_transmit(self.config.att_mtu, out)
+    }
+
+    /// What this connection counted since the last call (or since it was created): requests
+    /// handed out, ERROR answers by code, messages dropped while reassembling, and the
+    /// high-water marks of the outbox and the reassembly buffers over that time (the marks
+    /// start again from what the buffers hold now). A runtime adds these up
+    /// ([`Counters::add`](crate::connection::Counters::add)) for the diagnostics extension.
+    pub fn take_counters(&mut self) -> crate::connection::Counters {
+        let mut taken = self.counters;
+        taken.reassembly_drops = core::mem::take(&mut self.ep.reassembly_drops);
+        self.counters = crate::connection::Counters {
+            outbox_high_water: u32::try_from(self.ep.outbox.queued()).unwrap_or(u32::MAX),
+            reassembly_high_water: u32::try_from(self.ep.assembler.claimed()).unwrap_or(u32::MAX),
+            ..crate::connection::Counters::default()
+        };
+        taken
     }
 
     /// Takes the buffer of the request the last [`Peripheral::poll_event`] returned, instead of

@@ -73,6 +73,7 @@ where
     }
 
     pub(super) fn send_error(&mut self, tid: u8, code: ErrorCode) {
+        self.counters.error(code.to_byte());
         self.send_control(tid, ControlCmd::Error, &[code.to_byte()]);
     }
 
