@@ -10,6 +10,7 @@
 //! - [`serve`]: `blerpc serve`, the demo service as a peripheral on any link (`--dial`,
 //!   `--workers`).
 //! - [`call`]: `blerpc call` and `blerpc upload`, JSON in and out.
+//! - [`diagnostics`]: `blerpc diagnostics`, a peripheral's diagnostics as a table or JSON.
 //! - [`gateway`]: `blerpc gateway`, the device gateway.
 //! - [`keygen`], [`scan`]: identities and BLE discovery.
 //! - [`decode`]: `blerpc decode`, the shell around the protocol dissector (`blerpc-dissect`).
@@ -19,6 +20,7 @@
 pub mod call;
 pub mod decode;
 pub mod demo;
+pub mod diagnostics;
 pub mod gateway;
 pub mod keygen;
 pub mod links;

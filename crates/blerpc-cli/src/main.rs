@@ -31,6 +31,9 @@ enum Command {
     Call(blerpc_cli::call::CallArgs),
     /// Upload a central→peripheral stream: one JSON item per line of stdin.
     Upload(blerpc_cli::call::UploadArgs),
+    /// Ask a peripheral for its diagnostics: its link as it sees it, uptime, version,
+    /// counters; each field its value or the reason it is missing.
+    Diagnostics(blerpc_cli::diagnostics::DiagnosticsArgs),
     /// Create an identity seed file and print its public key.
     Keygen(blerpc_cli::keygen::KeygenArgs),
     /// List BLE peripherals advertising the bleRPC service.
@@ -66,6 +69,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             .map(|()| ok),
         Command::Upload(args) => runtime()?
             .block_on(blerpc_cli::call::upload(&args))
+            .map(|()| ok),
+        Command::Diagnostics(args) => runtime()?
+            .block_on(blerpc_cli::diagnostics::run(&args))
             .map(|()| ok),
         Command::Scan(args) => runtime()?
             .block_on(blerpc_cli::scan::run(&args))

@@ -61,6 +61,35 @@ fn serve_and_call_over_tcp() {
 /// A stranger (no key exchange) gets classic containers only: a long container before the
 /// session closes the connection at its header, though the extension was agreed.
 #[test]
+fn diagnostics_report_the_servers_counts_and_why_fields_are_missing() {
+    let (_server, url, key) = serve(&["--listen", "tcp://127.0.0.1:0"]);
+    let pin = ["--trust-key", key.as_str()];
+    for _ in 0..2 {
+        let d = call(&url, &pin, &["call", "echo", r#"{"message":"hi"}"#], "");
+        assert!(d.status.success(), "{}", d.stderr);
+    }
+    let d = call(&url, &pin, &["diagnostics", "--json"], "");
+    assert!(d.status.success(), "{}", d.stderr);
+    let json: serde_json::Value = serde_json::from_str(&d.stdout).unwrap();
+    // Two echoes and this request, each on a connection of its own.
+    assert_eq!(json["calls"], 3, "{json}");
+    assert_eq!(json["connections"], 3, "{json}");
+    assert_eq!(json["errors"], serde_json::json!({}), "{json}");
+    assert_eq!(json["att_mtu"], 247, "{json}");
+    assert!(
+        json["conn_interval_us"]["unavailable"]
+            .as_str()
+            .unwrap()
+            .starts_with("not a BLE link"),
+        "{json}"
+    );
+    let d = call(&url, &pin, &["diagnostics"], "");
+    assert!(d.status.success(), "{}", d.stderr);
+    assert!(d.stdout.contains("| calls "), "{}", d.stdout);
+    assert!(d.stdout.contains("| version "), "{}", d.stdout);
+}
+
+#[test]
 fn a_long_container_before_the_key_exchange_closes_the_connection() {
     use std::io::{Read as _, Write as _};
     let (_server, url, _key) = serve(&["--listen", "tcp://127.0.0.1:0"]);

@@ -62,6 +62,7 @@
 pub mod backoff;
 pub mod client;
 mod clock;
+pub mod diagnostics;
 mod driver;
 pub mod identity;
 pub mod key_store;

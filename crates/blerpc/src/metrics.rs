@@ -24,6 +24,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use blerpc_proto::connection::{COUNTED_ERROR_CODES, Counters, OTHER_ERROR_CODE};
+use blerpc_proto::wire::error_code::ErrorCode;
+
 /// Why a connection (or a handshake, or a request) was refused, evicted or closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -150,6 +153,98 @@ struct ReasonLabel {
     reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CodeLabel {
+    code: &'static str,
+}
+
+/// The label of ERROR code `code`: its protocol name, or `0x..` for one the protocol does not
+/// define ([`OTHER_ERROR_CODE`] stands for all of those together).
+fn code_label(code: u8) -> &'static str {
+    if code == OTHER_ERROR_CODE {
+        return "other";
+    }
+    match ErrorCode::from_byte(code) {
+        ErrorCode::Unknown(_) => "other",
+        known => known.as_str(),
+    }
+}
+
+/// What the server's connections counted together since it started: what its diagnostics
+/// answer says (`blerpc.diagnostics`, `docs/protocol.md` "Diagnostics").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Time since the metrics were created (the server's start).
+    pub uptime: Duration,
+    /// Connections accepted.
+    pub connections: u64,
+    /// Requests handed to handlers.
+    pub calls: u64,
+    /// ERROR answers by code (codes with none left out; `0xff` for codes the protocol does not
+    /// define, together).
+    pub errors: Vec<(u8, u64)>,
+    /// Messages dropped while reassembling.
+    pub reassembly_drops: u64,
+    /// Connections lost to their link (an error, not a close).
+    pub link_losses: u64,
+    /// The most bytes one connection's outbox held.
+    pub outbox_high_water: u64,
+    /// The most bytes one connection held reassembling.
+    pub reassembly_high_water: u64,
+}
+
+/// The counters behind [`Totals`].
+struct Counts {
+    started: Instant,
+    calls: Counter,
+    errors: Family<CodeLabel, Counter>,
+    reassembly_drops: Counter,
+    link_losses: Counter,
+    outbox_high_water: Gauge,
+    reassembly_high_water: Gauge,
+}
+
+impl Counts {
+    fn register(registry: &mut Registry) -> Counts {
+        let counts = Counts {
+            started: Instant::now(),
+            calls: Counter::default(),
+            errors: Family::default(),
+            reassembly_drops: Counter::default(),
+            link_losses: Counter::default(),
+            outbox_high_water: Gauge::default(),
+            reassembly_high_water: Gauge::default(),
+        };
+        registry.register("calls", "Requests handed to handlers", counts.calls.clone());
+        registry.register(
+            "errors",
+            "ERROR answers sent, by code",
+            counts.errors.clone(),
+        );
+        registry.register(
+            "reassembly_drops",
+            "Messages dropped while reassembling (out of sequence, timed out, over the budget)",
+            counts.reassembly_drops.clone(),
+        );
+        registry.register(
+            "link_losses",
+            "Connections lost to their link (an error, not a close)",
+            counts.link_losses.clone(),
+        );
+        registry.register(
+            "outbox_high_water_bytes",
+            "The most bytes one connection's outbox held",
+            counts.outbox_high_water.clone(),
+        );
+        registry.register(
+            "reassembly_high_water_bytes",
+            "The most bytes one connection held reassembling",
+            counts.reassembly_high_water.clone(),
+        );
+        counts
+    }
+}
+
 /// Log lines per reason per second; the rest are counted and reported with the next line.
 const LOG_LINES_PER_SECOND: u32 = 5;
 
@@ -163,6 +258,7 @@ pub struct Metrics {
     unproven: Gauge,
     reassembly: Gauge,
     penalties: Counter,
+    counts: Counts,
     log: Mutex<HashMap<&'static str, Window>>,
 }
 
@@ -232,8 +328,10 @@ impl Metrics {
             "Bytes the partial requests of all connections announced (the server-wide budget)",
             reassembly.clone(),
         );
+        let counts = Counts::register(&mut registry);
         Arc::new(Metrics {
             registry,
+            counts,
             accepted,
             refused,
             closed,
@@ -291,6 +389,76 @@ impl Metrics {
 
     pub(crate) fn accepted(&self) {
         self.accepted.inc();
+    }
+
+    /// Adds what a connection's core counted ([`Peripheral::take_counters`](blerpc_proto::connection::Peripheral::take_counters)).
+    pub fn add_counters(&self, c: &Counters) {
+        let counts = &self.counts;
+        // Called every turn of a connection's loop: nothing is written for what is zero.
+        if c.requests > 0 {
+            counts.calls.inc_by(u64::from(c.requests));
+        }
+        for (code, n) in c.error_counts() {
+            counts
+                .errors
+                .get_or_create(&CodeLabel {
+                    code: code_label(code),
+                })
+                .inc_by(n);
+        }
+        if c.reassembly_drops > 0 {
+            counts
+                .reassembly_drops
+                .inc_by(u64::from(c.reassembly_drops));
+        }
+        // Connections on other threads raise the marks too.
+        let max = |g: &Gauge, v: u32| {
+            g.inner()
+                .fetch_max(i64::from(v), std::sync::atomic::Ordering::Relaxed);
+        };
+        max(&counts.outbox_high_water, c.outbox_high_water);
+        max(&counts.reassembly_high_water, c.reassembly_high_water);
+    }
+
+    /// Counts a connection lost to its link.
+    pub(crate) fn link_lost(&self) {
+        self.counts.link_losses.inc();
+    }
+
+    /// What the connections counted together since the metrics were created.
+    pub fn totals(&self) -> Totals {
+        let c = &self.counts;
+        let codes = (0..COUNTED_ERROR_CODES as u8).chain([OTHER_ERROR_CODE]);
+        let mut errors: Vec<(u8, u64)> = Vec::new();
+        for code in codes {
+            let label = code_label(code);
+            if errors.iter().any(|(seen, _)| code_label(*seen) == label) {
+                continue;
+            }
+            let n = c
+                .errors
+                .get(&CodeLabel { code: label })
+                .map_or(0, |n| n.get());
+            if n > 0 {
+                let code = if label == "other" {
+                    OTHER_ERROR_CODE
+                } else {
+                    code
+                };
+                errors.push((code, n));
+            }
+        }
+        let mark = |g: &Gauge| u64::try_from(g.get()).unwrap_or(0);
+        Totals {
+            uptime: c.started.elapsed(),
+            connections: self.accepted.get(),
+            calls: c.calls.get(),
+            errors,
+            reassembly_drops: c.reassembly_drops.get(),
+            link_losses: c.link_losses.get(),
+            outbox_high_water: mark(&c.outbox_high_water),
+            reassembly_high_water: mark(&c.reassembly_high_water),
+        }
     }
     pub(crate) fn open_delta(&self, by: i64) {
         self.open.inc_by(by);

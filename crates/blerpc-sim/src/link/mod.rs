@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use blerpc::blerpc_proto::connection::SetupPipelining;
-use blerpc::link::{Link, LinkError, LinkRx, LinkTx, SendQueue};
+use blerpc::link::{Link, LinkError, LinkProbe, LinkReport, LinkRx, LinkTx, SendQueue};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::Dir;
-use crate::ble::params::{LinkParams, ParamError};
+use crate::ble::params::{LinkParams, ParamError, Phy};
 use crate::ble::{Air, LinkStats};
 use driver::drive;
 
@@ -250,6 +250,25 @@ impl Link for SimLink {
     /// As a BLE central link: TIMEOUT and CAPABILITIES together, step 1 after the reply.
     fn setup_pipelining(&self) -> SetupPipelining {
         SetupPipelining::Requests
+    }
+    /// The interval in force now and the link's parameters; no RSSI (no radio).
+    fn link_report(&self) -> Option<LinkProbe> {
+        let monitor = self.monitor();
+        Some(std::sync::Arc::new(move || {
+            let params = monitor.params();
+            let us = |d: Duration| u32::try_from(d.as_micros()).unwrap_or(u32::MAX);
+            LinkReport {
+                conn_interval_us: Some(us(monitor.interval_now())),
+                peripheral_latency: Some(0),
+                supervision_timeout_ms: Some(us(params.supervision_timeout) / 1000),
+                phy: Some(match params.phy {
+                    Phy::Le1M => 1,
+                    Phy::Le2M => 2,
+                }),
+                data_length: Some(u32::try_from(params.data_length).unwrap_or(u32::MAX)),
+                rssi_dbm: None,
+            }
+        }))
     }
     fn split(self) -> (SimTx, SimRx) {
         (self.tx, self.rx)

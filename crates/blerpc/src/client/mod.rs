@@ -21,6 +21,7 @@ use blerpc_proto::wire::capabilities::{Capabilities, LargeLimits};
 use rand_core::OsRng;
 use tokio::sync::{mpsc, oneshot};
 
+mod diagnostics;
 mod task;
 
 use crate::clock::Clock;

@@ -127,9 +127,36 @@ pub trait Link: Send + 'static {
     fn peer_ip(&self) -> Option<std::net::IpAddr> {
         None
     }
+    /// Reads the link-layer parameters as they are at the time of the call, for the
+    /// diagnostics extension (`docs/protocol.md` "Diagnostics"): a BLE link gives what its
+    /// stack reports; `None` (the default) for a link without a BLE link layer.
+    fn link_report(&self) -> Option<LinkProbe> {
+        None
+    }
     /// Splits the link into its halves.
     fn split(self) -> (Self::Tx, Self::Rx);
 }
+
+/// A BLE link's parameters as its stack reports them now; `None` where it does not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkReport {
+    /// The connection interval, µs.
+    pub conn_interval_us: Option<u32>,
+    /// The peripheral latency, in connection events.
+    pub peripheral_latency: Option<u32>,
+    /// The supervision timeout, ms.
+    pub supervision_timeout_ms: Option<u32>,
+    /// The PHY: 1 = LE 1M, 2 = LE 2M, 3 = LE Coded.
+    pub phy: Option<u32>,
+    /// The LL data length (octets a packet carries).
+    pub data_length: Option<u32>,
+    /// The received signal strength, dBm.
+    pub rssi_dbm: Option<i32>,
+}
+
+/// Reads a link's [`LinkReport`] as it is now (a connection's parameters change: an interval
+/// update, a PHY update).
+pub type LinkProbe = std::sync::Arc<dyn Fn() -> LinkReport + Send + Sync>;
 
 /// The transmit half of a [`Link`].
 pub trait LinkTx: Send + 'static {

@@ -67,6 +67,9 @@ impl<L: Link> Link for Traced<L> {
     fn setup_pipelining(&self) -> SetupPipelining {
         self.inner.setup_pipelining()
     }
+    fn link_report(&self) -> Option<super::LinkProbe> {
+        self.inner.link_report()
+    }
     fn split(self) -> (Self::Tx, Self::Rx) {
         let peer = self.inner.peer_id();
         let (tx, rx) = self.inner.split();

@@ -285,6 +285,11 @@ impl Ticket {
     }
 
     /// Where the connection's close for cause is reported (it outlives the ticket).
+    /// The server's metrics.
+    pub(super) fn metrics(&self) -> &Metrics {
+        &self.admission.metrics
+    }
+
     pub(super) fn reporter(&self) -> Reporter {
         Reporter {
             admission: self.admission.clone(),
@@ -306,6 +311,10 @@ pub(super) struct Reporter {
 }
 
 impl Reporter {
+    /// The server's metrics.
+    pub(super) fn metrics(&self) -> &Metrics {
+        &self.admission.metrics
+    }
     /// As [`Ticket::closed`].
     pub(super) fn closed(&self, reason: Reason, peer: &str) {
         report_closed(&self.admission, self.ip, reason, peer);

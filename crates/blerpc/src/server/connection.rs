@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use blerpc_proto::Instant as CoreInstant;
 use blerpc_proto::connection::{PeripheralEvent, SendError, Warning};
+use blerpc_proto::wire::diagnostics::DIAGNOSTICS_COMMAND;
 use blerpc_proto::wire::error_code::ErrorCode;
 use futures_util::future::{AbortHandle, Aborted};
 use futures_util::stream::FuturesUnordered;
@@ -196,6 +197,10 @@ pub(super) struct Connection {
     /// and once when a `select!` branch wakes, not by every step (a clock read is tens of
     /// nanoseconds, and a call took a dozen of them).
     pub(super) now: CoreInstant,
+    /// What the diagnostics answer says of the server.
+    pub(super) facts: Arc<super::diagnostics::Facts>,
+    /// The link's parameters now, if it is a BLE link.
+    pub(super) link: Option<crate::link::LinkProbe>,
 }
 
 /// What the connection's own work gave a turn of its loop.
@@ -286,6 +291,7 @@ impl Connection {
                 self.drain_events();
                 self.report_taken();
                 self.flush_ready();
+                self.add_counters();
                 d.drive_transmit(&mut self, now)?;
                 let busy = !self.pending.is_empty()
                     || self.stream.is_some()
@@ -548,6 +554,14 @@ impl Connection {
         };
         if self.draining {
             refuse(&mut self.peripheral, ErrorCode::Busy);
+            return;
+        }
+        if name == DIAGNOSTICS_COMMAND && self.peripheral.config().diagnostics {
+            self.add_counters();
+            let answer = self.diagnostics();
+            if self.peripheral.respond(now, tid, &name, &answer).is_err() {
+                refuse(&mut self.peripheral, ErrorCode::Busy);
+            }
             return;
         }
         let kind = self.dispatch.kind(&name);

@@ -55,6 +55,7 @@ pub use blerpc_proto::connection::CallKind;
 mod admission;
 mod connection;
 mod deadline;
+mod diagnostics;
 
 use crate::clock::Clock;
 pub use crate::link::guard::Rate as ConnectionRate;
@@ -275,6 +276,13 @@ pub struct ServerConfig {
     pub idle_release: Duration,
     /// How long [`Server::serve`] waits for connections to finish after shutdown. Default 5 s.
     pub shutdown_grace: Duration,
+    /// The version the diagnostics answer gives (`blerpc.diagnostics`, announced with
+    /// `peripheral.diagnostics`, on by default). Default `blerpc <this crate's version>`; an
+    /// application sets its own.
+    pub version: String,
+    /// The build id the diagnostics answer gives (a commit, a CI run). Default `None`: the
+    /// answer names the field unavailable ("not set").
+    pub build_id: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -295,11 +303,13 @@ impl Default for ServerConfig {
                 deadline: true,
                 // Streams are flow controlled, and bidirectional streams open. A window of 32
                 // items (the core's 8 is for small devices): on BLE at CI 15 ms a window of 8
-                // carries 167 items/s to the handler, 32 carries 714 (`cargo test -p
-                // blerpc-bench --test pipeline bidirectional -- --nocapture`). Held at most:
+                // carries 266 items/s to the handler, 32 carries 736, the link's rate (`cargo
+                // test -p blerpc-bench --test pipeline a_stream_carries -- --nocapture`). Held at most:
                 // 32 × `max_request_len`, as an upload holds `upload_buffer` items.
                 streams: true,
                 stream_window: 32,
+                // `blerpc.diagnostics` is answered (`Client::diagnostics`).
+                diagnostics: true,
                 ..Default::default()
             },
             identity: None,
@@ -317,6 +327,8 @@ impl Default for ServerConfig {
             max_address_penalty: Duration::from_secs(160),
             offence_cost: 10.0,
             metrics: None,
+            version: concat!("blerpc ", env!("CARGO_PKG_VERSION")).to_string(),
+            build_id: None,
             setup_deadline_spread: 0.2,
             upload_buffer: 1024,
             idle_release: Duration::from_secs(1),
@@ -361,6 +373,8 @@ pub struct Server {
     identity: Option<Identity>,
     public: Option<[u8; 32]>,
     admission: Arc<Admission>,
+    /// What the diagnostics answer says of the server itself.
+    facts: Arc<diagnostics::Facts>,
 }
 
 impl std::fmt::Debug for Server {
@@ -408,7 +422,12 @@ impl Server {
                 metrics,
             ),
         );
+        let facts = Arc::new(diagnostics::Facts {
+            version: config.version.clone(),
+            build_id: config.build_id.clone(),
+        });
         Ok(Server {
+            facts,
             dispatch: Arc::new(dispatch),
             config: Arc::new(config),
             identity,
@@ -535,14 +554,19 @@ impl Server {
             idle_release: self.config.idle_release,
             draining: false,
             now: CoreInstant::from_micros(0),
+            facts: self.facts.clone(),
+            link: link.link_report(),
         };
         let (tx, rx) = link.split();
         let (reporter, peer) = (conn.ticket.reporter(), conn.peer.clone());
         Ok(conn.run(tx, rx, stop).inspect(move |result| {
-            if let Err(ServerError::Link(e)) = result
-                && let Some(reason) = link_reason(e)
-            {
-                reporter.closed(reason, &peer);
+            if let Err(ServerError::Link(e)) = result {
+                if !matches!(e, LinkError::Closed) {
+                    reporter.metrics().link_lost();
+                }
+                if let Some(reason) = link_reason(e) {
+                    reporter.closed(reason, &peer);
+                }
             }
         }))
     }
