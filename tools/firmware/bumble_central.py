@@ -2,7 +2,9 @@
 scans for the bleRPC service, connects, exchanges the ATT MTU (247), subscribes, runs the
 reference setup (TIMEOUT, CAPABILITIES, key exchange with the peripheral's identity pinned),
 then the reference's 12 functional tests; it also checks what the peripheral did on the link
-(the connection-interval request 5 s after connect).
+(the connection-interval request 5 s after connect) and what it reports of the link when asked
+(``blerpc.diagnostics``, announced by CAPABILITIES flag bit 7): the interval, latency and
+supervision timeout Bumble's host applied, as trouble-host told the firmware.
 
     python tools/firmware/bumble_central.py --hci tcp-client:127.0.0.1:PORT --identity-pub HEX
 
@@ -65,6 +67,35 @@ async def counter_upload(c: Central, count: int) -> str | None:
     ups = [pb_uint(1, i) + pb_uint(2, 10 * i) for i in range(count)]
     r = pb_decode(await c.stream_send("counter_upload", ups))
     return None if r.get(1, 0) == count else f"received_count {r.get(1, 0)}, sent {count}"
+
+
+DIAGNOSTICS_FLAG = 1 << 7
+
+
+async def diagnostics(c: Central, connection, tests: int) -> tuple[str, str | None]:
+    """Asks the firmware for its diagnostics and compares its link with Bumble's view."""
+    if not c.capability_flags & DIAGNOSTICS_FLAG:
+        return "diagnostics", "DIAGNOSTICS (flag bit 7) not announced"
+    try:
+        d = pb_decode(await c.call("blerpc.diagnostics", b""))
+    except Exception as e:  # noqa: BLE001
+        return "diagnostics", f"{type(e).__name__}: {e}"
+    p = connection.parameters
+    want = {
+        1: round(p.connection_interval * 1000),  # conn_interval_us
+        2: p.peripheral_latency,
+        3: round(p.supervision_timeout),  # supervision_timeout_ms
+        6: ATT_MTU,
+        11: 1,  # connections since boot
+    }
+    wrong = [f"field {f}: {d.get(f)} (want {v})" for f, v in want.items() if d.get(f) != v]
+    if d.get(12, 0) < tests:
+        wrong.append(f"calls {d.get(12)} (want >= {tests})")
+    name = (
+        f"diagnostics: interval {d.get(1)} us, latency {d.get(2)}, supervision {d.get(3)} ms, "
+        f"PHY {d.get(4)}, data length {d.get(5)}, RSSI {'given' if 7 in d else 'unavailable'}"
+    )
+    return name, "; ".join(wrong) or None
 
 
 TESTS = [
@@ -147,6 +178,7 @@ async def run(args) -> int:
             )
         else:
             record("connection interval request", "none within 8 s of connect")
+        record(*await diagnostics(c, connection, len(TESTS)))
         await connection.disconnect()
     return report(rows)
 

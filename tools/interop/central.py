@@ -57,6 +57,8 @@ class Central:
         tid = self.splitter.next_transaction_id()
         caps = await self.control(make_capabilities_request(tid), ControlCmd.CAPABILITIES)
         flags = int.from_bytes(caps[4:6], "little")
+        # Kept for the checks of blerpc-rs extensions (e.g. DIAGNOSTICS, bit 7).
+        self.capability_flags = flags
         if not flags & CAPABILITY_FLAG_ENCRYPTION_SUPPORTED:
             raise RuntimeError("peripheral does not offer encryption")
 

@@ -22,17 +22,20 @@
 #[macro_use]
 mod fmt;
 
-use core::cell::RefCell;
+use core::cell::{Cell, RefCell};
 use core::ops::Range;
 
 use blerpc_demo::flash::{DemoFlash, Flash};
 use blerpc_demo::{DemoLimits, DemoService};
+use blerpc_fw_service::device::{Device, LinkNow};
 use blerpc_fw_service::identity::{IdentitySource, identity_seed};
 use blerpc_fw_service::{Connection, firmware_config};
 #[cfg(not(feature = "plaintext"))]
 use blerpc_proto::crypto::CryptoProvider;
 use bt_hci::cmd::le::{LeReadLocalSupportedFeatures, LeSetDataLength};
+use bt_hci::cmd::status::ReadRssi;
 use bt_hci::controller::ControllerCmdSync;
+use bt_hci::param::Status;
 use embassy_futures::select::{Either, Either3, select, select3};
 use embassy_sync::blocking_mutex::raw::NoopRawMutex;
 use embassy_sync::signal::Signal;
@@ -60,6 +63,8 @@ pub const ATT_MTU: u16 = 247;
 pub const DATA_LENGTH: u16 = 251;
 /// When the connection-parameter request goes out (Zephyr's `CONFIG_BT_CONN_PARAM_UPDATE_TIMEOUT`).
 pub const CONN_PARAMS_DELAY: Duration = Duration::from_secs(5);
+/// How often the RSSI is read for the diagnostics answer (`blerpc.diagnostics`).
+pub const RSSI_PERIOD: Duration = Duration::from_secs(2);
 
 /// The connection parameters requested (`CONFIG_BT_PERIPHERAL_PREF_*`: 15–30 ms, latency 0,
 /// supervision timeout 1 s).
@@ -140,7 +145,8 @@ pub async fn run<C, F>(controller: C, board: Board<F>, seed: [u8; 32]) -> AppErr
 where
     C: Controller
         + ControllerCmdSync<LeSetDataLength>
-        + ControllerCmdSync<LeReadLocalSupportedFeatures>,
+        + ControllerCmdSync<LeReadLocalSupportedFeatures>
+        + ControllerCmdSync<ReadRssi>,
     F: Flash + Clone,
 {
     // The identity: stored outside the readable range, or the public development seed.
@@ -192,6 +198,12 @@ where
         Err(_) => return AppError::Ble(BleHostError::BleHost(Error::OutOfMemory)),
     };
 
+    // What `blerpc.diagnostics` answers across connections: booted now.
+    let device = Cell::new(Device::new(
+        now(),
+        env!("CARGO_PKG_VERSION"),
+        option_env!("BLERPC_BUILD_ID"),
+    ));
     let serve = async {
         loop {
             let conn = match advertise(board.name, &mut peripheral, &server).await {
@@ -206,6 +218,8 @@ where
             // Each connection takes its own handle on the identity (`()` in the plaintext build).
             #[allow(clippy::clone_on_copy)]
             let identity = identity.clone();
+            let mut this = device.get();
+            this.connections = this.connections.saturating_add(1);
             match Connection::new(
                 now,
                 firmware_config(require_encryption),
@@ -215,8 +229,13 @@ where
                 service,
             ) {
                 Ok(c) => {
-                    let c = RefCell::new(c);
-                    serve_connection(&stack, &server, &conn, &c).await;
+                    let c = RefCell::new(c.with_device(this));
+                    let lost = serve_connection(&stack, &server, &conn, &c).await;
+                    let mut after = *c.borrow().device();
+                    if lost {
+                        after.link_losses = after.link_losses.saturating_add(1);
+                    }
+                    device.set(after);
                     let stats = c.borrow().stats();
                     info!(
                         "disconnected: {} responses, {} refused, {} stream items, {} upload items",
@@ -271,20 +290,41 @@ async fn advertise<'values, 'server, C: Controller>(
     Ok(advertiser.accept().await?.with_attribute_server(server)?)
 }
 
-/// Serves one connection until the central disconnects (or the core closes it).
+/// Serves one connection until the central disconnects (or the core closes it); `true` when
+/// the link was lost (a supervision or LL response timeout) rather than closed.
 async fn serve_connection<C, F>(
     stack: &Stack<'_, C, DefaultPacketPool>,
     server: &Server<'_>,
     conn: &GattConnection<'_, '_, DefaultPacketPool>,
     session: &RefCell<Connection<Provider, ChaCha20Rng, F>>,
-) where
+) -> bool
+where
     C: Controller
         + ControllerCmdSync<LeSetDataLength>
-        + ControllerCmdSync<LeReadLocalSupportedFeatures>,
+        + ControllerCmdSync<LeReadLocalSupportedFeatures>
+        + ControllerCmdSync<ReadRssi>,
     F: Flash,
 {
     let data = &server.blerpc.data;
     let input: Signal<NoopRawMutex, ()> = Signal::new();
+    // The link as the stack reports it: its parameters now, a legacy-advertising connection's
+    // LE 1M and 27-byte data length until the stack says otherwise.
+    let params = conn.raw().params();
+    let link = Cell::new(LinkNow {
+        conn_interval_us: u32::try_from(params.conn_interval.as_micros()).ok(),
+        peripheral_latency: Some(u32::from(params.peripheral_latency)),
+        supervision_timeout_ms: u32::try_from(params.supervision_timeout.as_millis()).ok(),
+        phy: Some(1),
+        data_length: Some(27),
+        rssi_dbm: None,
+    });
+    let set_link = |update: &dyn Fn(&mut LinkNow)| {
+        let mut now_ = link.get();
+        update(&mut now_);
+        link.set(now_);
+        session.borrow_mut().set_link(now_);
+    };
+    set_link(&|_| {});
 
     // Data length 251 at once; a controller that cannot is logged, not fatal.
     if let Err(e) = conn
@@ -302,7 +342,10 @@ async fn serve_connection<C, F>(
             match conn.next().await {
                 GattConnectionEvent::Disconnected { reason } => {
                     info!("disconnected: {:?}", reason);
-                    return;
+                    return matches!(
+                        reason,
+                        Status::CONN_TIMEOUT | Status::LMP_LL_RESPONSE_TIMEOUT
+                    );
                 }
                 GattConnectionEvent::Gatt { event } => {
                     let reply = match event {
@@ -319,8 +362,18 @@ async fn serve_connection<C, F>(
                     // A CCC write may have subscribed the central: the notifier looks again.
                     input.signal(());
                 }
-                GattConnectionEvent::ConnectionParamsUpdated { conn_interval, .. } => {
+                GattConnectionEvent::ConnectionParamsUpdated {
+                    conn_interval,
+                    peripheral_latency,
+                    supervision_timeout,
+                } => {
                     info!("connection interval {} us", conn_interval.as_micros());
+                    set_link(&|l| {
+                        l.conn_interval_us = u32::try_from(conn_interval.as_micros()).ok();
+                        l.peripheral_latency = Some(u32::from(peripheral_latency));
+                        l.supervision_timeout_ms =
+                            u32::try_from(supervision_timeout.as_millis()).ok();
+                    });
                 }
                 GattConnectionEvent::DataLengthUpdated {
                     max_tx_octets,
@@ -328,6 +381,16 @@ async fn serve_connection<C, F>(
                     ..
                 } => {
                     info!("data length tx {} rx {}", max_tx_octets, max_rx_octets);
+                    set_link(&|l| l.data_length = Some(u32::from(max_tx_octets)));
+                }
+                GattConnectionEvent::PhyUpdated { tx_phy, .. } => {
+                    set_link(&|l| {
+                        l.phy = Some(match tx_phy {
+                            PhyKind::Le1M => 1,
+                            PhyKind::Le2M => 2,
+                            _ => 3,
+                        })
+                    });
                 }
                 _ => {}
             }
@@ -387,20 +450,42 @@ async fn serve_connection<C, F>(
         }
     };
 
-    // The connection-interval request, 5 s after connect, once.
+    // The connection-interval request, 5 s after connect, once; the RSSI read every
+    // RSSI_PERIOD for the diagnostics.
     let params = async {
-        Timer::after(CONN_PARAMS_DELAY).await;
-        if let Err(e) = conn
-            .raw()
-            .update_connection_params(stack, &preferred_conn_params())
-            .await
-        {
-            warn!("connection parameter request: {:?}", e);
+        let (mut requested, mut rssi_logged) = (false, false);
+        let start = Instant::now();
+        loop {
+            match conn.raw().rssi(stack).await {
+                Ok(rssi) => set_link(&|l| l.rssi_dbm = Some(i32::from(rssi))),
+                // Logged once: the answer then names the RSSI unavailable.
+                Err(e) if !rssi_logged => {
+                    rssi_logged = true;
+                    warn!("RSSI read: {:?}", e);
+                }
+                Err(_) => {}
+            }
+            if !requested && start.elapsed() >= CONN_PARAMS_DELAY {
+                requested = true;
+                if let Err(e) = conn
+                    .raw()
+                    .update_connection_params(stack, &preferred_conn_params())
+                    .await
+                {
+                    warn!("connection parameter request: {:?}", e);
+                }
+            }
+            let next = if requested {
+                RSSI_PERIOD
+            } else {
+                RSSI_PERIOD.min(CONN_PARAMS_DELAY - start.elapsed().min(CONN_PARAMS_DELAY))
+            };
+            Timer::after(next).await;
         }
-        core::future::pending::<()>().await
     };
 
     match select3(events, notify, params).await {
-        Either3::First(()) | Either3::Second(()) | Either3::Third(()) => {}
+        Either3::First(lost) => lost,
+        Either3::Second(()) | Either3::Third(_) => false,
     }
 }

@@ -6,7 +6,8 @@
 //! runner uses too, with the same checks) and the refusals of the demo service's limits
 //! (`blerpc_demo::functional::refusals`). Then a second session with the streams extension: a
 //! `chat` echoed both ways through the firmware's two-item window, and a counter stream sent
-//! against the central's credits of four.
+//! against the central's credits of four. Last, the diagnostics answer (`blerpc.diagnostics`):
+//! the first session's counts, buffer marks and the link as the application set it.
 
 use blerpc_demo::flash::{DemoFlash, SliceFlash};
 use blerpc_demo::functional::{self, CASES, Call};
@@ -16,6 +17,7 @@ use blerpc_demo::noalloc::{
     FlashReadResponse,
 };
 use blerpc_demo::{DemoLimits, DemoService};
+use blerpc_fw_service::device::LinkNow;
 use blerpc_fw_service::{Connection, firmware_config};
 use blerpc_proto::Instant;
 use blerpc_proto::buf::ArrayBuf;
@@ -23,6 +25,8 @@ use blerpc_proto::connection::{
     CallError, CallId, CallKind, Central, CentralConfig, CentralEvent, Pinning,
 };
 use blerpc_proto::crypto::{CryptoProvider, IdentitySeed, RustCrypto};
+use blerpc_proto::wire::capabilities::CapabilityFlags;
+use blerpc_proto::wire::diagnostics::{DIAGNOSTICS_COMMAND, Diagnostics, Field};
 use blerpc_proto::wire::error_code::ErrorCode;
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
@@ -252,6 +256,61 @@ impl Pair {
             }
         }
         ended
+    }
+
+    /// Calls `blerpc.diagnostics` and checks the answer against what this session did: at
+    /// least `calls` requests and `errors` ERROR answers, the 8 KB read's encrypted response
+    /// held in the outbox at once, and the link as set here.
+    fn diagnostics(&mut self, calls: u64, errors: u64) -> Result<(), Fail> {
+        let announced = self
+            .central
+            .capabilities()
+            .is_some_and(|c| c.flags.contains(CapabilityFlags::DIAGNOSTICS));
+        ensure(announced, "DIAGNOSTICS is not announced")?;
+        self.conn.set_link(LinkNow {
+            conn_interval_us: Some(15_000),
+            phy: Some(2),
+            ..LinkNow::default()
+        });
+        let call = self
+            .central
+            .start_call(self.now, DIAGNOSTICS_COMMAND, &[], CallKind::Unary)
+            .map_err(|_| Fail("start_call"))?;
+        for _ in 0..100 {
+            self.exchange()?;
+            while let Some(e) = self.central.poll_event() {
+                let CentralEvent::Response { call: c, data } = e else {
+                    continue;
+                };
+                ensure(c == call, "a response to another call")?;
+                let d = Diagnostics::parse(data).map_err(|_| Fail("the answer does not parse"))?;
+                ensure(d.calls.is_some_and(|n| n >= calls), "calls counted")?;
+                ensure(
+                    d.errors().map(|(_, n)| n).sum::<u64>() >= errors,
+                    "errors counted",
+                )?;
+                ensure(
+                    d.outbox_high_water.is_some_and(|b| b >= 8_229),
+                    "the outbox mark holds the 8 KB read",
+                )?;
+                ensure(
+                    d.reassembly_high_water.is_some_and(|b| b > 0),
+                    "the reassembly mark",
+                )?;
+                ensure(d.att_mtu == Some(247), "the ATT MTU")?;
+                ensure(
+                    d.conn_interval_us == Some(15_000) && d.phy == Some(2),
+                    "the link as the application set it",
+                )?;
+                ensure(
+                    d.reason(Field::RssiDbm).is_some() && d.rssi_dbm.is_none(),
+                    "a missing RSSI is named with its reason",
+                )?;
+                ensure(d.uptime_ms.is_some(), "the uptime")?;
+                return Ok(());
+            }
+        }
+        Err(Fail("no diagnostics answer"))
     }
 
     fn echo(&mut self, message: &str) -> Result<(), Fail> {
@@ -532,6 +591,16 @@ pub fn run(tally: &mut Tally, log: &mut dyn FnMut(Note<'_>)) -> Option<Pair> {
         Err(Fail(what)) => {
             log(Note::Fail("echo after the refusals", &what));
             tally.fail("limits");
+        }
+    }
+    let refusals = functional::refusals(FLASH.len() as u32).len() as u64;
+    // Every functional case and refusal is one request at least, and the echo after them.
+    let calls = CASES.len() as u64 + refusals + 1;
+    match pair.diagnostics(calls, refusals) {
+        Ok(()) => tally.pass("diagnostics"),
+        Err(Fail(what)) => {
+            log(Note::Fail("diagnostics", &what));
+            tally.fail("diagnostics");
         }
     }
     streams(tally, log);

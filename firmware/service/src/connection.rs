@@ -18,6 +18,9 @@ use blerpc_proto::connection::{
 use blerpc_proto::crypto::CryptoProvider;
 use rand_core::CryptoRngCore;
 
+use blerpc_proto::wire::diagnostics::DIAGNOSTICS_COMMAND;
+
+use crate::device::{ANSWER_BYTES, Device, LinkNow};
 use blerpc_demo::chat::{CHAT, ChatEcho};
 use blerpc_demo::flash::Flash;
 use blerpc_demo::{DemoService, Responder, Stats, Work};
@@ -45,8 +48,9 @@ pub type FirmwarePeripheral<P, R> =
 /// values: ATT MTU 247, TIMEOUT 100 ms, max request 12,288, encryption required, at most
 /// 10,000 stream items), with the outbox and the reassembly budget of the buffers above, the
 /// cancel extension agreed to (a central that announces it can stop a response or a stream),
-/// and the streams extension (the counter stream sent against the central's credits, `chat`
-/// both ways with a window of [`CHAT_WINDOW`]).
+/// the streams extension (the counter stream sent against the central's credits, `chat`
+/// both ways with a window of [`CHAT_WINDOW`]), and the diagnostics extension (`blerpc.diagnostics`
+/// answered from the connection's [`Device`]).
 pub fn firmware_config(require_encryption: bool) -> PeripheralConfig {
     PeripheralConfig {
         require_encryption,
@@ -56,6 +60,7 @@ pub fn firmware_config(require_encryption: bool) -> PeripheralConfig {
         cancel: true,
         streams: true,
         stream_window: CHAT_WINDOW,
+        diagnostics: true,
         ..PeripheralConfig::default()
     }
 }
@@ -70,6 +75,10 @@ pub struct Connection<P: CryptoProvider, R, F> {
     chat: ChatEcho<{ CHAT_WINDOW as usize }, CHAT_ITEM_BYTES>,
     closed: Option<CloseReason>,
     secured: bool,
+    /// The device across connections, this one's counts added as they come.
+    device: Device,
+    /// The link as the BLE stack last reported it.
+    link: LinkNow,
 }
 
 impl<P, R, F> Connection<P, R, F>
@@ -97,7 +106,28 @@ where
             chat: ChatEcho::default(),
             closed: None,
             secured: false,
+            device: Device::new(now, env!("CARGO_PKG_VERSION"), None),
+            link: LinkNow::default(),
         })
+    }
+
+    /// This connection belongs to `device` (the application's, across connections; the
+    /// default is one that booted when the connection was created).
+    pub fn with_device(mut self, device: Device) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// The device with this connection's counts so far: what the application keeps for the
+    /// next connection.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The link as the BLE stack reports it now (the application sets it as the stack's
+    /// events and reads arrive).
+    pub fn set_link(&mut self, link: LinkNow) {
+        self.link = link;
     }
 
     /// The ATT MTU changed (after the MTU exchange).
@@ -177,6 +207,10 @@ where
         loop {
             let work = match self.peripheral.poll_event() {
                 None => break,
+                Some(PeripheralEvent::Request { tid, name, .. }) if name == DIAGNOSTICS_COMMAND => {
+                    self.answer_diagnostics(now, tid);
+                    continue;
+                }
                 Some(PeripheralEvent::Request { tid, name, .. }) if name == CHAT => {
                     let _ = self.chat.open(now, &mut self.peripheral, tid);
                     continue;
@@ -215,5 +249,28 @@ where
         }
         // The echoes of what arrived go out now where credits and the outbox allow.
         let _ = self.chat.pump(now, &mut self.peripheral, false);
+        let counted = self.peripheral.take_counters();
+        self.device.counters.add(&counted);
+    }
+
+    /// Answers `blerpc.diagnostics` (request `tid`) with the device's counts, this
+    /// connection's included.
+    fn answer_diagnostics(&mut self, now: Instant, tid: u8) {
+        let counted = self.peripheral.take_counters();
+        self.device.counters.add(&counted);
+        let mut out = [0u8; ANSWER_BYTES];
+        let att_mtu = self.peripheral.config().att_mtu;
+        // Refusals are reported by the core (ERROR) or mean the connection is closing.
+        let _ = match crate::device::answer(&self.device, &self.link, att_mtu, now, &mut out) {
+            Some(n) => {
+                self.peripheral
+                    .respond(now, tid, DIAGNOSTICS_COMMAND, out.get(..n).unwrap_or(&[]))
+            }
+            None => self.peripheral.respond_error(
+                now,
+                tid,
+                blerpc_proto::wire::error_code::ErrorCode::ResponseTooLarge,
+            ),
+        };
     }
 }

@@ -5,6 +5,7 @@
 //! | module | holds |
 //! |---|---|
 //! | [`connection`] | [`Connection`]: the core's `Peripheral` on fixed buffers and the demo service's `Responder` answering it (the MCU shell's sans-IO half) |
+//! | [`device`] | [`device::Device`] and [`device::LinkNow`]: what `blerpc.diagnostics` answers (the device across connections, the link as the BLE stack reports it) |
 //! | [`identity`] | the identity seed from its flash location, or the documented development seed |
 //! | [`plaintext`] | [`plaintext::NoCrypto`], the provider of the build that measures what encryption costs |
 //!
@@ -78,6 +79,7 @@
 #![cfg_attr(not(test), warn(clippy::indexing_slicing))]
 
 pub mod connection;
+pub mod device;
 pub mod identity;
 pub mod plaintext;
 
