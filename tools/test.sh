@@ -40,7 +40,7 @@ step "no_std: the core without default features, and a #![no_std] staticlib link
 cargo build -p blerpc-proto --no-default-features --locked
 bash nostd-check/run.sh
 
-step "packaging: the published crates build from their packages alone (blerpc-schema, blerpc-gateway and blerpc-cli included)"
+step "packaging: the published crates build from their packages alone (blerpc-schema, blerpc-gateway, blerpc-report and blerpc-cli included)"
 # cargo verifies each package against the others through a local overlay registry. It unpacks
 # those sources under $CARGO_HOME/registry/src/-<hash>/ once, with fixed timestamps, and treats
 # what it built from them as never stale (a registry crate cannot change): drop an earlier run's
@@ -51,13 +51,16 @@ find "${CARGO_HOME:-$HOME/.cargo}/registry/src" -mindepth 2 -maxdepth 2 -path '*
 for dep in target/debug/.fingerprint/blerpc*/dep-lib-*; do
   if [ -e "$dep" ] && [ "$(stat -c %s "$dep")" -le 16 ]; then rm -rf "$(dirname "$dep")"; fi
 done
-cargo package -p blerpc-proto -p blerpc-build -p blerpc -p blerpc-demo -p blerpc-schema -p blerpc-gateway -p blerpc-dissect -p blerpc-cli --locked --allow-dirty
+cargo package -p blerpc-proto -p blerpc-build -p blerpc -p blerpc-demo -p blerpc-schema -p blerpc-gateway -p blerpc-dissect -p blerpc-report -p blerpc-cli --locked --allow-dirty
 
 step "reference vectors regenerate identically (blerpc-protocol 0.8.0 from PyPI)"
 bash tools/vectors/check.sh
 
 # The browser and gateway checks start the `blerpc` binary the tests above built.
 export BLERPC_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/blerpc"
+
+step "field reports: the examples and a fresh report against docs/report.schema.json (jsonschema-rs)"
+bash tools/report/schema-check.sh
 
 step "Python bindings: the wheel (maturin, dev profile, this target dir) and pytest against blerpc serve"
 bash tools/bindings/python.sh

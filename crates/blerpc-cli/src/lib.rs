@@ -11,6 +11,8 @@
 //!   `--workers`).
 //! - [`call`]: `blerpc call` and `blerpc upload`, JSON in and out.
 //! - [`diagnostics`]: `blerpc diagnostics`, a peripheral's diagnostics as a table or JSON.
+//! - [`report`]: `blerpc report`, a field report of a real link (`blerpc-report`), and
+//!   `report compare`.
 //! - [`gateway`]: `blerpc gateway`, the device gateway.
 //! - [`keygen`], [`scan`]: identities and BLE discovery.
 //! - [`decode`]: `blerpc decode`, the shell around the protocol dissector (`blerpc-dissect`).
@@ -24,6 +26,7 @@ pub mod diagnostics;
 pub mod gateway;
 pub mod keygen;
 pub mod links;
+pub mod report;
 pub mod scan;
 pub mod serve;
 pub mod trace;

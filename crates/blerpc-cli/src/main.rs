@@ -34,6 +34,10 @@ enum Command {
     /// Ask a peripheral for its diagnostics: its link as it sees it, uptime, version,
     /// counters; each field its value or the reason it is missing.
     Diagnostics(blerpc_cli::diagnostics::DiagnosticsArgs),
+    /// Measure a real link for a field report (a payload mix for a duration, reconnects, the
+    /// device's diagnostics, latency percentiles): JSON, Markdown and plots; or `report
+    /// compare A.json B.json`.
+    Report(Box<blerpc_cli::report::ReportArgs>),
     /// Create an identity seed file and print its public key.
     Keygen(blerpc_cli::keygen::KeygenArgs),
     /// List BLE peripherals advertising the bleRPC service.
@@ -72,6 +76,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             .map(|()| ok),
         Command::Diagnostics(args) => runtime()?
             .block_on(blerpc_cli::diagnostics::run(&args))
+            .map(|()| ok),
+        Command::Report(args) => runtime()?
+            .block_on(blerpc_cli::report::run(&args))
             .map(|()| ok),
         Command::Scan(args) => runtime()?
             .block_on(blerpc_cli::scan::run(&args))
