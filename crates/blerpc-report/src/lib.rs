@@ -11,7 +11,7 @@
 //! | module | holds |
 //! |---|---|
 //! | [`mix`] | the calls and their weights (`--mix`; the published benchmark's by default) |
-//! | [`run`] | the run: calls, timing, reconnects, the [`Report`] |
+//! | [`run`](mod@run) | the run: calls, timing, reconnects, the [`Report`] |
 //! | [`schema`] | the versioned JSON ([`schema::SCHEMA`], `docs/field-reports.md`) |
 //! | [`markdown`], [`plot`] | the summary and the SVG plots |
 //! | [`compare`] | two reports side by side, environment differences first |
@@ -111,7 +111,7 @@ pub fn write(
     Ok(written)
 }
 
-/// Reads a report written by [`write`] (for `compare`): a file of another schema is refused.
+/// Reads a report written by [`write()`] (for `compare`): a file of another schema is refused.
 pub fn read(path: &std::path::Path) -> Result<Report, WriteError> {
     let text = std::fs::read_to_string(path).map_err(|e| WriteError::Io(path.to_owned(), e))?;
     let report: Report = serde_json::from_str(&text).map_err(WriteError::Json)?;
