@@ -99,7 +99,8 @@ struct Sample {
 }
 
 /// Runs `options` against the device `connect` reaches (each call of `connect` opens a new
-/// connection), reporting progress to `progress` about every 100 ms of the run.
+/// connection, and must itself be bounded in time: `blerpc report` bounds it by `--timeout`),
+/// reporting progress to `progress` about every 100 ms of the run.
 pub async fn run<C, F>(
     mut connect: C,
     options: &Options,

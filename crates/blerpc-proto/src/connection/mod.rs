@@ -47,6 +47,10 @@
 //! | `error`, `events` | the errors and warnings of both roles |
 
 mod central;
+
+/// The least wait before a CREDIT refused by a full outbox is tried again (a `credit_delay` of
+/// zero would otherwise ask to be woken at once, again and again, while the outbox stays full).
+pub(crate) const MIN_CREDIT_RETRY: core::time::Duration = core::time::Duration::from_millis(1);
 mod counters;
 mod endpoint;
 mod error;

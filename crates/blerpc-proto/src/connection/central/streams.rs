@@ -133,7 +133,11 @@ where
     /// Grants each remainder of room whose instant passed; a full outbox tries again a delay
     /// later.
     pub(super) fn grant_due(&mut self, now: Instant) {
-        let retry = self.config.credit_delay.unwrap_or_default();
+        let retry = self
+            .config
+            .credit_delay
+            .unwrap_or_default()
+            .max(crate::connection::MIN_CREDIT_RETRY);
         for idx in 0..self.calls.len() {
             let due = self
                 .calls

@@ -117,7 +117,11 @@ where
     /// delay later.
     pub(super) fn grant_due(&mut self, now: Instant) {
         if self.credit_deadline().is_some_and(|at| at <= now) && self.grant().is_err() {
-            let retry = self.config.credit_delay.unwrap_or_default();
+            let retry = self
+                .config
+                .credit_delay
+                .unwrap_or_default()
+                .max(crate::connection::MIN_CREDIT_RETRY);
             if let Some(b) = self.bidi.as_mut() {
                 b.grant_at = Some(now.saturating_add(retry));
             }
