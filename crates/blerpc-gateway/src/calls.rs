@@ -322,6 +322,33 @@ impl Gateway {
         self.record(&device, started, result.as_ref().map(|_| ()));
         result
     }
+
+    /// Device `id`'s diagnostics (`blerpc.diagnostics`, `docs/protocol.md` "Diagnostics"), asked
+    /// as one of its calls: in its queue, within `deadline`. A device that does not announce
+    /// the extension is not asked: every field says so.
+    pub async fn diagnostics(
+        &self,
+        id: &str,
+        deadline: Duration,
+    ) -> Result<blerpc::diagnostics::DeviceDiagnostics, CallFailure> {
+        let started = Instant::now();
+        let (device, connection) = self.route(id)?;
+        let slot = self
+            .slot(device.clone(), connection.clone(), false, started, deadline)
+            .await?;
+        let asked =
+            tokio::time::timeout_at(until(started, deadline), connection.client.diagnostics())
+                .await;
+        drop(slot);
+        match asked {
+            Ok(answer) => answer.map_err(|e| CallFailure::from_client(&device.id, deadline, e)),
+            Err(_) => Err(CallFailure::Deadline {
+                device: device.id.clone(),
+                deadline,
+                where_: "in flight",
+            }),
+        }
+    }
 }
 
 /// When a call that started at `started` with `deadline` ends: no clock is read (a call reads

@@ -76,6 +76,31 @@ async fn devices_are_listed_and_called_by_id() {
 }
 
 #[tokio::test]
+async fn a_devices_diagnostics_are_its_own_answer_or_a_problem() {
+    let a = Device::new(1);
+    let (http, _gateway, _links, _stop) = started(GatewayConfig::default(), &[&a]).await;
+    let echo = http.call(&a.id, "echo", r#"{"message":"hi"}"#).await;
+    assert_eq!(echo.status, 200, "{}", echo.text());
+    let d = http.get(&format!("/v1/devices/{}/diagnostics", a.id)).await;
+    assert_eq!(d.status, 200, "{}", d.text());
+    assert_eq!(d.content_type(), "application/json");
+    let d = d.json();
+    // The device's own count: the echo and this request.
+    assert_eq!(d["calls"], 2, "{d}");
+    assert_eq!(d["connections"], 1, "{d}");
+    assert_eq!(d["att_mtu"], 247, "{d}");
+    assert!(
+        d["conn_interval_us"]["unavailable"]
+            .as_str()
+            .is_some_and(|why| why.starts_with("not a BLE link")),
+        "{d}"
+    );
+    http.get("/v1/devices/00ff/diagnostics")
+        .await
+        .assert_problem(404, "unknown_device");
+}
+
+#[tokio::test]
 async fn streams_go_out_as_ndjson_or_sse_and_uploads_come_in_as_ndjson() {
     let d = Device::new(3);
     let (http, _gateway, _links, _stop) = started(GatewayConfig::default(), &[&d]).await;

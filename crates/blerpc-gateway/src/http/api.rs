@@ -1,5 +1,6 @@
 //! `/v1/devices` and `/metrics` (the fleet's, merged from every node), and what a device's
-//! holder answers: `/v1/devices/{id}`, `/v1/devices/{id}/calls/{command}`, `/v1/schema`.
+//! holder answers: `/v1/devices/{id}`, `/v1/devices/{id}/calls/{command}`,
+//! `/v1/devices/{id}/diagnostics`, `/v1/schema`.
 //!
 //! A call's request body is its JSON request (unary and device→caller streams) or one JSON item
 //! per line (NDJSON, uploads). A unary call answers with the JSON response; a device→caller
@@ -63,6 +64,26 @@ pub(super) async fn get_device(State(gateway): State<Gateway>, Path(id): Path<St
             serde_json::to_string(&v).unwrap_or_default(),
         ),
         None => Problem::from(CallFailure::UnknownDevice(id)).into_response(),
+    }
+}
+
+/// `GET /v1/devices/{id}/diagnostics`: the device's diagnostics, each field its value or
+/// `{"unavailable": why}`.
+pub(super) async fn diagnostics(
+    State(gateway): State<Gateway>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let asked = async {
+        let deadline = deadline_ms(&headers).and_then(|ms| gateway.deadline(ms))?;
+        gateway.diagnostics(&id, deadline).await
+    };
+    match asked.await {
+        Ok(d) => json_response(
+            StatusCode::OK,
+            serde_json::to_string(&d).unwrap_or_default(),
+        ),
+        Err(f) => Problem::from(f).into_response(),
     }
 }
 
