@@ -27,11 +27,12 @@ use core::ops::Range;
 
 use blerpc_demo::flash::{DemoFlash, Flash};
 use blerpc_demo::{DemoLimits, DemoService};
-use blerpc_fw_service::device::{Device, LinkNow};
+use blerpc_fw_service::device::Device;
 use blerpc_fw_service::identity::{IdentitySource, identity_seed};
 use blerpc_fw_service::{Connection, firmware_config};
 #[cfg(not(feature = "plaintext"))]
 use blerpc_proto::crypto::CryptoProvider;
+use blerpc_proto::wire::diagnostics::LinkFields;
 use bt_hci::cmd::le::{LeReadLocalSupportedFeatures, LeSetDataLength};
 use bt_hci::cmd::status::ReadRssi;
 use bt_hci::controller::ControllerCmdSync;
@@ -310,7 +311,7 @@ where
     // The link as the stack reports it: its parameters now, a legacy-advertising connection's
     // LE 1M and 27-byte data length until the stack says otherwise.
     let params = conn.raw().params();
-    let link = Cell::new(LinkNow {
+    let link = Cell::new(LinkFields {
         conn_interval_us: u32::try_from(params.conn_interval.as_micros()).ok(),
         peripheral_latency: Some(u32::from(params.peripheral_latency)),
         supervision_timeout_ms: u32::try_from(params.supervision_timeout.as_millis()).ok(),
@@ -318,7 +319,7 @@ where
         data_length: Some(27),
         rssi_dbm: None,
     });
-    let set_link = |update: &dyn Fn(&mut LinkNow)| {
+    let set_link = |update: &dyn Fn(&mut LinkFields)| {
         let mut now_ = link.get();
         update(&mut now_);
         link.set(now_);

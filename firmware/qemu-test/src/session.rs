@@ -17,7 +17,6 @@ use blerpc_demo::noalloc::{
     FlashReadResponse,
 };
 use blerpc_demo::{DemoLimits, DemoService};
-use blerpc_fw_service::device::LinkNow;
 use blerpc_fw_service::{Connection, firmware_config};
 use blerpc_proto::Instant;
 use blerpc_proto::buf::ArrayBuf;
@@ -26,6 +25,7 @@ use blerpc_proto::connection::{
 };
 use blerpc_proto::crypto::{CryptoProvider, IdentitySeed, RustCrypto};
 use blerpc_proto::wire::capabilities::CapabilityFlags;
+use blerpc_proto::wire::diagnostics::LinkFields;
 use blerpc_proto::wire::diagnostics::{DIAGNOSTICS_COMMAND, Diagnostics, Field};
 use blerpc_proto::wire::error_code::ErrorCode;
 use rand_chacha::ChaCha20Rng;
@@ -267,10 +267,10 @@ impl Pair {
             .capabilities()
             .is_some_and(|c| c.flags.contains(CapabilityFlags::DIAGNOSTICS));
         ensure(announced, "DIAGNOSTICS is not announced")?;
-        self.conn.set_link(LinkNow {
+        self.conn.set_link(LinkFields {
             conn_interval_us: Some(15_000),
             phy: Some(2),
-            ..LinkNow::default()
+            ..LinkFields::default()
         });
         let call = self
             .central

@@ -20,10 +20,11 @@ use rand_core::CryptoRngCore;
 
 use blerpc_proto::wire::diagnostics::DIAGNOSTICS_COMMAND;
 
-use crate::device::{ANSWER_BYTES, Device, LinkNow};
+use crate::device::{ANSWER_BYTES, Device};
 use blerpc_demo::chat::{CHAT, ChatEcho};
 use blerpc_demo::flash::Flash;
 use blerpc_demo::{DemoService, Responder, Stats, Work};
+use blerpc_proto::wire::diagnostics::LinkFields;
 
 /// The reassembly buffer: one request of up to 12,288 wire bytes, the reference firmware's
 /// `CONFIG_BLERPC_PROTOCOL_ASSEMBLER_BUF_SIZE` (advertised as `max_request` in CAPABILITIES).
@@ -78,7 +79,7 @@ pub struct Connection<P: CryptoProvider, R, F> {
     /// The device across connections, this one's counts added as they come.
     device: Device,
     /// The link as the BLE stack last reported it.
-    link: LinkNow,
+    link: LinkFields,
 }
 
 impl<P, R, F> Connection<P, R, F>
@@ -107,7 +108,7 @@ where
             closed: None,
             secured: false,
             device: Device::new(now, env!("CARGO_PKG_VERSION"), None),
-            link: LinkNow::default(),
+            link: LinkFields::default(),
         })
     }
 
@@ -126,7 +127,7 @@ where
 
     /// The link as the BLE stack reports it now (the application sets it as the stack's
     /// events and reads arrive).
-    pub fn set_link(&mut self, link: LinkNow) {
+    pub fn set_link(&mut self, link: LinkFields) {
         self.link = link;
     }
 

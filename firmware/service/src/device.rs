@@ -4,12 +4,12 @@
 //! The application keeps one [`Device`] across connections (boot time, version, build id,
 //! connections, link losses, the core's counts since boot) and hands it to each
 //! [`Connection`](crate::Connection), which adds its own counts and answers the command with
-//! the link as the BLE stack last reported it ([`LinkNow`], set by the application as the
-//! stack's events arrive).
+//! the link as the BLE stack last reported it (the core's [`LinkFields`], set by the
+//! application as the stack's events arrive).
 
 use blerpc_proto::Instant;
 use blerpc_proto::connection::Counters;
-use blerpc_proto::wire::diagnostics::{Diagnostics, Field, List};
+use blerpc_proto::wire::diagnostics::{Diagnostics, Field, LinkFields, List};
 use blerpc_proto::wire::error_code::ErrorCode;
 
 /// The longest answer: every field, 17 error codes and every reason (about 600 bytes; the
@@ -55,29 +55,12 @@ impl Device {
     }
 }
 
-/// The link as the BLE stack last reported it; `None` until it does.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LinkNow {
-    /// The connection interval, µs.
-    pub conn_interval_us: Option<u32>,
-    /// The peripheral latency, in connection events.
-    pub peripheral_latency: Option<u32>,
-    /// The supervision timeout, ms.
-    pub supervision_timeout_ms: Option<u32>,
-    /// The PHY (transmit): 1 = LE 1M, 2 = LE 2M, 3 = LE Coded.
-    pub phy: Option<u32>,
-    /// The LL data length (transmit octets).
-    pub data_length: Option<u32>,
-    /// The received signal strength, dBm.
-    pub rssi_dbm: Option<i32>,
-}
-
 /// Writes the diagnostics answer into `out` for a connection at `now` with ATT MTU
 /// `att_mtu`; returns its length, or `None` if `out` is too short (never with
 /// [`ANSWER_BYTES`]).
 pub fn answer(
     device: &Device,
-    link: &LinkNow,
+    link: &LinkFields,
     att_mtu: usize,
     now: Instant,
     out: &mut [u8],
@@ -90,20 +73,8 @@ pub fn answer(
             missing += 1;
         }
     };
-    let link_fields = [
-        (Field::ConnIntervalUs, link.conn_interval_us),
-        (Field::PeripheralLatency, link.peripheral_latency),
-        (Field::SupervisionTimeoutMs, link.supervision_timeout_ms),
-        (Field::Phy, link.phy),
-        (Field::DataLength, link.data_length),
-    ];
-    for (field, value) in link_fields {
-        if value.is_none() {
-            miss(field, NOT_REPORTED);
-        }
-    }
-    if link.rssi_dbm.is_none() {
-        miss(Field::RssiDbm, NOT_REPORTED);
+    for field in link.missing() {
+        miss(field, NOT_REPORTED);
     }
     if device.build_id.is_none() {
         miss(Field::BuildId, NO_BUILD_ID);
@@ -122,13 +93,7 @@ pub fn answer(
         .copied()
         .unwrap_or(0);
     let d = Diagnostics {
-        conn_interval_us: link.conn_interval_us,
-        peripheral_latency: link.peripheral_latency,
-        supervision_timeout_ms: link.supervision_timeout_ms,
-        phy: link.phy,
-        data_length: link.data_length,
         att_mtu: u32::try_from(att_mtu).ok(),
-        rssi_dbm: link.rssi_dbm,
         uptime_ms: Some(
             u64::try_from(now.saturating_duration_since(device.booted).as_millis())
                 .unwrap_or(u64::MAX),
@@ -145,7 +110,9 @@ pub fn answer(
         outbox_high_water: Some(device.counters.outbox_high_water),
         reassembly_high_water: Some(device.counters.reassembly_high_water),
         unavailable: List::Items(unavailable.get(..missing).unwrap_or(&[])),
-    };
+        ..Diagnostics::default()
+    }
+    .with_link(link);
     d.emit(out).ok()
 }
 
@@ -162,7 +129,7 @@ mod tests {
         device.connections = u64::MAX;
         let mut out = [0u8; ANSWER_BYTES];
         let now = Instant::from_millis(0) + Duration::from_secs(3600);
-        let n = answer(&device, &LinkNow::default(), 247, now, &mut out).expect("fits");
+        let n = answer(&device, &LinkFields::default(), 247, now, &mut out).expect("fits");
         let d = Diagnostics::parse(&out[..n]).unwrap();
         assert_eq!(d.uptime_ms, Some(3_600_000));
         assert_eq!(d.errors().count(), 17);
@@ -174,7 +141,7 @@ mod tests {
     #[test]
     fn a_reported_link_is_answered() {
         let device = Device::new(Instant::from_millis(0), "0.5.0", Some("abc"));
-        let link = LinkNow {
+        let link = LinkFields {
             conn_interval_us: Some(15_000),
             peripheral_latency: Some(0),
             supervision_timeout_ms: Some(4_000),

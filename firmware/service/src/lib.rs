@@ -5,7 +5,7 @@
 //! | module | holds |
 //! |---|---|
 //! | [`connection`] | [`Connection`]: the core's `Peripheral` on fixed buffers and the demo service's `Responder` answering it (the MCU shell's sans-IO half) |
-//! | [`device`] | [`device::Device`] and [`device::LinkNow`]: what `blerpc.diagnostics` answers (the device across connections, the link as the BLE stack reports it) |
+//! | [`device`] | [`device::Device`] and the link as the BLE stack reports it (the core's `LinkFields`): what `blerpc.diagnostics` answers (the device across connections, the link as the BLE stack reports it) |
 //! | [`identity`] | the identity seed from its flash location, or the documented development seed |
 //! | [`plaintext`] | [`plaintext::NoCrypto`], the provider of the build that measures what encryption costs |
 //!

@@ -174,6 +174,44 @@ pub type ErrorCount = (u8, u64);
 /// One entry of `unavailable`: the field, and why the peripheral cannot give it.
 pub type Unavailable<'a> = (Field, &'a str);
 
+/// A link's parameters as its BLE stack reports them now; `None` where it does not. What a
+/// runtime's link and the firmware's BLE host hand the diagnostics answer
+/// ([`Diagnostics::with_link`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkFields {
+    /// The connection interval, µs.
+    pub conn_interval_us: Option<u32>,
+    /// The peripheral latency, in connection events.
+    pub peripheral_latency: Option<u32>,
+    /// The supervision timeout, ms.
+    pub supervision_timeout_ms: Option<u32>,
+    /// The PHY (transmit): 1 = LE 1M, 2 = LE 2M, 3 = LE Coded.
+    pub phy: Option<u32>,
+    /// The LL data length (transmit octets a packet carries).
+    pub data_length: Option<u32>,
+    /// The received signal strength, dBm.
+    pub rssi_dbm: Option<i32>,
+}
+
+impl LinkFields {
+    /// The fields the stack did not report: what the answer names in `unavailable`.
+    pub fn missing(&self) -> impl Iterator<Item = Field> {
+        [
+            (Field::ConnIntervalUs, self.conn_interval_us.is_none()),
+            (Field::PeripheralLatency, self.peripheral_latency.is_none()),
+            (
+                Field::SupervisionTimeoutMs,
+                self.supervision_timeout_ms.is_none(),
+            ),
+            (Field::Phy, self.phy.is_none()),
+            (Field::DataLength, self.data_length.is_none()),
+            (Field::RssiDbm, self.rssi_dbm.is_none()),
+        ]
+        .into_iter()
+        .filter_map(|(field, missing)| missing.then_some(field))
+    }
+}
+
 /// A peripheral's diagnostics (see the module docs): `None` is a field not given.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[allow(missing_docs)] // Each field is documented by its `Field` and the module's table.
@@ -249,6 +287,19 @@ impl<'a> Diagnostics<'a> {
             }
         }
         Ok(d)
+    }
+
+    /// These diagnostics with the link fields of `link`.
+    pub fn with_link(self, link: &LinkFields) -> Self {
+        Diagnostics {
+            conn_interval_us: link.conn_interval_us,
+            peripheral_latency: link.peripheral_latency,
+            supervision_timeout_ms: link.supervision_timeout_ms,
+            phy: link.phy,
+            data_length: link.data_length,
+            rssi_dbm: link.rssi_dbm,
+            ..self
+        }
     }
 
     /// The `errors` entries.
@@ -666,6 +717,23 @@ mod tests {
                 ..Diagnostics::default()
             }
         );
+    }
+
+    #[test]
+    fn a_link_fills_its_fields_and_names_what_it_lacks() {
+        let link = LinkFields {
+            conn_interval_us: Some(15_000),
+            phy: Some(2),
+            ..LinkFields::default()
+        };
+        let d = Diagnostics::default().with_link(&link);
+        assert_eq!((d.conn_interval_us, d.phy), (Some(15_000), Some(2)));
+        assert!(link.missing().eq([
+            Field::PeripheralLatency,
+            Field::SupervisionTimeoutMs,
+            Field::DataLength,
+            Field::RssiDbm
+        ]));
     }
 
     #[test]

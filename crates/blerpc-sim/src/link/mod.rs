@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use blerpc::blerpc_proto::connection::SetupPipelining;
-use blerpc::link::{Link, LinkError, LinkProbe, LinkReport, LinkRx, LinkTx, SendQueue};
+use blerpc::link::{Link, LinkError, LinkFields, LinkProbe, LinkRx, LinkTx, SendQueue};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -257,7 +257,7 @@ impl Link for SimLink {
         Some(std::sync::Arc::new(move || {
             let params = monitor.params();
             let us = |d: Duration| u32::try_from(d.as_micros()).unwrap_or(u32::MAX);
-            LinkReport {
+            LinkFields {
                 conn_interval_us: Some(us(monitor.interval_now())),
                 peripheral_latency: Some(0),
                 supervision_timeout_ms: Some(us(params.supervision_timeout) / 1000),

@@ -137,26 +137,11 @@ pub trait Link: Send + 'static {
     fn split(self) -> (Self::Tx, Self::Rx);
 }
 
-/// A BLE link's parameters as its stack reports them now; `None` where it does not.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LinkReport {
-    /// The connection interval, µs.
-    pub conn_interval_us: Option<u32>,
-    /// The peripheral latency, in connection events.
-    pub peripheral_latency: Option<u32>,
-    /// The supervision timeout, ms.
-    pub supervision_timeout_ms: Option<u32>,
-    /// The PHY: 1 = LE 1M, 2 = LE 2M, 3 = LE Coded.
-    pub phy: Option<u32>,
-    /// The LL data length (octets a packet carries).
-    pub data_length: Option<u32>,
-    /// The received signal strength, dBm.
-    pub rssi_dbm: Option<i32>,
-}
+pub use blerpc_proto::wire::diagnostics::LinkFields;
 
-/// Reads a link's [`LinkReport`] as it is now (a connection's parameters change: an interval
+/// Reads a link's [`LinkFields`] as they are now (a connection's parameters change: an interval
 /// update, a PHY update).
-pub type LinkProbe = std::sync::Arc<dyn Fn() -> LinkReport + Send + Sync>;
+pub type LinkProbe = std::sync::Arc<dyn Fn() -> LinkFields + Send + Sync>;
 
 /// The transmit half of a [`Link`].
 pub trait LinkTx: Send + 'static {

@@ -24,8 +24,16 @@ const NO_RAM_MARK: &str =
 /// Why the build id is missing.
 const NO_BUILD_ID: &str = "not set (ServerConfig::build_id)";
 
+impl Drop for Connection {
+    /// What the connection counted in its last turn reaches the metrics too, however it ends.
+    fn drop(&mut self) {
+        self.add_counters();
+    }
+}
+
 impl Connection {
-    /// Adds what the core counted since the last time to the server's metrics.
+    /// Adds what the core counted since the last time to the server's metrics (every turn of
+    /// the connection's loop, so `/metrics` is current).
     pub(super) fn add_counters(&mut self) {
         let counted = self.peripheral.take_counters();
         self.ticket.metrics().add_counters(&counted);
@@ -35,38 +43,13 @@ impl Connection {
     pub(super) fn diagnostics(&self) -> Vec<u8> {
         let totals = self.ticket.metrics().totals();
         let link = self.link.as_ref().map(|probe| probe());
-        let mut unavailable: Vec<(Field, &str)> = Vec::new();
-        let mut link_field = |field, value: Option<u32>| {
-            if value.is_none() {
-                unavailable.push((
-                    field,
-                    if link.is_some() {
-                        NOT_REPORTED
-                    } else {
-                        NOT_BLE
-                    },
-                ));
-            }
-            value
+        let why = if link.is_some() {
+            NOT_REPORTED
+        } else {
+            NOT_BLE
         };
-        let report = link.unwrap_or_default();
-        let conn_interval_us = link_field(Field::ConnIntervalUs, report.conn_interval_us);
-        let peripheral_latency = link_field(Field::PeripheralLatency, report.peripheral_latency);
-        let supervision_timeout_ms =
-            link_field(Field::SupervisionTimeoutMs, report.supervision_timeout_ms);
-        let phy = link_field(Field::Phy, report.phy);
-        let data_length = link_field(Field::DataLength, report.data_length);
-        let rssi_dbm = report.rssi_dbm;
-        if rssi_dbm.is_none() {
-            unavailable.push((
-                Field::RssiDbm,
-                if link.is_some() {
-                    NOT_REPORTED
-                } else {
-                    NOT_BLE
-                },
-            ));
-        }
+        let link = link.unwrap_or_default();
+        let mut unavailable: Vec<(Field, &str)> = link.missing().map(|f| (f, why)).collect();
         if self.facts.build_id.is_none() {
             unavailable.push((Field::BuildId, NO_BUILD_ID));
         }
@@ -78,13 +61,7 @@ impl Connection {
             .map_or(0, |(_, n)| *n);
         let mark = |v: u64| Some(u32::try_from(v).unwrap_or(u32::MAX));
         let answer = Diagnostics {
-            conn_interval_us,
-            peripheral_latency,
-            supervision_timeout_ms,
-            phy,
-            data_length,
             att_mtu: u32::try_from(self.peripheral.config().att_mtu).ok(),
-            rssi_dbm,
             uptime_ms: Some(u64::try_from(totals.uptime.as_millis()).unwrap_or(u64::MAX)),
             build_id: self.facts.build_id.as_deref(),
             version: Some(&self.facts.version),
@@ -98,7 +75,9 @@ impl Connection {
             outbox_high_water: mark(totals.outbox_high_water),
             reassembly_high_water: mark(totals.reassembly_high_water),
             unavailable: List::Items(&unavailable),
-        };
+            ..Diagnostics::default()
+        }
+        .with_link(&link);
         // 1 KiB holds it with every field and reason; longer configured strings grow it.
         let mut out = vec![0u8; 1024];
         loop {
