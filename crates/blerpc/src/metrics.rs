@@ -24,7 +24,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use blerpc_proto::connection::{COUNTED_ERROR_CODES, Counters, OTHER_ERROR_CODE};
+use blerpc_proto::connection::{Counters, OTHER_ERROR_CODE};
 use blerpc_proto::wire::error_code::ErrorCode;
 
 /// Why a connection (or a handshake, or a request) was refused, evicted or closed.
@@ -428,26 +428,18 @@ impl Metrics {
     /// What the connections counted together since the metrics were created.
     pub fn totals(&self) -> Totals {
         let c = &self.counts;
-        let codes = (0..COUNTED_ERROR_CODES as u8).chain([OTHER_ERROR_CODE]);
-        let mut errors: Vec<(u8, u64)> = Vec::new();
-        for code in codes {
-            let label = code_label(code);
-            if errors.iter().any(|(seen, _)| code_label(*seen) == label) {
-                continue;
-            }
-            let n = c
-                .errors
+        // Each named code under its name, every other code together under `other`.
+        let count = |label| {
+            c.errors
                 .get(&CodeLabel { code: label })
-                .map_or(0, |n| n.get());
-            if n > 0 {
-                let code = if label == "other" {
-                    OTHER_ERROR_CODE
-                } else {
-                    code
-                };
-                errors.push((code, n));
-            }
-        }
+                .map_or(0, |n| n.get())
+        };
+        let errors: Vec<(u8, u64)> = ErrorCode::NAMED
+            .iter()
+            .map(|code| (code.to_byte(), count(code.as_str())))
+            .chain([(OTHER_ERROR_CODE, count("other"))])
+            .filter(|(_, n)| *n > 0)
+            .collect();
         let mark = |g: &Gauge| u64::try_from(g.get()).unwrap_or(0);
         Totals {
             uptime: c.started.elapsed(),
