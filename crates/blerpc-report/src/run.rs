@@ -368,18 +368,25 @@ fn assemble(
     }
     let ok = samples.iter().filter(|s| s.outcome.is_ok()).count() as u64;
     let per_s = |n: f64| if elapsed > 0.0 { n / elapsed } else { 0.0 };
-    let seconds = elapsed.ceil() as u32;
-    let timeline = (0..seconds)
-        .map(|t| {
-            let in_second = |s: &Sample| s.at >= f64::from(t) && s.at < f64::from(t + 1);
-            let ms = ok_ms(&|s| in_second(s));
+    // One pass: each sample into its second (the latencies of the successes, the failures).
+    let mut seconds: Vec<(Vec<f64>, u32)> = vec![(Vec::new(), 0); elapsed.ceil() as usize];
+    for s in samples {
+        if let Some((ms, failed)) = seconds.get_mut(s.at as usize) {
+            match s.outcome {
+                Ok(latency) => ms.push(latency),
+                Err(_) => *failed += 1,
+            }
+        }
+    }
+    let timeline = seconds
+        .into_iter()
+        .zip(0u32..)
+        .map(|((mut ms, failed), t)| {
+            ms.sort_by(f64::total_cmp);
             Second {
                 t_s: t,
                 ok: ms.len() as u32,
-                failed: samples
-                    .iter()
-                    .filter(|s| in_second(s) && s.outcome.is_err())
-                    .count() as u32,
+                failed,
                 p50_ms: if ms.is_empty() {
                     Known::missing("no call succeeded in this second")
                 } else {
