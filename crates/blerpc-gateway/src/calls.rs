@@ -11,7 +11,9 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use blerpc::blerpc_proto::connection::CallError;
 use blerpc_schema::SchemaError;
@@ -325,7 +327,8 @@ impl Gateway {
 
     /// Device `id`'s diagnostics (`blerpc.diagnostics`, `docs/protocol.md` "Diagnostics"), asked
     /// as one of its calls: in its queue, within `deadline`. A device that does not announce
-    /// the extension is not asked: every field says so.
+    /// the extension is not asked: every field says so. An answer becomes the device's last
+    /// (its link report's) and is counted in the fleet's link figures.
     pub async fn diagnostics(
         &self,
         id: &str,
@@ -333,28 +336,39 @@ impl Gateway {
     ) -> Result<blerpc::diagnostics::DeviceDiagnostics, CallFailure> {
         let started = Instant::now();
         let (device, connection) = self.route(id)?;
-        let slot = self
-            .slot(device.clone(), connection.clone(), false, started, deadline)
-            .await?;
-        let asked =
-            tokio::time::timeout_at(until(started, deadline), connection.client.diagnostics())
-                .await;
-        drop(slot);
-        match asked {
-            Ok(answer) => answer.map_err(|e| CallFailure::from_client(&device.id, deadline, e)),
-            Err(_) => Err(CallFailure::Deadline {
-                device: device.id.clone(),
-                deadline,
-                where_: "in flight",
-            }),
+        if !crate::link_watch::announces(&connection) {
+            return Ok(blerpc::diagnostics::DeviceDiagnostics::unavailable(
+                blerpc::diagnostics::NOT_ANNOUNCED,
+            ));
         }
+        let asked = async {
+            let slot = self
+                .slot(device.clone(), connection.clone(), false, started, deadline)
+                .await?;
+            let asked =
+                tokio::time::timeout_at(until(started, deadline), connection.client.diagnostics())
+                    .await;
+            drop(slot);
+            match asked {
+                Ok(answer) => answer.map_err(|e| CallFailure::from_client(&device.id, deadline, e)),
+                Err(_) => Err(CallFailure::Deadline {
+                    device: device.id.clone(),
+                    deadline,
+                    where_: "in flight",
+                }),
+            }
+        }
+        .await;
+        self.took_diagnostics(&device, asked.as_ref().map_err(|_| ()));
+        asked
     }
 }
 
-/// When a call that started at `started` with `deadline` ends: no clock is read (a call reads
+/// When a call that started at `started` with `deadline` ends, on tokio's clock (its timers', so
+/// the deadline and the timer that ends it read one clock): no clock is read (a call reads
 /// it once, when it starts, and once, when it ends).
-pub(crate) fn until(started: Instant, deadline: Duration) -> tokio::time::Instant {
-    tokio::time::Instant::from_std(started + deadline)
+pub(crate) fn until(started: Instant, deadline: Duration) -> Instant {
+    started + deadline
 }
 
 #[cfg(test)]

@@ -91,6 +91,16 @@ pub struct GatewayConfig {
     /// [`default_http_guard`]: 1,000 new connections a second from one address in bursts of
     /// 2,000, a protocol error costing 100 (ten a second), a 10 s penalty.
     pub http_guard: GuardConfig,
+    /// How often the gateway asks each connected device that announces the diagnostics
+    /// extension for its diagnostics (`docs/protocol.md` "Diagnostics"): the answer is the
+    /// device's last link report (`GET /v1/devices/{id}/report`) and feeds the fleet's link
+    /// figures in `/metrics`. Each ask is one call in the device's queue. `None`: never (the
+    /// report then has only what the gateway saw itself). Default 5 minutes.
+    pub diagnostics_every: Option<Duration>,
+    /// The first ask comes at a random moment within this after a device connects, so that
+    /// devices reconnecting together (a gateway of the fleet lost) are not all asked at once.
+    /// Default 30 s.
+    pub diagnostics_spread: Duration,
 }
 
 /// The HTTP face's default guard ([`GatewayConfig::http_guard`]): generous to a backend that
@@ -139,6 +149,8 @@ impl Default for GatewayConfig {
             max_http_connections_per_address: 1_000,
             max_event_streams: 256,
             http_guard: default_http_guard(),
+            diagnostics_every: Some(Duration::from_secs(300)),
+            diagnostics_spread: Duration::from_secs(30),
         }
     }
 }

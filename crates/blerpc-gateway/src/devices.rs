@@ -185,17 +185,24 @@ impl Gateway {
             self.inner.config.max_in_flight,
         ));
         let epoch = connection.epoch;
-        if let Some(old) = self.inner.registry.connect(&device, connection) {
+        if let Some(old) = self.inner.registry.connect(&device, connection.clone()) {
             // The device came back before its old link was noticed gone.
             tokio::spawn(async move { old.client.close().await });
         }
         metrics.device_connected();
+        if device.connections() > 1 {
+            metrics.device_reconnected();
+        }
         self.refresh_gauges();
         tracing::info!(device = %device.id, %peer, "device connected");
         let gateway = self.clone();
         let watched = device.clone();
         tokio::spawn(async move {
-            client.closed().await;
+            // Its diagnostics on the gateway's schedule, until the connection closes.
+            tokio::select! {
+                () = client.closed() => {}
+                () = gateway.watch_link(watched.clone(), &connection) => {}
+            }
             gateway.inner.registry.disconnect(&watched, epoch);
             gateway.refresh_gauges();
             tracing::info!(device = %watched.id, %peer, "device disconnected");

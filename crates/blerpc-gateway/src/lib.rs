@@ -11,13 +11,15 @@
 //!  device (blerpc serve --dial)  ──tcp/tls/ws──▶  [ listeners ]                 HTTP API  ◀── backends
 //!  BLE peripheral  ◀──ble──  [ keep_connected ]   Gateway: registry, calls  ──▶ /v1/devices/{id}/calls/{command}
 //!                                                  relay pairing           ──▶ /v1/devices/{id}/link (WebSocket)
+//!                                                  link watch              ──▶ /v1/devices/{id}/report
 //!                                                  metrics, dashboard      ──▶ /metrics, /
 //! ```
 //!
 //! The pieces: [`config`] (every limit), [`admission`] (allow-list or enrolment), [`registry`]
 //! (devices and their connections), [`devices`] (attaching device links), [`calls`] (queueing,
 //! deadlines, failures), [`relay`], [`http`] (the API, the dashboard and the TLS listener),
-//! [`metrics`], [`dial`] (the device's side: dialling a gateway), [`routing`] (where a device is held and how a request reaches it: one process,
+//! [`metrics`], [`link_watch`] (each device's diagnostics on a schedule, and its link report),
+//! [`dial`] (the device's side: dialling a gateway), [`routing`] (where a device is held and how a request reaches it: one process,
 //! or [`cluster`], one gateway from several processes, or [`nats`], a fleet of gateways).
 //!
 //! ```
@@ -58,6 +60,7 @@ pub mod config;
 pub mod devices;
 pub mod dial;
 pub mod http;
+pub mod link_watch;
 pub mod metrics;
 pub mod nats;
 pub mod ndjson;

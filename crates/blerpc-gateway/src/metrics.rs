@@ -15,7 +15,19 @@
 //! | `blerpc_gateway_http_refused_total{reason}` | HTTP connections and event streams refused: `connections`, `per_address`, `event_streams`; by the address guard at accept: `rate` (beyond the address's rate: it is penalized), `penalized` (from a penalized address, past the kernel's filter) |
 //! | `blerpc_gateway_http_penalties_total{reason}` | addresses penalized by the HTTP face's guard: `rate` (their connections ran the bucket dry), `offences` (their protocol errors did) |
 //! | `blerpc_gateway_http_timeouts_total{reason}` | HTTP requests and connections cut off for being slow: `head` (a request head, or the next one on a kept connection, not sent in time: the connection is closed), `body` (a request body not sent in time: answered 408, closed), `tls_handshake` |
+//! | `blerpc_gateway_device_reconnects_total` | connections of a device that had connected before (since the gateway started) |
+//! | `blerpc_gateway_diagnostics_total{outcome}` | the gateway's asks for a device's diagnostics: `ok`, `failed` |
+//! | `blerpc_gateway_link_rssi_dbm` | the RSSI each diagnostics answer gave (histogram, dBm; answers without one are not counted) |
+//! | `blerpc_gateway_link_conn_interval_seconds` | the connection interval each answer gave (histogram) |
+//! | `blerpc_gateway_link_att_mtu` | the ATT MTU each answer gave (histogram) |
 //! | `blerpc_connections_*` | the device listeners' own counters (refusals, closes for cause) |
+//!
+//! The link figures come from the devices' own diagnostics, asked every
+//! [`diagnostics_every`](crate::GatewayConfig::diagnostics_every): every device is asked as often,
+//! so each counts once per interval, and the fleet's distribution over the last ten minutes is
+//! `histogram_quantile(0.5, sum by (le) (rate(blerpc_gateway_link_rssi_dbm_bucket[10m])))`. There
+//! is no series per device: a fleet of a million devices would be a million series. A device's
+//! own figures are in its report (`GET /v1/devices/{id}/report`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,7 +71,25 @@ pub struct GatewayMetrics {
     http_refused: Family<ReasonLabel, Counter>,
     http_penalties: Family<ReasonLabel, Counter>,
     http_timeouts: Family<ReasonLabel, Counter>,
+    reconnects: Counter,
+    diagnostics: Family<OutcomeLabel, Counter>,
+    rssi: Histogram,
+    conn_interval: Histogram,
+    att_mtu: Histogram,
 }
+
+/// RSSI buckets, dBm: from no signal to next to the antenna.
+const RSSI_BUCKETS: [f64; 9] = [
+    -100.0, -90.0, -80.0, -70.0, -65.0, -60.0, -50.0, -40.0, -30.0,
+];
+
+/// Connection interval buckets, seconds: BLE's 7.5 ms floor, the common phone intervals (15,
+/// 30, 45-50 ms), the slow ones of a device saving power, and the 4 s ceiling.
+const CONN_INTERVAL_BUCKETS: [f64; 10] =
+    [0.0075, 0.015, 0.0225, 0.03, 0.05, 0.1, 0.25, 0.5, 1.0, 4.0];
+
+/// ATT MTU buckets: the 23-octet default, the usual negotiated ones, the 517 maximum.
+const ATT_MTU_BUCKETS: [f64; 7] = [23.0, 64.0, 128.0, 185.0, 247.0, 512.0, 517.0];
 
 impl GatewayMetrics {
     /// Every series at zero.
@@ -77,6 +107,11 @@ impl GatewayMetrics {
         let http_refused = Family::<ReasonLabel, Counter>::default();
         let http_penalties = Family::<ReasonLabel, Counter>::default();
         let http_timeouts = Family::<ReasonLabel, Counter>::default();
+        let reconnects = Counter::default();
+        let diagnostics = Family::<OutcomeLabel, Counter>::default();
+        let rssi = Histogram::new(RSSI_BUCKETS);
+        let conn_interval = Histogram::new(CONN_INTERVAL_BUCKETS);
+        let att_mtu = Histogram::new(ATT_MTU_BUCKETS);
         let server = Metrics::with_extra(|registry| {
             let r = registry.sub_registry_with_prefix("gateway");
             r.register(
@@ -127,6 +162,31 @@ impl GatewayMetrics {
                 "HTTP requests and connections cut off for being slow, by what was slow",
                 http_timeouts.clone(),
             );
+            r.register(
+                "device_reconnects",
+                "Connections of a device that had connected before",
+                reconnects.clone(),
+            );
+            r.register(
+                "diagnostics",
+                "Asks for a device's diagnostics, by outcome",
+                diagnostics.clone(),
+            );
+            r.register(
+                "link_rssi_dbm",
+                "RSSI the devices' diagnostics gave, dBm",
+                rssi.clone(),
+            );
+            r.register(
+                "link_conn_interval_seconds",
+                "Connection interval the devices' diagnostics gave",
+                conn_interval.clone(),
+            );
+            r.register(
+                "link_att_mtu",
+                "ATT MTU the devices' diagnostics gave",
+                att_mtu.clone(),
+            );
         });
         GatewayMetrics {
             server,
@@ -142,6 +202,11 @@ impl GatewayMetrics {
             http_refused,
             http_penalties,
             http_timeouts,
+            reconnects,
+            diagnostics,
+            rssi,
+            conn_interval,
+            att_mtu,
         }
     }
 
@@ -208,6 +273,28 @@ impl GatewayMetrics {
         self.http_timeouts
             .get_or_create(&ReasonLabel { reason })
             .inc();
+    }
+
+    pub(crate) fn device_reconnected(&self) {
+        self.reconnects.inc();
+    }
+
+    /// A diagnostics answer (its link figures observed) or a failed ask.
+    pub(crate) fn diagnostics(&self, answer: Option<&blerpc::diagnostics::DeviceDiagnostics>) {
+        let outcome = if answer.is_some() { "ok" } else { "failed" };
+        self.diagnostics
+            .get_or_create(&OutcomeLabel { outcome })
+            .inc();
+        let Some(d) = answer else { return };
+        if let Some(&rssi) = d.rssi_dbm.value() {
+            self.rssi.observe(f64::from(rssi));
+        }
+        if let Some(&us) = d.conn_interval_us.value() {
+            self.conn_interval.observe(f64::from(us) / 1e6);
+        }
+        if let Some(&mtu) = d.att_mtu.value() {
+            self.att_mtu.observe(f64::from(mtu));
+        }
     }
 
     /// How many calls ended with `status` so far.

@@ -7,7 +7,7 @@
 //! [`Client`] on its link and the gates that pipeline calls up to the device's limit and queue
 //! the rest first come, first served.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
@@ -104,6 +104,73 @@ struct DeviceState {
     last_seen: Option<SystemTime>,
     stats: CallStats,
     connections: u64,
+    /// The latest connections, newest first (at most [`SESSIONS_KEPT`]).
+    sessions: VecDeque<Session>,
+    /// The device's last diagnostics, when it was asked (boxed: most devices nobody asks
+    /// cost a pointer).
+    diagnostics: Option<Box<Taken>>,
+}
+
+/// Connections a device's record keeps (its link report's `sessions`).
+pub const SESSIONS_KEPT: usize = 16;
+
+/// One connection of a device, as its link report shows it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Session {
+    /// The link's kind (`tcp`, `ble`, ...).
+    pub link: String,
+    /// When it connected (RFC 3339, UTC).
+    pub connected: String,
+    /// When it ended (RFC 3339, UTC); `None` while it lasts.
+    pub disconnected: Option<String>,
+    /// How long it lasted (or has lasted so far), seconds.
+    pub seconds: f64,
+    #[serde(skip)]
+    since: Option<SystemTime>,
+    #[serde(skip)]
+    until: Option<SystemTime>,
+}
+
+impl Session {
+    fn new(link: &str, since: SystemTime) -> Session {
+        Session {
+            link: link.to_string(),
+            connected: rfc3339(since),
+            disconnected: None,
+            seconds: 0.0,
+            since: Some(since),
+            until: None,
+        }
+    }
+
+    fn end(&mut self, at: SystemTime) {
+        if self.until.is_none() {
+            self.until = Some(at);
+            self.disconnected = Some(rfc3339(at));
+        }
+    }
+
+    /// As of `now`: its length filled in.
+    fn as_of(&self, now: SystemTime) -> Session {
+        let end = self.until.unwrap_or(now);
+        let seconds = self
+            .since
+            .and_then(|s| end.duration_since(s).ok())
+            .map_or(0.0, |d| d.as_secs_f64());
+        Session {
+            seconds,
+            ..self.clone()
+        }
+    }
+}
+
+/// Diagnostics a device gave, and when.
+#[derive(Clone, Debug)]
+pub struct Taken {
+    /// When the answer came.
+    pub at: SystemTime,
+    /// The answer.
+    pub diagnostics: blerpc::diagnostics::DeviceDiagnostics,
 }
 
 /// Whether a device is connected.
@@ -216,6 +283,36 @@ impl Device {
         if ok {
             s.last_seen = Some(SystemTime::now());
         }
+    }
+
+    /// Connections the device has made since the gateway started.
+    pub fn connections(&self) -> u64 {
+        self.state().connections
+    }
+
+    /// Keeps `diagnostics` as the device's last, taken `at`.
+    pub fn took_diagnostics(
+        &self,
+        at: SystemTime,
+        diagnostics: blerpc::diagnostics::DeviceDiagnostics,
+    ) {
+        self.state().diagnostics = Some(Box::new(Taken { at, diagnostics }));
+    }
+
+    /// The device's last diagnostics, if it gave any.
+    pub fn last_diagnostics(&self) -> Option<Taken> {
+        self.state().diagnostics.as_deref().cloned()
+    }
+
+    /// The latest connections, newest first, as of now (at most [`SESSIONS_KEPT`]).
+    pub fn sessions(&self) -> Vec<Session> {
+        let now = SystemTime::now();
+        self.state().sessions.iter().map(|s| s.as_of(now)).collect()
+    }
+
+    /// The `q` quantile (0 to 1) of its call latencies through the gateway, ms.
+    pub fn latency_ms(&self, q: f64) -> Option<f64> {
+        self.state().stats.quantile_ms(q)
     }
 
     /// A snapshot for the API.
@@ -339,6 +436,12 @@ impl Registry {
         let old = {
             let mut s = device.state();
             s.connections += 1;
+            if let Some(open) = s.sessions.front_mut() {
+                open.end(connection.since);
+            }
+            s.sessions
+                .push_front(Session::new(&connection.link, connection.since));
+            s.sessions.truncate(SESSIONS_KEPT);
             s.last_seen = Some(connection.since);
             s.since = Some(connection.since);
             s.epoch = connection.epoch;
@@ -363,6 +466,9 @@ impl Registry {
             if s.connection.as_ref().map(|c| c.epoch) == Some(epoch) {
                 if let Some(c) = s.connection.take() {
                     c.shut();
+                }
+                if let Some(open) = s.sessions.front_mut() {
+                    open.end(SystemTime::now());
                 }
                 true
             } else {

@@ -78,7 +78,21 @@ async fn devices_are_listed_and_called_by_id() {
 #[tokio::test]
 async fn a_devices_diagnostics_are_its_own_answer_or_a_problem() {
     let a = Device::new(1);
-    let (http, _gateway, _links, _stop) = started(GatewayConfig::default(), &[&a]).await;
+    // The gateway asks only when told to here: the device's counts are this test's.
+    let config = GatewayConfig {
+        diagnostics_every: None,
+        ..GatewayConfig::default()
+    };
+    let (http, _gateway, _links, _stop) = started(config, &[&a]).await;
+    let report = http.get(&format!("/v1/devices/{}/report", a.id)).await;
+    assert_eq!(report.status, 200, "{}", report.text());
+    let report = report.json();
+    assert!(
+        report["diagnostics"]["unavailable"]
+            .as_str()
+            .is_some_and(|why| why.contains("--diagnostics-every 0")),
+        "{report}"
+    );
     let echo = http.call(&a.id, "echo", r#"{"message":"hi"}"#).await;
     assert_eq!(echo.status, 200, "{}", echo.text());
     let d = http.get(&format!("/v1/devices/{}/diagnostics", a.id)).await;
@@ -96,6 +110,32 @@ async fn a_devices_diagnostics_are_its_own_answer_or_a_problem() {
         "{d}"
     );
     http.get("/v1/devices/00ff/diagnostics")
+        .await
+        .assert_problem(404, "unknown_device");
+    // The answer is the device's last, in its report, and counted in /metrics.
+    let report = http.get(&format!("/v1/devices/{}/report", a.id)).await;
+    assert_eq!(report.status, 200, "{}", report.text());
+    assert_eq!(report.content_type(), "application/json");
+    let report = report.json();
+    assert_eq!(report["schema"], "blerpc-gateway-device-report/1");
+    assert_eq!(report["diagnostics"]["fields"]["calls"], 2, "{report}");
+    assert!(
+        report["diagnostics"]["age_s"].as_f64().is_some(),
+        "{report}"
+    );
+    assert_eq!(report["device"]["id"], a.id.as_str());
+    assert_eq!(report["calls"]["calls"], 1, "the gateway's calls: the echo");
+    assert_eq!(report["reconnects"], 0);
+    assert_eq!(report["sessions"][0]["link"], "mem", "{report}");
+    assert!(report["sessions"][0]["disconnected"].is_null(), "{report}");
+    http.metrics_with(&[
+        r#"blerpc_gateway_diagnostics_total{outcome="ok"} 1"#,
+        "blerpc_gateway_link_att_mtu_count 1",
+        // An in-memory link has no interval: nothing observed.
+        "blerpc_gateway_link_conn_interval_seconds_count 0",
+    ])
+    .await;
+    http.get("/v1/devices/00ff/report")
         .await
         .assert_problem(404, "unknown_device");
 }

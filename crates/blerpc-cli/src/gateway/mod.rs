@@ -133,6 +133,15 @@ pub struct GatewayArgs {
     /// others. 0: never. Without --nats a worker that dies stops the gateway.
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub worker_restarts: usize,
+    /// Ask each connected device that announces the diagnostics extension for its diagnostics
+    /// every this many seconds (its link report, GET /v1/devices/{id}/report, and the fleet's
+    /// link figures in /metrics); each ask is one call in the device's queue. 0: never.
+    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
+    pub diagnostics_every: f64,
+    /// The first ask comes at a random moment within this many seconds of a device connecting
+    /// (devices reconnecting together are not all asked at once).
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub diagnostics_spread: f64,
     /// A connection to the HTTP API must send a complete request head within this many seconds,
     /// from when it connects and between requests on a kept connection; then it is closed.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
@@ -302,6 +311,9 @@ pub fn config(args: &GatewayArgs) -> anyhow::Result<(GatewayConfig, Schema, Guar
         max_http_connections: args.http_max_connections.max(1),
         max_http_connections_per_address: args.http_max_per_address.max(1),
         max_event_streams: args.max_event_streams,
+        diagnostics_every: off_or_seconds("--diagnostics-every", args.diagnostics_every)?,
+        diagnostics_spread: off_or_seconds("--diagnostics-spread", args.diagnostics_spread)?
+            .unwrap_or_default(),
         http_guard: GuardConfig {
             rate: connection_rate(
                 ("--http-max-connection-rate", args.http_max_connection_rate),

@@ -1,6 +1,6 @@
 //! `/v1/devices` and `/metrics` (the fleet's, merged from every node), and what a device's
 //! holder answers: `/v1/devices/{id}`, `/v1/devices/{id}/calls/{command}`,
-//! `/v1/devices/{id}/diagnostics`, `/v1/schema`.
+//! `/v1/devices/{id}/diagnostics`, `/v1/devices/{id}/report`, `/v1/schema`.
 //!
 //! A call's request body is its JSON request (unary and device→caller streams) or one JSON item
 //! per line (NDJSON, uploads). A unary call answers with the JSON response; a device→caller
@@ -8,7 +8,9 @@
 //! request accepts it), ending with a line `{"error": <problem>}` if it failed midway. The
 //! `Blerpc-Deadline-Ms` header sets the call's deadline.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
@@ -84,6 +86,18 @@ pub(super) async fn diagnostics(
             serde_json::to_string(&d).unwrap_or_default(),
         ),
         Err(f) => Problem::from(f).into_response(),
+    }
+}
+
+/// `GET /v1/devices/{id}/report`: the device's link report (its last diagnostics, its latest
+/// connections, its calls), from what the gateway holds: the device is not asked.
+pub(super) async fn report(State(gateway): State<Gateway>, Path(id): Path<String>) -> Response {
+    match gateway.device_report(&id) {
+        Some(r) => json_response(
+            StatusCode::OK,
+            serde_json::to_string(&r).unwrap_or_default(),
+        ),
+        None => Problem::from(CallFailure::UnknownDevice(id)).into_response(),
     }
 }
 

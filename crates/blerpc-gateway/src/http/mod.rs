@@ -280,6 +280,7 @@ pub(crate) fn device_router(gateway: Gateway) -> Router {
         .route("/v1/devices/{id}", get(api::get_device))
         .route("/v1/devices/{id}/calls/{command}", post(api::call))
         .route("/v1/devices/{id}/diagnostics", get(api::diagnostics))
+        .route("/v1/devices/{id}/report", get(api::report))
         .route("/v1/devices/{id}/link", get(relay::backend_link))
         .route("/v1/schema", get(api::schema))
         .route("/v1/relay/{token}", get(relay::device_link))
