@@ -87,7 +87,7 @@ pub async fn run(args: &ReportArgs) -> anyhow::Result<()> {
         .map_or("unknown", |(scheme, _)| scheme)
         .to_string();
     let adapter = if kind == "ble" {
-        Known::missing("not read by this tool: give the adapter and its stack with --note")
+        blerpc_report::host::ble_adapter()
     } else {
         Known::missing(format!("not a BLE link ({kind})"))
     };
