@@ -93,3 +93,17 @@ async def test_a_finished_upload_refuses_more(server: Server) -> None:
             await upload.cancel()
         items = [b async for b in conn.server_stream("counter_stream", counter_stream_request(2))]
         assert len(items) == 2
+
+
+@pytest.mark.asyncio
+@bounded(20)
+async def test_diagnostics_are_the_servers_own_counts(server: Server) -> None:
+    async with blerpc.connect(server.url, server.pinned()) as conn:
+        assert await echo(conn, "counted") == "counted"
+        d = await conn.diagnostics()
+        # The echo and this request, on this connection of the server's.
+        assert d["calls"] >= 2, d
+        assert d["connections"] >= 1, d
+        assert d["att_mtu"] == conn.info().att_mtu, d
+        assert d["conn_interval_us"]["unavailable"].startswith("not a BLE link"), d
+        assert isinstance(d["uptime_ms"], int), d

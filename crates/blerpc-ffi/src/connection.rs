@@ -78,7 +78,7 @@ where
 }
 
 /// A task on the runtime that is aborted if whoever awaits it goes away.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+pub(crate) struct AbortOnDrop<T>(pub(crate) tokio::task::JoinHandle<T>);
 
 impl<T> Future for AbortOnDrop<T> {
     type Output = Result<T, tokio::task::JoinError>;
@@ -181,9 +181,25 @@ impl Connection {
     pub async fn wait_closed(&self) {
         self.client.closed().await
     }
+
+    /// The peripheral's diagnostics (`docs/protocol.md` "Diagnostics": the link as the
+    /// peripheral sees it, uptime, version, counters, memory marks) as JSON: each field its
+    /// value or `{"unavailable": "why"}`. A peripheral that does not announce the extension
+    /// is not asked: every field says so.
+    pub async fn diagnostics(&self) -> Result<String, BlerpcError> {
+        let d = self.client.diagnostics().await?;
+        serde_json::to_string(&d)
+            .map_err(|e| BlerpcError::invalid(format!("the diagnostics as JSON: {e}")))
+    }
 }
 
 impl Connection {
+    /// The runtime's client under this connection (a report runs its calls on it).
+    #[cfg_attr(not(feature = "report"), allow(dead_code))]
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// [`Connection::call`]'s work.
     pub(crate) async fn unary(
         &self,

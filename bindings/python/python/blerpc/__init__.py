@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import weakref
 from types import TracebackType
-from typing import TYPE_CHECKING, Awaitable, Callable, ClassVar, Generator, Optional, Type, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Dict, Generator, Optional, Type, TypeVar
 
 from ._ffi.blerpc_ffi import (
     Completion,
@@ -41,6 +42,8 @@ from ._ffi.blerpc_ffi import (
     GattLink,
     KeyStore,
     Pinned,
+    ReportConnector,
+    ReportOptions,
     container_len,
     uniffi_set_event_loop,
 )
@@ -49,6 +52,7 @@ from ._ffi.blerpc_ffi import ResponseStream as _ResponseStream
 from ._ffi.blerpc_ffi import Upload as _Upload
 from ._ffi.blerpc_ffi import connect as _connect
 from ._ffi.blerpc_ffi import connect_gatt as _connect_gatt
+from ._ffi.blerpc_ffi import run_report as _run_report
 
 if TYPE_CHECKING:
     # What type checkers see of the generated error (which builds its subclasses at run time,
@@ -90,11 +94,13 @@ __all__ = [
     "GattLink",
     "KeyStore",
     "Pinned",
+    "ReportOptions",
     "ServerStream",
     "Upload",
     "connect",
     "connect_gatt",
     "container_len",
+    "report",
 ]
 
 
@@ -159,6 +165,13 @@ class Connection(_Scoped):
     def info(self) -> ConnectionInfo:
         """What setup established: encryption, the peer's identity key, MTU and limits."""
         return self._raw.info()
+
+    async def diagnostics(self) -> Dict[str, Any]:
+        """The peripheral's diagnostics: the link as it sees it (interval, latency, supervision
+        timeout, PHY, data length, ATT MTU, RSSI), uptime, build and version, counters and
+        memory marks. Each field is its value or ``{"unavailable": "why"}``; a peripheral that
+        does not announce the extension is not asked, and every field says so."""
+        return json.loads(await self._raw.diagnostics())
 
     def is_closed(self) -> bool:
         """``True`` once the connection has closed (either side, or the link was lost)."""
@@ -299,6 +312,29 @@ def connect_gatt(link: GattLink, inbox: GattInbox, options: Optional[ConnectOpti
 async def _open_gatt(link: GattLink, inbox: GattInbox, options: Optional[ConnectOptions]) -> _Connection:
     """:func:`connect_gatt`'s connection (also ``blerpc.bleak``'s)."""
     return await _connect_gatt(link, inbox, options if options is not None else ConnectOptions())
+
+
+class _Connector(ReportConnector):
+    """The app's connect function as the library's :class:`ReportConnector`."""
+
+    def __init__(self, connect: Callable[[], Awaitable[Connection]]) -> None:
+        self._connect = connect
+
+    async def connect(self) -> _Connection:
+        return (await self._connect())._raw
+
+
+async def report(connect: Callable[[], Awaitable[Connection]], options: ReportOptions) -> Dict[str, Any]:
+    """Runs a field report (what ``blerpc report`` runs: ``docs/field-reports.md``) against the
+    device ``connect`` reaches: ``await connect()`` opens a connection (:func:`connect` or
+    :func:`connect_gatt`), first and after each loss. A payload mix for
+    ``options.duration_ms``, every call timed and checked, the device's diagnostics before and
+    after, reconnects with their reasons. Returns the report (``blerpc-report/1``,
+    ``docs/report.schema.json``) and, with ``options.out_dir``, writes ``report.json``,
+    ``report.md`` and two plots there. The run goes on the library's thread: this event loop
+    stays free for the app's BLE stack, which ``connect`` and the GATT link run on."""
+    uniffi_set_event_loop(asyncio.get_running_loop())
+    return json.loads(await _run_report(_Connector(connect), options))
 
 
 class ServerStream(_Scoped):

@@ -118,6 +118,13 @@ class Connection internal constructor(private val raw: dev.blerpc.ffi.Connection
     /** What setup established: encryption, the peer's identity key, MTU and limits. */
     fun info(): ConnectionInfo = raw.info()
 
+    /**
+     * The peripheral's diagnostics (docs/protocol.md "Diagnostics") as JSON: each field its
+     * value or `{"unavailable": "why"}`. A peripheral that does not announce the extension is
+     * not asked: every field says so.
+     */
+    suspend fun diagnostics(): String = raw.diagnostics()
+
     /** `true` once the connection has closed (either side, or the link was lost). */
     fun isClosed(): Boolean = raw.isClosed()
 

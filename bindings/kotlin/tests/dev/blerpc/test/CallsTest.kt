@@ -168,6 +168,15 @@ val callTests = listOf(
             assertEquals("CLOSED", e.code)
         }
     },
+    Test("diagnostics are the server's own counts") {
+        withConnection { _, conn ->
+            assertEquals("counted", echo(conn, "counted"))
+            val d = conn.diagnostics()
+            // The echo and this request; a TCP link has no interval, and says why.
+            assertTrue(Regex("\"calls\":([2-9]|\\d{2,})").containsMatchIn(d), d)
+            assertTrue(d.contains("\"conn_interval_us\":{\"unavailable\":\"not a BLE link"), d)
+        }
+    },
     Test("the WebSocket link") {
         withServer("--listen", "ws://127.0.0.1:0") { server ->
             assertTrue(server.url.startsWith("ws://"), server.url)
