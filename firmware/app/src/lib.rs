@@ -200,11 +200,14 @@ where
     };
 
     // What `blerpc.diagnostics` answers across connections: booted now.
-    let device = Cell::new(Device::new(
-        now(),
-        env!("CARGO_PKG_VERSION"),
-        option_env!("BLERPC_BUILD_ID"),
-    ));
+    let device = Cell::new(Device {
+        ram_high_water: ram_probe(),
+        ..Device::new(
+            now(),
+            env!("CARGO_PKG_VERSION"),
+            option_env!("BLERPC_BUILD_ID"),
+        )
+    });
     let serve = async {
         loop {
             let conn = match advertise(board.name, &mut peripheral, &server).await {
@@ -252,6 +255,16 @@ where
         Either::First(Ok(())) => AppError::Ble(BleHostError::BleHost(Error::Disconnected)),
         Either::Second(e) => e,
     }
+}
+
+/// What reads the RAM high-water mark: the painted stack on the boards (cortex-m-rt's
+/// `paint-stack`); nothing on the Linux build, a host process whose memory is the OS's.
+fn ram_probe() -> Option<fn() -> u32> {
+    #[cfg(all(target_arch = "arm", target_os = "none"))]
+    let probe = Some(blerpc_fw_service::ram::high_water as fn() -> u32);
+    #[cfg(not(all(target_arch = "arm", target_os = "none")))]
+    let probe = None;
+    probe
 }
 
 /// The core's clock: embassy's, in microseconds.

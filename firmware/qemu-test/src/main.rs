@@ -69,6 +69,18 @@ fn main_body(scratch: &mut Scratch, print: &mut dyn FnMut(&str)) -> bool {
         let _ = write!(l, "  {what}: {bytes} bytes");
         print(l.as_str());
     }
+    if let Some(m) = blerpc_fw_qemu_test::session::ram_mark() {
+        let mut l = Line::new();
+        let _ = write!(
+            l,
+            "RAM high-water mark (statics and the painted stack's deepest point): {} bytes \
+             of {} ({} static)",
+            (m.read)(),
+            m.total,
+            m.statics
+        );
+        print(l.as_str());
+    }
     let total = tally.totals();
     let mut l = Line::new();
     let _ = write!(

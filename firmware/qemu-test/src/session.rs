@@ -17,6 +17,7 @@ use blerpc_demo::noalloc::{
     FlashReadResponse,
 };
 use blerpc_demo::{DemoLimits, DemoService};
+use blerpc_fw_service::device::Device;
 use blerpc_fw_service::{Connection, firmware_config};
 use blerpc_proto::Instant;
 use blerpc_proto::buf::ArrayBuf;
@@ -100,7 +101,12 @@ impl Pair {
             ChaCha20Rng::seed_from_u64(1),
             DemoService::new(flash, DemoLimits::REFERENCE),
         )
-        .map_err(|_| Fail("Connection::new"))?;
+        .map_err(|_| Fail("Connection::new"))?
+        // The RAM mark as the boards measure it: the statics and the painted stack.
+        .with_device(Device {
+            ram_high_water: ram_mark().map(|m| m.read),
+            ..Device::new(now, env!("CARGO_PKG_VERSION"), None)
+        });
         let config = CentralConfig {
             pinning: Pinning::Expect(key),
             max_outbox_bytes: 12_288,
@@ -307,6 +313,18 @@ impl Pair {
                     "a missing RSSI is named with its reason",
                 )?;
                 ensure(d.uptime_ms.is_some(), "the uptime")?;
+                match ram_mark() {
+                    // The session's calls have run: more than the statics, less than all.
+                    Some(m) => ensure(
+                        d.ram_high_water
+                            .is_some_and(|b| b > m.statics && b < m.total),
+                        "the RAM mark: above the statics, below the RAM's end",
+                    )?,
+                    None => ensure(
+                        d.ram_high_water.is_none() && d.reason(Field::RamHighWater).is_some(),
+                        "a RAM mark not measured is named with its reason",
+                    )?,
+                }
                 return Ok(());
             }
         }
@@ -637,4 +655,33 @@ fn streams(tally: &mut Tally, log: &mut dyn FnMut(Note<'_>)) {
             }
         }
     }
+}
+
+/// The RAM mark's reader and its bounds, where it is measured.
+#[derive(Clone, Copy, Debug)]
+pub struct RamMark {
+    /// Reads the mark (`blerpc_fw_service::ram::high_water`).
+    pub read: fn() -> u32,
+    /// The statics: the mark's floor.
+    pub statics: u32,
+    /// All the RAM: the mark's ceiling.
+    pub total: u32,
+}
+
+/// The RAM mark on the Cortex-M33, where cortex-m-rt painted the stack; none when the checks
+/// run natively.
+#[cfg(all(target_arch = "arm", target_os = "none"))]
+pub fn ram_mark() -> Option<RamMark> {
+    use blerpc_fw_service::ram;
+    Some(RamMark {
+        read: ram::high_water,
+        statics: ram::statics(),
+        total: ram::total(),
+    })
+}
+
+/// Natively: not measured.
+#[cfg(not(all(target_arch = "arm", target_os = "none")))]
+pub fn ram_mark() -> Option<RamMark> {
+    None
 }

@@ -21,8 +21,9 @@ const NOT_REPORTED: &str = "not reported by the BLE stack yet";
 /// Why the build id is missing.
 const NO_BUILD_ID: &str = "not set at build time (BLERPC_BUILD_ID)";
 /// Why the RAM high-water mark is missing.
-const NO_RAM_MARK: &str =
-    "not measured by this firmware: see outbox_high_water and reassembly_high_water";
+const NO_RAM_MARK: &str = "not measured by this build (the Cortex-M builds measure it: statics \
+                           and the painted stack's deepest point); see outbox_high_water and \
+                           reassembly_high_water";
 
 /// The device across connections (see the [module docs](self)).
 #[derive(Clone, Copy, Debug)]
@@ -39,6 +40,9 @@ pub struct Device {
     pub link_losses: u64,
     /// What the core counted since boot (all connections).
     pub counters: Counters,
+    /// Reads the most RAM used since boot, bytes (on Cortex-M `ram::high_water`:
+    /// the statics and the stack's deepest point); `None`: not measured, said with its reason.
+    pub ram_high_water: Option<fn() -> u32>,
 }
 
 impl Device {
@@ -51,6 +55,7 @@ impl Device {
             connections: 0,
             link_losses: 0,
             counters: Counters::default(),
+            ram_high_water: None,
         }
     }
 }
@@ -79,7 +84,10 @@ pub fn answer(
     if device.build_id.is_none() {
         miss(Field::BuildId, NO_BUILD_ID);
     }
-    miss(Field::RamHighWater, NO_RAM_MARK);
+    let ram_high_water = device.ram_high_water.map(|read| read());
+    if ram_high_water.is_none() {
+        miss(Field::RamHighWater, NO_RAM_MARK);
+    }
     let mut errors = [(0u8, 0u64); blerpc_proto::connection::COUNTED_ERROR_CODES + 1];
     let mut codes = 0;
     for (slot, entry) in errors.iter_mut().zip(device.counters.error_counts()) {
@@ -106,7 +114,7 @@ pub fn answer(
         busy: Some(u64::from(busy)),
         reassembly_drops: Some(u64::from(device.counters.reassembly_drops)),
         link_losses: Some(device.link_losses),
-        ram_high_water: None,
+        ram_high_water,
         outbox_high_water: Some(device.counters.outbox_high_water),
         reassembly_high_water: Some(device.counters.reassembly_high_water),
         unavailable: List::Items(unavailable.get(..missing).unwrap_or(&[])),
@@ -156,5 +164,29 @@ mod tests {
         assert_eq!(d.rssi_dbm, Some(-60));
         assert_eq!(d.build_id, Some("abc"));
         assert_eq!(d.unavailable().count(), 1, "only the RAM mark");
+        assert_eq!(d.reason(Field::RamHighWater), Some(NO_RAM_MARK));
+    }
+
+    #[test]
+    fn the_ram_mark_is_read_when_the_answer_is_written() {
+        fn mark() -> u32 {
+            41_234
+        }
+        let device = Device {
+            ram_high_water: Some(mark),
+            ..Device::new(Instant::from_millis(0), "0.5.0", Some("abc"))
+        };
+        let mut out = [0u8; ANSWER_BYTES];
+        let n = answer(
+            &device,
+            &LinkFields::default(),
+            247,
+            Instant::from_millis(5),
+            &mut out,
+        )
+        .unwrap();
+        let d = Diagnostics::parse(&out[..n]).unwrap();
+        assert_eq!(d.ram_high_water, Some(41_234));
+        assert_eq!(d.reason(Field::RamHighWater), None);
     }
 }

@@ -6,6 +6,7 @@
 //! |---|---|
 //! | [`connection`] | [`Connection`]: the core's `Peripheral` on fixed buffers and the demo service's `Responder` answering it (the MCU shell's sans-IO half) |
 //! | [`device`] | [`device::Device`] and the link as the BLE stack reports it (the core's `LinkFields`): what `blerpc.diagnostics` answers (the device across connections, the link as the BLE stack reports it) |
+//! | `ram` (Cortex-M only) | `ram::high_water`: the most RAM used since boot, from the stack paint cortex-m-rt lays at reset |
 //! | [`identity`] | the identity seed from its flash location, or the documented development seed |
 //! | [`plaintext`] | [`plaintext::NoCrypto`], the provider of the build that measures what encryption costs |
 //!
@@ -82,6 +83,8 @@ pub mod connection;
 pub mod device;
 pub mod identity;
 pub mod plaintext;
+#[cfg(all(target_arch = "arm", target_os = "none"))]
+pub mod ram;
 
 pub use connection::{
     Connection, FirmwarePeripheral, OUTBOX_BYTES, REASSEMBLY_BYTES, firmware_config,
