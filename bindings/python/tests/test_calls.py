@@ -107,3 +107,44 @@ async def test_diagnostics_are_the_servers_own_counts(server: Server) -> None:
         assert d["att_mtu"] == conn.info().att_mtu, d
         assert d["conn_interval_us"]["unavailable"].startswith("not a BLE link"), d
         assert isinstance(d["uptime_ms"], int), d
+
+
+@pytest.mark.asyncio
+@bounded(30)
+async def test_a_stream_both_ways_echoes_every_item_in_order_interleaved(server: Server) -> None:
+    async with blerpc.connect(server.url, server.pinned()) as conn:
+        items = [f"item {i}".encode() for i in range(200)]
+        async with await conn.bidi_stream("chat") as chat:
+
+            async def send() -> None:
+                for item in items:
+                    await chat.send(item)
+                await chat.finish()
+
+            sender = asyncio.create_task(send())
+            echoed = [item async for item in chat]
+            await sender
+        assert echoed == items
+        # Lock-step: each echo read before the next item goes (the peripheral answers while
+        # this side's half is open).
+        async with await conn.bidi_stream("chat") as chat:
+            for i in range(20):
+                await chat.send(f"step {i}".encode())
+                assert await chat.__anext__() == f"step {i}".encode()
+            await chat.finish()
+            assert [item async for item in chat] == []
+        # Left mid-way: cancelled both ways; the connection goes on, and so do streams.
+        async with await conn.bidi_stream("chat") as chat:
+            await chat.send(b"one")
+            assert await chat.__anext__() == b"one"
+        assert await echo(conn, "after") == "after"
+        async with await conn.bidi_stream("chat") as chat:
+            await chat.send(b"again")
+            await chat.finish()
+            assert [item async for item in chat] == [b"again"]
+        # A send after cancel is refused with the core's code.
+        chat = await conn.bidi_stream("chat")
+        await chat.cancel()
+        with pytest.raises(blerpc.BlerpcError) as e:
+            await chat.send(b"late")
+        assert e.value.code == "CANCELLED"

@@ -135,6 +135,17 @@ impl Connection {
     ) -> Result<Arc<crate::Upload>, BlerpcError> {
         self.open_upload(command, cancel).await
     }
+
+    /// [`Connection::bidi_stream`]; the stream keeps `cancel`: cancelling it, now or later,
+    /// cancels the stream both ways (a pending `next()` returns its end, a `send()` fails with
+    /// `CANCELLED`).
+    pub async fn bidi_stream_cancellable(
+        &self,
+        command: String,
+        cancel: Arc<CancelToken>,
+    ) -> Result<Arc<crate::BidiStream>, BlerpcError> {
+        self.open_bidi(command, cancel).await
+    }
 }
 
 /// The error of an operation its token cancelled: the core's `CANCELLED`.

@@ -21,7 +21,7 @@ use blerpc::link::connect::connect as connect_url;
 use blerpc::link::url::LinkUrl;
 
 use crate::cancel::CancelToken;
-use crate::stream::{ResponseStream, Upload};
+use crate::stream::{BidiStream, ResponseStream, Upload};
 use crate::{BlerpcError, ConnectOptions, code};
 
 /// Connects to the peripheral at `url` (`tcp://HOST:PORT`, `tls://HOST:PORT`,
@@ -169,6 +169,13 @@ impl Connection {
         self.open_upload(command, Arc::default()).await
     }
 
+    /// A stream both ways to `command` (the streams extension: without it in force the call
+    /// fails with `CALL_FAILED`): send items and finish this side's half while reading
+    /// the peripheral's.
+    pub async fn bidi_stream(&self, command: String) -> Result<Arc<BidiStream>, BlerpcError> {
+        self.open_bidi(command, Arc::default()).await
+    }
+
     /// Closes the connection: calls in flight fail with `CLOSED`, and so does every later one.
     /// Returns once it is closed ([`Connection::is_closed`] is then `true`).
     pub async fn disconnect(&self) {
@@ -228,6 +235,18 @@ impl Connection {
             .guard(async { Ok(self.client.server_stream(&command, request).await?) })
             .await?;
         Ok(Arc::new(ResponseStream::new(stream, cancel)))
+    }
+
+    /// Opens a bidirectional stream that `cancel` (kept by the stream) cancels.
+    pub(crate) async fn open_bidi(
+        &self,
+        command: String,
+        cancel: Arc<CancelToken>,
+    ) -> Result<Arc<BidiStream>, BlerpcError> {
+        let stream = cancel
+            .guard(async { Ok(self.client.bidi_stream(&command).await?) })
+            .await?;
+        Ok(Arc::new(BidiStream::new(stream, cancel)))
     }
 
     /// Opens an upload that `cancel` (kept by the upload) cancels.

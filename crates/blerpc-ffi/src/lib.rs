@@ -13,9 +13,9 @@
 //! | [`connect`] | opens `tcp://`, `tls://`, `ws://` or `wss://` and runs setup and the key exchange |
 //! | [`connect_gatt`], [`GattLink`], [`GattInbox`] | the same over a GATT link the app's BLE stack provides (a phone's radio, Bumble, bleak): the app implements [`GattLink`] and feeds a [`GattInbox`] |
 //! | [`ConnectOptions`] | the identity to trust (a pinned key, a known-keys file: the default, an app's [`KeyStore`], or any key if asked), the connect timeout, TLS trust |
-//! | [`Connection`] | `call` (with an optional deadline), `server_stream`, `client_stream`, `diagnostics` (the peripheral's, as JSON), `info`, `disconnect` |
+//! | [`Connection`] | `call` (with an optional deadline), `server_stream`, `client_stream`, `bidi_stream`, `diagnostics` (the peripheral's, as JSON), `info`, `disconnect` |
 //! | `run_report`, `ReportConnector`, `ReportOptions` (feature `report`: the Python wheel) | a field report (`blerpc report`'s run) over connections the app opens, reconnects included |
-//! | [`ResponseStream`], [`Upload`] | the two directions of a stream |
+//! | [`ResponseStream`], [`Upload`], [`BidiStream`] | the two directions of a stream, and both at once |
 //! | [`CancelToken`], [`connect_cancellable`], `Connection::*_cancellable` | an explicit cancel for each operation (for Swift, whose generated code does not drop a cancelled task's future) |
 //! | [`CompletionQueue`], `Connection::start_call` | calls whose outcomes a queue delivers: two crossings per call instead of UniFFI's future polling (the Python and Kotlin layers' `call`) |
 //! | [`BlerpcError`] | every failure: a variant per kind, with `code` and `detail` |
@@ -93,7 +93,7 @@ pub use keys::KeyStore;
 pub use options::{ConnectOptions, DEFAULT_CONNECT_TIMEOUT_MS};
 #[cfg(feature = "report")]
 pub use report::{ReportConnector, ReportOptions, run_report};
-pub use stream::{ResponseStream, Upload};
+pub use stream::{BidiStream, ResponseStream, Upload};
 
 uniffi::setup_scaffolding!();
 

@@ -1,7 +1,8 @@
-//! The two stream objects: [`ResponseStream`] (peripheral→central) and [`Upload`]
-//! (central→peripheral), each the runtime's own behind a lock, since a foreign object is shared.
+//! The stream objects: [`ResponseStream`] (peripheral→central), [`Upload`]
+//! (central→peripheral) and [`BidiStream`] (both ways at once), each the runtime's own behind a
+//! lock, since a foreign object is shared.
 //!
-//! Freeing either object, `cancel()`, or cancelling the [`CancelToken`] it was opened with
+//! Freeing any of them, `cancel()`, or cancelling the [`CancelToken`] it was opened with
 //! cancels its call in the core (the peripheral is told, the stream slot is freed for the next
 //! stream); an operation waiting on another task ends at once. Cancelling a foreign task that
 //! awaits `next()` or `send()` drops only that wait: the stream stays open.
@@ -125,5 +126,82 @@ impl Upload {
     pub async fn cancel(&self) {
         self.cancel.cancel();
         self.inner.lock().await.take();
+    }
+}
+
+/// An open bidirectional stream, from [`Connection::bidi_stream`](crate::Connection::bidi_stream)
+/// (the streams extension): `send` items and `finish` this side's half while `next` reads the
+/// peripheral's items, from two tasks at once. Items go both ways under the peripheral's and
+/// this side's credits: a `send` waits while the peripheral has no room, and the peripheral
+/// waits while this side has not read.
+#[derive(Debug, uniffi::Object)]
+pub struct BidiStream {
+    /// The peripheral's items; dropping it cancels the call.
+    items: Mutex<Option<blerpc::BidiStream>>,
+    /// Sends on the call without the items' lock, so a send and a `next` run together.
+    sender: blerpc::BidiSender,
+    /// Cancels the stream (the caller's token, or the stream's own).
+    cancel: Arc<CancelToken>,
+}
+
+impl BidiStream {
+    pub(crate) fn new(stream: blerpc::BidiStream, cancel: Arc<CancelToken>) -> Self {
+        BidiStream {
+            sender: stream.sender(),
+            items: Mutex::new(Some(stream)),
+            cancel,
+        }
+    }
+}
+
+#[uniffi::export(async_runtime = "tokio")]
+impl BidiStream {
+    /// Sends one item (its protobuf bytes); waits while the link is congested or the
+    /// peripheral has granted no room. Fails with `CANCELLED` once the stream is cancelled,
+    /// and with the stream's failure once it has ended.
+    pub async fn send(&self, item: Vec<u8>) -> Result<(), BlerpcError> {
+        self.cancel
+            .guard(async { Ok(self.sender.send(item).await?) })
+            .await
+    }
+
+    /// Ends this side's half: no more items. The peripheral's keep coming until it ends the
+    /// call (`next` returns none).
+    pub async fn finish(&self) -> Result<(), BlerpcError> {
+        self.cancel
+            .guard(async { Ok(self.sender.finish().await?) })
+            .await
+    }
+
+    /// The peripheral's next item, or none once it ended the call (and after `cancel`). A
+    /// failure ends the stream.
+    pub async fn next(&self) -> Result<Option<Vec<u8>>, BlerpcError> {
+        let mut slot = self.items.lock().await;
+        let Some(stream) = slot.as_mut() else {
+            return Ok(None);
+        };
+        let item = self
+            .cancel
+            .guard(async { Ok(stream.next().await) })
+            .await
+            .unwrap_or_default();
+        match item {
+            Some(Ok(item)) => Ok(Some(item)),
+            Some(Err(e)) => {
+                *slot = None;
+                Err(e.into())
+            }
+            None => {
+                *slot = None;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Stops the stream both ways: the call is cancelled in the core and the peripheral told.
+    /// A `next` in progress returns the end; a `send` in progress fails with `CANCELLED`.
+    pub async fn cancel(&self) {
+        self.cancel.cancel();
+        self.items.lock().await.take();
     }
 }

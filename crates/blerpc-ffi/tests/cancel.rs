@@ -23,7 +23,8 @@ use tokio::sync::watch;
 const BOUND: Duration = Duration::from_secs(5);
 
 /// `echo` answers its request; `hang` answers once released; `one_then_wait` sends `[1]`,
-/// then ends once released; the upload `sink` reads every item, then answers once released.
+/// then ends once released; the upload `sink` reads every item, then answers once released;
+/// `talk`, both ways, echoes each item and ends once released after the central's half.
 struct Stalling {
     release: watch::Receiver<bool>,
 }
@@ -45,6 +46,7 @@ impl Dispatch for Stalling {
             "echo" | "hang" => Some(CallKind::Unary),
             "one_then_wait" => Some(CallKind::ServerStream),
             "sink" => Some(CallKind::ClientStream),
+            "talk" => Some(CallKind::BidiStream),
             _ => None,
         }
     }
@@ -60,6 +62,11 @@ impl Dispatch for Stalling {
     fn server_stream(&self, _: &str, _: Bytes) -> BoxStream<Result<Vec<u8>, Status>> {
         let end = futures_util::stream::once(self.released()).filter_map(|()| async { None });
         Box::pin(futures_util::stream::iter([Ok(vec![1])]).chain(end))
+    }
+    /// `talk` echoes each item; once the central ends its half, it ends once released.
+    fn bidi_stream(&self, _: &str, items: BoxStream<Bytes>) -> BoxStream<Result<Vec<u8>, Status>> {
+        let end = futures_util::stream::once(self.released()).filter_map(|()| async { None });
+        Box::pin(items.map(|item| Ok(item.to_vec())).chain(end))
     }
     fn client_stream(
         &self,
@@ -303,5 +310,46 @@ async fn a_cancelled_upload_fails_its_pending_finish() {
     assert_eq!(bounded(stream.next()).await, Ok(Some(vec![1])));
     bounded(stream.cancel()).await;
     release(&server).await;
+    four_calls_answer(&conn).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_stream_both_ways_ends_its_next_and_refuses_sends() {
+    let (conn, server) = connected().await;
+    let token = CancelToken::new();
+    let talk = conn
+        .bidi_stream_cancellable("talk".into(), token.clone())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Both ways at once: an item out, its echo back, the stream still open.
+    for i in 0..3u8 {
+        bounded(talk.send(vec![i]))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(bounded(talk.next()).await, Ok(Some(vec![i])));
+    }
+    let pending = tokio::spawn({
+        let talk = talk.clone();
+        async move { talk.next().await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!pending.is_finished());
+    token.cancel();
+    assert_eq!(bounded(pending).await.ok(), Some(Ok(None)));
+    assert_cancelled(talk.send(vec![9]).await);
+    // The stream slot is free: a new stream both ways runs to its end.
+    let again = conn
+        .bidi_stream("talk".into())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    bounded(again.send(vec![7]))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    bounded(again.finish())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(bounded(again.next()).await, Ok(Some(vec![7])));
+    release(&server).await;
+    assert_eq!(bounded(again.next()).await, Ok(None));
     four_calls_answer(&conn).await;
 }

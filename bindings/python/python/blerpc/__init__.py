@@ -47,6 +47,7 @@ from ._ffi.blerpc_ffi import (
     container_len,
     uniffi_set_event_loop,
 )
+from ._ffi.blerpc_ffi import BidiStream as _BidiStream
 from ._ffi.blerpc_ffi import Connection as _Connection
 from ._ffi.blerpc_ffi import ResponseStream as _ResponseStream
 from ._ffi.blerpc_ffi import Upload as _Upload
@@ -86,6 +87,7 @@ else:
     from ._ffi.blerpc_ffi import BlerpcError
 
 __all__ = [
+    "BidiStream",
     "BlerpcError",
     "ConnectOptions",
     "Connection",
@@ -161,6 +163,13 @@ class Connection(_Scoped):
         """A central→peripheral stream: ``await upload.send(item)`` for each item, then
         ``await upload.finish()`` for the response."""
         return Upload(await self._raw.client_stream(command))
+
+    async def bidi_stream(self, command: str) -> "BidiStream":
+        """A stream both ways (the streams extension): ``await stream.send(item)`` and
+        ``await stream.finish()`` from one task while another reads the peripheral's items
+        with ``async for``. ``async with`` cancels it at the end of the block unless it
+        ended."""
+        return BidiStream(await self._raw.bidi_stream(command))
 
     def info(self) -> ConnectionInfo:
         """What setup established: encryption, the peer's identity key, MTU and limits."""
@@ -401,4 +410,49 @@ class Upload(_Scoped):
 
     async def _leave(self, failed: bool) -> None:
         if failed:
+            await self.cancel()
+
+
+class BidiStream(_Scoped):
+    """An open stream both ways (from :meth:`Connection.bidi_stream`): :meth:`send` and
+    :meth:`finish` this side's half while ``async for`` reads the peripheral's items, from two
+    tasks at once. A send waits while the peripheral has no room for another item; the
+    peripheral waits while this side has not read. :meth:`cancel`, or leaving an ``async
+    with`` block before the stream ended, cancels it both ways (the peripheral is told)."""
+
+    def __init__(self, raw: _BidiStream) -> None:
+        self._raw = raw
+        self._ended = False
+
+    async def send(self, item: bytes) -> None:
+        """Sends one item (its protobuf bytes)."""
+        await self._raw.send(item)
+
+    async def finish(self) -> None:
+        """Ends this side's half; the peripheral's items keep coming until it ends the call."""
+        await self._raw.finish()
+
+    def __aiter__(self) -> "BidiStream":
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._ended:
+            raise StopAsyncIteration
+        try:
+            item = await self._raw.next()
+        except BlerpcError:
+            self._ended = True
+            raise
+        if item is None:
+            self._ended = True
+            raise StopAsyncIteration
+        return item
+
+    async def cancel(self) -> None:
+        """Stops the stream both ways; the peripheral is told."""
+        self._ended = True
+        await self._raw.cancel()
+
+    async def _leave(self, failed: bool) -> None:
+        if not self._ended:
             await self.cancel()

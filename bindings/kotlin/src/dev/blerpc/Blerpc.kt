@@ -21,8 +21,10 @@ import kotlin.coroutines.resumeWithException
 import kotlin.time.Duration
 import kotlinx.coroutines.CancellableContinuation
 import kotlinx.coroutines.NonCancellable
+import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.flow.flow
+import kotlinx.coroutines.launch
 import kotlinx.coroutines.suspendCancellableCoroutine
 import kotlinx.coroutines.withContext
 
@@ -37,6 +39,12 @@ typealias Pinned = dev.blerpc.ffi.Pinned
 
 /** An open central→peripheral stream: `send`, then `finish` (or `cancel`). */
 typealias Upload = dev.blerpc.ffi.Upload
+
+/**
+ * An open stream both ways: `send` and `finish` this side's half while `next` reads the
+ * peripheral's items (null at its end), from two coroutines at once; `cancel` stops both.
+ */
+typealias BidiStream = dev.blerpc.ffi.BidiStream
 
 /**
  * Connects to the peripheral at [url] (`tcp://HOST:PORT`, `tls://HOST:PORT`,
@@ -114,6 +122,39 @@ class Connection internal constructor(private val raw: dev.blerpc.ffi.Connection
                 throw e
             }
         }
+
+    /**
+     * A stream both ways to [command] (the streams extension): `send` items and `finish`
+     * while `next()` reads the peripheral's. [close][BidiStream.close] it when done: a stream
+     * freed before its end is cancelled.
+     */
+    suspend fun bidiStream(command: String): BidiStream = raw.bidiStream(command)
+
+    /**
+     * A stream both ways as a cold flow: each collection opens a stream to [command], sends
+     * every item of [items] (then ends this side's half) while emitting the peripheral's items
+     * until it ends the call. Items go under both sides' credits: the peripheral waits for
+     * the collector, [items] is collected as the peripheral makes room. A failure of either
+     * side is thrown from `collect`; when collecting stops early the stream is cancelled and
+     * the peripheral told.
+     */
+    fun bidiStream(command: String, items: Flow<ByteArray>): Flow<ByteArray> = flow {
+        raw.bidiStream(command).use { stream ->
+            try {
+                coroutineScope {
+                    launch {
+                        items.collect { stream.send(it) }
+                        stream.finish()
+                    }
+                    while (true) {
+                        emit(stream.next() ?: break)
+                    }
+                }
+            } finally {
+                withContext(NonCancellable) { stream.cancel() }
+            }
+        }
+    }
 
     /** What setup established: encryption, the peer's identity key, MTU and limits. */
     fun info(): ConnectionInfo = raw.info()

@@ -12,6 +12,7 @@ import kotlin.test.assertContentEquals
 import kotlin.test.assertEquals
 import kotlin.test.assertFailsWith
 import kotlin.test.assertFalse
+import kotlin.test.assertNotNull
 import kotlin.test.assertNull
 import kotlin.test.assertTrue
 import kotlin.time.Duration.Companion.milliseconds
@@ -21,6 +22,7 @@ import kotlinx.coroutines.awaitAll
 import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.flow.asFlow
+import kotlinx.coroutines.flow.flowOf
 import kotlinx.coroutines.flow.map
 import kotlinx.coroutines.flow.take
 import kotlinx.coroutines.flow.toList
@@ -166,6 +168,30 @@ val callTests = listOf(
             assertTrue(conn.isClosed())
             val e = assertFailsWith<BlerpcException.Connection> { echo(conn, "late") }
             assertEquals("CLOSED", e.code)
+        }
+    },
+    Test("a stream both ways echoes every item, in order, interleaved") {
+        withConnection { _, conn ->
+            val items = (0 until 200).map { "item $it".toByteArray() }
+            val echoed = conn.bidiStream("chat", items.asFlow()).toList()
+            assertEquals(items.map { String(it) }, echoed.map { String(it) })
+            // Lock-step: each echo read before the next item is sent (the peripheral answers
+            // while this side's half is open).
+            conn.bidiStream("chat").use { chat ->
+                for (i in 0 until 20) {
+                    chat.send("step $i".toByteArray())
+                    assertEquals("step $i", String(assertNotNull(chat.next())))
+                }
+                chat.finish()
+                assertNull(chat.next())
+            }
+            // Stopped early: cancelled, and the connection goes on with a new stream.
+            assertEquals(3, conn.bidiStream("chat", items.asFlow()).take(3).toList().size)
+            assertEquals("after", echo(conn, "after"))
+            assertEquals(
+                listOf("again"),
+                conn.bidiStream("chat", flowOf("again".toByteArray())).toList().map { String(it) },
+            )
         }
     },
     Test("diagnostics are the server's own counts") {
