@@ -1,6 +1,6 @@
 // The hand-written Swift layer over the code UniFFI generates from blerpc-ffi (Blerpc.swift,
 // same module): Swift concurrency's cancellation, server streams as AsyncThrowingStream, an
-// upload type, and the error's code and detail.
+// upload type, a stream both ways, and the error's code and detail.
 //
 // Why the cancellation handlers: the generated async functions await the Rust future in
 // `withUnsafeContinuation`, which ignores Task cancellation, so a cancelled Task would keep
@@ -82,6 +82,18 @@ extension Connection {
             try await clientStreamCancellable(command: command, cancel: token)
         }
         return ClientStream(raw: raw, token: token)
+    }
+
+    /// A stream both ways (the streams extension): `send` and `finish` from one Task while
+    /// another reads the peripheral's items with `for try await item in stream.items`.
+    /// Cancelling a Task in any of them, `cancel()`, or freeing the stream cancels it both ways
+    /// (the peripheral is told).
+    public func bidiStream(_ command: String) async throws -> BidirectionalStream {
+        let token = CancelToken()
+        let raw = try await cancelling(token) {
+            try await bidiStreamCancellable(command: command, cancel: token)
+        }
+        return BidirectionalStream(raw: raw, token: token)
     }
 
     /// Uploads every item of `items` to `command` and returns the peripheral's response. If
@@ -171,6 +183,58 @@ public final class ClientStream: @unchecked Sendable {
 
     /// Abandons the upload: the call is cancelled in the core and the peripheral told; a
     /// `send` or `finish` in progress throws. Never blocks.
+    public func cancel() {
+        token.cancel()
+        let raw = self.raw
+        Task { await raw.cancel() }
+    }
+}
+
+/// An open stream both ways (from `Connection.bidiStream`): `send` items and `finish` this
+/// side's half while `items` yields the peripheral's until it ends the call. Each side waits for
+/// the other's credits: `send` while the peripheral has no room, the peripheral while `items`
+/// is not read. Freeing the stream before its end cancels it.
+public final class BidirectionalStream: @unchecked Sendable {
+    private let raw: BidiStream
+    private let token: CancelToken
+
+    init(raw: BidiStream, token: CancelToken) {
+        self.raw = raw
+        self.token = token
+    }
+
+    deinit {
+        token.cancel()
+    }
+
+    /// Sends one item (its protobuf bytes).
+    public func send(_ item: Data) async throws {
+        try await cancelling(token) { try await self.raw.send(item: item) }
+    }
+
+    /// Ends this side's half; the peripheral's items keep coming until it ends the call.
+    public func finish() async throws {
+        try await cancelling(token) { try await self.raw.finish() }
+    }
+
+    /// The peripheral's items, pulled one at a time, until it ends the call.
+    public var items: AsyncThrowingStream<Data, Error> {
+        let raw = self.raw
+        let token = self.token
+        return AsyncThrowingStream(unfolding: {
+            try await cancelling(token) {
+                let item = try await raw.next()
+                // A cancelled stream ends: to Swift that is the Task's cancellation.
+                if item == nil && token.isCancelled() {
+                    throw CancellationError()
+                }
+                return item
+            }
+        })
+    }
+
+    /// Stops the stream both ways: the call is cancelled in the core and the peripheral told.
+    /// Never blocks.
     public func cancel() {
         token.cancel()
         let raw = self.raw
