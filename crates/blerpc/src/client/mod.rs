@@ -30,11 +30,19 @@ use crate::known_keys::KnownKeysFile;
 use crate::link::{Link, LinkError};
 use task::{Out, Reply, Sink, Task, Tokio};
 
-/// Calls in flight on one connection at most (the central's reassembly slots).
-pub const MAX_CALLS_IN_FLIGHT: usize = 4;
+/// Calls in flight on one connection unless configured otherwise (the core's
+/// `CentralConfig::max_calls_in_flight` default, and the call table's reassembly slots).
+pub const DEFAULT_CALLS_IN_FLIGHT: usize = 4;
 
-/// The core's call table as the tokio client runs it.
-pub(crate) type HostTable = CallTable<DefaultProvider, OsRng, Tokio, MAX_CALLS_IN_FLIGHT>;
+/// The most calls in flight a connection can be configured to keep
+/// (`ClientConfig::central.max_calls_in_flight`). A connection configured above
+/// [`DEFAULT_CALLS_IN_FLIGHT`] runs a call table of this many slots, which costs it more memory
+/// idle (`docs/benchmarks/ble.md` "Calls in flight"); one at or below it keeps the smaller table.
+pub const MAX_CALLS_IN_FLIGHT: usize = 8;
+
+/// The core's call table as the tokio client runs it, with `N` call slots.
+pub(crate) type HostTable<const N: usize = DEFAULT_CALLS_IN_FLIGHT> =
+    CallTable<DefaultProvider, OsRng, Tokio, N>;
 
 /// Errors of the client.
 ///
@@ -298,28 +306,18 @@ impl Client {
             PinPolicy::Trust(key) => Trust::Key(key),
             PinPolicy::NoPin => Trust::Anyone,
         };
-        let clock = Clock::new();
-        let table = HostTable::new(
-            central_config,
-            DefaultProvider::default(),
-            OsRng,
-            clock.now(),
-            trust,
-        )
-        .map_err(Error::Config)?;
-        let (cmd_tx, cmd_rx) = mpsc::channel(config.command_buffer.max(1));
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let task = Task {
-            table,
-            clock,
-            cmds: cmd_rx,
-            ready: Some(ready_tx),
+        let shell = TaskConfig {
+            command_buffer: config.command_buffer,
             idle_release: config.idle_release,
-            att_mtu: link.att_mtu(),
             peer_id,
         };
-        let (tx, rx) = link.split();
-        tokio::spawn(task.run(tx, rx));
+        // The smaller table unless more calls in flight are asked for (the core refuses more
+        // than the table's slots).
+        let (cmd_tx, ready_rx) = if central_config.max_calls_in_flight <= DEFAULT_CALLS_IN_FLIGHT {
+            spawn_task::<DEFAULT_CALLS_IN_FLIGHT, L>(link, central_config, trust, shell)?
+        } else {
+            spawn_task::<MAX_CALLS_IN_FLIGHT, L>(link, central_config, trust, shell)?
+        };
         let info = ready_rx.await.map_err(|_| Error::CLOSED)??;
         Ok(Client {
             cmds: cmd_tx,
@@ -574,6 +572,51 @@ impl Client {
     pub async fn closed(&self) {
         self.cmds.closed().await
     }
+}
+
+/// What the connection task takes from [`ClientConfig`] besides the core's configuration.
+struct TaskConfig {
+    command_buffer: usize,
+    idle_release: Duration,
+    peer_id: String,
+}
+
+/// A started connection task: its command sender and where setup's outcome comes.
+type Started = (
+    mpsc::Sender<Cmd>,
+    oneshot::Receiver<Result<ConnectionInfo, Error>>,
+);
+
+/// Starts the connection task on `link` with a call table of `N` slots.
+fn spawn_task<const N: usize, L: Link>(
+    link: L,
+    central_config: blerpc_proto::connection::CentralConfig,
+    trust: Trust<PinStore>,
+    shell: TaskConfig,
+) -> Result<Started, Error> {
+    let clock = Clock::new();
+    let table = HostTable::<N>::new(
+        central_config,
+        DefaultProvider::default(),
+        OsRng,
+        clock.now(),
+        trust,
+    )
+    .map_err(Error::Config)?;
+    let (cmd_tx, cmd_rx) = mpsc::channel(shell.command_buffer.max(1));
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let task = Task {
+        table,
+        clock,
+        cmds: cmd_rx,
+        ready: Some(ready_tx),
+        idle_release: shell.idle_release,
+        att_mtu: link.att_mtu(),
+        peer_id: shell.peer_id,
+    };
+    let (tx, rx) = link.split();
+    tokio::spawn(task.run(tx, rx));
+    Ok((cmd_tx, ready_rx))
 }
 
 /// Cancels a call if the future or stream waiting for it is dropped.

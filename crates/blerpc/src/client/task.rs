@@ -127,9 +127,9 @@ impl OpReply for Reply {
     }
 }
 
-/// The connection task's state.
-pub(super) struct Task {
-    pub(super) table: HostTable,
+/// The connection task's state, its call table of `N` slots.
+pub(super) struct Task<const N: usize = { super::DEFAULT_CALLS_IN_FLIGHT }> {
+    pub(super) table: HostTable<N>,
     pub(super) clock: Clock,
     pub(super) cmds: mpsc::Receiver<Cmd>,
     pub(super) ready: Option<oneshot::Sender<Result<ConnectionInfo, Error>>>,
@@ -138,7 +138,7 @@ pub(super) struct Task {
     pub(super) peer_id: String,
 }
 
-impl Protocol for Task {
+impl<const N: usize> Protocol for Task<N> {
     fn transmit_len(&self) -> usize {
         self.table.transmit_len()
     }
@@ -160,7 +160,7 @@ impl Protocol for Task {
     }
 }
 
-impl Task {
+impl<const N: usize> Task<N> {
     /// The connection's future. Not an async fn: an async fn keeps its moved arguments twice in
     /// its future (the argument and the local it is moved into), which held the task state twice
     /// in every idle connection's task; an `async move` block uses its captures in place.
@@ -356,7 +356,7 @@ mod tests {
         let (link, _peer) = crate::link::mem::pair(247);
         let (_cmds, cmd_rx) = mpsc::channel(1);
         let clock = Clock::new();
-        let table = HostTable::new(
+        let table = HostTable::<{ crate::client::DEFAULT_CALLS_IN_FLIGHT }>::new(
             CentralConfig::default(),
             DefaultProvider::default(),
             OsRng,
@@ -380,6 +380,10 @@ mod tests {
             .unwrap();
         let _runtime = rt.enter();
         let state = std::mem::size_of::<Task>();
+        // The larger table a connection configured for more calls in flight runs.
+        let larger = std::mem::size_of::<Task<{ crate::client::MAX_CALLS_IN_FLIGHT }>>();
+        println!("task state with the larger call table {larger} B");
+        assert!(larger > state);
         let (tx, rx) = link.split();
         let halves = std::mem::size_of_val(&tx) + std::mem::size_of_val(&rx);
         let future = task.run(tx, rx);

@@ -66,8 +66,10 @@ use admission::{Admission, Limits, Ticket};
 use connection::Connection;
 pub use deadline::deadline;
 
-/// Requests reassembled at once per connection.
-pub const SLOTS: usize = 4;
+/// Requests a connection can hold at once (its reassembly slots): as many as a runtime central
+/// can be configured to keep in flight ([`MAX_CALLS_IN_FLIGHT`](crate::client::MAX_CALLS_IN_FLIGHT)).
+/// How many it does hold is `peripheral.max_pending_requests` ([`ServerConfig`]).
+pub const SLOTS: usize = crate::client::MAX_CALLS_IN_FLIGHT;
 
 /// Requests of at least this many bytes are handed to their handler in the buffer they were
 /// reassembled in ([`Peripheral::take_request`]); shorter ones are copied, so the assembler keeps
@@ -210,8 +212,9 @@ pub struct ServerConfig {
     /// one); other centrals see the classic bytes and limits (65,535 advertised). The
     /// long-container extension is on too (`peripheral.long_containers`), on links that carry
     /// long containers ([`Link::long_containers`]: TCP, TLS, WebSocket). Requests held at once
-    /// (`peripheral.max_pending_requests`) are [`SLOTS`] (4, what a runtime central keeps in
-    /// flight) instead of the core's 2 (the firmware's double buffer): a fifth gets BUSY.
+    /// (`peripheral.max_pending_requests`) are 4 (what a runtime central keeps in flight by
+    /// default) instead of the core's 2 (the firmware's double buffer): a fifth gets BUSY. At
+    /// most [`SLOTS`] (8).
     pub peripheral: PeripheralConfig,
     /// The Ed25519 identity seed. With one, encryption is offered (and required unless
     /// `peripheral.require_encryption` is false); without, the server runs in plaintext and
@@ -294,9 +297,10 @@ impl Default for ServerConfig {
                 max_reassembly_bytes: 2 * blerpc_proto::connection::DEFAULT_MAX_LARGE_MESSAGE_LEN,
                 large_messages: true,
                 long_containers: true,
-                // As many as a runtime central keeps in flight (the core's 2 is the firmware's
-                // double buffer): a pipelining central is not answered BUSY.
-                max_pending_requests: SLOTS,
+                // As many as a runtime central keeps in flight by default (the core's 2 is the
+                // firmware's double buffer): a pipelining central is not answered BUSY. Up to
+                // SLOTS for centrals configured for more.
+                max_pending_requests: crate::client::DEFAULT_CALLS_IN_FLIGHT,
                 cancel: true,
                 // A request's deadline reaches its handler (`blerpc::server::deadline()`),
                 // which is stopped when it passes.

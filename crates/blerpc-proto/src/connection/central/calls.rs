@@ -39,6 +39,12 @@ pub(super) struct Call<O: Buffer> {
     /// (a stream item, a finish) goes beyond it.
     cap: Option<Instant>,
     pub(super) attempts: u8,
+    /// BUSY answers that came with no other call answered since this one's previous BUSY (or
+    /// its start): what `busy_retries` counts. A BUSY while the peripheral answers others is
+    /// this side's own concurrency meeting a full peripheral, not a stuck one.
+    pub(super) strikes: u8,
+    /// [`Central`]'s count of answers when this call started or last met BUSY.
+    pub(super) answered_at: u32,
     pub(super) retry_at: Option<Instant>,
     /// Client stream: tids of the items and of STREAM_END_C2P.
     pub(super) upload_tids: TidSet,
@@ -254,6 +260,8 @@ where
             deadline: None,
             cap,
             attempts: 0,
+            strikes: 0,
+            answered_at: self.answered,
             retry_at: None,
             upload_tids: TidSet::default(),
             finished: false,
@@ -514,6 +522,7 @@ where
         };
         let retries = self.config.busy_retries;
         let backoff = self.config.busy_backoff;
+        let answered = self.answered;
         let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
             return;
         };
@@ -525,8 +534,15 @@ where
             _ => true,
         };
         if code == ErrorCode::Busy && retried {
-            if call.attempts <= retries {
-                let shift = u32::from(call.attempts.saturating_sub(1)).min(16);
+            // A strike only when the peripheral answered nothing since this call's last BUSY:
+            // one that keeps answering others is full, not stuck, and the call waits its turn
+            // (its deadline still bounds it).
+            if call.answered_at == answered {
+                call.strikes = call.strikes.saturating_add(1);
+            }
+            call.answered_at = answered;
+            if call.strikes <= retries {
+                let shift = u32::from(call.strikes.saturating_sub(1)).min(16);
                 let delay = backoff.saturating_mul(1u32 << shift);
                 call.retry_at = Some(now + delay);
                 // The deadline still bounds the call as a whole.
@@ -670,6 +686,9 @@ where
         if matched.is_none() && self.drains(now, done, name_start..name_start + name_len) {
             self.ep.assembler.release(done);
             return;
+        }
+        if matched.is_some() {
+            self.answered = self.answered.wrapping_add(1);
         }
         match matched {
             Some((idx, id, kind)) if kind.receives_items() => {
@@ -889,6 +908,72 @@ pub(super) mod tests {
             Some(CentralEvent::CallFailed {
                 call: id,
                 error: CallError::Peer(ErrorCode::UnknownCommand)
+            })
+        );
+    }
+
+    /// ERROR BUSY for `tid`: [tid][seq][CONTROL | ERROR = 0xd4][1][0x02].
+    fn busy(tid: u8) -> [u8; 5] {
+        [tid, 0x00, 0xd4, 0x01, 0x02]
+    }
+
+    #[test]
+    fn busy_while_the_peripheral_answers_others_is_not_a_strike() {
+        let ms = |n: u64| Duration::from_millis(n);
+        let mut c = ready();
+        let a = c.start_call(T0, "echo", b"a", CallKind::Unary).unwrap();
+        let b = c.start_call(T0, "echo", b"b", CallKind::Unary).unwrap();
+        assert_eq!(sent(&mut c).len(), 2); // tids 2 and 3
+        // B meets BUSY with nothing answered yet: a strike, retried after 20 ms.
+        c.handle_input(T0, &busy(3)).unwrap();
+        c.handle_input(T0, &response(2, b"echo", b"a")).unwrap();
+        assert_eq!(
+            c.poll_event(),
+            Some(CentralEvent::Response {
+                call: a,
+                data: b"a"
+            })
+        );
+        // Ten more BUSY answers, each after the peripheral answered another call: it is
+        // full, not stuck, so none counts; the backoff stays at its first step.
+        let mut tid = 4u8;
+        let mut now = T0;
+        for round in 0..10u8 {
+            now = now + ms(20);
+            assert_eq!(c.poll_timeout(), Some(now), "round {round}");
+            c.handle_timeout(now);
+            let retry = sent(&mut c);
+            assert_eq!(retry.len(), 1, "round {round}");
+            assert_eq!(retry[0][0], tid);
+            let other = c.start_call(now, "echo", b"c", CallKind::Unary).unwrap();
+            assert_eq!(sent(&mut c)[0][0], tid + 1);
+            c.handle_input(now, &response(tid + 1, b"echo", b"c"))
+                .unwrap();
+            assert_eq!(
+                c.poll_event(),
+                Some(CentralEvent::Response {
+                    call: other,
+                    data: b"c"
+                })
+            );
+            c.handle_input(now, &busy(tid)).unwrap();
+            assert_eq!(c.poll_event(), None, "round {round}: B failed");
+            tid += 2;
+        }
+        // Now nothing else is answered: strikes 2 and 3 back off 40 and 80 ms, the 4th fails.
+        for backoff in [20, 40, 80] {
+            now = now + ms(backoff);
+            assert_eq!(c.poll_timeout(), Some(now));
+            c.handle_timeout(now);
+            assert_eq!(sent(&mut c)[0][0], tid);
+            c.handle_input(now, &busy(tid)).unwrap();
+            tid += 1;
+        }
+        assert_eq!(
+            c.poll_event(),
+            Some(CentralEvent::CallFailed {
+                call: b,
+                error: CallError::Busy { attempts: 14 }
             })
         );
     }

@@ -50,6 +50,9 @@ pub struct Central<P: CryptoProvider, R, A: Buffer, O: Buffer, const SLOTS: usiz
     rng: R,
     state: State<P>,
     next_call: u32,
+    /// Responses and stream items the peripheral has answered calls with (wrapping): what
+    /// tells a peripheral that is full from one that is stuck (see `busy_retries`).
+    answered: u32,
     capabilities: Option<Capabilities>,
     /// The peripheral's limits while the large-message extension is in force.
     large: Option<LargeLimits>,
@@ -118,6 +121,7 @@ where
             rng,
             state: State::Ready(None),
             next_call: 0,
+            answered: 0,
             capabilities: None,
             large: None,
             peer_timeout_ms: 100,
