@@ -1,5 +1,5 @@
-//! `blerpc-bench pipeline` on a short run: every peripheral answers every call with 1 and 4 in
-//! flight, and 4 in flight is never slower than one at a time.
+//! `blerpc-bench pipeline` on a short run: every peripheral answers every call with 1, 4 and 8
+//! in flight, and more in flight is never slower than fewer.
 #![allow(clippy::unwrap_used)]
 
 use blerpc_bench::pipeline::{PipelineArgs, run_cases};
@@ -9,7 +9,7 @@ fn every_peripheral_answers_calls_in_flight() {
     let args = PipelineArgs {
         profile: vec!["android".into()],
         ci_ms: vec![15.0],
-        in_flight: vec![1, 4],
+        in_flight: vec![1, 4, 8],
         workload: vec!["echo".into(), "data_write".into()],
         seconds: 2.0,
         ..PipelineArgs::default()
@@ -17,24 +17,31 @@ fn every_peripheral_answers_calls_in_flight() {
     let rows = run_cases(&args).unwrap();
     assert_eq!(
         rows.len(),
-        4 * 2 * 2,
-        "4 peripherals × 2 workloads × 2 depths"
+        4 * 2 * 3,
+        "4 peripherals × 2 workloads × 3 depths"
     );
     for r in &rows {
         assert_eq!(r.failed, 0, "{r:?}");
         assert!(r.calls > 0, "{r:?}");
     }
-    for pair in rows.chunks(2) {
-        let (one, four) = (&pair[0], &pair[1]);
-        assert_eq!((one.in_flight, four.in_flight), (1, 4));
-        assert!(
-            four.calls_per_s() >= one.calls_per_s(),
-            "{} {}: 4 in flight {:.1}/s below one at a time {:.1}/s",
-            four.peripheral.name(),
-            four.workload.name(),
-            four.calls_per_s(),
-            one.calls_per_s()
+    for depths in rows.chunks(3) {
+        assert_eq!(
+            depths.iter().map(|r| r.in_flight).collect::<Vec<_>>(),
+            [1, 4, 8]
         );
+        for pair in depths.windows(2) {
+            let (fewer, more) = (&pair[0], &pair[1]);
+            assert!(
+                more.calls_per_s() >= fewer.calls_per_s(),
+                "{} {}: {} in flight {:.1}/s below {} in flight {:.1}/s",
+                more.peripheral.name(),
+                more.workload.name(),
+                more.in_flight,
+                more.calls_per_s(),
+                fewer.in_flight,
+                fewer.calls_per_s()
+            );
+        }
     }
 }
 
@@ -42,7 +49,7 @@ fn every_peripheral_answers_calls_in_flight() {
 fn options_outside_their_range_are_refused() {
     for args in [
         PipelineArgs {
-            in_flight: vec![5],
+            in_flight: vec![9],
             ..PipelineArgs::default()
         },
         PipelineArgs {

@@ -37,7 +37,9 @@ pub struct GatewayConfig {
     pub max_pending_setups: usize,
     /// Calls in flight to one device at once; beyond it calls wait in a first-come first-served
     /// queue. At most the runtime's [`MAX_CALLS_IN_FLIGHT`](blerpc::client::MAX_CALLS_IN_FLIGHT)
-    /// (4). Default 4.
+    /// (8); above [`DEFAULT_CALLS_IN_FLIGHT`](blerpc::client::DEFAULT_CALLS_IN_FLIGHT) (4) each
+    /// device connection keeps the central's larger call table (more memory per device).
+    /// Default 4.
     pub max_in_flight: usize,
     /// Calls waiting for one device beyond `max_in_flight`; more are refused with 429. Default 64.
     pub max_queued: usize,
@@ -131,7 +133,7 @@ impl Default for GatewayConfig {
             allow_plaintext: false,
             setup_timeout: Duration::from_secs(10),
             max_pending_setups: 4096,
-            max_in_flight: blerpc::client::MAX_CALLS_IN_FLIGHT,
+            max_in_flight: blerpc::client::DEFAULT_CALLS_IN_FLIGHT,
             max_queued: 64,
             default_deadline: Duration::from_secs(10),
             max_deadline: Duration::from_secs(300),

@@ -1,11 +1,11 @@
 //! `blerpc-bench pipeline`: calls in flight on the simulated BLE link. How many calls a second
-//! a central gets from one peripheral with 1, 2 and 4 calls in flight (`echo` and a 200-byte
+//! a central gets from one peripheral with 1, 2, 4 and 8 calls in flight (`echo` and a 200-byte
 //! `data_write`), per platform profile and connection interval, against this project's
 //! peripheral and against the two reference peripherals' behaviour (`shared/spec/wire.md`):
 //!
 //! | peripheral | what it is here |
 //! |---|---|
-//! | `blerpc` | the runtime's server as `blerpc serve` configures it ([`ServerConfig::default`]): handlers run concurrently |
+//! | `blerpc` | the runtime's server as `blerpc serve` configures it ([`ServerConfig::default`]), holding as many requests as its connection can ([`blerpc::server::SLOTS`], 8; the default holds 4 and answers a fifth BUSY): handlers run concurrently |
 //! | `firmware` | the firmware's connection (`firmware/service`: fixed buffers, one reassembly slot, requests answered inline, one at a time) on the simulated link ([`firmware`]) |
 //! | `reference-c` | the same server running one handler at a time and holding at most 2 requests (the C firmware's work queue and double buffer: a third gets BUSY) |
 //! | `reference-python` | the same server holding up to 256 requests, handlers concurrent (the Python peripheral runs each on a thread of its own) |
@@ -63,8 +63,8 @@ pub mod cancel;
 pub mod firmware;
 pub mod streams;
 
-/// The most calls in flight the runtime's central holds
-/// ([`blerpc::client::MAX_CALLS_IN_FLIGHT`]).
+/// The most calls in flight the runtime's central can be configured to keep
+/// ([`blerpc::client::MAX_CALLS_IN_FLIGHT`]); a case above the default 4 configures it so.
 pub const MAX_IN_FLIGHT: usize = blerpc::client::MAX_CALLS_IN_FLIGHT;
 
 /// The most runs of a case `--runs` accepts.
@@ -82,8 +82,8 @@ pub struct PipelineArgs {
     /// Connection intervals in ms (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "MS", default_values_t = [15.0, 30.0])]
     pub ci_ms: Vec<f64>,
-    /// Calls in flight (comma-separated), each at most the central's 4.
-    #[arg(long, value_delimiter = ',', value_name = "N", default_values_t = [1, 2, 4])]
+    /// Calls in flight (comma-separated), each at most the central's 8.
+    #[arg(long, value_delimiter = ',', value_name = "N", default_values_t = [1, 2, 4, 8])]
     pub in_flight: Vec<usize>,
     /// Peripherals (comma-separated): blerpc, firmware, reference-c, reference-python.
     #[arg(long, value_delimiter = ',', value_name = "NAMES",
@@ -120,7 +120,7 @@ impl Default for PipelineArgs {
         PipelineArgs {
             profile: Vec::new(),
             ci_ms: vec![15.0, 30.0],
-            in_flight: vec![1, 2, 4],
+            in_flight: vec![1, 2, 4, 8],
             peripheral: vec![
                 "blerpc".into(),
                 "firmware".into(),
@@ -190,7 +190,8 @@ impl Peripheral {
             ..ServerConfig::default()
         };
         match self {
-            Peripheral::Blerpc | Peripheral::Firmware => {}
+            Peripheral::Blerpc => config.peripheral.max_pending_requests = blerpc::server::SLOTS,
+            Peripheral::Firmware => {}
             Peripheral::ReferenceC => config.peripheral.max_pending_requests = 2,
             Peripheral::ReferencePython => config.peripheral.max_pending_requests = 256,
         }
@@ -461,10 +462,11 @@ fn run_case(profile: &Profile, case: Case) -> anyhow::Result<Row> {
             tokio::spawn(async move { server.serve_link(link).await });
             key
         };
-        let config = ClientConfig {
+        let mut config = ClientConfig {
             pinning: PinPolicy::Trust(key),
             ..ClientConfig::default()
         };
+        config.central.max_calls_in_flight = in_flight.max(config.central.max_calls_in_flight);
         let client = Client::connect(central, config)
             .await
             .context("connecting over the simulated link")?;

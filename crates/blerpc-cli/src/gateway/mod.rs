@@ -83,7 +83,8 @@ pub struct GatewayArgs {
     /// the --http address.
     #[arg(long, value_name = "URL")]
     pub relay_url: Option<String>,
-    /// Calls in flight to one device (1 to 4); more wait in its queue.
+    /// Calls in flight to one device (1 to 8; above 4 each device's connection keeps a larger
+    /// call table); more wait in its queue.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub max_in_flight: usize,
     /// Calls waiting for one device; more are refused with 429.
