@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | (none) | [`suite`]: every BLE profile, then every link | the published figures |
 //! | `ble` | [`ble`]: the reference functional tests and benchmarks on the simulated BLE link per platform profile, or over a real link | the published figures, the link's physical limit |
-//! | `pipeline` | [`pipeline`]: calls/s with 1, 2 and 4 calls in flight on the simulated BLE link, against this peripheral and the reference peripherals' request limits | the same case with one call in flight |
+//! | `pipeline` | [`pipeline`]: calls/s with 1, 2, 4 and 8 calls in flight on the simulated BLE link, against this peripheral and the reference peripherals' request limits | the same case with one call in flight |
 //! | `links` | [`links`]: the same tests and benchmarks over every link of this build, in one process | — |
 //! | `loopback` | [`loopback`]: DATA→ACK round trips over TCP and TLS, two processes | bare tokio / rustls echo, the same sealed with AES-GCM, gRPC (tonic) |
 //! | `scale` | [`scale`]: 10k–100k WebSocket connections against `blerpc serve` | a raw TCP echo on the same load generators |
