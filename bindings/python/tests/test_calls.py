@@ -49,6 +49,27 @@ async def test_calls_run_concurrently_on_one_connection(server: Server) -> None:
 
 
 @pytest.mark.asyncio
+@bounded(30)
+async def test_eight_calls_in_flight_when_asked_for(server: Server) -> None:
+    options = server.pinned()
+    options.max_calls_in_flight = 8
+    async with blerpc.connect(server.url, options) as conn:
+        # Eight held at once (the server paused), a ninth refused; the server holds four and
+        # answers the rest BUSY, which the connection retries while it answers the others.
+        server.stop()
+        held = [asyncio.create_task(echo(conn, f"held {i}")) for i in range(8)]
+        await asyncio.sleep(0.2)
+        with pytest.raises(blerpc.BlerpcError.Call) as e:
+            await echo(conn, "ninth")
+        assert e.value.code == "TOO_MANY_CALLS"
+        server.resume()
+        assert await asyncio.gather(*held) == [f"held {i}" for i in range(8)]
+    options.max_calls_in_flight = 9
+    with pytest.raises(blerpc.BlerpcError.InvalidArgument):
+        await blerpc.connect(server.url, options)
+
+
+@pytest.mark.asyncio
 @bounded(20)
 async def test_info_reports_what_setup_established(server: Server) -> None:
     conn = await blerpc.connect(server.url, server.pinned())

@@ -81,6 +81,12 @@ pub struct ConnectOptions {
     /// `ws://` and `wss://`: a bearer token sent with the upgrade (a device gateway's relay).
     #[uniffi(default = None)]
     pub bearer_token: Option<String>,
+    /// Calls the connection keeps in flight at most, 1 to 8 (default 4; a further call at once
+    /// fails with `TOO_MANY_CALLS`). Above 4 the connection runs a larger call table (about
+    /// 1 KB more); a peripheral that holds fewer answers the rest BUSY, which the connection
+    /// retries while the peripheral answers others.
+    #[uniffi(default = 4)]
+    pub max_calls_in_flight: u32,
 }
 
 impl Default for ConnectOptions {
@@ -96,6 +102,7 @@ impl Default for ConnectOptions {
             tls_ca_file: None,
             tls_server_name: None,
             bearer_token: None,
+            max_calls_in_flight: blerpc::client::DEFAULT_CALLS_IN_FLIGHT as u32,
         }
     }
 }
@@ -144,6 +151,16 @@ impl ConnectOptions {
             ..ClientConfig::default()
         };
         config.central.require_encryption = !self.allow_plaintext;
+        let most = blerpc::client::MAX_CALLS_IN_FLIGHT;
+        config.central.max_calls_in_flight = usize::try_from(self.max_calls_in_flight)
+            .ok()
+            .filter(|n| (1..=most).contains(n))
+            .ok_or_else(|| {
+                BlerpcError::invalid(format!(
+                    "max_calls_in_flight {} is outside 1 to {most}",
+                    self.max_calls_in_flight
+                ))
+            })?;
         let link = LinkOptions {
             bearer: self.bearer_token.clone(),
             ..LinkOptions::default()
@@ -209,6 +226,28 @@ mod tests {
         }
         assert!(r.config.central.require_encryption);
         assert_eq!(r.timeout, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn calls_in_flight_are_four_by_default_and_at_most_eight() {
+        let r = ConnectOptions::default()
+            .resolve()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.config.central.max_calls_in_flight, 4);
+        let r = ConnectOptions {
+            max_calls_in_flight: 8,
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.config.central.max_calls_in_flight, 8);
+        for bad in [0, 9, u32::MAX] {
+            let detail = refusal(ConnectOptions {
+                max_calls_in_flight: bad,
+                ..Default::default()
+            });
+            assert!(detail.contains("outside 1 to 8"), "{detail}");
+        }
     }
 
     #[test]
