@@ -97,13 +97,18 @@ pub struct GatewayConfig {
     /// extension for its diagnostics (`docs/protocol.md` "Diagnostics"): the answer is the
     /// device's last link report (`GET /v1/devices/{id}/report`) and feeds the fleet's link
     /// figures in `/metrics`. Each ask is one call in the device's queue. `None`: never (the
-    /// report then has only what the gateway saw itself). Default 5 minutes.
+    /// report then has only what the gateway saw itself). At least [`MIN_DIAGNOSTICS_EVERY`].
+    /// Default 5 minutes.
     pub diagnostics_every: Option<Duration>,
     /// The first ask comes at a random moment within this after a device connects, so that
     /// devices reconnecting together (a gateway of the fleet lost) are not all asked at once.
     /// Default 30 s.
     pub diagnostics_spread: Duration,
 }
+
+/// The shortest [`GatewayConfig::diagnostics_every`]: one second (each ask is a call to every
+/// device the gateway holds).
+pub const MIN_DIAGNOSTICS_EVERY: Duration = Duration::from_secs(1);
 
 /// The HTTP face's default guard ([`GatewayConfig::http_guard`]): generous to a backend that
 /// opens a connection per call from one address (hundreds a second), ten protocol errors a

@@ -137,6 +137,16 @@ impl Gateway {
                 "the default deadline is longer than the maximum deadline".to_string(),
             ));
         }
+        if config
+            .diagnostics_every
+            .is_some_and(|every| every < config::MIN_DIAGNOSTICS_EVERY)
+        {
+            return Err(GatewayError::Config(format!(
+                "diagnostics_every must be at least {:?} (each ask is a call to every device), \
+                 or off",
+                config::MIN_DIAGNOSTICS_EVERY
+            )));
+        }
         let known = KnownDevices::load(&config.admission)?;
         // Devices get a record when they connect; the allow-list's others are known through it.
         let registry = Registry::new(config.max_devices);

@@ -197,6 +197,28 @@ mod tests {
     }
 
     #[test]
+    fn asking_more_often_than_once_a_second_is_refused() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let _in_rt = rt.enter();
+        let config = |every| crate::GatewayConfig {
+            diagnostics_every: every,
+            ..crate::GatewayConfig::default()
+        };
+        let refused = Gateway::new(config(Some(Duration::from_millis(999)))).err();
+        assert!(
+            refused
+                .as_ref()
+                .is_some_and(|e| e.to_string().contains("at least 1s")),
+            "{refused:?}"
+        );
+        for fine in [None, Some(Duration::from_secs(1))] {
+            assert!(Gateway::new(config(fine)).is_ok());
+        }
+    }
+
+    #[test]
     fn a_device_never_seen_has_a_report_saying_why_it_has_no_diagnostics() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
