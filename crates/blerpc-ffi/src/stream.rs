@@ -41,27 +41,7 @@ impl ResponseStream {
     /// streams extension `STREAM_OVERFLOW` if more items arrived than were read in time (one
     /// with it sends only what the reader has room for).
     pub async fn next(&self) -> Result<Option<Vec<u8>>, BlerpcError> {
-        let mut slot = self.inner.lock().await;
-        let Some(stream) = slot.as_mut() else {
-            return Ok(None);
-        };
-        // Cancelled: the stream ends here (dropping it cancels the call in the core).
-        let item = self
-            .cancel
-            .guard(async { Ok(stream.next().await) })
-            .await
-            .unwrap_or_default();
-        match item {
-            Some(Ok(item)) => Ok(Some(item)),
-            Some(Err(e)) => {
-                *slot = None;
-                Err(e.into())
-            }
-            None => {
-                *slot = None;
-                Ok(None)
-            }
-        }
+        next_item(&self.inner, &self.cancel).await
     }
 
     /// Stops the stream: the call is cancelled in the core and the peripheral told. A `next()`
@@ -69,6 +49,37 @@ impl ResponseStream {
     pub async fn cancel(&self) {
         self.cancel.cancel();
         self.inner.lock().await.take();
+    }
+}
+
+/// The next item of the stream in `slot`, or none once it ended (or was cancelled, or is
+/// gone). A failure or the end drops the stream (which, unended, cancels its call in the core).
+async fn next_item<S>(
+    slot: &Mutex<Option<S>>,
+    cancel: &CancelToken,
+) -> Result<Option<Vec<u8>>, BlerpcError>
+where
+    S: futures_util::Stream<Item = Result<Vec<u8>, blerpc::Error>> + Unpin,
+{
+    let mut slot = slot.lock().await;
+    let Some(stream) = slot.as_mut() else {
+        return Ok(None);
+    };
+    // Cancelled: the stream ends here.
+    let item = cancel
+        .guard(async { Ok(stream.next().await) })
+        .await
+        .unwrap_or_default();
+    match item {
+        Some(Ok(item)) => Ok(Some(item)),
+        Some(Err(e)) => {
+            *slot = None;
+            Err(e.into())
+        }
+        None => {
+            *slot = None;
+            Ok(None)
+        }
     }
 }
 
@@ -176,26 +187,7 @@ impl BidiStream {
     /// The peripheral's next item, or none once it ended the call (and after `cancel`). A
     /// failure ends the stream.
     pub async fn next(&self) -> Result<Option<Vec<u8>>, BlerpcError> {
-        let mut slot = self.items.lock().await;
-        let Some(stream) = slot.as_mut() else {
-            return Ok(None);
-        };
-        let item = self
-            .cancel
-            .guard(async { Ok(stream.next().await) })
-            .await
-            .unwrap_or_default();
-        match item {
-            Some(Ok(item)) => Ok(Some(item)),
-            Some(Err(e)) => {
-                *slot = None;
-                Err(e.into())
-            }
-            None => {
-                *slot = None;
-                Ok(None)
-            }
-        }
+        next_item(&self.items, &self.cancel).await
     }
 
     /// Stops the stream both ways: the call is cancelled in the core and the peripheral told.
