@@ -359,7 +359,7 @@ impl Gateway {
             }
         }
         .await;
-        self.took_diagnostics(&device, asked.as_ref().map_err(|_| ()));
+        self.took_diagnostics(&device, asked.as_ref().ok());
         asked
     }
 }

@@ -116,9 +116,9 @@ impl Gateway {
     }
 
     /// Keeps an answer (or counts a failed ask) of `device`.
-    pub(crate) fn took_diagnostics(&self, device: &Device, answer: Result<&DeviceDiagnostics, ()>) {
-        self.metrics().diagnostics(answer.ok());
-        if let Ok(d) = answer {
+    pub(crate) fn took_diagnostics(&self, device: &Device, answer: Option<&DeviceDiagnostics>) {
+        self.metrics().diagnostics(answer);
+        if let Some(d) = answer {
             device.took_diagnostics(SystemTime::now(), d.clone());
         }
     }

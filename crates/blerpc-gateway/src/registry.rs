@@ -105,7 +105,7 @@ struct DeviceState {
     stats: CallStats,
     connections: u64,
     /// The latest connections, newest first (at most [`SESSIONS_KEPT`]).
-    sessions: VecDeque<Session>,
+    sessions: VecDeque<Connected>,
     /// The device's last diagnostics, when it was asked (boxed: most devices nobody asks
     /// cost a pointer).
     diagnostics: Option<Box<Taken>>,
@@ -125,41 +125,32 @@ pub struct Session {
     pub disconnected: Option<String>,
     /// How long it lasted (or has lasted so far), seconds.
     pub seconds: f64,
-    #[serde(skip)]
-    since: Option<SystemTime>,
-    #[serde(skip)]
+}
+
+/// What a device's record keeps of one connection; [`Session`] is made from it when asked.
+#[derive(Debug)]
+struct Connected {
+    link: String,
+    since: SystemTime,
     until: Option<SystemTime>,
 }
 
-impl Session {
-    fn new(link: &str, since: SystemTime) -> Session {
-        Session {
-            link: link.to_string(),
-            connected: rfc3339(since),
-            disconnected: None,
-            seconds: 0.0,
-            since: Some(since),
-            until: None,
-        }
-    }
-
+impl Connected {
+    /// Ends it at `at`, unless it already ended.
     fn end(&mut self, at: SystemTime) {
-        if self.until.is_none() {
-            self.until = Some(at);
-            self.disconnected = Some(rfc3339(at));
-        }
+        self.until.get_or_insert(at);
     }
 
-    /// As of `now`: its length filled in.
+    /// As the report shows it at `now`.
     fn as_of(&self, now: SystemTime) -> Session {
         let end = self.until.unwrap_or(now);
-        let seconds = self
-            .since
-            .and_then(|s| end.duration_since(s).ok())
-            .map_or(0.0, |d| d.as_secs_f64());
         Session {
-            seconds,
-            ..self.clone()
+            link: self.link.clone(),
+            connected: rfc3339(self.since),
+            disconnected: self.until.map(rfc3339),
+            seconds: end
+                .duration_since(self.since)
+                .map_or(0.0, |d| d.as_secs_f64()),
         }
     }
 }
@@ -439,8 +430,11 @@ impl Registry {
             if let Some(open) = s.sessions.front_mut() {
                 open.end(connection.since);
             }
-            s.sessions
-                .push_front(Session::new(&connection.link, connection.since));
+            s.sessions.push_front(Connected {
+                link: connection.link.clone(),
+                since: connection.since,
+                until: None,
+            });
             s.sessions.truncate(SESSIONS_KEPT);
             s.last_seen = Some(connection.since);
             s.since = Some(connection.since);
