@@ -43,7 +43,7 @@ pub struct ReportOptions {
     /// Calls at most. Default 1,000,000.
     #[uniffi(default = 1000000)]
     pub max_calls: u64,
-    /// Wait before each reconnect attempt, ms. Default 500.
+    /// Wait before each reconnect attempt, ms, at least 1. Default 500.
     #[uniffi(default = 500)]
     pub reconnect_backoff_ms: u64,
     /// Give up reconnecting after this long without a connection, ms. Default 30,000.
@@ -112,6 +112,12 @@ fn options_for(o: &ReportOptions) -> Result<Options, BlerpcError> {
     if o.duration_ms == 0 {
         return Err(BlerpcError::invalid("duration_ms must be at least 1"));
     }
+    if o.reconnect_backoff_ms == 0 {
+        // A connect that fails at once would be retried in a loop with no wait.
+        return Err(BlerpcError::invalid(
+            "reconnect_backoff_ms must be at least 1",
+        ));
+    }
     let adapter = match &o.ble_adapter {
         Some(a) => Known::Value(a.clone()),
         None => Known::missing("not given (ble_adapter): the app owns the BLE stack"),
@@ -139,4 +145,73 @@ fn options_for(o: &ReportOptions) -> Result<Options, BlerpcError> {
     run.reconnect_backoff = Duration::from_millis(o.reconnect_backoff_ms);
     run.reconnect_give_up = Duration::from_millis(o.reconnect_give_up_ms);
     Ok(run)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> ReportOptions {
+        ReportOptions {
+            url: "ble://01:02:03:04:05:C1".into(),
+            kind: "ble".into(),
+            duration_ms: 1000,
+            mix: None,
+            max_reconnects: 100,
+            max_calls: 1_000_000,
+            reconnect_backoff_ms: 500,
+            reconnect_give_up_ms: 30_000,
+            ble_adapter: None,
+            board: Some("a board".into()),
+            access_point: None,
+            distance: None,
+            note: None,
+            out_dir: None,
+        }
+    }
+
+    fn refusal(o: ReportOptions) -> String {
+        match options_for(&o) {
+            Err(BlerpcError::InvalidArgument { detail, .. }) => detail,
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("accepted"),
+        }
+    }
+
+    #[test]
+    fn the_apps_options_become_the_runs() {
+        let run = options_for(&ReportOptions {
+            mix: Some("echo:1".into()),
+            ..options()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(run.duration, Duration::from_secs(1));
+        assert_eq!(run.mix.cycle().len(), 1);
+        assert_eq!(
+            run.environment.board.value().map(String::as_str),
+            Some("a board")
+        );
+        assert!(run.environment.ble_adapter.value().is_none());
+        assert!(
+            refusal(ReportOptions {
+                duration_ms: 0,
+                ..options()
+            })
+            .contains("duration_ms")
+        );
+        assert!(
+            refusal(ReportOptions {
+                reconnect_backoff_ms: 0,
+                ..options()
+            })
+            .contains("reconnect_backoff_ms")
+        );
+        assert!(
+            !refusal(ReportOptions {
+                mix: Some("nope:1".into()),
+                ..options()
+            })
+            .is_empty()
+        );
+    }
 }
