@@ -196,12 +196,8 @@ mod tests {
         assert!(inline <= 700, "{inline} bytes inline");
     }
 
-    #[test]
-    fn asking_more_often_than_once_a_second_is_refused() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
-        let _in_rt = rt.enter();
+    #[tokio::test]
+    async fn asking_more_often_than_once_a_second_is_refused() {
         let config = |every| crate::GatewayConfig {
             diagnostics_every: every,
             ..crate::GatewayConfig::default()
@@ -218,12 +214,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_device_never_seen_has_a_report_saying_why_it_has_no_diagnostics() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
-        let _in_rt = rt.enter();
+    #[tokio::test]
+    async fn a_device_never_seen_has_a_report_saying_why_it_has_no_diagnostics() {
         let g = Gateway::new(crate::GatewayConfig::default()).unwrap_or_else(|e| panic!("{e}"));
         assert!(g.device_report("nobody").is_none());
         let device = g

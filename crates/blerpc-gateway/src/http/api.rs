@@ -60,7 +60,12 @@ pub(super) async fn list_devices(
 }
 
 pub(super) async fn get_device(State(gateway): State<Gateway>, Path(id): Path<String>) -> Response {
-    match gateway.device_view(&id) {
+    known(gateway.device_view(&id), id)
+}
+
+/// What the gateway holds of device `id` as JSON, or 404 for a device it does not know.
+fn known(found: Option<impl serde::Serialize>, id: String) -> Response {
+    match found {
         Some(v) => json_response(
             StatusCode::OK,
             serde_json::to_string(&v).unwrap_or_default(),
@@ -92,13 +97,7 @@ pub(super) async fn diagnostics(
 /// `GET /v1/devices/{id}/report`: the device's link report (its last diagnostics, its latest
 /// connections, its calls), from what the gateway holds: the device is not asked.
 pub(super) async fn report(State(gateway): State<Gateway>, Path(id): Path<String>) -> Response {
-    match gateway.device_report(&id) {
-        Some(r) => json_response(
-            StatusCode::OK,
-            serde_json::to_string(&r).unwrap_or_default(),
-        ),
-        None => Problem::from(CallFailure::UnknownDevice(id)).into_response(),
-    }
+    known(gateway.device_report(&id), id)
 }
 
 pub(super) async fn schema(State(gateway): State<Gateway>) -> Response {
