@@ -341,26 +341,63 @@ impl Gateway {
                 blerpc::diagnostics::NOT_ANNOUNCED,
             ));
         }
-        let asked = async {
-            let slot = self
-                .slot(device.clone(), connection.clone(), false, started, deadline)
-                .await?;
-            let asked =
-                tokio::time::timeout_at(until(started, deadline), connection.client.diagnostics())
-                    .await;
-            drop(slot);
-            match asked {
-                Ok(answer) => answer.map_err(|e| CallFailure::from_client(&device.id, deadline, e)),
-                Err(_) => Err(CallFailure::Deadline {
-                    device: device.id.clone(),
-                    deadline,
-                    where_: "in flight",
-                }),
+        match self
+            .slot(device.clone(), connection, false, started, deadline)
+            .await
+        {
+            Ok(slot) => self.ask_diagnostics(slot, deadline).await,
+            Err(f) => {
+                self.took_diagnostics(&device, None);
+                Err(f)
             }
         }
+    }
+
+    /// A place in `connection`'s pipeline only if it is idle now: nothing queued and a call
+    /// free. The link watch asks with it, so its asks never take a place a caller waits for.
+    pub(crate) fn idle_slot(
+        &self,
+        device: Arc<Device>,
+        connection: Arc<Connection>,
+    ) -> Option<Slot> {
+        if connection.queued.load(Ordering::Relaxed) > 0 {
+            return None;
+        }
+        let call = connection.calls.clone().try_acquire_owned().ok()?;
+        connection.in_flight.fetch_add(1, Ordering::Relaxed);
+        Some(Slot {
+            device,
+            connection,
+            _call: call,
+            _stream: None,
+            started: Instant::now(),
+        })
+    }
+
+    /// Asks the device holding `slot` for its diagnostics within `deadline` of the slot's
+    /// start, and keeps (or counts) the answer.
+    pub(crate) async fn ask_diagnostics(
+        &self,
+        slot: Slot,
+        deadline: Duration,
+    ) -> Result<blerpc::diagnostics::DeviceDiagnostics, CallFailure> {
+        let device = slot.device.clone();
+        let asked = tokio::time::timeout_at(
+            until(slot.started, deadline),
+            slot.connection.client.diagnostics(),
+        )
         .await;
-        self.took_diagnostics(&device, asked.as_ref().ok());
-        asked
+        drop(slot);
+        let answer = match asked {
+            Ok(answer) => answer.map_err(|e| CallFailure::from_client(&device.id, deadline, e)),
+            Err(_) => Err(CallFailure::Deadline {
+                device: device.id.clone(),
+                deadline,
+                where_: "in flight",
+            }),
+        };
+        self.took_diagnostics(&device, answer.as_ref().ok());
+        answer
     }
 }
 

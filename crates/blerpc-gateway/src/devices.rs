@@ -201,7 +201,7 @@ impl Gateway {
             // Its diagnostics on the gateway's schedule, until the connection closes.
             tokio::select! {
                 () = client.closed() => {}
-                () = gateway.watch_link(watched.clone(), &connection) => {}
+                () = gateway.watch_link(watched.clone(), connection.clone()) => {}
             }
             gateway.inner.registry.disconnect(&watched, epoch);
             gateway.refresh_gauges();

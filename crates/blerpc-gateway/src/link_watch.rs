@@ -3,8 +3,10 @@
 //! Each connected device that announces the diagnostics extension (`docs/protocol.md`
 //! "Diagnostics") is asked for its diagnostics at a random moment within
 //! [`diagnostics_spread`](crate::GatewayConfig::diagnostics_spread) of connecting, then every
-//! [`diagnostics_every`](crate::GatewayConfig::diagnostics_every); an ask is one call in the
-//! device's queue, under the default deadline. Every answer, asked here or through
+//! [`diagnostics_every`](crate::GatewayConfig::diagnostics_every); an ask is one call to the
+//! device under the default deadline, made only when the device is idle (nothing queued, a
+//! call free: an ask never takes a place a caller waits for); a busy device is asked again
+//! [`BUSY_RETRY`] later. Every answer, asked here or through
 //! `GET /v1/devices/{id}/diagnostics`, becomes the device's last one and feeds the fleet's link
 //! figures in `/metrics` ([`crate::metrics`]).
 //!
@@ -86,6 +88,10 @@ pub(crate) fn announces(connection: &Connection) -> bool {
         .is_some_and(|c| c.flags.contains(CapabilityFlags::DIAGNOSTICS))
 }
 
+/// How long the link watch waits to ask a busy device again (or `diagnostics_every`, if
+/// shorter).
+pub const BUSY_RETRY: Duration = Duration::from_secs(1);
+
 /// A random wait in `0..spread`.
 fn spread_wait(spread: Duration) -> Duration {
     let ms = u64::try_from(spread.as_millis()).unwrap_or(u64::MAX);
@@ -100,15 +106,18 @@ impl Gateway {
     /// long as the caller polls this (the task that watches the connection, until it closes);
     /// never returns when the gateway does not ask or the device does not announce the
     /// extension.
-    pub(crate) async fn watch_link(&self, device: Arc<Device>, connection: &Connection) {
+    pub(crate) async fn watch_link(&self, device: Arc<Device>, connection: Arc<Connection>) {
         let config = self.config();
-        let Some(every) = config.diagnostics_every.filter(|_| announces(connection)) else {
+        let Some(every) = config.diagnostics_every.filter(|_| announces(&connection)) else {
             return std::future::pending().await;
         };
         tokio::time::sleep(spread_wait(config.diagnostics_spread)).await;
         loop {
-            let deadline = config.default_deadline;
-            if let Err(e) = self.diagnostics(&device.id, deadline).await {
+            let Some(slot) = self.idle_slot(device.clone(), connection.clone()) else {
+                tokio::time::sleep(BUSY_RETRY.min(every)).await;
+                continue;
+            };
+            if let Err(e) = self.ask_diagnostics(slot, config.default_deadline).await {
                 tracing::debug!(device = %device.id, "diagnostics not given: {e}");
             }
             tokio::time::sleep(every).await;

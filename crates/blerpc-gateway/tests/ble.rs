@@ -318,3 +318,68 @@ async fn a_gateway_that_does_not_ask_says_so_in_the_report() {
             .contains("blerpc_gateway_diagnostics_total{")
     );
 }
+
+/// `blerpc_gateway_diagnostics_total{outcome}` so far.
+fn diagnostics_total(gateway: &Gateway, outcome: &str) -> u64 {
+    let prefix = format!(r#"blerpc_gateway_diagnostics_total{{outcome="{outcome}"}} "#);
+    gateway
+        .metrics()
+        .render()
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_link_watch_asks_only_an_idle_device() {
+    // One call at a time, one queued: an ask in the queue would refuse a caller.
+    let config = GatewayConfig {
+        max_in_flight: 1,
+        max_queued: 1,
+        diagnostics_every: Some(Duration::from_secs(1)),
+        diagnostics_spread: Duration::from_millis(1),
+        ..GatewayConfig::default()
+    };
+    let (gateway, _monitors) = watched(config);
+    let first = report_when(&gateway, |r| r.diagnostics.value().is_some()).await;
+    let id = first.device.id;
+    assert_eq!(diagnostics_total(&gateway, "ok"), 1);
+
+    // A caller holds the device's one call for 4 s (4 of the watch's periods).
+    let (device, connection) = gateway.route(&id).unwrap();
+    let deadline = Duration::from_secs(30);
+    let held = gateway
+        .slot(
+            device,
+            connection,
+            false,
+            tokio::time::Instant::now(),
+            deadline,
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The queue's one place is still the next caller's.
+    let waiting = tokio::spawn({
+        let (gateway, id) = (gateway.clone(), id.clone());
+        async move {
+            gateway
+                .call_json(&id, "echo", r#"{"message":"next"}"#, Some(30_000))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        (
+            diagnostics_total(&gateway, "ok"),
+            diagnostics_total(&gateway, "failed")
+        ),
+        (1, 0),
+        "the watch asked a busy device"
+    );
+    drop(held);
+    assert_eq!(waiting.await.unwrap().unwrap(), r#"{"message":"next"}"#);
+    // Idle again: asked again.
+    report_when(&gateway, |_| diagnostics_total(&gateway, "ok") >= 2).await;
+    assert_eq!(diagnostics_total(&gateway, "failed"), 0);
+}

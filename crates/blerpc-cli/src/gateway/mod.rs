@@ -136,7 +136,8 @@ pub struct GatewayArgs {
     pub worker_restarts: usize,
     /// Ask each connected device that announces the diagnostics extension for its diagnostics
     /// every this many seconds (its link report, GET /v1/devices/{id}/report, and the fleet's
-    /// link figures in /metrics); each ask is one call in the device's queue. 0: never.
+    /// link figures in /metrics); each ask is one call, made only while the device is idle
+    /// (a busy device is asked a second later). 0: never.
     #[arg(long, value_name = "SECS", default_value_t = 300.0)]
     pub diagnostics_every: f64,
     /// The first ask comes at a random moment within this many seconds of a device connecting
