@@ -46,8 +46,9 @@
 //!
 //! An item that does not decode is a decode-error `Status` in `items`, which the handler can
 //! pass on to end the call. The peripheral must have agreed to the streams extension (a
-//! `blerpc` server does). [`Builder::compile_no_alloc`] does not generate bidirectional streams
-//! yet and refuses them with [`Error::Bidirectional`], naming the `rpc`'s line.
+//! `blerpc` server does). [`Builder::compile_no_alloc`] generates the messages and names the
+//! command `codec::CallKind::BidiStream` (`<Service>Command::kind`); a fixed-buffer peripheral
+//! serves it on the core's stream events (as the firmware's `chat` does).
 //!
 //! # Use
 //!
@@ -153,26 +154,6 @@ pub enum Error {
         path: PathBuf,
         /// The I/O error (part of the message; not also the `source`).
         error: io::Error,
-    },
-    /// An `rpc` streams both ways, which [`Builder::compile_no_alloc`] does not generate yet
-    /// (the host generator, [`Builder::compile`], does).
-    #[error(
-        "{}rpc {service}.{method} (command `{command}`) streams in both directions: \
-         bidirectional streams are not yet generated for no_alloc targets; remove one `stream`, \
-         or pick a direction in the side file with `{command} p2c` or `{command} c2p`",
-        location(Some(.file), *.line, None)
-    )]
-    Bidirectional {
-        /// The `.proto` file.
-        file: String,
-        /// The 1-based line of the `rpc`, when known.
-        line: Option<usize>,
-        /// The service.
-        service: String,
-        /// The proto method name.
-        method: String,
-        /// The command name it maps to.
-        command: String,
     },
     /// A command name that cannot go on the wire or into Rust.
     #[error("{}command name `{name}` is unusable: {reason}", location(Some(.file), *.line, None))]
@@ -395,9 +376,8 @@ impl Builder {
     /// }
     /// ```
     ///
-    /// Repeated, map, message-typed and `oneof` fields are refused ([`Error::NoAlloc`]), and so
-    /// are bidirectional streams ([`Error::Bidirectional`]) unless the side file picks a
-    /// direction for them.
+    /// Repeated, map, message-typed and `oneof` fields are refused ([`Error::NoAlloc`]). Each
+    /// command's `kind()` gives its shape (`codec::CallKind`), bidirectional streams included.
     pub fn compile_no_alloc(
         self,
         protos: &[impl AsRef<Path>],

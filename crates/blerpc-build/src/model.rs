@@ -58,8 +58,6 @@ pub(crate) struct Command {
     /// The wire name (`flash_read`).
     pub(crate) name: String,
     pub(crate) kind: Kind,
-    /// The 1-based line of the `rpc` (or of the `XRequest` message), when known.
-    pub(crate) line: Option<usize>,
 }
 
 /// One service to generate.
@@ -130,7 +128,6 @@ pub(crate) fn discover(
                         method: method.name().to_owned(),
                         name,
                         kind,
-                        line,
                     });
                 }
                 model.services.push(ServiceModel {
@@ -166,7 +163,6 @@ pub(crate) fn discover(
                     method: stem.to_owned(),
                     name,
                     kind,
-                    line,
                 });
             }
             if !commands.is_empty() {

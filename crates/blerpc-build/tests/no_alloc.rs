@@ -18,6 +18,12 @@ mod pbgen {
     include!("golden/scalars.noalloc.rs");
 }
 
+/// The generated chat room (a bidirectional stream), compiled.
+#[allow(missing_docs, dead_code, clippy::all)]
+mod chatgen {
+    include!("golden/chat.noalloc.rs");
+}
+
 fn scratch(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("blerpc-build-no-alloc")
@@ -295,39 +301,56 @@ fn fields_that_need_storage_are_refused_by_name() {
 }
 
 #[test]
-fn bidirectional_streams_are_refused_with_their_line() {
-    let proto = "syntax = \"proto3\";\npackage b;\nmessage M {}\nservice Chat {\n  rpc Ping(M) returns (M);\n  rpc Talk(stream M) returns (stream M);\n}\n";
-    // Its own directory: `refused` shares one with the test above, which runs in parallel.
-    let dir = scratch("bidi");
-    std::fs::write(dir.join("x.proto"), proto).unwrap();
-    let builder = || {
-        blerpc_build::configure()
-            .out_dir(&dir)
-            .emit_cargo_directives(false)
-    };
-    let e = builder()
-        .compile_no_alloc(&[dir.join("x.proto")], &[&dir])
-        .unwrap_err();
-    assert!(
-        matches!(&e, Error::Bidirectional { line: Some(6), method, command, .. } if method == "Talk" && command == "talk"),
-        "{e:?}"
-    );
-    let message = e.to_string();
-    assert!(
-        message.starts_with("x.proto:6: rpc Chat.Talk (command `talk`) streams in both directions: bidirectional streams are not yet generated for no_alloc targets"),
-        "{message}"
-    );
-    assert!(message.contains("`talk p2c` or `talk c2p`"), "{message}");
+fn a_bidirectional_stream_is_generated_with_its_kind() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    golden("chat", &dir, "chat.proto", None, "chat");
+    use chatgen::RoomCommand;
+    use chatgen::codec::CallKind;
+    assert_eq!(RoomCommand::from_name("chat"), Some(RoomCommand::Chat));
+    assert_eq!(RoomCommand::Chat.name(), "chat");
+    assert_eq!(RoomCommand::Chat.kind(), CallKind::BidiStream);
+    // Its items both ways, as prost encodes them: Said { text: "hi" }, Heard { seq: 1, .. }.
+    let mut out = [0u8; 16];
+    let n = chatgen::Said { text: "hi" }.encode(&mut out).unwrap();
+    assert_eq!(&out[..n], b"\x0a\x02hi");
+    let heard = chatgen::Heard::decode(b"\x08\x01\x12\x02hi").unwrap();
+    assert_eq!((heard.seq, heard.text), (1, "hi"));
+}
 
-    // A side-file entry picks a direction, which is generated.
-    std::fs::write(dir.join("side.txt"), "talk p2c\n").unwrap();
-    builder()
-        .side_file(dir.join("side.txt"))
-        .compile_no_alloc(&[dir.join("x.proto")], &[&dir])
-        .unwrap();
-    let text = std::fs::read_to_string(dir.join("b.noalloc.rs")).unwrap();
+#[test]
+fn every_command_has_its_kind_and_a_side_file_narrows_a_bidirectional_one() {
+    let proto = "syntax = \"proto3\";\npackage b;\nmessage M {}\nservice Chat {\n  rpc Ping(M) returns (M);\n  rpc Talk(stream M) returns (stream M);\n  rpc Up(stream M) returns (M);\n  rpc Down(M) returns (stream M);\n}\n";
+    // Its own directory: other tests generate in parallel.
+    let dir = scratch("kinds");
+    std::fs::write(dir.join("x.proto"), proto).unwrap();
+    let generate = |side: Option<&str>| {
+        let out = dir.join(if side.is_some() { "side" } else { "plain" });
+        std::fs::create_dir_all(&out).unwrap();
+        let mut builder = blerpc_build::configure()
+            .out_dir(&out)
+            .emit_cargo_directives(false);
+        if let Some(side) = side {
+            std::fs::write(dir.join("streaming.txt"), side).unwrap();
+            builder = builder.side_file(dir.join("streaming.txt"));
+        }
+        builder
+            .compile_no_alloc(&[dir.join("x.proto")], &[&dir])
+            .unwrap();
+        std::fs::read_to_string(out.join("b.noalloc.rs")).unwrap()
+    };
+    let text = generate(None);
+    for line in [
+        "ChatCommand::Ping => codec::CallKind::Unary,",
+        "ChatCommand::Talk => codec::CallKind::BidiStream,",
+        "ChatCommand::Up => codec::CallKind::ClientStream,",
+        "ChatCommand::Down => codec::CallKind::ServerStream,",
+        "/// `talk`: a bidirectional stream.",
+    ] {
+        assert!(text.contains(line), "{line} missing:\n{text}");
+    }
+    let text = generate(Some("talk p2c\n"));
     assert!(
-        text.contains("/// `talk`: a peripheral-to-central stream."),
+        text.contains("ChatCommand::Talk => codec::CallKind::ServerStream,"),
         "{text}"
     );
 }

@@ -14,8 +14,9 @@
 //!
 //! Repeated fields, maps, message-typed fields and `oneof` need storage of their own: the
 //! generator refuses them with [`Error::NoAlloc`] naming the field. For each service it also
-//! emits `<Service>Command`, the commands by wire name; a bidirectional stream among them is not
-//! generated yet and is refused with [`Error::Bidirectional`] naming its line.
+//! emits `<Service>Command`, the commands by wire name, each with its shape (`kind()`, a
+//! `codec::CallKind`: unary, either one-way stream, or bidirectional), so a fixed-buffer
+//! peripheral's dispatch knows which requests open a stream both ways.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -293,7 +294,6 @@ pub(crate) fn generate(
             message(&mut text, m);
         }
         for service in model.services.iter().filter(|s| s.package == package) {
-            refuse_bidirectional(service)?;
             commands(&mut text, service);
         }
         text.push_str(
@@ -493,22 +493,6 @@ fn presence(f: &Field) -> (String, String) {
     (cond, this)
 }
 
-/// Bidirectional streams are not generated for no-alloc targets yet: the first one of `service`
-/// is an [`Error::Bidirectional`] naming its line. (A side-file entry narrows such an `rpc` to
-/// one direction, which is served.)
-fn refuse_bidirectional(service: &ServiceModel) -> Result<(), Error> {
-    match service.commands.iter().find(|c| c.kind == Kind::BidiStream) {
-        Some(c) => Err(Error::Bidirectional {
-            file: service.file.clone(),
-            line: c.line,
-            service: service.proto_name.clone(),
-            method: c.method.clone(),
-            command: c.name.clone(),
-        }),
-        None => Ok(()),
-    }
-}
-
 fn commands(out: &mut String, service: &ServiceModel) {
     let name = format!("{}Command", service.proto_name.to_upper_camel_case());
     let _ = writeln!(
@@ -566,5 +550,20 @@ fn commands(out: &mut String, service: &ServiceModel) {
             c.method.to_upper_camel_case()
         );
     }
-    out.push_str("            _ => None,\n        }\n    }\n}\n\n");
+    out.push_str("            _ => None,\n        }\n    }\n\n");
+    out.push_str("    /// How its calls flow.\n    pub const fn kind(self) -> codec::CallKind {\n        match self {\n");
+    for c in &service.commands {
+        let kind = match c.kind {
+            Kind::Unary => "Unary",
+            Kind::ServerStream => "ServerStream",
+            Kind::ClientStream => "ClientStream",
+            Kind::BidiStream => "BidiStream",
+        };
+        let _ = writeln!(
+            out,
+            "            {name}::{} => codec::CallKind::{kind},",
+            c.method.to_upper_camel_case()
+        );
+    }
+    out.push_str("        }\n    }\n}\n\n");
 }

@@ -16,6 +16,19 @@
 //! and for a repeated scalar the last value wins. Encoding omits fields at their default value
 //! (proto3 implicit presence) and writes fields in field-number order.
 
+/// How a command's calls flow: the shape of its `rpc` (after the side file).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CallKind {
+    /// One request, one response.
+    Unary,
+    /// One request, then a stream of responses (peripheral to central).
+    ServerStream,
+    /// A stream of requests (central to peripheral), then one response.
+    ClientStream,
+    /// A stream each way at once (the streams extension: `docs/protocol.md` "Streams").
+    BidiStream,
+}
+
 /// A message did not decode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]

@@ -565,6 +565,17 @@ impl BlerpcCommand {
             _ => None,
         }
     }
+
+    /// How its calls flow.
+    pub const fn kind(self) -> codec::CallKind {
+        match self {
+            BlerpcCommand::Echo => codec::CallKind::Unary,
+            BlerpcCommand::FlashRead => codec::CallKind::Unary,
+            BlerpcCommand::DataWrite => codec::CallKind::Unary,
+            BlerpcCommand::CounterStream => codec::CallKind::ServerStream,
+            BlerpcCommand::CounterUpload => codec::CallKind::ClientStream,
+        }
+    }
 }
 
 /// The wire codec of the messages above (no allocator).
@@ -587,6 +598,19 @@ pub mod codec {
     //! arrives with another wire type is skipped as unknown (as upb, the reference's library, does),
     //! and for a repeated scalar the last value wins. Encoding omits fields at their default value
     //! (proto3 implicit presence) and writes fields in field-number order.
+
+    /// How a command's calls flow: the shape of its `rpc` (after the side file).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum CallKind {
+        /// One request, one response.
+        Unary,
+        /// One request, then a stream of responses (peripheral to central).
+        ServerStream,
+        /// A stream of requests (central to peripheral), then one response.
+        ClientStream,
+        /// A stream each way at once (the streams extension: `docs/protocol.md` "Streams").
+        BidiStream,
+    }
 
     /// A message did not decode.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
