@@ -616,7 +616,7 @@ fn request_fields_of_the_deadline_and_streams_extensions() {
     // echo "hi" with 300 ms left; open bidirectional "chat" with a window of 8; an item of
     // stream 6 (each one FIRST container of a plaintext request).
     let r = default(&[
-        "05000010001002046563686f2c01000004000a026869",
+        "0500000e000e02046563686fac0204000a026869",
         "0600000a000a14046368617408000000",
         "0700000b000b0804636861740602000a00",
     ]);

@@ -126,6 +126,18 @@ pub fn container_count(message_len: usize, att_mtu: usize) -> Result<usize, Spli
     Ok(1 + rest.div_ceil(subsequent_chunk_capacity(att_mtu)))
 }
 
+/// Number of containers a message of `message_len` bytes takes as a connection's outbox splits
+/// it: classic containers at this ATT MTU, or with the large-message (`large`) and
+/// long-container (`long`) extensions as they are in force.
+pub fn containers_with(
+    message_len: usize,
+    att_mtu: usize,
+    large: bool,
+    long: bool,
+) -> Result<usize, SplitError> {
+    Ok(SplitCursor::with_extensions(0, message_len, att_mtu, large, long)?.containers_left())
+}
+
 fn check(message_len: usize, att_mtu: usize) -> Result<(), SplitError> {
     if att_mtu < SplitCursor::MIN_ATT_MTU {
         return Err(SplitError::MtuTooSmall {
@@ -302,6 +314,26 @@ impl SplitCursor {
         )?;
         let first_cap = MAX_LONG_CONTAINER_LEN - LARGE_FIRST_HEADER_LEN - 1;
         Ok(Self::plan(tid, total, true, first_cap, subsequent_cap))
+    }
+
+    /// Plans the split as a connection does with the extensions in force:
+    /// [`SplitCursor::new_long`] with the long-container extension (`long`), else
+    /// [`SplitCursor::new_large`] with the large-message extension (`large`), else
+    /// [`SplitCursor::new`].
+    pub fn with_extensions(
+        tid: u8,
+        message_len: usize,
+        att_mtu: usize,
+        large: bool,
+        long: bool,
+    ) -> Result<Self, SplitError> {
+        if long {
+            Self::new_long(tid, message_len, large)
+        } else if large {
+            Self::new_large(tid, message_len, att_mtu)
+        } else {
+            Self::new(tid, message_len, att_mtu)
+        }
     }
 
     /// `true` when this split starts with a LARGE FIRST container.

@@ -341,14 +341,7 @@ impl<B: Buffer> Outbox<B> {
                 }
             }
             if self.cursor.is_none() {
-                let cursor = if long {
-                    SplitCursor::new_long(tid, len, large)
-                } else if large {
-                    SplitCursor::new_large(tid, len, att_mtu)
-                } else {
-                    SplitCursor::new(tid, len, att_mtu)
-                };
-                match cursor {
+                match SplitCursor::with_extensions(tid, len, att_mtu, large, long) {
                     Ok(c) => self.cursor = Some(c),
                     Err(_) => {
                         // Only possible if the MTU shrank after the entry was queued; the

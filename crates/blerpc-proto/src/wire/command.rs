@@ -16,14 +16,15 @@
 //! type bit 0 = LARGE_DATA: data_len is a u32, used exactly when data_len > 65,535
 //!
 //! deadline extension (requests only, only where negotiated):
-//!        +-------------+----------+----------------+-----------------+--------------+------+
-//!        | type | 0x02 | name_len | name (n bytes) | deadline_ms u32 | data_len     | data |
-//!        +-------------+----------+----------------+-----------------+--------------+------+
+//!        +-------------+----------+----------------+--------------------+------------+------+
+//!        | type | 0x02 | name_len | name (n bytes) | deadline_ms varint | data_len   | data |
+//!        +-------------+----------+----------------+--------------------+------------+------+
 //! type bit 1 = DEADLINE: the milliseconds the central still waits for the answer, counted
-//! from when the request was queued; data_len as above (u16, or u32 with bit 0)
+//! from when the request was queued, as a protobuf varint of a u32 (1 to 5 bytes, the
+//! shortest form only: 2 bytes up to 16.383 s); data_len as above (u16, or u32 with bit 0)
 //!
 //! streams extension (requests only, only where negotiated): each set bit adds its field after
-//! the name, in this order: deadline_ms u32 (bit 1), window u16 (bit 2), stream u8 (bit 3)
+//! the name, in this order: deadline_ms varint (bit 1), window u16 (bit 2), stream u8 (bit 3)
 //! type bit 2 = OPEN:   the request opens a stream whose peripheral→central items are credited;
 //!                      window = the items the central accepts before it grants more (>= 1)
 //! type bit 4 = BIDI:   with OPEN only: the stream is bidirectional (items follow both ways)
@@ -42,7 +43,10 @@
 //! `data_len` bytes to be present, as the C and TypeScript decoders do. Bytes after the data are
 //! tolerated and ignored.
 
-use super::{WireError, err_num, out_prefix, read_slice, read_u8, read_u16, read_u32};
+use super::{
+    MAX_VARINT_U32_LEN, WireError, emit_varint_u32, err_num, out_prefix, read_slice, read_u8,
+    read_u16, read_u32, read_varint_u32,
+};
 
 /// The longest command name (`name_len` is a `u8`).
 pub const MAX_NAME_LEN: usize = 255;
@@ -53,11 +57,12 @@ pub const MAX_DATA_LEN: usize = 65535;
 pub const MAX_LARGE_DATA_LEN: usize = u32::MAX as usize;
 /// Type-byte bit 0 of an extended command: `data_len` is a `u32` (large-message extension).
 pub const LARGE_DATA_FLAG: u8 = 0x01;
-/// Type-byte bit 1 of a request carrying its deadline (deadline extension): a `u32` of
-/// milliseconds follows the name.
+/// Type-byte bit 1 of a request carrying its deadline (deadline extension): the milliseconds
+/// follow the name as a varint (a `u32`, shortest form).
 pub const DEADLINE_FLAG: u8 = 0x02;
-/// Bytes the deadline adds to a request's header.
-pub const DEADLINE_LEN: usize = 4;
+/// The most bytes the deadline adds to a request's header (2 up to 16,383 ms, 3 up to about
+/// 35 minutes).
+pub const MAX_DEADLINE_LEN: usize = MAX_VARINT_U32_LEN;
 /// Type-byte bit 2 of a request opening a stream with credited items (streams extension): a
 /// `u16` window follows the name (after the deadline).
 pub const OPEN_FLAG: u8 = 0x04;
@@ -71,7 +76,7 @@ pub const BIDI_FLAG: u8 = 0x10;
 /// [`Command::parse_extended`]'s `agreed` mask selects from.
 pub const REQUEST_FLAGS: u8 = DEADLINE_FLAG | OPEN_FLAG | ITEM_FLAG | BIDI_FLAG;
 /// The longest run of extension fields after a request's name (deadline, window, stream).
-pub const MAX_FIELDS_LEN: usize = DEADLINE_LEN + 2 + 1;
+pub const MAX_FIELDS_LEN: usize = MAX_DEADLINE_LEN + 2 + 1;
 
 const RESPONSE_BIT: u8 = 0x80;
 
@@ -211,8 +216,9 @@ impl<'a> Command<'a> {
         let mut at = 2 + name_len;
         let mut fields = RequestFields::NONE;
         if flags & DEADLINE_FLAG != 0 {
-            fields.deadline_ms = Some(read_u32(bytes, at, "deadline_ms")?);
-            at += DEADLINE_LEN;
+            let (ms, len) = read_varint_u32(bytes, at, "deadline_ms")?;
+            fields.deadline_ms = Some(ms);
+            at += len;
         }
         if open {
             let window = read_u16(bytes, at, "window")?;
@@ -435,7 +441,9 @@ impl RequestFields {
             }
         };
         if let Some(ms) = self.deadline_ms {
-            put(&ms.to_le_bytes());
+            let mut varint = [0; MAX_VARINT_U32_LEN];
+            let n = emit_varint_u32(ms, &mut varint);
+            put(varint.get(..n).unwrap_or_default());
         }
         if let Some(open) = self.open {
             put(&open.window.to_le_bytes());
@@ -797,23 +805,35 @@ mod tests {
 
     #[test]
     fn deadline_vectors() {
-        // echo "hello" with 300 ms left (0x012c): 02 04 "echo" 2c010000 0700 0a0568656c6c6f
-        let bytes = hex("02046563686f2c01000007000a0568656c6c6f");
+        // echo "hello" with 300 ms left (varint ac 02): 02 04 "echo" ac02 0700 0a0568656c6c6f
+        let bytes = hex("02046563686fac0207000a0568656c6c6f");
         let e = Command::parse_extended(&bytes, false, DEADLINE_FLAG).unwrap();
         assert_eq!(e.command, Command::request("echo", b"\x0a\x05hello"));
-        assert_eq!((e.fields.deadline_ms, e.header_len), (Some(300), 12));
+        assert_eq!((e.fields.deadline_ms, e.header_len), (Some(300), 10));
         // The same bytes where the extension is not in force read as the reference reads them:
-        // bit 1 ignored, the deadline's first two bytes taken for data_len (300), which the
-        // 13 bytes after them do not hold.
+        // bit 1 ignored, the deadline's two bytes taken for data_len (0x02ac = 684), which the
+        // 9 bytes after them do not hold.
         assert_eq!(
             Command::parse_extended(&bytes, false, 0),
             Err(WireError::Truncated {
                 field: "data",
                 offset: 8,
-                needed: 300,
-                available: 11
+                needed: 684,
+                available: 9
             })
         );
+        // One byte up to 127 ms, five for u32::MAX.
+        for (ms, varint, header_len) in [
+            (0, "00", 9),
+            (127, "7f", 9),
+            (16_383, "ff7f", 10),
+            (16_384, "808001", 11),
+            (u32::MAX, "ffffffff0f", 13),
+        ] {
+            let bytes = hex(&std::format!("02046563686f{varint}0000"));
+            let e = Command::parse_extended(&bytes, false, DEADLINE_FLAG).unwrap();
+            assert_eq!((e.fields.deadline_ms, e.header_len), (Some(ms), header_len));
+        }
         // No flag: the classic command, no deadline.
         let plain = hex("00046563686f07000a0568656c6c6f");
         let e = Command::parse_extended(&plain, true, REQUEST_FLAGS).unwrap();
@@ -825,13 +845,14 @@ mod tests {
                 8
             )
         );
-        // With a large-message header: 03 04 "echo" deadline u32, data_len u32 (65,536).
-        let mut large = hex("03046563686fe803000000000100");
+        // With a large-message header: 03 04 "echo" deadline (1000: e8 07), data_len u32
+        // (65,536).
+        let mut large = hex("03046563686fe80700000100");
         large.resize(large.len() + 65_536, 0xaa);
         let e = Command::parse_extended(&large, true, DEADLINE_FLAG).unwrap();
         assert_eq!(
             (e.fields.deadline_ms, e.header_len, e.command.data.len()),
-            (Some(1000), 14, 65_536)
+            (Some(1000), 12, 65_536)
         );
     }
 
@@ -839,29 +860,45 @@ mod tests {
     fn deadline_errors() {
         // On a response the flag is refused (only requests carry a deadline).
         assert_eq!(
-            Command::parse_extended(&hex("82046563686f2c0100000000"), false, DEADLINE_FLAG),
+            Command::parse_extended(&hex("82046563686fac020000"), false, DEADLINE_FLAG),
             Err(WireError::InvalidValue {
                 field: "type",
                 offset: 0,
                 value: 0x82
             })
         );
-        // A deadline cut short.
+        // A deadline cut short (its first byte says another follows).
         assert_eq!(
-            Command::parse_extended(&hex("02046563686f2c01"), false, DEADLINE_FLAG),
+            Command::parse_extended(&hex("02046563686fac"), false, DEADLINE_FLAG),
             Err(WireError::Truncated {
                 field: "deadline_ms",
                 offset: 6,
-                needed: 4,
-                available: 2
+                needed: 2,
+                available: 1
             })
         );
+        // A longer varint than the value needs (0 in two bytes, 300 in three), one above
+        // u32::MAX, and six bytes: refused, so each deadline has one encoding.
+        for varint in ["8000", "ac8200", "ffffffff10", "ffffffffff01"] {
+            let bytes = hex(&std::format!("02046563686f{varint}0000"));
+            assert!(
+                matches!(
+                    Command::parse_extended(&bytes, false, DEADLINE_FLAG),
+                    Err(WireError::InvalidValue {
+                        field: "deadline_ms",
+                        offset: 6,
+                        ..
+                    })
+                ),
+                "{varint}"
+            );
+        }
         // A large header for data that fits the classic one: one encoding per command.
         assert!(matches!(
-            Command::parse_extended(&hex("03046563686f2c010000ffff0000"), true, DEADLINE_FLAG),
+            Command::parse_extended(&hex("03046563686fac02ffff0000"), true, DEADLINE_FLAG),
             Err(WireError::InvalidValue {
                 field: "data_len",
-                offset: 10,
+                offset: 8,
                 ..
             })
         ));
@@ -877,7 +914,20 @@ mod tests {
         };
         let parts = with_fields(&stored, &fields, &mut type_byte, &mut scratch).unwrap();
         let sent: Vec<u8> = parts.concat();
-        assert_eq!(sent, hex("02046563686f2c01000007000a0568656c6c6f"));
+        assert_eq!(sent, hex("02046563686fac0207000a0568656c6c6f"));
+        // The longest deadline, and the fields' room for it.
+        let longest = RequestFields {
+            deadline_ms: Some(u32::MAX),
+            open: Some(StreamOpen {
+                window: 1,
+                bidi: false,
+            }),
+            item_of: None,
+        };
+        let sent: Vec<u8> = with_fields(&stored, &longest, &mut type_byte, &mut scratch)
+            .unwrap()
+            .concat();
+        assert_eq!(sent, hex("06046563686fffffffff0f010007000a0568656c6c6f"));
         // A bidirectional open with a deadline: 16 = DEADLINE|OPEN|BIDI, then ms, window.
         let open = RequestFields {
             deadline_ms: Some(300),
@@ -891,7 +941,7 @@ mod tests {
         let sent: Vec<u8> = with_fields(&stored, &open, &mut type_byte, &mut scratch)
             .unwrap()
             .concat();
-        assert_eq!(sent, hex("1604636861742c01000008000000"));
+        assert_eq!(sent, hex("160463686174ac0208000000"));
         let short = hex("0009ec");
         assert!(with_fields(&short, &fields, &mut [0], &mut scratch).is_none());
     }

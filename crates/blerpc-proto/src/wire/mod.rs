@@ -145,6 +145,63 @@ pub(crate) fn read_u32(input: &[u8], offset: usize, field: &'static str) -> Resu
     read_array::<4>(input, offset, field).map(u32::from_le_bytes)
 }
 
+/// The longest varint of a `u32` ([`read_varint_u32`]).
+pub(crate) const MAX_VARINT_U32_LEN: usize = 5;
+
+/// Reads an unsigned LEB128 varint (protobuf's: 7 bits a byte, least significant first, the
+/// top bit set on every byte but the last) of at most 32 bits at `offset`; returns it and its
+/// length. Refused: a value above `u32::MAX`, and a longer encoding than the value needs (a
+/// last byte of 0 after the first), so each value has exactly one encoding.
+pub(crate) fn read_varint_u32(
+    input: &[u8],
+    offset: usize,
+    field: &'static str,
+) -> Result<(u32, usize), WireError> {
+    let mut value: u64 = 0;
+    for i in 0..MAX_VARINT_U32_LEN {
+        let byte = read_u8(input, offset + i, field).map_err(|_| WireError::Truncated {
+            field,
+            offset: err_num(offset),
+            needed: err_num(i + 1),
+            available: err_num(input.len().saturating_sub(offset)),
+        })?;
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            let invalid = (i > 0 && byte == 0) || value > u64::from(u32::MAX);
+            return match u32::try_from(value) {
+                Ok(v) if !invalid => Ok((v, i + 1)),
+                _ => Err(WireError::InvalidValue {
+                    field,
+                    offset: err_num(offset),
+                    value: u32::try_from(value).unwrap_or(u32::MAX),
+                }),
+            };
+        }
+    }
+    Err(WireError::InvalidValue {
+        field,
+        offset: err_num(offset),
+        value: u32::MAX,
+    })
+}
+
+/// Writes `value` as an unsigned LEB128 varint (as [`read_varint_u32`] reads it) to the start
+/// of `out`; returns its length (1 to [`MAX_VARINT_U32_LEN`]).
+pub(crate) fn emit_varint_u32(mut value: u32, out: &mut [u8; MAX_VARINT_U32_LEN]) -> usize {
+    let mut len = 0;
+    for slot in out.iter_mut() {
+        let low = (value & 0x7f) as u8;
+        value >>= 7;
+        len += 1;
+        if value == 0 {
+            *slot = low;
+            break;
+        }
+        *slot = low | 0x80;
+    }
+    len
+}
+
 /// Reads one byte at `offset`.
 pub(crate) fn read_u8(input: &[u8], offset: usize, field: &'static str) -> Result<u8, WireError> {
     read_array::<1>(input, offset, field).map(|[b]| b)
@@ -198,5 +255,66 @@ mod tests {
         assert_eq!(err_num(u32::MAX as usize), u32::MAX);
         #[cfg(target_pointer_width = "64")]
         assert_eq!(err_num(u32::MAX as usize + 1), u32::MAX);
+    }
+
+    #[test]
+    fn a_varint_round_trips_at_every_length_in_its_shortest_form() {
+        for (value, bytes) in [
+            (0u32, &[0x00][..]),
+            (1, &[0x01]),
+            (127, &[0x7f]),
+            (128, &[0x80, 0x01]),
+            (300, &[0xac, 0x02]),
+            (16_383, &[0xff, 0x7f]),
+            (16_384, &[0x80, 0x80, 0x01]),
+            (2_097_152, &[0x80, 0x80, 0x80, 0x01]),
+            (268_435_456, &[0x80, 0x80, 0x80, 0x80, 0x01]),
+            (u32::MAX, &[0xff, 0xff, 0xff, 0xff, 0x0f]),
+        ] {
+            let mut out = [0; MAX_VARINT_U32_LEN];
+            let n = emit_varint_u32(value, &mut out);
+            assert_eq!(&out[..n], bytes, "{value}");
+            // Read at an offset, with a byte after it that is not its own.
+            let mut input = [0xee; 8];
+            input[1..=n].copy_from_slice(bytes);
+            assert_eq!(read_varint_u32(&input, 1, "v"), Ok((value, n)), "{value}");
+        }
+    }
+
+    #[test]
+    fn a_varint_that_is_cut_short_too_long_or_too_large_is_refused() {
+        let invalid = |input: &[u8], value: u32| {
+            assert_eq!(
+                read_varint_u32(input, 0, "v"),
+                Err(WireError::InvalidValue {
+                    field: "v",
+                    offset: 0,
+                    value
+                }),
+                "{input:02x?}"
+            );
+        };
+        invalid(&[0x80, 0x00], 0);
+        invalid(&[0xac, 0x82, 0x00], 300);
+        invalid(&[0xff, 0xff, 0xff, 0xff, 0x10], u32::MAX);
+        invalid(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01], u32::MAX);
+        assert_eq!(
+            read_varint_u32(&[0x05, 0xac, 0x82], 1, "v"),
+            Err(WireError::Truncated {
+                field: "v",
+                offset: 1,
+                needed: 3,
+                available: 2
+            })
+        );
+        assert_eq!(
+            read_varint_u32(&[], 0, "v"),
+            Err(WireError::Truncated {
+                field: "v",
+                offset: 0,
+                needed: 1,
+                available: 0
+            })
+        );
     }
 }

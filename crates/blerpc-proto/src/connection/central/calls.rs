@@ -432,7 +432,8 @@ where
     ///
     /// With extension `fields` (its deadline, a stream's window), the request carries them
     /// after its name, inserted as the command is queued: the stored command stays classic,
-    /// so a BUSY retry carries the time left then.
+    /// so a BUSY retry carries the time left then. A deadline that alone would make a
+    /// one-container request two is left out ([`Central::fitted`]).
     pub(super) fn send_request(
         &mut self,
         request: &mut O,
@@ -440,6 +441,7 @@ where
     ) -> Result<u8, CallError> {
         let tid = self.ep.next_tid;
         let command = request.as_slice();
+        let fields = &self.fitted(command.len(), *fields);
         let (mut type_byte, mut scratch) = ([0u8], [0u8; MAX_FIELDS_LEN]);
         let with = (fields.flags() != 0)
             .then(|| with_fields(command, fields, &mut type_byte, &mut scratch))

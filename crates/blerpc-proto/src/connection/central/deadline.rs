@@ -8,6 +8,9 @@ use super::config::CallKind;
 use crate::Instant;
 use crate::buf::Buffer;
 use crate::crypto::CryptoProvider;
+use crate::session::SESSION_OVERHEAD;
+use crate::split::containers_with;
+use crate::wire::command::{MAX_FIELDS_LEN, RequestFields};
 
 impl<P, R, A, O, const SLOTS: usize> Central<P, R, A, O, SLOTS>
 where
@@ -36,6 +39,34 @@ where
             .as_micros()
             .div_ceil(1000);
         Some(u32::try_from(left).unwrap_or(u32::MAX))
+    }
+
+    /// `fields` for a stored request command of `command_len` bytes, without the deadline when
+    /// it alone would make a request that fits one container take two (at ATT MTU 247 an
+    /// encrypted 200-byte `data_write`: one more packet on the air, for every such call). The
+    /// peripheral then runs the request without a deadline of its own; the central still ends
+    /// the call at its deadline, and tells a peripheral that agreed to the cancel extension.
+    pub(super) fn fitted(&self, command_len: usize, fields: RequestFields) -> RequestFields {
+        if fields.deadline_ms.is_none() {
+            return fields;
+        }
+        let without = RequestFields {
+            deadline_ms: None,
+            ..fields
+        };
+        let sealed = if self.state.is_encrypted() {
+            SESSION_OVERHEAD
+        } else {
+            0
+        };
+        let containers = |f: &RequestFields| {
+            let len = command_len + f.emit(&mut [0; MAX_FIELDS_LEN]) + sealed;
+            containers_with(len, self.config.att_mtu, self.ep.large, self.ep.long).ok()
+        };
+        match (containers(&without), containers(&fields)) {
+            (Some(1), Some(n)) if n > 1 => without,
+            _ => fields,
+        }
     }
 }
 
@@ -71,25 +102,50 @@ mod tests {
         let at = T0 + Duration::from_millis(300);
         c.start_call_until(T0, "echo", b"\x0a\x02hi", CallKind::Unary, Some(at))
             .unwrap();
-        // [type 0x02][4]"echo"[300 ms: 2c 01 00 00][data_len 4]0a026869
+        // [type 0x02][4]"echo"[300 ms, a varint: ac 02][data_len 4]0a026869
         assert_eq!(
             sent(&mut c),
-            [request(
-                2,
-                b"\x02\x04echo\x2c\x01\x00\x00\x04\x00\x0a\x02hi"
-            )]
+            [request(2, b"\x02\x04echo\xac\x02\x04\x00\x0a\x02hi")]
         );
-        // Without the caller's deadline, the call timeout's 5,000 ms (0x1388).
+        // Without the caller's deadline, the call timeout's 5,000 ms (varint 88 27).
         c.start_call(T0, "echo", b"", CallKind::Unary).unwrap();
-        assert_eq!(
-            sent(&mut c),
-            [request(3, b"\x02\x04echo\x88\x13\x00\x00\x00\x00")]
-        );
+        assert_eq!(sent(&mut c), [request(3, b"\x02\x04echo\x88\x27\x00\x00")]);
         // A server stream carries only the caller's deadline; without one, nothing.
         c.start_call(T0, "counter_stream", b"\x08\x05", CallKind::ServerStream)
             .unwrap();
         let out = sent(&mut c);
         assert_eq!(out[0][6], 0x00, "no deadline: {out:02x?}");
+    }
+
+    #[test]
+    fn a_deadline_never_makes_a_one_container_request_two() {
+        // MTU 247, plaintext: a FIRST container carries 238 bytes of the command. echo with
+        // n bytes of data is 8 + n bytes; 300 ms of deadline adds 2 (ac 02).
+        let mut c = ready_with_deadline(true);
+        let at = T0 + Duration::from_millis(300);
+        let call = |c: &mut TestCentral, n: usize| {
+            c.start_call_until(T0, "echo", &alloc::vec![0x55; n], CallKind::Unary, Some(at))
+                .unwrap();
+            sent(c)
+        };
+        // 228 bytes of data: 236 + 2 = 238, one container with the deadline.
+        let out = call(&mut c, 228);
+        assert_eq!(
+            (out.len(), &out[0][..8]),
+            (1, &[2, 0, 0, 238, 0, 238, 0x02, 4][..])
+        );
+        assert_eq!(&out[0][12..14], [0xac, 0x02]);
+        // 230: 238 alone, 240 with it: sent without it, in one container, as classic.
+        let out = call(&mut c, 230);
+        assert_eq!(
+            (out.len(), &out[0][..8]),
+            (1, &[3, 0, 0, 238, 0, 238, 0x00, 4][..])
+        );
+        assert_eq!(&out[0][12..14], [230, 0], "data_len follows the name");
+        // 240: two containers either way, so the deadline goes.
+        let out = call(&mut c, 240);
+        assert_eq!((out.len(), out[0][6]), (2, 0x02));
+        assert_eq!(&out[0][12..14], [0xac, 0x02]);
     }
 
     #[test]
@@ -106,10 +162,11 @@ mod tests {
         let retry = c.poll_timeout().unwrap();
         c.handle_timeout(retry);
         let left = (at - retry).as_micros().div_ceil(1000) as u32;
-        assert!(left < 250, "{left}");
+        assert!((128..250).contains(&left), "{left}");
         let mut command = alloc::vec![0x02, 0x04];
         command.extend_from_slice(b"echo");
-        command.extend_from_slice(&left.to_le_bytes());
+        // Two bytes of varint: the low 7 bits with the top bit set, then the rest.
+        command.extend_from_slice(&[(left & 0x7f) as u8 | 0x80, (left >> 7) as u8]);
         command.extend_from_slice(&[0x00, 0x00]);
         assert_eq!(sent(&mut c), [request(3, &command)]);
     }

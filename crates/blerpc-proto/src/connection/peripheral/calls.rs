@@ -683,12 +683,12 @@ mod tests {
         p.respond(T0, 5, "echo", b"\x0a\x02hi").unwrap();
     }
 
-    /// echo "hi" under `tid` carrying `ms` of deadline: `[02][04]"echo"[ms u32][04 00]0a026869`.
-    fn echo_with_deadline(tid: u8, ms: u32) -> alloc::vec::Vec<u8> {
-        let mut pdu = alloc::vec![tid, 0x00, 0x00, 0x10, 0x00, 0x10, 0x02, 0x04];
+    /// echo "hi" under `tid` carrying 300 ms of deadline:
+    /// `[02][04]"echo"[ac 02: 300 as a varint][04 00]0a026869`.
+    fn echo_with_deadline_300(tid: u8) -> alloc::vec::Vec<u8> {
+        let mut pdu = alloc::vec![tid, 0x00, 0x00, 0x0e, 0x00, 0x0e, 0x02, 0x04];
         pdu.extend_from_slice(b"echo");
-        pdu.extend_from_slice(&ms.to_le_bytes());
-        pdu.extend_from_slice(&[0x04, 0x00, 0x0a, 0x02, b'h', b'i']);
+        pdu.extend_from_slice(&[0xac, 0x02, 0x04, 0x00, 0x0a, 0x02, b'h', b'i']);
         pdu
     }
 
@@ -696,8 +696,7 @@ mod tests {
     fn a_request_hands_out_its_deadline_on_this_sides_clock() {
         let mut p = agreeing(0x20, |c| c.deadline = true);
         let arrived = T0 + Duration::from_millis(40);
-        p.handle_input(arrived, &echo_with_deadline(5, 300))
-            .unwrap();
+        p.handle_input(arrived, &echo_with_deadline_300(5)).unwrap();
         assert_eq!(
             p.poll_event(),
             Some(PeripheralEvent::Request {
@@ -724,7 +723,7 @@ mod tests {
         // The central announced nothing: bit 1 is ignored and the deadline's first bytes taken
         // for data_len (300), longer than what came: DECODE_FAILED, as from a reference peer.
         let mut p = peripheral(false, |c| c.deadline = true);
-        p.handle_input(T0, &echo_with_deadline(5, 300)).unwrap();
+        p.handle_input(T0, &echo_with_deadline_300(5)).unwrap();
         assert!(matches!(p.poll_event(), Some(PeripheralEvent::Warning(_))));
         assert_eq!(sent(&mut p), [[0x05, 0x00, 0xd4, 0x01, 0x04]]);
     }
