@@ -25,6 +25,10 @@ use crate::wire::command::{
 use crate::wire::container::{Container, ControlCmd};
 use crate::wire::error_code::ErrorCode;
 
+/// Races for a freed place a call waiting to retry after BUSY may lose to calls sent after it
+/// before the next response sends it at once ([`Central::retry_first_waiting`]).
+const PASSED_OVER: u8 = 2;
+
 /// A call in flight.
 pub(super) struct Call<O: Buffer> {
     pub(super) id: CallId,
@@ -39,10 +43,14 @@ pub(super) struct Call<O: Buffer> {
     /// (a stream item, a finish) goes beyond it.
     cap: Option<Instant>,
     pub(super) attempts: u8,
-    /// BUSY answers that came with no other call answered since this one's previous BUSY (or
-    /// its start): what `busy_retries` counts. A BUSY while the peripheral answers others is
-    /// this side's own concurrency meeting a full peripheral, not a stuck one.
+    /// BUSY answers in a row with no call answered since this one's previous BUSY (or its
+    /// start): what `busy_retries` counts. A BUSY after the peripheral answered others is this
+    /// side's own concurrency meeting a full peripheral, not a stuck one: it starts the count
+    /// again.
     pub(super) strikes: u8,
+    /// BUSY answers this call met after the peripheral had answered others since its previous
+    /// one: races for a freed place it lost to calls sent after it.
+    pub(super) passed_over: u8,
     /// [`Central`]'s count of answers when this call started or last met BUSY.
     pub(super) answered_at: u32,
     pub(super) retry_at: Option<Instant>,
@@ -261,6 +269,7 @@ where
             cap,
             attempts: 0,
             strikes: 0,
+            passed_over: 0,
             answered_at: self.answered,
             retry_at: None,
             upload_tids: TidSet::default(),
@@ -538,9 +547,13 @@ where
         if code == ErrorCode::Busy && retried {
             // A strike only when the peripheral answered nothing since this call's last BUSY:
             // one that keeps answering others is full, not stuck, and the call waits its turn
-            // (its deadline still bounds it).
+            // (its deadline still bounds it). Strikes count in a row: an answer in between
+            // starts them again, or a long wait would gather them one by one and fail.
             if call.answered_at == answered {
                 call.strikes = call.strikes.saturating_add(1);
+            } else {
+                call.strikes = 0;
+                call.passed_over = call.passed_over.saturating_add(1);
             }
             call.answered_at = answered;
             if call.strikes <= retries {
@@ -715,6 +728,7 @@ where
                     *slot = None;
                 }
                 self.push(Record::Response { call: id, msg });
+                self.retry_first_waiting(now);
             }
             None => {
                 self.ep.assembler.release(done);
@@ -724,6 +738,33 @@ where
                 }
             }
         }
+    }
+
+    /// A response freed a place at the peripheral: of the calls waiting to retry that already
+    /// lost [`PASSED_OVER`] races for a freed place to calls sent after them, the one due
+    /// first goes now, before its backoff ends and ahead of any call the application starts
+    /// on hearing the response. Without it, against a peripheral that holds few requests, a
+    /// call could lose every race until its deadline. (Calls that lost fewer wait out their
+    /// backoff, which spreads the requests over connection events: sending every retry with
+    /// the next response keeps them in one burst that the peripheral answers BUSY.)
+    fn retry_first_waiting(&mut self, now: Instant) {
+        if self.ep.events_free() < 2 {
+            return;
+        }
+        let first = self
+            .calls
+            .iter()
+            .enumerate()
+            .filter_map(|(idx, c)| {
+                let c = c.as_ref().filter(|c| c.passed_over >= PASSED_OVER)?;
+                Some((c.retry_at?, idx))
+            })
+            .min();
+        let Some((_, idx)) = first else { return };
+        if let Some(call) = self.calls.get_mut(idx).and_then(Option::as_mut) {
+            call.retry_at = None;
+        }
+        self.send_again(idx, now);
     }
 
     /// BUSY retries that are due go out again; calls past their deadline fail; a drain that
@@ -920,6 +961,60 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_call_passed_over_twice_retries_with_the_next_response() {
+        let ms = |n: u64| Duration::from_millis(n);
+        let mut c = ready();
+        let echo = |c: &mut super::super::tests::TestCentral, now, data: &'static [u8]| {
+            let id = c.start_call(now, "echo", data, CallKind::Unary).unwrap();
+            (id, sent(c)[0][0])
+        };
+        let answer = |c: &mut super::super::tests::TestCentral, now, tid: u8, data: &[u8]| {
+            c.handle_input(now, &response(tid, b"echo", data)).unwrap();
+            assert!(matches!(
+                c.poll_event(),
+                Some(CentralEvent::Response { .. })
+            ));
+        };
+        let (_, a) = echo(&mut c, T0, b"a");
+        let (b, mut b_tid) = echo(&mut c, T0, b"b");
+        // B meets BUSY; A is answered: B still waits out its 20 ms (it lost no race yet).
+        c.handle_input(T0, &busy(b_tid)).unwrap();
+        answer(&mut c, T0, a, b"a");
+        assert!(sent(&mut c).is_empty());
+        // Twice B is retried, a call started after it is answered, and B meets BUSY again:
+        // passed over twice.
+        let mut now = T0;
+        for round in 0..2 {
+            now = now + ms(20);
+            assert_eq!(c.poll_timeout(), Some(now), "round {round}");
+            c.handle_timeout(now);
+            b_tid = sent(&mut c)[0][0];
+            let (_, other) = echo(&mut c, now, b"c");
+            answer(&mut c, now, other, b"c");
+            c.handle_input(now, &busy(b_tid)).unwrap();
+        }
+        // Its backoff runs to now + 20 ms; but the next response sends it at once, ahead of
+        // any call started on hearing that response.
+        let (_, d) = echo(&mut c, now, b"d");
+        let later = now + ms(5);
+        answer(&mut c, later, d, b"d");
+        let out = sent(&mut c);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0][0], out[0].last()), (d + 1, Some(&b'b')));
+        let (_, e) = echo(&mut c, later, b"e");
+        assert_eq!(e, d + 2);
+        c.handle_input(later, &response(d + 1, b"echo", b"b"))
+            .unwrap();
+        assert_eq!(
+            c.poll_event(),
+            Some(CentralEvent::Response {
+                call: b,
+                data: b"b"
+            })
+        );
+    }
+
+    #[test]
     fn busy_while_the_peripheral_answers_others_is_not_a_strike() {
         let ms = |n: u64| Duration::from_millis(n);
         let mut c = ready();
@@ -962,8 +1057,9 @@ pub(super) mod tests {
             assert_eq!(c.poll_event(), None, "round {round}: B failed");
             tid += 2;
         }
-        // Now nothing else is answered: strikes 2 and 3 back off 40 and 80 ms, the 4th fails.
-        for backoff in [20, 40, 80] {
+        // Now nothing else is answered: strikes 1, 2 and 3 in a row back off 20, 40 and 80 ms,
+        // the 4th fails.
+        for backoff in [20, 20, 40, 80] {
             now = now + ms(backoff);
             assert_eq!(c.poll_timeout(), Some(now));
             c.handle_timeout(now);
@@ -975,7 +1071,7 @@ pub(super) mod tests {
             c.poll_event(),
             Some(CentralEvent::CallFailed {
                 call: b,
-                error: CallError::Busy { attempts: 14 }
+                error: CallError::Busy { attempts: 15 }
             })
         );
     }

@@ -95,9 +95,10 @@ pub struct CentralConfig {
     pub max_response_len: usize,
     /// Calls in flight at once (at most the `SLOTS` of the central type). Default 4.
     pub max_calls_in_flight: usize,
-    /// Retries of a call answered with BUSY while the peripheral answers nothing else: a BUSY
-    /// that comes after another call was answered (the peripheral is full, not stuck) is
-    /// retried without counting, within the call's deadline. Default 3.
+    /// Retries of a call answered with BUSY in a row while the peripheral answers nothing else:
+    /// a BUSY that comes after another call was answered (the peripheral is full, not stuck)
+    /// is retried without counting and starts the count again, within the call's deadline.
+    /// Default 3.
     pub busy_retries: u8,
     /// Backoff before the first BUSY retry; doubles with each strike (a BUSY that counts).
     /// Default 20 ms.
