@@ -127,8 +127,28 @@ fn a_stream_carries_a_window_a_round_trip_and_both_ways_at_once() {
             );
         }
     }
+    // Both ways at once, each window: against one way's rate at the same window.
+    let mut both = None;
+    for &(w, up, down) in &one_way {
+        let rates = rates(Case::new(Mode::Both, w, 20));
+        both = Some(rates);
+        eprintln!(
+            "window {w:>2} both ways: {:.0} down, {:.0} up items/s ({:.2}× and {:.2}× one way)",
+            rates.down,
+            rates.up,
+            rates.down / down,
+            rates.up / up
+        );
+        // Below the link's rate a window carries as much both ways as one way.
+        if w <= 8 {
+            assert!(
+                rates.down >= 0.9 * down && rates.up >= 0.9 * up,
+                "window {w}: {rates:?} against {down} and {up}"
+            );
+        }
+    }
     let (_, up, down) = one_way[6];
-    let both = rates(Case::new(Mode::Both, 32, 20));
+    let both = both.unwrap();
     let halves = rates(Case {
         credit_delay: None,
         ..Case::new(Mode::Both, 32, 20)

@@ -51,6 +51,19 @@ mod central;
 /// The least wait before a CREDIT refused by a full outbox is tried again (a `credit_delay` of
 /// zero would otherwise ask to be woken at once, again and again, while the outbox stays full).
 pub(crate) const MIN_CREDIT_RETRY: core::time::Duration = core::time::Duration::from_millis(1);
+
+/// Whether a stream's receiver lets credit for fewer than half its `window` wait (for half a
+/// window) instead of granting it `credit_delay` later: when it sends items of the stream
+/// itself (`sending`: data both ways, so every packet of a connection event carries data and a
+/// CREDIT takes one's place) and the sender still holds three quarters of the window by this
+/// side's count (`held`, which still counts the items on their way, about an event's worth).
+/// A sender short of credits gets the remainder as before. Measured (`blerpc-bench`'s
+/// `a_stream_carries` test, CI 15 ms, 20-byte items): a bidirectional echo carries 0.81×,
+/// 0.64× and 0.63× of one way's rate with windows of 16, 24 and 32, against 0.77×, 0.56× and
+/// 0.57× with every remainder granted.
+pub(crate) fn remainder_waits(sending: bool, held: u32, window: u32) -> bool {
+    sending && held >= window - window / 4
+}
 mod counters;
 mod endpoint;
 mod error;

@@ -149,9 +149,10 @@ pub struct CentralConfig {
     /// How long room made for fewer than half the window waits before it is granted (the
     /// streams extension): the items of one BLE connection event are credited in one CREDIT,
     /// and a remainder never waits for more items to arrive (which would cost a window a
-    /// round trip). Keep it well under the connection interval. `None`: room is granted only
-    /// half a window at a time (or when the peripheral's credits ran out), which saves a
-    /// CREDIT an event where data flows both ways at the link's rate. Default 2 ms.
+    /// round trip). Keep it well under the connection interval. Not used while this side sends
+    /// items of a bidirectional stream too (data both ways: every packet of an event carries
+    /// data, and a CREDIT would take one's place): room then goes half a window at a time (or
+    /// when the peripheral's credits ran out). `None`: always so. Default 2 ms.
     pub credit_delay: Option<Duration>,
 }
 

@@ -43,6 +43,8 @@ pub(crate) struct Flow {
     credits: u32,
     /// Room made for fewer than half the window: the credits granted at the instant.
     due: Option<(Instant, u32)>,
+    /// Bidirectional: this side sent an item since its last CREDIT (data flows both ways).
+    sending: bool,
 }
 
 impl Flow {
@@ -110,6 +112,10 @@ where
         }
         if add < (window / 2).max(1) && c.flow.granted > 0 {
             // Items that arrive meanwhile use room and credits alike: `add` stays within room.
+            if crate::connection::remainder_waits(c.flow.sending, c.flow.granted, window) {
+                c.flow.due = None;
+                return Ok(());
+            }
             if let Some(delay) = delay {
                 let at = c.flow.due.map_or(now.saturating_add(delay), |(at, _)| at);
                 c.flow.due = Some((at, add));
@@ -145,6 +151,22 @@ where
                 .and_then(Option::as_ref)
                 .and_then(|c| c.flow.due)
                 .filter(|(at, _)| *at <= now);
+            let window = u32::from(self.config.stream_window.max(1));
+            let waits = self
+                .calls
+                .get(idx)
+                .and_then(Option::as_ref)
+                .is_some_and(|c| {
+                    crate::connection::remainder_waits(c.flow.sending, c.flow.granted, window)
+                });
+            if due.is_some()
+                && waits
+                && let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut)
+            {
+                // Items went out since it was due, and the peripheral holds plenty: it waits.
+                c.flow.due = None;
+                continue;
+            }
             if let Some((_, add)) = due
                 && self.send_grant(idx, add).is_err()
                 && let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut)
@@ -160,6 +182,7 @@ where
             return Ok(());
         };
         c.flow.due = None;
+        c.flow.sending = false;
         if !c.answering() {
             return Ok(());
         }
@@ -276,6 +299,7 @@ where
         self.ep.next_tid = tid.wrapping_add(1);
         if let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) {
             c.flow.credits -= 1;
+            c.flow.sending = true;
             c.upload_tids.insert(tid);
         }
         Ok(())
@@ -303,5 +327,69 @@ where
             c.finished = true;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)] // a failed unwrap is a failed test
+mod tests {
+    use alloc::vec::Vec;
+    use core::time::Duration;
+
+    use super::super::calls::tests::response;
+    use super::super::config::CallKind;
+    use super::super::tests::{T0, TestCentral, ready_announcing, sent};
+
+    /// The CREDIT controls sent now: each one's `[stream][credits u16]`.
+    fn credits(c: &mut TestCentral) -> Vec<[u8; 3]> {
+        sent(c)
+            .into_iter()
+            .map(|p| {
+                assert_eq!(&p[1..4], &[0x00, 0xe4, 0x03], "a CREDIT: {p:02x?}");
+                [p[4], p[5], p[6]]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn while_it_sends_items_too_a_remainder_waits_until_the_peripheral_runs_short() {
+        let mut c = ready_announcing(0x40, true, |c| {
+            c.streams = true;
+            c.stream_window = 8;
+        });
+        let delay = c.config().credit_delay.unwrap();
+        let id = c.start_call(T0, "chat", b"", CallKind::BidiStream).unwrap();
+        // 14 04 "chat" 0800 0000 under tid 2: open both ways, window 8.
+        assert_eq!(&sent(&mut c)[0][6..], b"\x14\x04chat\x08\x00\x00\x00");
+        // The peripheral's CREDIT for stream 2: [tid 9][0][CONTROL | CREDIT][3][2][8 0].
+        c.handle_input(T0, &[0x09, 0x00, 0xe4, 0x03, 0x02, 0x08, 0x00])
+            .unwrap();
+        while c.poll_event().is_some() {}
+        // One item in: the peripheral holds 7 of 8. Room made before this side sent anything
+        // is granted after the delay; an item sent meanwhile makes it wait.
+        c.handle_input(T0, &response(10, b"chat", b"\x0a\x00"))
+            .unwrap();
+        while c.poll_event().is_some() {}
+        c.grant(T0, id, 8).unwrap();
+        c.send_stream_item(T0, id, b"\x0a\x01").unwrap();
+        assert_eq!(sent(&mut c).len(), 1, "the item");
+        c.handle_timeout(T0 + delay);
+        assert_eq!(
+            credits(&mut c),
+            Vec::<[u8; 3]>::new(),
+            "7 of 8 held: it waits"
+        );
+        // Two more in: the peripheral holds 5, under three quarters of 8. The room goes
+        // after the delay, with the room that waited.
+        for tid in 11..13 {
+            c.handle_input(T0, &response(tid, b"chat", b"\x0a\x00"))
+                .unwrap();
+        }
+        while c.poll_event().is_some() {}
+        let later = T0 + Duration::from_millis(5);
+        c.grant(later, id, 8).unwrap();
+        assert!(credits(&mut c).is_empty(), "3 of 8: not half the window");
+        c.handle_timeout(later + delay);
+        assert_eq!(credits(&mut c), [[0x02, 0x03, 0x00]]);
     }
 }

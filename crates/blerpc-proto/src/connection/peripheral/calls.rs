@@ -170,6 +170,9 @@ where
         if let Some((_, n)) = self.credit.as_mut().filter(|(t, _)| *t == request_tid) {
             *n -= 1;
         }
+        if let Some(b) = self.bidi.as_mut() {
+            b.sent_item(request_tid);
+        }
         // A CANCEL drops the items still queued (they travel under fresh tids).
         self.ep.outbox.mark_last_item();
         self.ep.next_tid = self.ep.next_tid.wrapping_add(1);

@@ -115,9 +115,10 @@ pub struct PeripheralConfig {
     /// than half the window: the items that arrive in one BLE connection event go back in one
     /// CREDIT (a CREDIT per item would take a packet from the peripheral's side each; one per
     /// half window alone leaves a remainder waiting a round trip, which cost a window of 8 a
-    /// third of its rate). Keep it well under the connection interval. `None`: consumed items
-    /// are credited only half a window at a time, which saves a CREDIT an event where data
-    /// flows both ways at the link's rate. Default 2 ms.
+    /// third of its rate). Keep it well under the connection interval. Not used while this
+    /// side sends items of the stream too (data both ways: every packet of an event carries
+    /// data, and a CREDIT would take one's place): consumed items then go back half a window
+    /// at a time. `None`: always half a window at a time. Default 2 ms.
     pub credit_delay: Option<Duration>,
     /// Announce [`CapabilityFlags::RELAY`](crate::wire::capabilities::CapabilityFlags::RELAY):
     /// the application answers the device gateway's `blerpc.relay` command (it opens a relayed

@@ -42,6 +42,17 @@ pub(super) struct BidiIn {
     ended: bool,
     /// When the consumed items (fewer than half the window) are credited back.
     grant_at: Option<Instant>,
+    /// This side sent an item of the stream since its last CREDIT (data flows both ways).
+    sending: bool,
+}
+
+impl BidiIn {
+    /// This side sent an item of the stream opened by `request_tid`.
+    pub(super) fn sent_item(&mut self, request_tid: u8) {
+        if self.stream == request_tid {
+            self.sending = true;
+        }
+    }
 }
 
 /// Where an arriving stream item goes.
@@ -100,7 +111,8 @@ where
             return Ok(());
         }
         if b.consumed < (window / 2).max(1) {
-            if let Some(delay) = delay {
+            let waits = crate::connection::remainder_waits(b.sending, b.held, window);
+            if let Some(delay) = delay.filter(|_| !waits) {
                 b.grant_at.get_or_insert(now.saturating_add(delay));
             }
             return Ok(());
@@ -116,6 +128,14 @@ where
     /// Grants the consumed remainder once its instant passed; a full outbox tries again a
     /// delay later.
     pub(super) fn grant_due(&mut self, now: Instant) {
+        let window = u32::from(self.config.stream_window.max(1));
+        if let Some(b) = self.bidi.as_mut().filter(|b| {
+            b.grant_at.is_some() && crate::connection::remainder_waits(b.sending, b.held, window)
+        }) {
+            // Items went out since it was due, and the central holds plenty: it waits.
+            b.grant_at = None;
+            return;
+        }
         if self.credit_deadline().is_some_and(|at| at <= now) && self.grant().is_err() {
             let retry = self
                 .config
@@ -134,6 +154,7 @@ where
             return Ok(());
         };
         b.grant_at = None;
+        b.sending = false;
         if b.ended || b.consumed == 0 {
             return Ok(());
         }
@@ -188,6 +209,7 @@ where
                 consumed: 0,
                 ended: false,
                 grant_at: None,
+                sending: false,
             });
             let [lo, hi] = window.to_le_bytes();
             let credit_tid = self.ep.next_tid;
@@ -404,5 +426,36 @@ mod tests {
         assert_eq!(credits(&mut p), Vec::<[u8; 3]>::new());
         p.consumed(T0, 5, 1).unwrap();
         assert_eq!(credits(&mut p), [[0x05, 0x04, 0x00]]);
+    }
+
+    #[test]
+    fn while_it_sends_items_too_a_remainder_waits_until_the_central_runs_short() {
+        let mut p = chat_open();
+        let delay = p.config().credit_delay.unwrap();
+        // One item in: the central holds 7 of 8. Consumed before this side sent anything,
+        // its credit is due after the delay; an echo sent meanwhile makes it wait.
+        items(&mut p, 6..7);
+        p.consumed(T0, 5, 1).unwrap();
+        assert_eq!(p.poll_timeout(), Some(T0 + delay));
+        p.send_stream_item(T0, 5, "chat", b"\x0a\x00").unwrap();
+        assert_eq!(sent(&mut p).len(), 1, "the echo");
+        p.handle_timeout(T0 + delay);
+        assert_eq!(
+            credits(&mut p),
+            Vec::<[u8; 3]>::new(),
+            "7 of 8 held: it waits"
+        );
+        assert_eq!(p.poll_timeout(), None);
+        // Two more in: the central holds 5, under three quarters of 8. The next remainder
+        // goes after the delay, with the one that waited.
+        items(&mut p, 7..9);
+        let later = T0 + Duration::from_millis(5);
+        p.consumed(later, 5, 1).unwrap();
+        assert_eq!(p.poll_timeout(), Some(later + delay));
+        p.handle_timeout(later + delay);
+        assert_eq!(credits(&mut p), [[0x05, 0x02, 0x00]]);
+        // Credited: nothing sent since, so a remainder is due after the delay again.
+        p.consumed(later + delay, 5, 1).unwrap();
+        assert_eq!(p.poll_timeout(), Some(later + delay + delay));
     }
 }
