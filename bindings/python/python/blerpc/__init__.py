@@ -27,6 +27,7 @@ stack's callbacks. Pins can be kept in the app's own :class:`KeyStore`
 from __future__ import annotations
 
 import asyncio
+import atexit
 import itertools
 import json
 import weakref
@@ -54,6 +55,9 @@ from ._ffi.blerpc_ffi import Upload as _Upload
 from ._ffi.blerpc_ffi import connect as _connect
 from ._ffi.blerpc_ffi import connect_gatt as _connect_gatt
 from ._ffi.blerpc_ffi import run_report as _run_report
+from ._futures import install as _install_future_dropped
+
+_install_future_dropped()
 
 if TYPE_CHECKING:
     # What type checkers see of the generated error (which builds its subclasses at run time,
@@ -213,7 +217,7 @@ class _Completions:
     def __init__(self, loop: asyncio.AbstractEventLoop, queue: CompletionQueue, fd: int) -> None:
         # No reference to the loop: the loop (through its reader) holds this, not the reverse,
         # so a loop no longer used is freed with its queue.
-        self._queue = queue
+        self._queue: Optional[CompletionQueue] = queue
         self._waiting: "dict[int, asyncio.Future[bytes]]" = {}
         self._tickets = itertools.count()
         loop.add_reader(fd, self._deliver)
@@ -238,7 +242,19 @@ class _Completions:
         cls._per_loop[loop] = made
         return made
 
+    @classmethod
+    def release_all(cls) -> None:
+        """At the interpreter's exit, frees the queues of the loops still alive (a loop left
+        open, or closed but still referenced) while the generated module can: freed later,
+        during the modules' teardown, a queue's finalizer found the library gone and printed
+        an ignored ``AttributeError``."""
+        for completions in list(cls._per_loop.values()):
+            if completions is not None:
+                completions._queue = None
+
     def _deliver(self) -> None:
+        if self._queue is None:
+            return
         for done in self._queue.take():
             waiter = self._waiting.pop(done.ticket, None)
             if waiter is None or waiter.done():
@@ -249,8 +265,11 @@ class _Completions:
                 waiter.set_exception(done.error)
 
     async def call(self, start: Callable[[CompletionQueue, int], None]) -> bytes:
+        if self._queue is None:
+            raise RuntimeError("the interpreter is exiting: no more calls")
+        queue = self._queue
         ticket = next(self._tickets)
-        start(self._queue, ticket)
+        start(queue, ticket)
         waiter: "asyncio.Future[bytes]" = asyncio.get_running_loop().create_future()
         self._waiting[ticket] = waiter
         try:
@@ -258,8 +277,11 @@ class _Completions:
         except asyncio.CancelledError:
             # The call is dropped in the core (its slot and any late answer released).
             self._waiting.pop(ticket, None)
-            self._queue.cancel(ticket)
+            queue.cancel(ticket)
             raise
+
+
+atexit.register(_Completions.release_all)
 
 
 class _Connecting:

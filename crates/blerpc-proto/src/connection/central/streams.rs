@@ -87,8 +87,9 @@ where
     /// [`CentralConfig::credit_delay`](super::CentralConfig::credit_delay) later
     /// ([`Central::poll_timeout`] names the instant), so the items of one connection event
     /// are credited together and a remainder never waits for more items (with no delay
-    /// configured, it waits). Nothing for a call
-    /// without flow control, or one not answering yet.
+    /// configured, it waits; it waits too while this side sends items of the stream and the
+    /// peripheral still holds three quarters of the window, where a CREDIT would take a data
+    /// packet's place). Nothing for a call without flow control, or one not answering yet.
     pub fn grant(&mut self, now: Instant, call: CallId, room: usize) -> Result<(), CallError> {
         let window = u32::from(self.config.stream_window.max(1));
         let delay = self.config.credit_delay;

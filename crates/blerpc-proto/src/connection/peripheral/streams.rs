@@ -95,8 +95,11 @@ where
     /// is consumed, otherwise [`PeripheralConfig::credit_delay`](super::PeripheralConfig::credit_delay)
     /// after the first of them (so the items of one connection event go back in one CREDIT,
     /// and a remainder below half the window never waits for more items:
-    /// [`Peripheral::poll_timeout`] names the instant; with no delay configured, it waits). More than were handed out counts as all
-    /// of them; an unknown stream is [`SendError::UnknownRequest`].
+    /// [`Peripheral::poll_timeout`] names the instant; with no delay configured, it waits; it
+    /// waits too while this side sends items of the stream and the central still holds three
+    /// quarters of the window, where a CREDIT would take a data packet's place). More than
+    /// were handed out counts as all of them; an unknown stream is
+    /// [`SendError::UnknownRequest`].
     pub fn consumed(&mut self, now: Instant, stream: u8, n: u32) -> Result<(), SendError> {
         self.check_open()?;
         let window = u32::from(self.config.stream_window.max(1));
