@@ -90,6 +90,7 @@ pub fn control_parse(data: &[u8]) {
 /// The same for the large-message form ([`Command::parse_large`]).
 pub fn command_parse(data: &[u8]) {
     command_parse_large(data);
+    command_parse_extended(data);
     let Ok(c) = Command::parse(data) else { return };
     let len = c.emitted_len();
     assert!(len <= data.len());
@@ -105,6 +106,40 @@ pub fn command_parse(data: &[u8]) {
         Ok(header.len())
     );
     assert_eq!(header, out[..header.len()]);
+}
+
+/// A request with the deadline and streams extensions' fields (the deadline's varint, a
+/// stream's window and id), with and without the large-message extension: what parses is the
+/// stored command with its fields inserted (`with_fields`, as the central sends it), byte for
+/// byte after the type byte, and parses back to the same (one encoding per request: a longer
+/// varint than its value needs does not parse).
+fn command_parse_extended(data: &[u8]) {
+    use blerpc_proto::wire::command::{MAX_FIELDS_LEN, REQUEST_FLAGS, with_fields};
+    for large in [false, true] {
+        let Ok(e) = Command::parse_extended(data, large, REQUEST_FLAGS) else {
+            continue;
+        };
+        let len = if large {
+            e.command.emitted_len_large()
+        } else {
+            e.command.emitted_len()
+        };
+        let mut stored = vec![0u8; len];
+        let emitted = if large {
+            e.command.emit_large(&mut stored)
+        } else {
+            e.command.emit(&mut stored)
+        };
+        assert_eq!(emitted, Ok(len));
+        let (mut type_byte, mut scratch) = ([0u8], [0u8; MAX_FIELDS_LEN]);
+        let sent: Vec<u8> = with_fields(&stored, &e.fields, &mut type_byte, &mut scratch)
+            .expect("a stored command holds its header")
+            .concat();
+        assert_eq!(sent.len(), e.header_len + e.command.data.len());
+        assert_eq!(sent[1..], data[1..sent.len()]);
+        let again = Command::parse_extended(&sent, large, REQUEST_FLAGS).expect("re-parses");
+        assert_eq!((again.command, again.fields), (e.command, e.fields));
+    }
 }
 
 fn command_parse_large(data: &[u8]) {
