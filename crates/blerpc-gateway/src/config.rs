@@ -96,9 +96,10 @@ pub struct GatewayConfig {
     /// How often the gateway asks each connected device that announces the diagnostics
     /// extension for its diagnostics (`docs/protocol.md` "Diagnostics"): the answer is the
     /// device's last link report (`GET /v1/devices/{id}/report`) and feeds the fleet's link
-    /// figures in `/metrics`. Each ask is one call in the device's queue. `None`: never (the
-    /// report then has only what the gateway saw itself). At least [`MIN_DIAGNOSTICS_EVERY`].
-    /// Default 5 minutes.
+    /// figures in `/metrics`. Each ask is one call, made only while the device is idle (a busy
+    /// device is asked again [`BUSY_RETRY`](crate::link_watch::BUSY_RETRY) later). `None`:
+    /// never (the report then has only what the gateway saw itself). At least
+    /// [`MIN_DIAGNOSTICS_EVERY`]. Default 5 minutes.
     pub diagnostics_every: Option<Duration>,
     /// The first ask comes at a random moment within this after a device connects, so that
     /// devices reconnecting together (a gateway of the fleet lost) are not all asked at once.
