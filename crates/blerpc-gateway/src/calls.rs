@@ -167,6 +167,26 @@ pub struct Slot {
     pub started: Instant,
 }
 
+impl Slot {
+    /// The place `call` (and, for a stream, `stream`) holds, counted in flight until dropped.
+    fn new(
+        device: Arc<Device>,
+        connection: Arc<Connection>,
+        call: OwnedSemaphorePermit,
+        stream: Option<OwnedSemaphorePermit>,
+        started: Instant,
+    ) -> Slot {
+        connection.in_flight.fetch_add(1, Ordering::Relaxed);
+        Slot {
+            device,
+            connection,
+            _call: call,
+            _stream: stream,
+            started,
+        }
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
         self.connection.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -247,14 +267,7 @@ impl Gateway {
                     Some(Err(_)) => return Err(disconnected()),
                     None => None,
                 };
-                connection.in_flight.fetch_add(1, Ordering::Relaxed);
-                Ok(Slot {
-                    device,
-                    connection,
-                    _call: call,
-                    _stream: stream_permit,
-                    started,
-                })
+                Ok(Slot::new(device, connection, call, stream_permit, started))
             }
             Ok((Err(_), _)) => Err(disconnected()),
             Err(_) => Err(CallFailure::Deadline {
@@ -364,14 +377,7 @@ impl Gateway {
             return None;
         }
         let call = connection.calls.clone().try_acquire_owned().ok()?;
-        connection.in_flight.fetch_add(1, Ordering::Relaxed);
-        Some(Slot {
-            device,
-            connection,
-            _call: call,
-            _stream: None,
-            started: Instant::now(),
-        })
+        Some(Slot::new(device, connection, call, None, Instant::now()))
     }
 
     /// Asks the device holding `slot` for its diagnostics within `deadline` of the slot's

@@ -864,7 +864,7 @@ pub(super) mod tests {
     use core::time::Duration;
 
     use super::super::CentralEvent;
-    use super::super::tests::{T0, ready, sent};
+    use super::super::tests::{T0, TestCentral, ready, sent};
     use super::*;
 
     /// `echo` with `0a 02 "hi"` under tid 2: FIRST `[tid][seq 0][0x00][total 12 LE][len 12]`,
@@ -964,11 +964,11 @@ pub(super) mod tests {
     fn a_call_passed_over_twice_retries_with_the_next_response() {
         let ms = |n: u64| Duration::from_millis(n);
         let mut c = ready();
-        let echo = |c: &mut super::super::tests::TestCentral, now, data: &'static [u8]| {
+        let echo = |c: &mut TestCentral, now, data: &'static [u8]| {
             let id = c.start_call(now, "echo", data, CallKind::Unary).unwrap();
             (id, sent(c)[0][0])
         };
-        let answer = |c: &mut super::super::tests::TestCentral, now, tid: u8, data: &[u8]| {
+        let answer = |c: &mut TestCentral, now, tid: u8, data: &[u8]| {
             c.handle_input(now, &response(tid, b"echo", data)).unwrap();
             assert!(matches!(
                 c.poll_event(),

@@ -145,31 +145,20 @@ where
             .credit_delay
             .unwrap_or_default()
             .max(crate::connection::MIN_CREDIT_RETRY);
+        let window = u32::from(self.config.stream_window.max(1));
         for idx in 0..self.calls.len() {
-            let due = self
-                .calls
-                .get(idx)
-                .and_then(Option::as_ref)
-                .and_then(|c| c.flow.due)
-                .filter(|(at, _)| *at <= now);
-            let window = u32::from(self.config.stream_window.max(1));
-            let waits = self
-                .calls
-                .get(idx)
-                .and_then(Option::as_ref)
-                .is_some_and(|c| {
-                    crate::connection::remainder_waits(c.flow.sending, c.flow.granted, window)
-                });
-            if due.is_some()
-                && waits
-                && let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut)
-            {
+            let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut) else {
+                continue;
+            };
+            let Some((_, add)) = c.flow.due.filter(|(at, _)| *at <= now) else {
+                continue;
+            };
+            if crate::connection::remainder_waits(c.flow.sending, c.flow.granted, window) {
                 // Items went out since it was due, and the peripheral holds plenty: it waits.
                 c.flow.due = None;
                 continue;
             }
-            if let Some((_, add)) = due
-                && self.send_grant(idx, add).is_err()
+            if self.send_grant(idx, add).is_err()
                 && let Some(c) = self.calls.get_mut(idx).and_then(Option::as_mut)
             {
                 c.flow.due = Some((now.saturating_add(retry), add));

@@ -132,14 +132,19 @@ where
     /// delay later.
     pub(super) fn grant_due(&mut self, now: Instant) {
         let window = u32::from(self.config.stream_window.max(1));
-        if let Some(b) = self.bidi.as_mut().filter(|b| {
-            b.grant_at.is_some() && crate::connection::remainder_waits(b.sending, b.held, window)
-        }) {
+        let Some(b) = self
+            .bidi
+            .as_mut()
+            .filter(|b| b.grant_at.is_some_and(|at| at <= now))
+        else {
+            return;
+        };
+        if crate::connection::remainder_waits(b.sending, b.held, window) {
             // Items went out since it was due, and the central holds plenty: it waits.
             b.grant_at = None;
             return;
         }
-        if self.credit_deadline().is_some_and(|at| at <= now) && self.grant().is_err() {
+        if self.grant().is_err() {
             let retry = self
                 .config
                 .credit_delay
